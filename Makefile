@@ -1,0 +1,58 @@
+# One entry point for everything. Every target that needs the environment depends on `setup`,
+# which is idempotent: it only reinstalls when requirements.txt or package.json changed.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+ENV ?= local
+PYTEST_ARGS ?=
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: help setup java demo test check lint typecheck bench synth clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+java:  ## make sure a Java 17+ runtime is present (Spark needs it)
+	@./scripts/ensure-java.sh
+
+setup: $(STAMP) $(NODE_STAMP) java  ## create/refresh .venv, the local CDK CLI and Java (idempotent)
+
+demo: setup  ## run the whole system locally on the emulator and print the verdict
+	$(BIN)/consumer demo --env local
+
+test: setup  ## run every test (unit, functional, e2e, infra, pipeline)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: setup  ## ruff
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check consumer
+
+typecheck: setup  ## mypy (strict on consumer/)
+	$(BIN)/mypy
+
+check: lint typecheck test  ## the one gate: ruff, mypy, tests
+
+bench: setup  ## benchmarks; writes bench/RESULTS.md
+	$(BIN)/python -m bench
+
+synth: setup  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
+	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet
+
+clean:  ## remove the virtualenv, node_modules and build outputs
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

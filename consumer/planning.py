@@ -1,0 +1,159 @@
+"""Capacity planner: the seed articles' sizing formulas applied to one environment's settings.
+
+Every figure carries the formula it came from, so ``consumer plan`` can be checked by hand. Pure:
+settings in, a :class:`Plan` out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from consumer.settings import Settings
+
+# Size of one lease item in the leases table, in bytes (key, owner, counter, checkpoint, parents).
+LEASE_ITEM_BYTES = 300
+# Size of one worker heartbeat row.
+HEARTBEAT_ITEM_BYTES = 120
+# Stream record size relative to the item, by view type (images carried per record).
+IMAGES_PER_RECORD = {"NEW_AND_OLD_IMAGES": 2.0, "NEW_IMAGE": 1.0, "OLD_IMAGE": 1.0, "KEYS_ONLY": 0.1}
+# Instance types a fleet commonly uses: (vCPU, memory GiB). Unknown types fall back to 2 / 4.
+INSTANCE_TYPES: dict[str, tuple[int, float]] = {
+    "t3.small": (2, 2), "t3.medium": (2, 4), "t3.large": (2, 8), "t3.xlarge": (4, 16),
+    "m7i.large": (2, 8), "m7i.xlarge": (4, 16), "m7i.2xlarge": (8, 32),
+    "c7i.large": (2, 4), "c7i.xlarge": (4, 8), "c7i.2xlarge": (8, 16), "c7i.4xlarge": (16, 32),
+    "c7g.large": (2, 4), "c7g.xlarge": (4, 8), "c7g.2xlarge": (8, 16),
+    "r7i.large": (2, 16), "r7i.xlarge": (4, 32),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: float
+    unit: str
+    formula: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    env: str
+    figures: list[Figure]
+    warnings: list[str] = field(default_factory=list)
+
+    def value(self, name: str) -> float:
+        for figure in self.figures:
+            if figure.name == name:
+                return figure.value
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"env": self.env, "figures": [asdict(f) for f in self.figures], "warnings": self.warnings}
+
+
+def scan_read_units(items: float, item_bytes: float) -> float:
+    """Read units one eventually consistent Scan of the table consumes (0.5 per 4 KB, rounded up)."""
+    return math.ceil(items * item_bytes / 4096) * 0.5 if items > 0 else 0.5
+
+
+def make_plan(settings: Settings) -> Plan:
+    table, worker, fleet = settings.table, settings.worker, settings.fleet
+    figures: list[Figure] = []
+    warnings: list[str] = []
+
+    def add(name: str, value: float, unit: str, formula: str) -> float:
+        figures.append(Figure(name, value, unit, formula))
+        return value
+
+    n, n_formula = table.expected_partitions()
+    add("partitions_N", n, "partitions", n_formula)
+    wcu = add("table_write_units", table.write_units_per_second(), "WCU/s",
+              "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)")  # fmt: skip
+    per_partition = add("write_units_per_partition", wcu / n, "WCU/s", "table_write_units / N")
+    add("shards_min", n, "shards", "N (one open shard per partition)")
+    add("shards_during_rollover", 2 * n, "shards", "2N (old and new shard both readable)")
+    add("shards_max", 6 * n, "shards", "6N (24 h of 4 h rollovers still readable)")
+    if n > 50 or per_partition > 100:
+        warnings.append(
+            f"N = {n} partitions, {per_partition:.0f} WCU/s per partition: above seed 002's thresholds "
+            "(50 partitions / 100 writes/s per partition), tune max_leases_for_worker and the fleet size"
+        )
+
+    processes_per_instance = fleet.worker_processes_per_instance
+    vcpu, memory_gib = INSTANCE_TYPES.get(fleet.instance_type, (2, 4.0))
+    if processes_per_instance > vcpu:
+        warnings.append(
+            f"{processes_per_instance} worker processes on {fleet.instance_type} ({vcpu} vCPU): "
+            "one process per core is the usual maximum"
+        )
+    by_shards = math.ceil(6 * n / (fleet.max_shards_per_process * processes_per_instance))
+    by_records = math.ceil(table.peak_writes_per_second / (fleet.records_per_second_per_process * processes_per_instance))
+    recommended = add("recommended_instances", max(1, by_shards, by_records), "instances",
+                      "max(1, ceil(6N / (max_shards_per_process x processes)), "
+                      "ceil(peak_writes_per_second / (records_per_second_per_process x processes)))")  # fmt: skip
+    if fleet.max_instances < recommended:
+        warnings.append(f"fleet.max_instances {fleet.max_instances} < recommended {recommended:.0f} instances")
+    workers = add("worker_processes_M", settings.total_worker_processes, "processes",
+                  "desired_instances x worker_processes_per_instance")  # fmt: skip
+    leases_per_worker = add("leases_per_worker_peak", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    add("threads_per_worker", worker.max_worker_threads + 3, "threads",
+        "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard")  # fmt: skip
+
+    record_kb = table.average_item_kb * IMAGES_PER_RECORD[table.stream_view_type]
+    in_flight = min(leases_per_worker, worker.max_leases_for_worker)
+    memory_mib = add("memory_per_worker", worker.max_records * record_kb * in_flight * 2 / 1024, "MiB",
+                     "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; "
+                     "record KB = average_item_kb x images per record")  # fmt: skip
+    if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
+        warnings.append(
+            f"{processes_per_instance} workers x {memory_mib:.0f} MiB exceed 80% of {fleet.instance_type}'s "
+            f"{memory_gib:g} GiB: lower max_records or choose a larger instance"
+        )
+
+    low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
+    high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    add("max_leases_for_worker_suggested", 2 * low, "leases",
+        "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover")  # fmt: skip
+    if worker.max_leases_for_worker < low:
+        warnings.append(
+            f"max_leases_for_worker {worker.max_leases_for_worker} < N/M = {low}: the fleet cannot hold "
+            "every open shard"
+        )
+
+    # Leases-table traffic. Steady state holds about 2N leases (open shards plus finished ones
+    # awaiting cleanup), and every active shard checkpoints at most once per poll.
+    leases = 2 * n
+    failover_s = worker.failover_time_millis / 1000
+    poll_s = max(worker.idle_time_between_reads_millis, settings.processing.batching.max_window_millis, 1) / 1000
+    checkpoints = n / poll_s
+    scan = scan_read_units(leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers)
+                           / (leases + workers))  # fmt: skip
+    ours_w = add("lease_table_write_units", workers / (worker.renewal_interval_millis / 1000) + checkpoints,
+                 "WCU/s", "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)")  # fmt: skip
+    ours_r = add("lease_table_read_units",
+                 workers * scan * (1000 / worker.taker_interval_millis + 1000 / worker.shard_sync_interval_millis),
+                 "RCU/s", "M x scan(2N leases + M heartbeats) x (1/taker_interval + 1/shard_sync_interval); "
+                 "scan = ceil(bytes / 4 KB) x 0.5")  # fmt: skip
+    kcl_scan = scan_read_units(leases, LEASE_ITEM_BYTES)
+    add("kcl_lease_table_write_units", leases / (failover_s / 3) + checkpoints, "WCU/s",
+        "Java KCL: 2N leases renewed every failover/3 + checkpoints")  # fmt: skip
+    add("kcl_lease_table_read_units",
+        workers * kcl_scan * (1 / (2 * failover_s) + 1000 / worker.shard_sync_interval_millis), "RCU/s",
+        "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)")  # fmt: skip
+    if worker.lease_table_billing_mode == "PROVISIONED":
+        if ours_w > worker.initial_lease_table_write_capacity:
+            warnings.append(
+                f"leases table needs ~{ours_w:.1f} WCU/s but initial_lease_table_write_capacity is "
+                f"{worker.initial_lease_table_write_capacity}: throttling loses leases (seed 004)"
+            )
+        if ours_r > worker.initial_lease_table_read_capacity:
+            warnings.append(
+                f"leases table needs ~{ours_r:.1f} RCU/s but initial_lease_table_read_capacity is "
+                f"{worker.initial_lease_table_read_capacity}: throttling loses leases (seed 004)"
+            )
+
+    add("scale_out_threshold", settings.scaling.returned_item_count_multiplier * n, "leases",
+        "returned_item_count_multiplier x N: leases-table Scan ReturnedItemCount that adds an instance")  # fmt: skip
+    warnings.extend(settings.warnings())
+    return Plan(settings.env, figures, warnings)
