@@ -20,12 +20,23 @@ HEARTBEAT_ITEM_BYTES = 120
 IMAGES_PER_RECORD = {"NEW_AND_OLD_IMAGES": 2.0, "NEW_IMAGE": 1.0, "OLD_IMAGE": 1.0, "KEYS_ONLY": 0.1}
 # Instance types a fleet commonly uses: (vCPU, memory GiB). Unknown types fall back to 2 / 4.
 INSTANCE_TYPES: dict[str, tuple[int, float]] = {
-    "t3.small": (2, 2), "t3.medium": (2, 4), "t3.large": (2, 8), "t3.xlarge": (4, 16),
-    "m7i.large": (2, 8), "m7i.xlarge": (4, 16), "m7i.2xlarge": (8, 32),
-    "c7i.large": (2, 4), "c7i.xlarge": (4, 8), "c7i.2xlarge": (8, 16), "c7i.4xlarge": (16, 32),
-    "c7g.large": (2, 4), "c7g.xlarge": (4, 8), "c7g.2xlarge": (8, 16),
-    "r7i.large": (2, 16), "r7i.xlarge": (4, 32),
-}  # fmt: skip
+    "t3.small": (2, 2),
+    "t3.medium": (2, 4),
+    "t3.large": (2, 8),
+    "t3.xlarge": (4, 16),
+    "m7i.large": (2, 8),
+    "m7i.xlarge": (4, 16),
+    "m7i.2xlarge": (8, 32),
+    "c7i.large": (2, 4),
+    "c7i.xlarge": (4, 8),
+    "c7i.2xlarge": (8, 16),
+    "c7i.4xlarge": (16, 32),
+    "c7g.large": (2, 4),
+    "c7g.xlarge": (4, 8),
+    "c7g.2xlarge": (8, 16),
+    "r7i.large": (2, 16),
+    "r7i.xlarge": (4, 32),
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,11 @@ def scan_read_units(items: float, item_bytes: float) -> float:
     return math.ceil(items * item_bytes / 4096) * 0.5 if items > 0 else 0.5
 
 
+def per_second(*interval_millis: int) -> float:
+    """How many times per second a set of timers fire together."""
+    return sum(1000 / millis for millis in interval_millis)
+
+
 def make_plan(settings: Settings) -> Plan:
     table, worker, fleet = settings.table, settings.worker, settings.fleet
     figures: list[Figure] = []
@@ -68,8 +84,12 @@ def make_plan(settings: Settings) -> Plan:
 
     n, n_formula = table.expected_partitions()
     add("partitions_N", n, "partitions", n_formula)
-    wcu = add("table_write_units", table.write_units_per_second(), "WCU/s",
-              "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)")  # fmt: skip
+    wcu = add(
+        "table_write_units",
+        table.write_units_per_second(),
+        "WCU/s",
+        "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)",
+    )
     per_partition = add("write_units_per_partition", wcu / n, "WCU/s", "table_write_units / N")
     add("shards_min", n, "shards", "N (one open shard per partition)")
     add("shards_during_rollover", 2 * n, "shards", "2N (old and new shard both readable)")
@@ -88,23 +108,43 @@ def make_plan(settings: Settings) -> Plan:
             "one process per core is the usual maximum"
         )
     by_shards = math.ceil(6 * n / (fleet.max_shards_per_process * processes_per_instance))
-    by_records = math.ceil(table.peak_writes_per_second / (fleet.records_per_second_per_process * processes_per_instance))
-    recommended = add("recommended_instances", max(1, by_shards, by_records), "instances",
-                      "max(1, ceil(6N / (max_shards_per_process x processes)), "
-                      "ceil(peak_writes_per_second / (records_per_second_per_process x processes)))")  # fmt: skip
+    by_records = math.ceil(
+        table.peak_writes_per_second / (fleet.records_per_second_per_process * processes_per_instance)
+    )
+    recommended = add(
+        "recommended_instances",
+        max(1, by_shards, by_records),
+        "instances",
+        "max(1, ceil(6N / (max_shards_per_process x processes)), "
+        "ceil(peak_writes / (records_per_second_per_process x processes)))",
+    )
     if fleet.max_instances < recommended:
-        warnings.append(f"fleet.max_instances {fleet.max_instances} < recommended {recommended:.0f} instances")
-    workers = add("worker_processes_M", settings.total_worker_processes, "processes",
-                  "desired_instances x worker_processes_per_instance")  # fmt: skip
+        warnings.append(
+            f"fleet.max_instances {fleet.max_instances} < recommended {recommended:.0f} instances"
+        )
+    workers = add(
+        "worker_processes_M",
+        settings.total_worker_processes,
+        "processes",
+        "desired_instances x worker_processes_per_instance",
+    )
     leases_per_worker = add("leases_per_worker_peak", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
-    add("threads_per_worker", worker.max_worker_threads + 3, "threads",
-        "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard")  # fmt: skip
+    add(
+        "threads_per_worker",
+        worker.max_worker_threads + 3,
+        "threads",
+        "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard",
+    )
 
     record_kb = table.average_item_kb * IMAGES_PER_RECORD[table.stream_view_type]
     in_flight = min(leases_per_worker, worker.max_leases_for_worker)
-    memory_mib = add("memory_per_worker", worker.max_records * record_kb * in_flight * 2 / 1024, "MiB",
-                     "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; "
-                     "record KB = average_item_kb x images per record")  # fmt: skip
+    memory_mib = add(
+        "memory_per_worker",
+        worker.max_records * record_kb * in_flight * 2 / 1024,
+        "MiB",
+        "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; "
+        "record KB = average_item_kb x images per record",
+    )
     if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
         warnings.append(
             f"{processes_per_instance} workers x {memory_mib:.0f} MiB exceed 80% of {fleet.instance_type}'s "
@@ -112,9 +152,13 @@ def make_plan(settings: Settings) -> Plan:
         )
 
     low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
-    high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
-    add("max_leases_for_worker_suggested", 2 * low, "leases",
-        "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover")  # fmt: skip
+    add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    add(
+        "max_leases_for_worker_suggested",
+        2 * low,
+        "leases",
+        "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover",
+    )
     if worker.max_leases_for_worker < low:
         warnings.append(
             f"max_leases_for_worker {worker.max_leases_for_worker} < N/M = {low}: the fleet cannot hold "
@@ -125,22 +169,39 @@ def make_plan(settings: Settings) -> Plan:
     # awaiting cleanup), and every active shard checkpoints at most once per poll.
     leases = 2 * n
     failover_s = worker.failover_time_millis / 1000
-    poll_s = max(worker.idle_time_between_reads_millis, settings.processing.batching.max_window_millis, 1) / 1000
+    poll_s = (
+        max(worker.idle_time_between_reads_millis, settings.processing.batching.max_window_millis, 1) / 1000
+    )
     checkpoints = n / poll_s
-    scan = scan_read_units(leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers)
-                           / (leases + workers))  # fmt: skip
-    ours_w = add("lease_table_write_units", workers / (worker.renewal_interval_millis / 1000) + checkpoints,
-                 "WCU/s", "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)")  # fmt: skip
-    ours_r = add("lease_table_read_units",
-                 workers * scan * (1000 / worker.taker_interval_millis + 1000 / worker.shard_sync_interval_millis),
-                 "RCU/s", "M x scan(2N leases + M heartbeats) x (1/taker_interval + 1/shard_sync_interval); "
-                 "scan = ceil(bytes / 4 KB) x 0.5")  # fmt: skip
+    scan = scan_read_units(
+        leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers) / (leases + workers)
+    )
+    ours_w = add(
+        "lease_table_write_units",
+        workers / (worker.renewal_interval_millis / 1000) + checkpoints,
+        "WCU/s",
+        "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)",
+    )
+    ours_r = add(
+        "lease_table_read_units",
+        workers * scan * per_second(worker.taker_interval_millis, worker.shard_sync_interval_millis),
+        "RCU/s",
+        "M x scan(2N leases + M heartbeats) x (1/taker_interval + 1/shard_sync_interval); "
+        "scan = ceil(bytes / 4 KB) x 0.5",
+    )
     kcl_scan = scan_read_units(leases, LEASE_ITEM_BYTES)
-    add("kcl_lease_table_write_units", leases / (failover_s / 3) + checkpoints, "WCU/s",
-        "Java KCL: 2N leases renewed every failover/3 + checkpoints")  # fmt: skip
-    add("kcl_lease_table_read_units",
-        workers * kcl_scan * (1 / (2 * failover_s) + 1000 / worker.shard_sync_interval_millis), "RCU/s",
-        "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)")  # fmt: skip
+    add(
+        "kcl_lease_table_write_units",
+        leases / (failover_s / 3) + checkpoints,
+        "WCU/s",
+        "Java KCL: 2N leases renewed every failover/3 + checkpoints",
+    )
+    add(
+        "kcl_lease_table_read_units",
+        workers * kcl_scan * (1 / (2 * failover_s) + 1000 / worker.shard_sync_interval_millis),
+        "RCU/s",
+        "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)",
+    )
     if worker.lease_table_billing_mode == "PROVISIONED":
         if ours_w > worker.initial_lease_table_write_capacity:
             warnings.append(
@@ -153,7 +214,11 @@ def make_plan(settings: Settings) -> Plan:
                 f"{worker.initial_lease_table_read_capacity}: throttling loses leases (seed 004)"
             )
 
-    add("scale_out_threshold", settings.scaling.returned_item_count_multiplier * n, "leases",
-        "returned_item_count_multiplier x N: leases-table Scan ReturnedItemCount that adds an instance")  # fmt: skip
+    add(
+        "scale_out_threshold",
+        settings.scaling.returned_item_count_multiplier * n,
+        "leases",
+        "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
+    )
     warnings.extend(settings.warnings())
     return Plan(settings.env, figures, warnings)

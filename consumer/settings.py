@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ENV_PREFIX = "CONSUMER_"
 CONFIG_DIR_VARIABLE = "CONSUMER_CONFIG_DIR"
@@ -34,7 +34,28 @@ DEFAULT_CONFIG_DIR = Path("config")
 ENVIRONMENTS = ("local", "dev", "prod")
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 LOG_RETENTION_DAYS = (
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
 )
 # Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
 UNBOUNDED = 2_147_483_647
@@ -51,7 +72,9 @@ class _Model(BaseModel):
 
 class KeyAttribute(_Model):
     name: str = Field(min_length=1, description="Attribute name.")
-    type: Literal["S", "N", "B"] = Field("S", description="Attribute type: S (string), N (number), B (binary).")
+    type: Literal["S", "N", "B"] = Field(
+        "S", description="Attribute type: S (string), N (number), B (binary)."
+    )
 
 
 class TableSettings(_Model):
@@ -128,7 +151,7 @@ class WorkerSettings(_Model):
     lease_taker_interval_millis: int | None = Field(
         None,
         ge=100,
-        description="How often a worker scans the leases table to take, steal and balance; default failover/3.",
+        description="How often a worker scans the leases table to take, steal, balance; default failover/3.",
     )
     max_clock_skew_millis: int = Field(
         500, ge=0, description="Assumed bound on wall-clock skew between workers (NTP / Amazon Time Sync)."
@@ -213,20 +236,25 @@ class MetricsSettings(_Model):
 
 
 class LogsSettings(_Model):
-    worker_log_group: str | None = Field(None, description="Lease-worker log group; default /<app>/lease-worker.")
+    worker_log_group: str | None = Field(
+        None, description="Lease-worker log group; default /<app>/lease-worker."
+    )
     application_log_group: str | None = Field(
         None, description="Application (processor) log group; default /<app>/application."
     )
     retention_days: int = Field(30, description="Retention of both log groups (a CloudWatch Logs value).")
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level of the worker.")
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log level of the worker."
+    )
     ship_to_cloudwatch: bool = Field(True, description="Send logs to CloudWatch Logs (watchtower).")
 
-    @model_validator(mode="after")
-    def _retention_is_allowed(self) -> LogsSettings:
-        if self.retention_days not in LOG_RETENTION_DAYS:
+    @field_validator("retention_days")
+    @classmethod
+    def _retention_is_allowed(cls, days: int) -> int:
+        if days not in LOG_RETENTION_DAYS:
             allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
-            raise ValueError(f"retention_days {self.retention_days} is not a CloudWatch Logs value ({allowed})")
-        return self
+            raise ValueError(f"{days} is not a CloudWatch Logs retention value ({allowed})")
+        return days
 
 
 # ---------------------------------------------------------------------------------------- fleet
@@ -276,16 +304,23 @@ class ScalingSettings(_Model):
     scale_in_multiplier: float = Field(
         1.25, gt=0, description="Scale in when ReturnedItemCount <= this x N for scale_in_evaluation_periods."
     )
-    scale_in_evaluation_periods: int = Field(6, ge=1, description="Periods of low lease count before scale-in.")
+    scale_in_evaluation_periods: int = Field(
+        6, ge=1, description="Periods of low lease count before scale-in."
+    )
     lag_alarm_hours: float = Field(
         12.0, gt=0, lt=24, description="Alarm when MillisBehindLatest nears the 24 h retention."
     )
     alarm_topic_email: str | None = Field(None, description="Email subscribed to the alarm topic, if any.")
 
+    @field_validator("period_seconds")
+    @classmethod
+    def _period(cls, seconds: int) -> int:
+        if seconds < 60 or seconds % 60:
+            raise ValueError("must be 60 or a multiple of 60")
+        return seconds
+
     @model_validator(mode="after")
-    def _period(self) -> ScalingSettings:
-        if self.period_seconds < 60 or self.period_seconds % 60:
-            raise ValueError(f"period_seconds must be 60 or a multiple of 60, got {self.period_seconds}")
+    def _scale_in_below_scale_out(self) -> ScalingSettings:
         if self.scale_in_multiplier >= self.returned_item_count_multiplier:
             raise ValueError("scale_in_multiplier must be below returned_item_count_multiplier")
         return self
@@ -324,7 +359,9 @@ class FilterSettings(_Model):
     event_names: list[Literal["INSERT", "MODIFY", "REMOVE"]] = Field(
         default_factory=list, description="Keep only these event names (empty: all)."
     )
-    key_equals: dict[str, Any] = Field(default_factory=dict, description="Keep records whose keys equal these.")
+    key_equals: dict[str, Any] = Field(
+        default_factory=dict, description="Keep records whose keys equal these."
+    )
     new_image_equals: dict[str, Any] = Field(
         default_factory=dict, description="Keep records whose new image has these attribute values."
     )
@@ -341,10 +378,10 @@ class ProcessingSettings(_Model):
         description="Built-in sink (changelog, dynamodb_replica) or a user processor 'package.module:Name'.",
     )
     options: dict[str, Any] = Field(default_factory=dict, description="Passed to the processor.")
-    retry: RetrySettings = Field(default_factory=RetrySettings)  # type: ignore[arg-type]
-    dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)  # type: ignore[arg-type]
-    filter: FilterSettings = Field(default_factory=FilterSettings)  # type: ignore[arg-type]
-    batching: BatchingSettings = Field(default_factory=BatchingSettings)  # type: ignore[arg-type]
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
+    filter: FilterSettings = Field(default_factory=FilterSettings)
+    batching: BatchingSettings = Field(default_factory=BatchingSettings)
 
 
 # -------------------------------------------------------------------------------------- emulator
@@ -371,7 +408,7 @@ class EmulatorSettings(_Model):
     trim_after_seconds: float = Field(360.0, gt=0, description="Records older than this are trimmed (24 h).")
     iterator_expiry_seconds: float = Field(60.0, gt=0, description="Shard iterators expire after (15 min).")
     seed: int = Field(7, description="Seed for hashing, splits and faults: runs are repeatable.")
-    faults: EmulatorFaults = Field(default_factory=EmulatorFaults)  # type: ignore[arg-type]
+    faults: EmulatorFaults = Field(default_factory=EmulatorFaults)
 
 
 # -------------------------------------------------------------------------------- load / pipeline
@@ -418,15 +455,15 @@ class Settings(_Model):
     account: str | None = Field(None, description="AWS account for the CDK stacks (synth needs none).")
     endpoint_url: str | None = Field(None, description="Endpoint of the local emulator (local only).")
     table: TableSettings
-    worker: WorkerSettings = Field(default_factory=WorkerSettings)  # type: ignore[arg-type]
-    metrics: MetricsSettings = Field(default_factory=MetricsSettings)  # type: ignore[arg-type]
-    logs: LogsSettings = Field(default_factory=LogsSettings)  # type: ignore[arg-type]
-    fleet: FleetSettings = Field(default_factory=FleetSettings)  # type: ignore[arg-type]
-    scaling: ScalingSettings = Field(default_factory=ScalingSettings)  # type: ignore[arg-type]
-    processing: ProcessingSettings = Field(default_factory=ProcessingSettings)  # type: ignore[arg-type]
-    emulator: EmulatorSettings = Field(default_factory=EmulatorSettings)  # type: ignore[arg-type]
-    load: LoadSettings = Field(default_factory=LoadSettings)  # type: ignore[arg-type]
-    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)  # type: ignore[arg-type]
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    logs: LogsSettings = Field(default_factory=LogsSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    scaling: ScalingSettings = Field(default_factory=ScalingSettings)
+    processing: ProcessingSettings = Field(default_factory=ProcessingSettings)
+    emulator: EmulatorSettings = Field(default_factory=EmulatorSettings)
+    load: LoadSettings = Field(default_factory=LoadSettings)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
 
     @property
     def leases_table_name(self) -> str:
@@ -589,15 +626,18 @@ def _describe(error: Mapping[str, Any]) -> tuple[str, str]:
     return path, message
 
 
-def _source_of(path: str, origins: Mapping[str, str], fallback: str) -> str:
+def _source_of(path: str, origins: Mapping[str, str], ranks: Mapping[str, int], fallback: str) -> str:
+    """The file or variable that set ``path``; for a whole-section check, the highest-precedence
+    source that set anything inside that section (that is the edit that broke it)."""
+    below = [src for key, src in origins.items() if key.startswith(f"{path}.")]
+    if below:
+        return max(below, key=lambda src: ranks.get(src, -1))
     probe = path
     while probe:
         if probe in origins:
             return origins[probe]
         probe = probe.rpartition(".")[0]
-    # A whole-model check: name the source of any leaf below it.
-    below = [src for key, src in origins.items() if key.startswith(f"{path}.")]
-    return below[-1] if below else fallback
+    return fallback
 
 
 def load_settings(
@@ -619,21 +659,23 @@ def load_settings(
         )
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
+    layers: list[tuple[str, Mapping[str, Any]]] = []
     base = folder / "base.yaml"
     if base.is_file():
-        _merge(merged, _read_yaml(base), str(base), origins)
-    _merge(merged, _read_yaml(env_file), str(env_file), origins)
-    for source, overlay in _environment_overrides(environ):
+        layers.append((str(base), _read_yaml(base)))
+    layers.append((str(env_file), _read_yaml(env_file)))
+    layers.extend(_environment_overrides(environ))
+    for source, overlay in layers:
         _merge(merged, overlay, source, origins)
     merged["env"] = env
-    origins["env"] = "command line (--env)"
+    ranks = {source: rank for rank, (source, _) in enumerate(layers)}
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             path, message = _describe(error)
-            problems.append(Problem(_source_of(path, origins, str(env_file)), path, message))
+            problems.append(Problem(_source_of(path, origins, ranks, str(env_file)), path, message))
         raise ConfigError(problems) from None
 
 

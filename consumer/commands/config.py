@@ -31,7 +31,8 @@ def _validate(args: argparse.Namespace) -> int:
     if args.show:
         print(json.dumps(settings.model_dump(mode="json"), indent=2))
     else:
-        print(f"config/{args.env}.yaml is valid (application {settings.application_name}, table {settings.table.name})")
+        what = f"application {settings.application_name}, table {settings.table.name}"
+        print(f"config/{args.env}.yaml is valid ({what})")
     return 0
 
 

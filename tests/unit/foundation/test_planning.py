@@ -1,0 +1,119 @@
+"""`consumer plan` against figures worked out by hand (the arithmetic is in each comment)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from consumer.cli import main
+from consumer.planning import make_plan
+from consumer.settings import load_settings
+
+BASE = """
+application_name: plan-test
+table:
+  name: orders
+  partition_key: {name: pk}
+"""
+
+SMALL = """
+table:
+  billing_mode: PROVISIONED
+  read_capacity: 100
+  write_capacity: 50
+  storage_gb: 2
+"""
+
+# More than 50 partitions and more than 100 writes/s per partition (seed 002's tuning thresholds).
+LARGE = """
+table:
+  billing_mode: PROVISIONED
+  read_capacity: 30000
+  write_capacity: 60000
+  storage_gb: 200
+  peak_writes_per_second: 60000
+fleet:
+  min_instances: 3
+  desired_instances: 6
+  max_instances: 12
+  worker_processes_per_instance: 4
+  instance_type: c7i.xlarge
+"""
+
+
+def _plan(tmp_path: Path, env_text: str):  # type: ignore[no-untyped-def]
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "test.yaml").write_text(env_text)
+    return make_plan(load_settings("test", tmp_path, environ={}))
+
+
+def test_small_table(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, SMALL)
+    expected = {
+        "partitions_N": 1,  # max(ceil(100/3000 + 50/1000) = ceil(0.083) = 1, ceil(2/10) = 1)
+        "write_units_per_partition": 50,  # 50 WCU / 1
+        "shards_max": 6,  # 6N
+        "worker_processes_M": 4,  # default fleet: 2 instances x 2 processes
+        "leases_per_worker_peak": 2,  # ceil(6/4)
+        "max_leases_for_worker_min": 1,  # ceil(1/4)
+        "max_leases_for_worker_max": 2,  # ceil(6/4)
+        "max_leases_for_worker_suggested": 2,  # 1 + 1
+        "recommended_instances": 1,
+        # heartbeats 4 / 3.308 s (renewal = 10000//3 - 25 ms) + checkpoints 1 shard / 1 s
+        "lease_table_write_units": 4 / 3.308 + 1,
+        # scan of 2 leases x 300 B + 4 heartbeats x 120 B = 1080 B -> one 4 KB page -> 0.5 RCU;
+        # 4 workers x 0.5 x (1/3.333 s + 1/60 s)
+        "lease_table_read_units": 4 * 0.5 * (1000 / 3333 + 1 / 60),
+        # KCL: 2 leases renewed every 10/3 s = 0.6 + 1 checkpoint/s
+        "kcl_lease_table_write_units": 1.6,
+        # KCL: 4 workers x 0.5 x (1/20 s + 1/60 s)
+        "kcl_lease_table_read_units": 4 * 0.5 * (1 / 20 + 1 / 60),
+        "scale_out_threshold": 2,  # 2 x N
+    }
+    for name, value in expected.items():
+        assert plan.value(name) == pytest.approx(value, rel=1e-6), name
+    assert not any("seed 002's thresholds" in w for w in plan.warnings)
+
+
+def test_large_table(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, LARGE)
+    expected = {
+        "partitions_N": 70,  # max(ceil(30000/3000 + 60000/1000) = 70, ceil(200/10) = 20)
+        "write_units_per_partition": 60000 / 70,  # 857.1 WCU/s per partition
+        "shards_during_rollover": 140,
+        "shards_max": 420,
+        "worker_processes_M": 24,  # 6 x 4
+        "leases_per_worker_peak": 18,  # ceil(420/24) = ceil(17.5)
+        "max_leases_for_worker_min": 3,  # ceil(70/24)
+        "max_leases_for_worker_max": 18,
+        "max_leases_for_worker_suggested": 6,
+        # ceil(420 / (500 x 4)) = 1; ceil(60000 / (5000 x 4)) = 3
+        "recommended_instances": 3,
+        "threads_per_worker": 19,  # 16 + 3
+        # 1000 records x 2 KB (two 1 KB images) x 18 leases x 2 / 1024
+        "memory_per_worker": 1000 * 2 * 18 * 2 / 1024,
+        "lease_table_write_units": 24 / 3.308 + 70,  # 7.26 + 70 = 77.26
+        # 140 leases x 300 B + 24 x 120 B = 44 880 B -> 11 pages -> 5.5 RCU per scan
+        "lease_table_read_units": 24 * 5.5 * (1000 / 3333 + 1 / 60),  # 41.80
+        "kcl_lease_table_write_units": 140 / (10 / 3) + 70,  # 42 + 70 = 112
+        # 140 x 300 B = 42 000 B -> 11 pages -> 5.5 RCU
+        "kcl_lease_table_read_units": 24 * 5.5 * (1 / 20 + 1 / 60),  # 8.8
+        "scale_out_threshold": 140,
+    }
+    for name, value in expected.items():
+        assert plan.value(name) == pytest.approx(value, rel=1e-6), name
+    assert any("seed 002's thresholds" in w for w in plan.warnings)
+    # Default 10/10 leases-table capacity cannot carry this fleet.
+    assert any("initial_lease_table_write_capacity is 10" in w for w in plan.warnings)
+
+
+def test_plan_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "test.yaml").write_text(LARGE)
+    assert main(["plan", "--env", "test", "--config-dir", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    figures = {f["name"]: f for f in out["figures"]}
+    assert figures["partitions_N"]["value"] == 70
+    assert "ceil" in figures["partitions_N"]["formula"]

@@ -1,0 +1,165 @@
+"""Settings: layering, overrides, and errors that name the file and the key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from consumer.cli import main
+from consumer.settings import ConfigError, Settings, load_settings
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "config"
+    shutil.copytree(REPO_CONFIG, target)
+    return target
+
+
+@pytest.mark.parametrize("env", ["local", "dev", "prod"])
+def test_shipped_environments_validate(env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "validate", "--env", env, "--config-dir", str(REPO_CONFIG)]) == 0
+    assert f"config/{env}.yaml is valid" in capsys.readouterr().out
+
+
+def test_environment_file_overrides_base() -> None:
+    base_only = load_settings("dev", REPO_CONFIG)
+    prod = load_settings("prod", REPO_CONFIG)
+    assert base_only.table.billing_mode == "PAY_PER_REQUEST"
+    assert prod.table.billing_mode == "PROVISIONED"
+    assert prod.worker.max_leases_for_worker == 40
+    # Keys the environment does not set come from base.yaml.
+    assert prod.table.partition_key.name == "pk"
+    assert prod.env == "prod"
+
+
+def test_kcl_defaults_hold_where_nothing_overrides() -> None:
+    s = load_settings("dev", REPO_CONFIG)
+    w = s.worker
+    assert (w.failover_time_millis, w.max_leases_to_steal_at_one_time, w.max_records) == (10_000, 1, 1000)
+    assert w.call_process_records_even_for_empty_record_list is False
+    assert w.renewal_interval_millis == 10_000 // 3 - 25
+    assert s.leases_table_name == s.application_name == s.metrics_namespace
+
+
+def test_environment_variables_override_files() -> None:
+    environ = {"CONSUMER_WORKER__FAILOVER_TIME_MILLIS": "20000", "CONSUMER_FLEET__MAX_INSTANCES": "9"}
+    s = load_settings("prod", REPO_CONFIG, environ=environ)
+    assert s.worker.failover_time_millis == 20_000
+    assert s.fleet.max_instances == 9
+
+
+def test_config_dir_from_environment_variable(config_copy: Path) -> None:
+    (config_copy / "staging.yaml").write_text("fleet: {max_instances: 3}\n")
+    s = load_settings("staging", environ={"CONSUMER_CONFIG_DIR": str(config_copy)})
+    assert s.fleet.max_instances == 3
+
+
+def test_schema_lists_worker_properties(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    worker = schema["$defs"]["WorkerSettings"]["properties"]
+    assert "failover_time_millis" in worker and worker["max_records"]["maximum"] == 1000
+
+
+def test_fleet_too_small_for_partitions_warns() -> None:
+    s = load_settings("prod", REPO_CONFIG, environ={"CONSUMER_WORKER__MAX_LEASES_FOR_WORKER": "1"})
+    assert any("cannot hold every active shard" in w for w in s.warnings())
+
+
+# Each case: (file to write, its text, key path expected in the message, words expected).
+MALFORMED = [
+    (
+        "prod.yaml",
+        "worker:\n  failover_time_milis: 5000\n",
+        "worker.failover_time_milis",
+        "did you mean 'failover_time_millis'",
+    ),
+    ("prod.yaml", "workr:\n  max_records: 10\n", "workr", "did you mean 'worker'"),
+    ("prod.yaml", "worker:\n  max_records: 1500\n", "worker.max_records", "less than or equal to 1000"),
+    ("prod.yaml", "worker:\n  initial_position: EARLIEST\n", "worker.initial_position", "TRIM_HORIZON"),
+    ("prod.yaml", "worker:\n  max_records: [\n", "line", "not valid YAML"),
+    ("prod.yaml", "- a\n- b\n", "(top level)", "must be a mapping"),
+    (
+        "prod.yaml",
+        "worker:\n  lease_renewal_interval_millis: 20000\n",
+        "worker",
+        "must be shorter than failover_time_millis",
+    ),
+    (
+        "prod.yaml",
+        "logs:\n  retention_days: 10\n",
+        "logs.retention_days",
+        "not a CloudWatch Logs retention value",
+    ),
+    ("prod.yaml", "fleet:\n  min_instances: 5\n", "fleet", "min_instances <= desired_instances"),
+    (
+        "base.yaml",
+        "application_name: ab\ntable:\n  partition_key: {name: pk}\n",
+        "table.name",
+        "required key is missing",
+    ),
+    (
+        "prod.yaml",
+        "processing:\n  dead_letter: {type: s3, uri: null}\n",
+        "processing.dead_letter",
+        "needs dead_letter.uri",
+    ),
+    ("prod.yaml", "load:\n  put_ratio: 0.9\n", "load", "must be 1"),
+    ("prod.yaml", "scaling:\n  period_seconds: 90\n", "scaling.period_seconds", "multiple of 60"),
+    (
+        "prod.yaml",
+        "table:\n  partition_key: {name: pk, type: X}\n",
+        "table.partition_key.type",
+        "'S', 'N' or 'B'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("filename", "text", "key", "words"), MALFORMED, ids=[m[2] + ":" + m[3][:20] for m in MALFORMED]
+)
+def test_malformed_configuration_names_file_and_key(
+    config_copy: Path, capsys: pytest.CaptureFixture[str], filename: str, text: str, key: str, words: str
+) -> None:
+    (config_copy / filename).write_text(text)
+    code = main(["config", "validate", "--env", "prod", "--config-dir", str(config_copy)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err
+    assert str(config_copy / filename) in err
+    assert key in err
+    assert words in err
+
+
+def test_bad_environment_variable_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONSUMER_WORKER__MAX_RECORDS", "lots")
+    assert main(["config", "validate", "--env", "prod", "--config-dir", str(REPO_CONFIG)]) == 2
+    err = capsys.readouterr().err
+    assert "environment variable CONSUMER_WORKER__MAX_RECORDS" in err and "worker.max_records" in err
+
+
+def test_unknown_environment_suggests_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "validate", "--env", "prd", "--config-dir", str(REPO_CONFIG)]) == 2
+    assert "did you mean 'prod'" in capsys.readouterr().err
+
+
+def test_config_error_lists_every_problem(config_copy: Path) -> None:
+    (config_copy / "prod.yaml").write_text("worker:\n  max_records: 0\n  max_leases_for_worker: 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings("prod", config_copy)
+    paths = {p.path for p in info.value.problems}
+    assert {"worker.max_records", "worker.max_leases_for_worker"} <= paths
+
+
+def test_settings_are_immutable() -> None:
+    s: Settings = load_settings("local", REPO_CONFIG)
+    with pytest.raises(Exception, match="frozen"):
+        s.worker.max_records = 5  # type: ignore[misc]
