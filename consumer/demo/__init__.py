@@ -1,0 +1,1 @@
+"""The demo: load generator, verdict, and the orchestration behind `consumer demo`."""
