@@ -1,0 +1,165 @@
+"""The log messages that mean trouble (seed 003), written the same way everywhere.
+
+Each meaningful message has a fixed event code. The code is the ``event`` field of the JSON log line
+(CloudWatch Logs filter ``{ $.event = "LEASE_LOST_SHUTDOWN" }``) and also opens the message text in
+brackets, so a plain-text search (``"[LEASE_LOST_SHUTDOWN]"``) finds it in any log viewer. The
+wording keeps the Java KCL's phrases where it has one, so an operator's saved searches still match.
+
+Call the ``log_*`` helpers instead of writing these messages by hand; the helpers choose the level
+too: a lost lease or a refused checkpoint is a WARNING (the fleet recovers, but duplicates follow),
+the parent-not-closed race is a benign WARNING, and lost or dead-lettered records are ERRORs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class MeaningfulEvent(StrEnum):
+    LEASE_LOST_SHUTDOWN = "LEASE_LOST_SHUTDOWN"
+    CHECKPOINT_REFUSED_LEASE_GONE = "CHECKPOINT_REFUSED_LEASE_GONE"
+    PARENT_NOT_CLOSED = "PARENT_NOT_CLOSED"
+    RETRIES_EXHAUSTED = "RETRIES_EXHAUSTED"
+    RECORDS_TRIMMED_LOST = "RECORDS_TRIMMED_LOST"
+
+
+@dataclass(frozen=True)
+class EventDescription:
+    event: MeaningfulEvent
+    level: int
+    meaning: str
+    action: str
+
+
+CATALOGUE: tuple[EventDescription, ...] = (
+    EventDescription(
+        MeaningfulEvent.LEASE_LOST_SHUTDOWN,
+        logging.WARNING,
+        "A shard consumer shut down with reason LEASE_LOST (zombie): another worker owns the shard now.",
+        "Occasional: normal rebalancing. Frequent: renewals are too slow (leases-table throttling, "
+        "CPU starvation, long GC-like pauses) - check RenewLease.Time and the leases-table throttles.",
+    ),
+    EventDescription(
+        MeaningfulEvent.CHECKPOINT_REFUSED_LEASE_GONE,
+        logging.WARNING,
+        "A checkpoint was refused because this worker no longer holds the lease; the new owner "
+        "re-processes from the last checkpoint (duplicates, never loss).",
+        "Make processing of one batch shorter than failover_time_millis; check LostLeases.",
+    ),
+    EventDescription(
+        MeaningfulEvent.PARENT_NOT_CLOSED,
+        logging.WARNING,
+        "DescribeStream listed a child shard while its parent still looked open (eventual "
+        "consistency). Benign: the shard sync retries.",
+        "None unless it repeats for the same shard for many minutes.",
+    ),
+    EventDescription(
+        MeaningfulEvent.RETRIES_EXHAUSTED,
+        logging.ERROR,
+        "The processor failed on records until the retry policy gave up; they went to the dead letter.",
+        "Inspect the dead letter destination and the processor's exception; replay once fixed.",
+    ),
+    EventDescription(
+        MeaningfulEvent.RECORDS_TRIMMED_LOST,
+        logging.ERROR,
+        "Records were trimmed from the stream (24 h retention) before this fleet read them: data loss.",
+        "The fleet is too slow or was down too long: check MillisBehindLatest and scale out.",
+    ),
+)
+
+
+def _emit(logger: logging.Logger, event: MeaningfulEvent, level: int, text: str, **fields: Any) -> None:
+    extra = {"event": event.value, **{k: v for k, v in fields.items() if v is not None}}
+    logger.log(level, "[%s] %s", event.value, text, extra=extra)
+
+
+def log_lease_lost_shutdown(logger: logging.Logger, shard_id: str, new_owner: str | None = None) -> None:
+    """A shard consumer stopped because its lease is gone (KCL: shutdown reason ZOMBIE/LEASE_LOST)."""
+    owner = f"; the lease now belongs to {new_owner}" if new_owner else ""
+    _emit(
+        logger,
+        MeaningfulEvent.LEASE_LOST_SHUTDOWN,
+        logging.WARNING,
+        f"Shutting down shard consumer for {shard_id} with reason LEASE_LOST (zombie){owner}",
+        shard=shard_id,
+        new_owner=new_owner,
+    )
+
+
+def log_checkpoint_refused(logger: logging.Logger, shard_id: str, sequence_number: str | None) -> None:
+    """A checkpoint write failed its condition: this worker does not hold the lease any more."""
+    _emit(
+        logger,
+        MeaningfulEvent.CHECKPOINT_REFUSED_LEASE_GONE,
+        logging.WARNING,
+        f"Can't update checkpoint - instance doesn't hold the lease for shard {shard_id} "
+        f"(checkpoint {sequence_number} refused)",
+        shard=shard_id,
+        sequence_number=sequence_number,
+    )
+
+
+def log_parent_not_closed(logger: logging.Logger, shard_id: str, parent_shard_id: str) -> None:
+    """The DescribeStream eventual-consistency race; benign, the next shard sync resolves it."""
+    _emit(
+        logger,
+        MeaningfulEvent.PARENT_NOT_CLOSED,
+        logging.WARNING,
+        f"Parent shard {parent_shard_id} of {shard_id} is not closed yet (benign DescribeStream race; "
+        "retrying at the next shard sync)",
+        shard=shard_id,
+        parent_shard_id=parent_shard_id,
+    )
+
+
+def log_retries_exhausted(
+    logger: logging.Logger,
+    shard_id: str,
+    record_count: int,
+    attempts: int,
+    destination: str,
+    *,
+    first_sequence_number: str | None = None,
+    last_sequence_number: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Records the retry policy gave up on; they were sent to ``destination`` (the dead letter)."""
+    span = f" {first_sequence_number}..{last_sequence_number}" if first_sequence_number else ""
+    _emit(
+        logger,
+        MeaningfulEvent.RETRIES_EXHAUSTED,
+        logging.ERROR,
+        f"Retries exhausted after {attempts} attempts for {record_count} records of shard {shard_id}"
+        f"{span}; sent to dead letter {destination}" + (f": {error}" if error else ""),
+        shard=shard_id,
+        record_count=record_count,
+        attempts=attempts,
+        destination=destination,
+        first_sequence_number=first_sequence_number,
+        last_sequence_number=last_sequence_number,
+        error=error,
+    )
+
+
+def log_trimmed_loss(
+    logger: logging.Logger,
+    shard_id: str,
+    resume_position: str | None,
+    detail: str,
+    on_trimmed: str,
+) -> None:
+    """Records trimmed (retention) before they were read: always an ERROR, whatever the policy."""
+    after = "skipping to TRIM_HORIZON" if on_trimmed == "skip_to_trim_horizon" else "stopping the shard"
+    _emit(
+        logger,
+        MeaningfulEvent.RECORDS_TRIMMED_LOST,
+        logging.ERROR,
+        f"Records lost to trimming in shard {shard_id} after position {resume_position}: {detail}; "
+        f"worker.on_trimmed={on_trimmed}, {after}",
+        shard=shard_id,
+        resume_position=resume_position,
+        on_trimmed=on_trimmed,
+    )

@@ -1,0 +1,24 @@
+"""The telemetry package's one exception hierarchy.
+
+Telemetry must never take a worker down, so most transport failures are absorbed (a WARN and a
+counter). These exceptions are for the cases a person has to fix: a metric with a bad name or unit,
+a sink that cannot be configured, a dashboard source that holds no metrics.
+"""
+
+from __future__ import annotations
+
+
+class TelemetryError(Exception):
+    """Base of every error raised by ``consumer.telemetry``."""
+
+
+class MetricsError(TelemetryError, ValueError):
+    """A metric call with input CloudWatch would reject (name, unit, value)."""
+
+
+class SinkError(TelemetryError):
+    """A metrics sink could not deliver; the shipper turns this into a WARN and a counter."""
+
+
+class DashboardError(TelemetryError):
+    """The dashboard could not be rendered (no metrics found, unreadable source)."""

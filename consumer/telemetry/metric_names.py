@@ -1,0 +1,122 @@
+"""Every metric the product publishes: name, unit, level and how a period is aggregated.
+
+Names follow the Java KCL's where it has one (so dashboards and alarms built for KCL carry over);
+the rest are this product's own. The table decides the metrics level, as KCL's ``metricsLevel``:
+
+* SUMMARY - what an operator watches on the dashboard and alarms on: throughput, lag, lease counts,
+  records retried / dead-lettered / lost, lease-loss shutdowns, the leases table's capacity and
+  throttles, the worker's CPU and memory, and telemetry's own drops.
+* DETAILED - everything else: per-call timings (``.Time`` / ``.Success``), lease taking and
+  stealing internals, shard-sync runs, blocked children, processing latency.
+
+``level: NONE`` records nothing. A name missing from the table is allowed (a user processor may
+publish its own) and is treated as DETAILED.
+
+Aggregation within one flush period: counts are summed; gauges keep the last value, or the
+maximum where the worst value of the period is what matters (MillisBehindLatest); timings keep
+every sample (CloudWatch computes percentiles from them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+
+
+class Level(Enum):
+    NONE = 0
+    SUMMARY = 1
+    DETAILED = 2
+
+
+class Aggregation(StrEnum):
+    SUM = "sum"
+    LAST = "last"
+    MAX = "max"
+    SAMPLES = "samples"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    unit: str
+    level: Level
+    aggregation: Aggregation
+    operation: str
+    description: str
+
+
+S, D = Level.SUMMARY, Level.DETAILED
+SUM, LAST, MAX, SAMPLES = Aggregation.SUM, Aggregation.LAST, Aggregation.MAX, Aggregation.SAMPLES
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    # --- processing (KCL ProcessTask)
+    MetricSpec("RecordsProcessed", "Count", S, SUM, "ProcessTask", "Records the processor completed."),
+    MetricSpec("DataBytesProcessed", "Bytes", S, SUM, "ProcessTask", "Stream bytes of those records."),
+    MetricSpec("MillisBehindLatest", "Milliseconds", S, MAX, "ProcessTask", "Age of the newest record read."),
+    MetricSpec("RecordsRetried", "Count", S, SUM, "ProcessTask", "Records delivered again after a failure."),
+    MetricSpec(
+        "RecordsSentToDeadLetter", "Count", S, SUM, "ProcessTask", "Records the retry policy gave up on."
+    ),
+    MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
+    # --- leases (KCL RenewAllLeases / TakeLeases)
+    MetricSpec("CurrentLeases", "Count", S, LAST, "RenewAllLeases", "Leases this worker holds."),
+    MetricSpec("LostLeases", "Count", S, SUM, "RenewAllLeases", "Leases lost at renewal."),
+    MetricSpec("TakenLeases", "Count", D, SUM, "TakeLeases", "Leases taken (incl. stolen)."),
+    MetricSpec("ExpiredLeases", "Count", D, LAST, "TakeLeases", "Expired leases seen by the taker."),
+    MetricSpec("LeaseSpillover", "Count", D, LAST, "TakeLeases", "Leases over max_leases_for_worker."),
+    MetricSpec("NumWorkers", "Count", S, LAST, "TakeLeases", "Workers seen in the leases table."),
+    MetricSpec("TotalLeases", "Count", S, LAST, "TakeLeases", "Leases in the table (compare with 2N)."),
+    MetricSpec("NeededLeases", "Count", D, LAST, "TakeLeases", "Leases this worker still wants."),
+    MetricSpec("ShutdownsLeaseLost", "Count", S, SUM, "ShutdownTask", "Shard consumers stopped: LEASE_LOST."),
+    MetricSpec(
+        "ShardsBlockedOnParent", "Count", D, SUM, "BlockOnParentShardTask", "Child polls while parent runs."
+    ),
+    # --- fetching
+    MetricSpec("ExpiredIterator", "Count", S, SUM, "Fetcher", "Shard iterators that expired."),
+    MetricSpec("RecordsTrimmedLost", "Count", S, SUM, "Fetcher", "Trim events that lost unread records."),
+    # --- leases table (seed 003: capacity and throttling)
+    MetricSpec(
+        "LeaseTableConsumedReadCapacity", "Count", S, SUM, "LeaseTable", "RCU consumed by this worker."
+    ),
+    MetricSpec(
+        "LeaseTableConsumedWriteCapacity", "Count", S, SUM, "LeaseTable", "WCU consumed by this worker."
+    ),
+    MetricSpec("LeaseTableThrottles", "Count", S, SUM, "LeaseTable", "Throttled leases-table requests."),
+    # --- demo / load generator (compared with RecordsProcessed on the dashboard)
+    MetricSpec("TableWrites", "Count", S, SUM, "LoadGenerator", "Item writes made to the source table."),
+    # --- process (CPU and memory per worker, sampled at each flush)
+    MetricSpec(
+        "CpuUtilization", "Percent", S, LAST, "Process", "CPU of this worker process (100 = one core)."
+    ),
+    MetricSpec("MemoryResident", "Megabytes", S, LAST, "Process", "Resident memory of this worker process."),
+    # --- telemetry's own health
+    MetricSpec("TelemetryDropped", "Count", S, SUM, "Telemetry", "Metric documents / log events dropped."),
+    MetricSpec(
+        "TelemetrySendFailures", "Count", S, SUM, "Telemetry", "Failed sends to a metrics/log transport."
+    ),
+)
+
+# Timed operations publish <prefix>.Success (0/1) and <prefix>.Time (ms), both DETAILED as in KCL.
+TIMED_PREFIXES: tuple[str, ...] = (
+    "RenewLease",
+    "TakeLease",
+    "GetRecords",
+    "UpdateLease",
+    "ShardSyncTask",
+    "InitializeTask",
+    "ShutdownTask",
+    "BlockOnParentShardTask",
+    "RecordProcessor.processRecords",
+)
+
+_BY_NAME = {spec.name: spec for spec in CATALOGUE}
+
+
+def spec_for(name: str) -> MetricSpec | None:
+    return _BY_NAME.get(name)
+
+
+def level_of(name: str) -> Level:
+    spec = _BY_NAME.get(name)
+    return spec.level if spec is not None else Level.DETAILED

@@ -1,0 +1,154 @@
+"""Ships items to a transport from a background thread, through a bounded queue.
+
+The worker only ever appends to the queue (no I/O, no waiting). When the transport is down the
+queue fills; beyond ``max_queued`` the oldest items are dropped and counted, so memory stays bounded
+and the newest picture of the fleet survives. A failed send is retried after ``retry_millis``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+from consumer.telemetry.errors import SinkError
+from consumer.telemetry.health import TransportHealth
+from consumer.telemetry.sinks import MetricsSink
+
+log = logging.getLogger("consumer.telemetry.shipper")
+
+
+class BackgroundShipper:
+    """Non-blocking front of a :class:`MetricsSink`: ``submit`` never waits and never raises."""
+
+    def __init__(
+        self,
+        sink: MetricsSink,
+        health: TransportHealth,
+        *,
+        max_queued: int = 10_000,
+        batch_size: int = 500,
+        retry_millis: int = 1_000,
+    ) -> None:
+        if max_queued < 1 or batch_size < 1:
+            raise ValueError("max_queued and batch_size must be at least 1")
+        self._sink = sink
+        self._health = health
+        self._max_queued = max_queued
+        self._batch_size = batch_size
+        self._retry_seconds = retry_millis / 1000
+        self._queue: deque[str] = deque()
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._deadline_reached = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def sink(self) -> MetricsSink:
+        return self._sink
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._run, name=f"telemetry-{self._sink.name}", daemon=True
+            )
+            self._thread.start()
+
+    def submit(self, items: Sequence[str]) -> None:
+        if not items:
+            return
+        with self._cond:
+            self._queue.extend(items)
+            overflow = len(self._queue) - self._max_queued
+            for _ in range(max(0, overflow)):
+                self._queue.popleft()
+            self._cond.notify_all()
+        if overflow > 0:
+            self._health.dropped(
+                self._sink.name, overflow, f"queue full ({self._max_queued}), oldest dropped"
+            )
+
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._queue) + self._in_flight
+
+    def wait_idle(self, timeout_seconds: float) -> bool:
+        """Wait until everything submitted so far was sent (or dropped); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._in_flight, timeout_seconds)
+
+    def close(self, timeout_seconds: float = 5.0) -> None:
+        """Send what is queued for at most ``timeout_seconds``, then drop (and count) the rest."""
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is None:
+            self._drain_inline()
+        else:
+            thread.join(timeout_seconds)
+            self._deadline_reached.set()
+            with self._cond:
+                self._cond.notify_all()
+            thread.join(timeout_seconds)
+        with self._cond:
+            left = len(self._queue)
+            self._queue.clear()
+        if left:
+            self._health.dropped(self._sink.name, left, "still queued at shutdown")
+        try:
+            self._sink.close()
+        except Exception as exc:  # a sink's close must not break shutdown
+            log.debug("closing sink %s failed: %s", self._sink.name, exc)
+
+    def _drain_inline(self) -> None:
+        """Never started (tests, one-shot commands): one synchronous attempt."""
+        with self._cond:
+            batch = list(self._queue)
+            self._queue.clear()
+        if batch and not self._try_send(batch):
+            self._health.dropped(self._sink.name, len(batch), "send failed at shutdown")
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopping)
+                if not self._queue and self._stopping:
+                    return
+                if self._deadline_reached.is_set():
+                    return
+                count = min(self._batch_size, len(self._queue))
+                batch = [self._queue.popleft() for _ in range(count)]
+                self._in_flight = count
+            sent = self._try_send(batch)
+            with self._cond:
+                self._in_flight = 0
+                if not sent:
+                    self._requeue(batch)
+                self._cond.notify_all()
+            if not sent:
+                self._deadline_reached.wait(self._retry_seconds)
+
+    def _requeue(self, batch: list[str]) -> None:
+        """Put a failed batch back in front (called with the lock held); the bound still holds."""
+        self._queue.extendleft(reversed(batch))
+        overflow = len(self._queue) - self._max_queued
+        for _ in range(max(0, overflow)):
+            self._queue.popleft()
+        if overflow > 0:
+            self._health.dropped(self._sink.name, overflow, "queue full while the transport is down")
+
+    def _try_send(self, batch: list[str]) -> bool:
+        try:
+            self._sink.send(batch)
+        except SinkError as exc:
+            self._health.send_failed(self._sink.name, exc)
+            return False
+        except Exception as exc:  # an unexpected sink bug must not kill the shipping thread
+            self._health.send_failed(self._sink.name, repr(exc))
+            return False
+        return True

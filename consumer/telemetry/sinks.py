@@ -1,0 +1,282 @@
+"""Where EMF documents go: the CloudWatch agent, CloudWatch Logs, stdout, a file, memory.
+
+A sink's ``send`` is called only from the shipper's background thread (``shipper.py``), never from
+record processing, and raises :class:`SinkError` on any failure; the shipper turns that into a WARN,
+a counter and a retry. Sinks therefore stay simple and synchronous.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from consumer.settings import Settings
+from consumer.telemetry.errors import SinkError
+
+# CloudWatch Logs PutLogEvents limits.
+MAX_EVENTS_PER_PUT = 10_000
+MAX_BYTES_PER_PUT = 1_048_576
+EVENT_OVERHEAD_BYTES = 26
+
+
+class MetricsSink(Protocol):
+    name: str
+
+    def send(self, documents: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InMemorySink:
+    """Keeps every document; for tests and for reading metrics back in-process."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._documents: list[str] = []
+
+    def send(self, documents: Sequence[str]) -> None:
+        with self._lock:
+            self._documents.extend(documents)
+
+    def close(self) -> None:
+        """Nothing to release: the documents stay readable after close."""
+
+    @property
+    def documents(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [json.loads(d) for d in self._documents]
+
+
+class NullSink:
+    """``metrics.destination: none``: documents are built (levels still apply) and discarded."""
+
+    name = "none"
+
+    def send(self, documents: Sequence[str]) -> None:
+        del documents
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class StdoutSink:
+    """One JSON document per line; CloudWatch Logs ingests EMF from a container's stdout."""
+
+    name = "stdout"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, documents: Sequence[str]) -> None:
+        stream = self._stream or sys.stdout
+        try:
+            with self._lock:
+                for document in documents:
+                    stream.write(document + "\n")
+                stream.flush()
+        except (OSError, ValueError) as exc:
+            raise SinkError(f"cannot write metrics to stdout: {exc}") from exc
+
+    def close(self) -> None:
+        """stdout belongs to the process, not to the sink."""
+
+
+class JsonlFileSink:
+    """Appends documents to a JSON Lines file (``consumer dashboard --from-file`` reads it)."""
+
+    name = "file"
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = Path(path)
+        self._lock = threading.Lock()
+
+    def send(self, documents: Sequence[str]) -> None:
+        try:
+            with self._lock:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                with self._path.open("a", encoding="utf-8") as handle:
+                    handle.writelines(d + "\n" for d in documents)
+        except OSError as exc:
+            raise SinkError(f"cannot append metrics to {self._path}: {exc}") from exc
+
+    def close(self) -> None:
+        """The file is opened per send."""
+
+
+class AgentSink:
+    """The CloudWatch agent's EMF listener (``tcp://host:port`` or ``udp://host:port``, port 25888).
+
+    TCP keeps one connection and reconnects after a failure; each document is one line.
+    """
+
+    name = "agent"
+
+    def __init__(self, endpoint: str, timeout_seconds: float = 2.0) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("tcp", "udp") or not parts.hostname or parts.port is None:
+            raise SinkError(
+                f"metrics.agent_endpoint {endpoint!r} must look like tcp://127.0.0.1:25888 or "
+                "udp://127.0.0.1:25888"
+            )
+        self._scheme = parts.scheme
+        self._address = (parts.hostname, parts.port)
+        self._timeout = timeout_seconds
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+
+    def send(self, documents: Sequence[str]) -> None:
+        with self._lock:
+            try:
+                if self._scheme == "udp":
+                    self._send_udp(documents)
+                else:
+                    self._send_tcp(documents)
+            except OSError as exc:
+                self._drop_connection()
+                raise SinkError(
+                    f"CloudWatch agent at {self._scheme}://{self._address[0]}:{self._address[1]} "
+                    f"not reachable: {exc}"
+                ) from exc
+
+    def _send_tcp(self, documents: Sequence[str]) -> None:
+        if self._socket is None:
+            self._socket = socket.create_connection(self._address, timeout=self._timeout)
+        payload = "".join(d + "\n" for d in documents).encode("utf-8")
+        self._socket.sendall(payload)
+
+    def _send_udp(self, documents: Sequence[str]) -> None:
+        if self._socket is None:
+            self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._socket.settimeout(self._timeout)
+        for document in documents:
+            self._socket.sendto((document + "\n").encode("utf-8"), self._address)
+
+    def _drop_connection(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.close()
+            finally:
+                self._socket = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+
+
+class CloudWatchLogsSink:
+    """PutLogEvents into the metrics log group; CloudWatch extracts the metrics from EMF there.
+
+    Used locally against the emulator (or moto) so that the documents can be read back; on AWS
+    the agent sink is cheaper. The group and stream are created on first use.
+    """
+
+    name = "cloudwatch-logs"
+
+    def __init__(self, logs_client: Any, log_group: str, log_stream: str) -> None:
+        self._client = logs_client
+        self._group = log_group
+        self._stream = log_stream
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def send(self, documents: Sequence[str]) -> None:
+        events: list[dict[str, Any]] = sorted(
+            ({"timestamp": _document_timestamp(d), "message": d} for d in documents),
+            key=lambda e: e["timestamp"],
+        )
+        with self._lock:
+            try:
+                self._ensure_stream()
+                for batch in _batches(events):
+                    self._client.put_log_events(
+                        logGroupName=self._group, logStreamName=self._stream, logEvents=batch
+                    )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                    self._ready = False
+                raise SinkError(f"PutLogEvents to {self._group}/{self._stream} failed: {exc}") from exc
+            except BotoCoreError as exc:
+                raise SinkError(f"CloudWatch Logs not reachable for {self._group}: {exc}") from exc
+
+    def _ensure_stream(self) -> None:
+        if self._ready:
+            return
+        ensure_log_group(self._client, self._group)
+        try:
+            self._client.create_log_stream(logGroupName=self._group, logStreamName=self._stream)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceAlreadyExistsException":
+                raise
+        self._ready = True
+
+    def close(self) -> None:
+        """The boto3 client belongs to the caller."""
+
+
+def ensure_log_group(logs_client: Any, group: str, retention_days: int | None = None) -> None:
+    """Create ``group`` if it is missing (raises botocore errors; callers decide how bad that is)."""
+    try:
+        logs_client.create_log_group(logGroupName=group)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceAlreadyExistsException":
+            raise
+    if retention_days is not None:
+        logs_client.put_retention_policy(logGroupName=group, retentionInDays=retention_days)
+
+
+def _document_timestamp(document: str) -> int:
+    try:
+        return int(json.loads(document)["_aws"]["Timestamp"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SinkError(f"not an EMF document (no _aws.Timestamp): {document[:120]!r}") from exc
+
+
+def _batches(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    batches: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for event in events:
+        event_size = len(str(event["message"]).encode("utf-8")) + EVENT_OVERHEAD_BYTES
+        if current and (len(current) >= MAX_EVENTS_PER_PUT or size + event_size > MAX_BYTES_PER_PUT):
+            batches.append(current)
+            current, size = [], 0
+        current.append(event)
+        size += event_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def logs_client_for(settings: Settings) -> Any:
+    """A CloudWatch Logs client for this environment (the emulator's endpoint when local)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"})
+    return boto3.client(
+        "logs", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config
+    )
+
+
+def sink_from_settings(settings: Settings, worker_id: str, logs_client: Any | None = None) -> MetricsSink:
+    """The sink ``metrics.destination`` names; the log stream of ``logs`` is the worker id."""
+    destination = settings.metrics.destination
+    if destination == "agent":
+        return AgentSink(settings.metrics.agent_endpoint)
+    if destination == "logs":
+        client = logs_client if logs_client is not None else logs_client_for(settings)
+        return CloudWatchLogsSink(client, settings.metrics_log_group, worker_id)
+    if destination == "stdout":
+        return StdoutSink()
+    return NullSink()
