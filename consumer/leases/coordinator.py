@@ -1,0 +1,336 @@
+"""Runs the lease protocol for one worker: heartbeats, taker rounds, fencing, hand-offs.
+
+Two daemon threads, neither of which ever waits for record processing or for the other:
+
+- the *heartbeat* thread writes this worker's heartbeat row every ``renewal_interval``;
+- the *taker* thread scans the table every ``taker_interval``, reconciles what this worker holds,
+  asks :func:`~consumer.leases.decisions.plan_round` what to do and performs it with conditional writes.
+
+Fencing: :meth:`may_process` turns false for every lease once the last heartbeat that succeeded was
+*started* more than ``failover - margin`` ago. Another worker may take a lease only when that heartbeat
+is older than ``failover + skew`` on its own clock — so a worker that cannot renew (partitioned,
+throttled, paused) has stopped processing and checkpointing at least ``margin`` before anybody can
+take over, whatever the clocks say within the skew bound. A checkpoint is refused while fenced, and
+the conditional write refuses it anyway once the lease changed hands.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+
+from consumer.clock import Clock
+from consumer.leases.decisions import KclExpiryTracker, RoundPlan, Timing, dead_heartbeats, plan_round
+from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError, LeaseStoreUnavailableError
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.store import LeaseStore
+from consumer.settings import WorkerSettings
+from consumer.telemetry.metrics import Metrics, NullMetrics
+
+log = logging.getLogger("consumer.leases")
+
+
+class LeaseCoordinator:
+    def __init__(
+        self,
+        store: LeaseStore,
+        worker_id: str,
+        settings: WorkerSettings,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.settings = settings
+        self._clock = clock
+        self._metrics = metrics or NullMetrics()
+        self._rng = rng or random.Random()
+        self.timing = Timing(settings.failover_time_millis, settings.max_clock_skew_millis)
+        self.fence_margin_millis = max(settings.failover_time_millis // 5, settings.epsilon_millis)
+        self._lock = threading.Lock()
+        self._held: dict[str, Lease] = {}
+        self._handoff: dict[str, str | None] = {}
+        self._heartbeat_counter: int | None = None
+        self._last_heartbeat_ok: int | None = None  # monotonic ms at which the last good heartbeat started
+        self._latest = Snapshot({}, {})
+        self._kcl = KclExpiryTracker(settings.failover_time_millis)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.taking = True
+        self.last_plan = RoundPlan()
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Register (first heartbeat and scan, synchronously) and start the two loops."""
+        self.heartbeat_once()
+        self.take_round()
+        for name, target in (("heartbeat", self._heartbeat_loop), ("taker", self._taker_loop)):
+            thread = threading.Thread(target=target, name=f"lease-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop_taking(self) -> None:
+        """Graceful stop, first step: take nothing more (shed leases are handed off by the lifecycle)."""
+        self.taking = False
+
+    def stop(self, release: bool = True) -> None:
+        self.taking = False
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=self.settings.failover_time_millis / 1000)
+        if release:
+            self.release_all()
+            self._retire_heartbeat()
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.settings.renewal_interval_millis
+        while not self._stop.wait(interval / 1000):
+            self.heartbeat_once()
+
+    def _taker_loop(self) -> None:
+        interval = self.settings.taker_interval_millis
+        while not self._stop.wait(interval / 1000):
+            if self.taking:
+                self.take_round()
+
+    # ------------------------------------------------------------------------- heartbeat
+
+    def heartbeat_once(self) -> bool:
+        started = self._clock.monotonic_millis()
+        with self._lock:
+            expected = self._heartbeat_counter
+            count = len(self._held)
+        beat = Heartbeat(self.worker_id, (expected or 0) + 1, self._clock.wall_millis(), count)
+        try:
+            self.store.heartbeat(beat, expected)
+        except LeaseConflictError:
+            # My row is gone or was overwritten: I was judged dead. Whatever I held may be taken.
+            log.error(
+                "worker %s: heartbeat row was removed by another worker; dropping all leases", self.worker_id
+            )
+            self._metrics.timing(
+                "RenewAllLeases", "RenewLease", self._clock.monotonic_millis() - started, False
+            )
+            self._drop_all("heartbeat row lost")
+            with self._lock:
+                self._heartbeat_counter = None
+            return False
+        except LeaseError as exc:
+            log.warning("worker %s: heartbeat failed: %s", self.worker_id, exc)
+            self._metrics.timing(
+                "RenewAllLeases", "RenewLease", self._clock.monotonic_millis() - started, False
+            )
+            return False
+        with self._lock:
+            self._heartbeat_counter = beat.counter
+            self._last_heartbeat_ok = started
+        self._metrics.timing("RenewAllLeases", "RenewLease", self._clock.monotonic_millis() - started, True)
+        return True
+
+    def fenced(self) -> bool:
+        with self._lock:
+            last = self._last_heartbeat_ok
+        if last is None:
+            return True
+        return (
+            self._clock.monotonic_millis() - last
+            > self.settings.failover_time_millis - self.fence_margin_millis
+        )
+
+    # ------------------------------------------------------------------------- taker
+
+    def take_round(self) -> RoundPlan | None:
+        started = self._clock.monotonic_millis()
+        try:
+            snapshot = self.store.scan()
+        except LeaseError as exc:
+            log.warning("worker %s: leases-table scan failed: %s", self.worker_id, exc)
+            self._metrics.timing("TakeLeases", "ListLeases", self._clock.monotonic_millis() - started, False)
+            return None
+        for bad in snapshot.malformed:
+            log.error("leases table: %s (left untouched; fix or delete the item)", bad.problem)
+        self._latest = snapshot
+        self._reconcile(snapshot)
+        if self.fenced() or not self.taking:
+            return None
+        plan = plan_round(
+            self.worker_id,
+            snapshot,
+            self._clock.wall_millis(),
+            self.timing,
+            max_leases_for_worker=self.settings.max_leases_for_worker,
+            max_leases_to_steal=self.settings.max_leases_to_steal_at_one_time,
+            kcl_expired=self._kcl.observe(snapshot, self._clock.monotonic_millis()),
+            rng=self._rng,
+        )
+        self._execute(plan)
+        self._retire_dead_workers(snapshot)
+        self.last_plan = plan
+        elapsed = self._clock.monotonic_millis() - started
+        self._metrics.timing("TakeLeases", "TakeLeases", elapsed, True)
+        self._metrics.count("TakeLeases", "ExpiredLeases", plan.expired)
+        self._metrics.gauge("TakeLeases", "NumWorkers", plan.workers, "Count")
+        self._metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
+        self._metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
+        return plan
+
+    def _reconcile(self, snapshot: Snapshot) -> None:
+        """Drop leases that changed hands; adopt leases handed to me; never regress a checkpoint."""
+        lost: list[str] = []
+        with self._lock:
+            for shard_id, mine in list(self._held.items()):
+                seen = snapshot.leases.get(shard_id)
+                if seen is None or seen.owner != self.worker_id or seen.counter != mine.counter:
+                    if seen is not None and seen.counter < mine.counter:
+                        continue  # an eventually consistent scan older than my own write
+                    del self._held[shard_id]
+                    self._handoff.pop(shard_id, None)
+                    lost.append(shard_id)
+                elif seen.pending_owner != mine.pending_owner:
+                    self._held[shard_id] = replace(
+                        mine, pending_owner=seen.pending_owner, pending_since=seen.pending_since
+                    )
+            for shard_id, seen in snapshot.leases.items():
+                if seen.owner == self.worker_id and shard_id not in self._held and not seen.finished:
+                    self._held[shard_id] = seen  # handed over to me by its previous owner
+        for shard_id in lost:
+            log.warning("worker %s: lease %s was taken by another worker", self.worker_id, shard_id)
+        if lost:
+            self._metrics.count("RenewAllLeases", "LostLeases", len(lost))
+
+    def _execute(self, plan: RoundPlan) -> None:
+        taken = 0
+        for lease in plan.take:
+            try:
+                got = self.store.take(lease, self.worker_id)
+            except LeaseConflictError:
+                continue  # somebody else was faster: fine
+            except LeaseStoreUnavailableError as exc:
+                log.warning("take %s failed: %s", lease.shard_id, exc)
+                break
+            with self._lock:
+                self._held[got.shard_id] = got
+            taken += 1
+            log.info(
+                "worker %s took lease %s from %s", self.worker_id, got.shard_id, lease.owner or "(nobody)"
+            )
+        self._metrics.count("TakeLeases", "TakenLeases", taken)
+        for lease in plan.steal:
+            try:
+                self.store.request_steal(lease, self.worker_id, self._clock.wall_millis())
+                log.info("worker %s asked %s to hand over %s", self.worker_id, lease.owner, lease.shard_id)
+            except (LeaseConflictError, LeaseStoreUnavailableError):
+                continue
+        with self._lock:
+            for lease in plan.shed:
+                if lease.shard_id in self._held and lease.shard_id not in self._handoff:
+                    self._handoff[lease.shard_id] = None
+            for lease, to in plan.hand_over:
+                if lease.shard_id in self._held:
+                    self._handoff[lease.shard_id] = to
+
+    def _retire_dead_workers(self, snapshot: Snapshot) -> None:
+        for worker in dead_heartbeats(snapshot, self._clock.wall_millis(), self.timing):
+            try:
+                self.store.delete_heartbeat(snapshot.heartbeats[worker])
+            except LeaseError:
+                continue
+
+    def _retire_heartbeat(self) -> None:
+        with self._lock:
+            counter = self._heartbeat_counter
+        if counter is None:
+            return
+        try:
+            self.store.delete_heartbeat(Heartbeat(self.worker_id, counter, 0))
+        except LeaseError:
+            pass
+
+    def _drop_all(self, why: str) -> None:
+        with self._lock:
+            dropped = sorted(self._held)
+            self._held.clear()
+            self._handoff.clear()
+        if dropped:
+            log.warning("worker %s dropped %d leases: %s", self.worker_id, len(dropped), why)
+
+    # ----------------------------------------------------------- what the lifecycle calls
+
+    def held(self) -> Sequence[Lease]:
+        with self._lock:
+            return list(self._held.values())
+
+    def may_process(self, shard_id: str) -> bool:
+        with self._lock:
+            holds = shard_id in self._held
+        return holds and not self.fenced()
+
+    def handoff_requested(self, shard_id: str) -> bool:
+        with self._lock:
+            return shard_id in self._handoff
+
+    def is_shard_finished(self, shard_id: str) -> bool:
+        seen = self._latest.leases.get(shard_id)
+        if seen is not None and seen.finished:
+            return True
+        current = self.store.get(shard_id)
+        return current is None or current.finished
+
+    def checkpoint(self, shard_id: str, position: str) -> None:
+        with self._lock:
+            lease = self._held.get(shard_id)
+        if lease is None:
+            raise LeaseLostError("checkpoint", shard_id, None)
+        if self.fenced():
+            raise LeaseLostError("checkpoint (fenced: heartbeats are failing)", shard_id, None)
+        started = self._clock.monotonic_millis()
+        try:
+            updated = self.store.checkpoint(lease, ExtendedSequenceNumber(position))
+        except LeaseLostError:
+            self._metrics.timing(
+                "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
+            )
+            with self._lock:
+                self._held.pop(shard_id, None)
+                self._handoff.pop(shard_id, None)
+            raise
+        self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
+        with self._lock:
+            if updated.finished:
+                # A finished lease needs no owner: it stays in the table (children check it) until cleanup.
+                self._held.pop(shard_id, None)
+                self._handoff.pop(shard_id, None)
+            elif shard_id in self._held:
+                self._held[shard_id] = updated
+
+    def release(self, shard_id: str) -> None:
+        with self._lock:
+            lease = self._held.pop(shard_id, None)
+            to = self._handoff.pop(shard_id, None)
+        if lease is None:
+            return
+        try:
+            self.store.release(lease, to)
+            log.info("worker %s released lease %s%s", self.worker_id, shard_id, f" to {to}" if to else "")
+        except LeaseLostError:
+            pass  # already somebody else's: nothing to release
+        except LeaseError as exc:
+            log.warning("release %s failed (it will expire instead): %s", shard_id, exc)
+
+    def release_all(self) -> None:
+        for lease in self.held():
+            self.release(lease.shard_id)
+
+    def create_leases(self, leases: Sequence[Lease]) -> int:
+        return sum(1 for lease in leases if self.store.create_if_absent(lease))
+
+    def delete_finished(self, lease: Lease) -> None:
+        self.store.delete_finished(lease)
+
+    def latest_snapshot(self) -> Snapshot:
+        return self._latest

@@ -1,0 +1,196 @@
+"""Pure lease decisions: a snapshot of the table and the time in, a plan of actions out.
+
+Liveness. A worker is alive while its heartbeat row is younger than ``failover + skew`` by the
+observer's wall clock. A lease is *expired* when its owner is not alive; an owner with no heartbeat row
+at all (a Java KCL worker, or a table adopted from one) is judged by KCL's rule instead: its lease
+counter has not changed for ``failover`` as this observer saw it (:class:`KclExpiryTracker`).
+
+Balancing. Leases whose parents are unfinished (*blocked*) and leases ready to process are balanced
+as two separate pools, as the DynamoDB Streams adapter does; ``max_leases_for_worker`` caps only the
+ready pool. A blocked child therefore never uses up the cap that its parent needs, which is what
+makes seed 002's lineage deadlock (every worker at N/M holding children waiting on parents nobody may
+take) impossible for any cap ≥ 1. Within a pool, each worker's quota is ⌊n/W⌋ or ⌈n/W⌉ (the ⌈⌉ going
+to the workers already holding most, so as little as possible moves); a worker above its quota sheds
+the surplus itself (it checkpoints, then releases: no duplicates), and a worker below it takes free or
+expired leases, and asks over-quota workers to hand leases over (``pendingOwner``) when none are free,
+at most ``max_leases_to_steal_at_one_time`` per round.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from consumer.leases.model import Lease, Snapshot
+
+
+@dataclass(frozen=True)
+class Timing:
+    failover_millis: int
+    skew_millis: int
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What one worker should do after one scan."""
+
+    take: tuple[Lease, ...] = ()
+    steal: tuple[Lease, ...] = ()
+    shed: tuple[Lease, ...] = ()
+    hand_over: tuple[tuple[Lease, str | None], ...] = ()
+    workers: int = 1
+    target: int = 0
+    spillover: int = 0
+    expired: int = 0
+    mine: int = 0
+
+
+def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset[str]:
+    horizon = timing.failover_millis + timing.skew_millis
+    return frozenset(
+        w for w, beat in snapshot.heartbeats.items() if now_wall - beat.at_wall_millis <= horizon
+    )
+
+
+def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
+    if lease.owner is None:
+        return False
+    if lease.owner in snapshot.heartbeats:
+        return lease.owner in live
+    return lease.shard_id not in kcl_expired
+
+
+def parents_finished(lease: Lease, leases: Mapping[str, Lease]) -> bool:
+    """A parent is finished when its lease is at SHARD_END or gone (cleaned up, or never leased)."""
+    return all(p not in leases or leases[p].finished for p in lease.parent_shard_ids)
+
+
+def quotas(counts: Mapping[str, int], workers: Iterable[str], total: int, cap: int | None) -> dict[str, int]:
+    """Each worker's fair share of ``total``: the ⌈n/W⌉ shares go to those already holding most."""
+    ordered = sorted(workers, key=lambda w: (-counts.get(w, 0), w))
+    base, extra = divmod(total, max(1, len(ordered)))
+    share = {w: base + (1 if i < extra else 0) for i, w in enumerate(ordered)}
+    if cap is not None:
+        share = {w: min(q, cap) for w, q in share.items()}
+    return share
+
+
+def plan_round(
+    me: str,
+    snapshot: Snapshot,
+    now_wall: int,
+    timing: Timing,
+    *,
+    max_leases_for_worker: int,
+    max_leases_to_steal: int,
+    kcl_expired: frozenset[str] = frozenset(),
+    rng: random.Random | None = None,
+) -> RoundPlan:
+    rng = rng or random.Random(0)
+    live = live_workers(snapshot, now_wall, timing) | {me}
+    active = [lease for lease in snapshot.leases.values() if not lease.finished]
+    owner = {
+        lease.shard_id: (lease.owner if owner_alive(lease, snapshot, live, kcl_expired) else None)
+        for lease in active
+    }
+    expired = sum(1 for lease in active if lease.owner is not None and owner[lease.shard_id] is None)
+    workers = set(live) | {o for o in owner.values() if o is not None}
+
+    ready = [lease for lease in active if parents_finished(lease, snapshot.leases)]
+    blocked = [lease for lease in active if not parents_finished(lease, snapshot.leases)]
+
+    take: list[Lease] = []
+    steal: list[Lease] = []
+    shed: list[Lease] = []
+    target = spillover = mine_total = 0
+    for pool, cap in ((ready, max_leases_for_worker), (blocked, None)):
+        counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
+        share = quotas(counts, workers, len(pool), cap)
+        mine = sorted(
+            (lease for lease in pool if owner[lease.shard_id] == me), key=lambda lease: lease.shard_id
+        )
+        quota = share[me]
+        mine_total += len(mine)
+        if cap is not None:
+            target = quota
+            spillover = max(0, math.ceil(len(pool) / len(workers)) - cap)
+        if len(mine) > quota:
+            # Shed the leases that are not already being handed to a pending thief first.
+            surplus = sorted(
+                mine, key=lambda lease: (lease.pending_owner is not None, lease.shard_id), reverse=True
+            )
+            shed.extend(surplus[: len(mine) - quota])
+            continue
+        need = quota - len(mine)
+        if need <= 0:
+            continue
+        free = [lease for lease in pool if owner[lease.shard_id] is None]
+        rng.shuffle(free)
+        chosen = free[:need]
+        take.extend(chosen)
+        need -= len(chosen)
+        if need > 0 and cap is not None:
+            over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
+            victims = [
+                lease
+                for lease in pool
+                if owner[lease.shard_id] in over and lease.pending_owner is None and lease.owner in live
+            ]
+            victims.sort(key=lambda lease: (-counts[lease.owner or ""], lease.shard_id))
+            steal.extend(victims[: min(need, max_leases_to_steal)])
+
+    hand_over = tuple(
+        (lease, lease.pending_owner if lease.pending_owner in live else None)
+        for lease in active
+        if owner[lease.shard_id] == me and lease.pending_owner is not None and lease.pending_owner != me
+    )
+    handed = {lease.shard_id for lease, _ in hand_over}
+    return RoundPlan(
+        take=tuple(take),
+        steal=tuple(steal),
+        shed=tuple(lease for lease in shed if lease.shard_id not in handed),
+        hand_over=hand_over,
+        workers=len(workers),
+        target=target,
+        spillover=spillover,
+        expired=expired,
+        mine=mine_total,
+    )
+
+
+@dataclass
+class KclExpiryTracker:
+    """KCL's expiry rule for owners without a heartbeat row: the counter must stay frozen for a
+    whole failover period *as this observer saw it* (monotonic clock, no clock-sync assumption)."""
+
+    failover_millis: int
+    _seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # shard -> (counter, first seen)
+
+    def observe(self, snapshot: Snapshot, now_mono: int) -> frozenset[str]:
+        expired: set[str] = set()
+        seen: dict[str, tuple[int, int]] = {}
+        for lease in snapshot.leases.values():
+            if lease.owner is None or lease.owner in snapshot.heartbeats:
+                continue
+            counter, since = self._seen.get(lease.shard_id, (lease.counter, now_mono))
+            if counter != lease.counter:
+                counter, since = lease.counter, now_mono
+            seen[lease.shard_id] = (counter, since)
+            if now_mono - since > self.failover_millis:
+                expired.add(lease.shard_id)
+        self._seen = seen
+        return frozenset(expired)
+
+
+def dead_heartbeats(snapshot: Snapshot, now_wall: int, timing: Timing, factor: int = 10) -> tuple[str, ...]:
+    """Heartbeat rows of workers silent for ``factor`` failover periods, owning nothing: safe to delete."""
+    owners = {lease.owner for lease in snapshot.leases.values() if lease.owner}
+    horizon = factor * timing.failover_millis + timing.skew_millis
+    return tuple(
+        w
+        for w, beat in snapshot.heartbeats.items()
+        if now_wall - beat.at_wall_millis > horizon and w not in owners
+    )

@@ -1,0 +1,50 @@
+"""The leases package's errors. Foreign (botocore) errors are wrapped ``from`` the original."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from consumer.leases.model import Lease
+
+
+class LeaseError(Exception):
+    """Base of every error the leases package raises."""
+
+
+class LeaseItemError(LeaseError):
+    """An item in the leases table that does not have the KCL format."""
+
+    def __init__(self, key: str, attribute: str, problem: str) -> None:
+        self.key, self.attribute = key, attribute
+        super().__init__(f"leases-table item {key!r}: attribute {attribute!r} {problem}")
+
+
+class LeaseConflictError(LeaseError):
+    """A conditional write lost a race; ``current`` is the item as it is now (None: it is gone)."""
+
+    def __init__(self, operation: str, shard_id: str, current: Lease | None) -> None:
+        self.operation, self.shard_id, self.current = operation, shard_id, current
+        owner = current.owner if current else None
+        counter = current.counter if current else None
+        super().__init__(f"{operation} {shard_id}: condition failed (now owner={owner}, counter={counter})")
+
+
+class LeaseLostError(LeaseConflictError):
+    """This worker no longer holds the lease: stop processing, never checkpoint it again."""
+
+
+class CheckpointRefusedError(LeaseError):
+    """A checkpoint that would move backwards, or overwrite SHARD_END."""
+
+
+class LeaseTableSchemaError(LeaseError):
+    """The leases table exists with a key schema this product cannot use."""
+
+
+class LeaseTableMissingError(LeaseError):
+    """The leases table does not exist (and was not to be created)."""
+
+
+class LeaseStoreUnavailableError(LeaseError):
+    """The leases table could not be reached, or throttled past the retries: back off and retry."""

@@ -1,0 +1,219 @@
+"""Leases, heartbeats and table snapshots, and their item format in the leases table.
+
+Lease items keep the Java KCL's attribute names and types, so a table a KCL application wrote is
+adopted with its checkpoints:
+
+    leaseKey (S, hash key = shard id)   leaseOwner (S)          leaseCounter (N)
+    checkpoint (S: digits | TRIM_HORIZON | LATEST | SHARD_END | AT_TIMESTAMP)
+    checkpointSubSequenceNumber (N)     ownerSwitchesSinceCheckpoint (N)
+    parentShardId (SS)                  childShardIds (SS)
+
+This product adds ``pendingOwner`` (S) and ``pendingSince`` (N), a steal request the owner honours
+after its in-flight batch, and one heartbeat row per worker under the reserved key prefix
+``__worker__#`` (``workerId`` S, ``heartbeatCounter`` N, ``heartbeatAt`` N wall-clock ms,
+``leaseCount`` N). Unknown attributes are kept out of the model and never written back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from consumer.leases.errors import LeaseItemError
+
+TRIM_HORIZON = "TRIM_HORIZON"
+LATEST = "LATEST"
+SHARD_END = "SHARD_END"
+AT_TIMESTAMP = "AT_TIMESTAMP"
+SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
+WORKER_PREFIX = "__worker__#"
+
+
+@dataclass(frozen=True, slots=True, order=False)
+class ExtendedSequenceNumber:
+    """A checkpoint: a sequence number (digits) or a sentinel, plus KCL's sub-sequence number."""
+
+    sequence: str
+    sub_sequence: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sequence not in SENTINELS and not self.sequence.isdigit():
+            raise ValueError(
+                f"checkpoint {self.sequence!r} is neither digits nor one of {', '.join(SENTINELS)}"
+            )
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        """KCL's order: AT_TIMESTAMP < TRIM_HORIZON < LATEST < numbers < SHARD_END."""
+        if self.sequence == AT_TIMESTAMP:
+            return (0, 0, 0)
+        if self.sequence == TRIM_HORIZON:
+            return (1, 0, 0)
+        if self.sequence == LATEST:
+            return (2, 0, 0)
+        if self.sequence == SHARD_END:
+            return (4, 0, 0)
+        return (3, int(self.sequence), self.sub_sequence)
+
+    def __lt__(self, other: ExtendedSequenceNumber) -> bool:
+        return self.rank < other.rank
+
+    def __le__(self, other: ExtendedSequenceNumber) -> bool:
+        return self.rank <= other.rank
+
+    @property
+    def is_shard_end(self) -> bool:
+        return self.sequence == SHARD_END
+
+    def __str__(self) -> str:
+        return self.sequence if not self.sub_sequence else f"{self.sequence}.{self.sub_sequence}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    shard_id: str
+    owner: str | None
+    counter: int
+    checkpoint: ExtendedSequenceNumber
+    owner_switches_since_checkpoint: int = 0
+    parent_shard_ids: frozenset[str] = frozenset()
+    child_shard_ids: frozenset[str] = frozenset()
+    pending_owner: str | None = None
+    pending_since: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.checkpoint.is_shard_end
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    worker_id: str
+    counter: int
+    at_wall_millis: int
+    lease_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedItem:
+    key: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The leases table as one Scan saw it."""
+
+    leases: Mapping[str, Lease]
+    heartbeats: Mapping[str, Heartbeat]
+    malformed: tuple[MalformedItem, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------------- item codec
+
+
+def _get(item: Mapping[str, Any], name: str, kind: str, key: str, *, required: bool = False) -> Any:
+    value = item.get(name)
+    if value is None:
+        if required:
+            raise LeaseItemError(key, name, f"is missing (expected type {kind})")
+        return None
+    if not isinstance(value, Mapping) or kind not in value:
+        found = next(iter(value), "?") if isinstance(value, Mapping) else type(value).__name__
+        raise LeaseItemError(key, name, f"has type {found}, expected {kind}")
+    return value[kind]
+
+
+def _int(item: Mapping[str, Any], name: str, key: str, default: int = 0, *, required: bool = False) -> int:
+    raw = _get(item, name, "N", key, required=required)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise LeaseItemError(key, name, f"is {raw!r}, expected an integer") from None
+
+
+def lease_from_item(item: Mapping[str, Any]) -> Lease:
+    key = _get(item, "leaseKey", "S", "?", required=True)
+    checkpoint_text = _get(item, "checkpoint", "S", key) or TRIM_HORIZON
+    try:
+        checkpoint = ExtendedSequenceNumber(checkpoint_text, _int(item, "checkpointSubSequenceNumber", key))
+    except ValueError as exc:
+        raise LeaseItemError(key, "checkpoint", str(exc)) from None
+    return Lease(
+        shard_id=key,
+        owner=_get(item, "leaseOwner", "S", key),
+        counter=_int(item, "leaseCounter", key),
+        checkpoint=checkpoint,
+        owner_switches_since_checkpoint=_int(item, "ownerSwitchesSinceCheckpoint", key),
+        parent_shard_ids=frozenset(_get(item, "parentShardId", "SS", key) or ()),
+        child_shard_ids=frozenset(_get(item, "childShardIds", "SS", key) or ()),
+        pending_owner=_get(item, "pendingOwner", "S", key),
+        pending_since=_int(item, "pendingSince", key) if "pendingSince" in item else None,
+    )
+
+
+def lease_to_item(lease: Lease) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "leaseKey": {"S": lease.shard_id},
+        "leaseCounter": {"N": str(lease.counter)},
+        "checkpoint": {"S": lease.checkpoint.sequence},
+        "checkpointSubSequenceNumber": {"N": str(lease.checkpoint.sub_sequence)},
+        "ownerSwitchesSinceCheckpoint": {"N": str(lease.owner_switches_since_checkpoint)},
+    }
+    if lease.owner is not None:
+        item["leaseOwner"] = {"S": lease.owner}
+    if lease.parent_shard_ids:
+        item["parentShardId"] = {"SS": sorted(lease.parent_shard_ids)}
+    if lease.child_shard_ids:
+        item["childShardIds"] = {"SS": sorted(lease.child_shard_ids)}
+    if lease.pending_owner is not None:
+        item["pendingOwner"] = {"S": lease.pending_owner}
+        item["pendingSince"] = {"N": str(lease.pending_since or 0)}
+    return item
+
+
+def heartbeat_key(worker_id: str) -> str:
+    return f"{WORKER_PREFIX}{worker_id}"
+
+
+def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
+    key = _get(item, "leaseKey", "S", "?", required=True)
+    return Heartbeat(
+        worker_id=_get(item, "workerId", "S", key, required=True),
+        counter=_int(item, "heartbeatCounter", key, required=True),
+        at_wall_millis=_int(item, "heartbeatAt", key, required=True),
+        lease_count=_int(item, "leaseCount", key),
+    )
+
+
+def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
+    return {
+        "leaseKey": {"S": heartbeat_key(beat.worker_id)},
+        "workerId": {"S": beat.worker_id},
+        "heartbeatCounter": {"N": str(beat.counter)},
+        "heartbeatAt": {"N": str(beat.at_wall_millis)},
+        "leaseCount": {"N": str(beat.lease_count)},
+    }
+
+
+def snapshot_from_items(items: list[Mapping[str, Any]]) -> Snapshot:
+    """Split a Scan into leases and heartbeats; a malformed item is reported, never dropped silently."""
+    leases: dict[str, Lease] = {}
+    beats: dict[str, Heartbeat] = {}
+    malformed: list[MalformedItem] = []
+    for item in items:
+        key_value = item.get("leaseKey", {})
+        key = key_value.get("S", "?") if isinstance(key_value, Mapping) else "?"
+        try:
+            if key.startswith(WORKER_PREFIX):
+                beat = heartbeat_from_item(item)
+                beats[beat.worker_id] = beat
+            else:
+                lease = lease_from_item(item)
+                leases[lease.shard_id] = lease
+        except LeaseItemError as exc:
+            malformed.append(MalformedItem(key, str(exc)))
+    return Snapshot(leases, beats, tuple(malformed))

@@ -1,0 +1,55 @@
+"""The lease store port: every mutation of the leases table, each one a conditional write.
+
+Implementations: :class:`consumer.leases.dynamodb.DynamoDBLeaseStore` (the table) and
+:class:`consumer.leases.memory.InMemoryLeaseStore` (same conditions, for simulations). The
+functional tests run one contract suite against both.
+
+Every method that changes a lease either succeeds and returns the lease as written, or raises
+:class:`~consumer.leases.errors.LeaseConflictError` carrying the item as it is now.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+
+
+class LeaseStore(Protocol):
+    def scan(self) -> Snapshot: ...
+
+    def get(self, shard_id: str) -> Lease | None:
+        """A strongly consistent read of one lease."""
+        ...
+
+    def create_if_absent(self, lease: Lease) -> bool:
+        """Create the lease unless one exists for the shard; False when it already existed."""
+        ...
+
+    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:
+        """Write my heartbeat row: absent, or still at ``expected_counter``."""
+        ...
+
+    def delete_heartbeat(self, beat: Heartbeat) -> None:
+        """Remove a dead worker's row, only if it has not beaten since it was seen."""
+        ...
+
+    def take(self, seen: Lease, new_owner: str) -> Lease:
+        """Become the owner of a lease seen free or expired (counter and owner as seen)."""
+        ...
+
+    def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
+        """Ask the owner to hand the lease over after its in-flight batch."""
+        ...
+
+    def release(self, held: Lease, to: str | None = None) -> Lease:
+        """Give up a lease I hold: free it, or hand it straight to ``to`` (a pending thief)."""
+        ...
+
+    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
+        """Record progress on a lease I hold (never overwrites SHARD_END)."""
+        ...
+
+    def delete_finished(self, lease: Lease) -> None:
+        """Delete a lease whose checkpoint is SHARD_END (shard-sync cleanup)."""
+        ...
