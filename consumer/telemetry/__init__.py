@@ -1,1 +1,10 @@
-"""Observability: metrics in CloudWatch embedded metric format, and the worker's logging."""
+"""Observability: EMF metrics, the two CloudWatch log groups, and the local dashboard.
+
+* ``metrics.MetricsRecorder`` - thread-safe aggregation, flushed as EMF on a timer.
+* ``sinks`` / ``shipper`` - where the documents go, without ever blocking the worker.
+* ``logs.configure_logging`` - JSON logs to the lease-worker and application log groups.
+* ``context`` - worker id and shard id attached to every log line.
+* ``catalogue`` - the meaningful log messages (LEASE_LOST, refused checkpoint, ...).
+* ``metric_names`` - every metric's name, unit, level and aggregation.
+* ``widgets`` / ``readback`` / ``dashboard`` - the dashboard, in CloudWatch and as a local PNG.
+"""
