@@ -48,7 +48,7 @@ class Metrics(Protocol):
     ) -> None: ...
 
     def gauge(
-        self, operation: str, name: str, value: float, unit: str = "None", shard_id: str | None = None
+        self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
     ) -> None: ...
 
     def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None: ...
@@ -62,9 +62,7 @@ class NullMetrics:
     ) -> None:
         del operation, name, value, unit, shard_id
 
-    def gauge(
-        self, operation: str, name: str, value: float, unit: str = "None", shard_id: str | None = None
-    ) -> None:
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
         del operation, name, value, unit, shard_id
 
     def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
@@ -149,9 +147,7 @@ class MetricsRecorder:
         """Add ``value`` to a counter; the period's sum is published."""
         self._record(operation, name, value, unit, shard_id=shard_id, aggregation=Aggregation.SUM)
 
-    def gauge(
-        self, operation: str, name: str, value: float, unit: str = "None", shard_id: str | None = None
-    ) -> None:
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
         """Set a level: the period's last value, or its maximum where the catalogue says so."""
         spec = spec_for(name)
         aggregation = (

@@ -21,7 +21,7 @@ _STATM = Path("/proc/self/statm")
 
 class _GaugeTarget(Protocol):
     def gauge(
-        self, operation: str, name: str, value: float, unit: str = "None", shard_id: str | None = None
+        self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
     ) -> None: ...
 
 
