@@ -1,0 +1,132 @@
+"""One contract, two stores: every conditional write and every conflict path, against moto's
+DynamoDB and against the in-memory store the simulations use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from consumer.leases.dynamodb import DynamoDBLeaseStore
+from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseLostError
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
+from consumer.settings import WorkerSettings
+
+ESN = ExtendedSequenceNumber
+
+
+@pytest.fixture(params=["dynamodb", "memory"])
+def store(request: pytest.FixtureRequest) -> Iterator[DynamoDBLeaseStore | InMemoryLeaseStore]:
+    if request.param == "memory":
+        yield InMemoryLeaseStore()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        ddb = DynamoDBLeaseStore(client, "leases")
+        ddb.ensure_table(WorkerSettings())
+        yield ddb
+
+
+def fresh(shard: str = "shardId-1", checkpoint: str = "TRIM_HORIZON") -> Lease:
+    return Lease(shard, None, 0, ESN(checkpoint), parent_shard_ids=frozenset({"shardId-0"}))
+
+
+def test_create_is_idempotent_and_never_overwrites(store) -> None:  # type: ignore[no-untyped-def]
+    assert store.create_if_absent(fresh())
+    taken = store.take(fresh(), "a")
+    assert not store.create_if_absent(fresh())
+    assert store.get("shardId-1") == taken
+    assert store.get("shardId-1").parent_shard_ids == {"shardId-0"}
+
+
+def test_take_racing_take_has_one_winner(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    seen = store.scan().leases["shardId-1"]
+    winner = store.take(seen, "a")
+    with pytest.raises(LeaseConflictError) as info:
+        store.take(seen, "b")
+    assert info.value.current == winner  # ALL_OLD: the conflict names the current owner, no second read
+    assert winner.owner == "a" and winner.counter == 1 and winner.owner_switches_since_checkpoint == 1
+
+
+def test_checkpoint_after_loss_is_refused(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    mine = store.take(fresh(), "a")
+    mine = store.checkpoint(mine, ESN("100"))
+    store.take(store.get("shardId-1"), "b")  # b takes it (say a's heartbeat expired)
+    with pytest.raises(LeaseLostError):
+        store.checkpoint(mine, ESN("200"))
+    assert store.get("shardId-1").checkpoint == ESN("100")
+
+
+def test_checkpoint_never_moves_backwards_nor_reopens_shard_end(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    mine = store.checkpoint(store.take(fresh(), "a"), ESN("500"))
+    with pytest.raises(CheckpointRefusedError):
+        store.checkpoint(mine, ESN("400"))
+    with pytest.raises(CheckpointRefusedError):
+        store.checkpoint(mine, ESN("TRIM_HORIZON"))
+    done = store.checkpoint(mine, ESN("SHARD_END"))
+    with pytest.raises(CheckpointRefusedError):
+        store.checkpoint(done, ESN("600"))
+    # Even a stale copy that does not know about SHARD_END cannot reopen it.
+    with pytest.raises(LeaseLostError):
+        store.checkpoint(mine, ESN("600"))
+    assert store.get("shardId-1").checkpoint == ESN("SHARD_END")
+
+
+def test_steal_request_then_hand_over(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    held = store.take(fresh(), "a")
+    marked = store.request_steal(held, "b", 1234)
+    assert marked.pending_owner == "b" and marked.pending_since == 1234
+    with pytest.raises(LeaseConflictError):
+        store.request_steal(held, "c", 1235)  # one pending request at a time
+    handed = store.release(marked, to="b")
+    assert (handed.owner, handed.counter, handed.pending_owner) == ("b", 2, None)
+    with pytest.raises(LeaseLostError):
+        store.release(held)  # a's view is stale now
+
+
+def test_renew_after_steal_and_release_frees(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    held = store.take(fresh(), "a")
+    freed = store.release(held)
+    assert freed.owner is None and freed.counter == held.counter + 1
+    again = store.take(freed, "b")
+    with pytest.raises(LeaseLostError):
+        store.checkpoint(held, ESN("1"))
+    assert again.owner == "b"
+
+
+def test_heartbeats_are_conditional(store) -> None:  # type: ignore[no-untyped-def]
+    store.heartbeat(Heartbeat("a", 1, 1000), None)
+    with pytest.raises(LeaseConflictError):
+        store.heartbeat(Heartbeat("a", 1, 1000), None)  # the row exists: registering twice is a conflict
+    store.heartbeat(Heartbeat("a", 2, 2000), 1)
+    with pytest.raises(LeaseConflictError):
+        store.heartbeat(Heartbeat("a", 3, 3000), 1)  # stale expectation
+    with pytest.raises(LeaseConflictError):
+        store.delete_heartbeat(Heartbeat("a", 1, 1000))  # it has beaten since: not dead
+    store.delete_heartbeat(Heartbeat("a", 2, 2000))
+    assert "a" not in store.scan().heartbeats
+
+
+def test_only_finished_leases_are_deleted(store) -> None:  # type: ignore[no-untyped-def]
+    store.create_if_absent(fresh())
+    held = store.take(fresh(), "a")
+    with pytest.raises(LeaseConflictError):
+        store.delete_finished(held)
+    store.delete_finished(store.checkpoint(held, ESN("SHARD_END")))
+    assert store.get("shardId-1") is None
+
+
+def test_scan_pages_through_many_items(store) -> None:  # type: ignore[no-untyped-def]
+    for i in range(300):
+        store.create_if_absent(fresh(f"shardId-{i:04d}"))
+    store.heartbeat(Heartbeat("w", 1, 1), None)
+    snapshot = store.scan()
+    assert len(snapshot.leases) == 300 and set(snapshot.heartbeats) == {"w"}

@@ -1,0 +1,120 @@
+"""The leases table: creation, adoption of a Java KCL table, and bad tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from consumer.clock import FakeClock
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.dynamodb import DynamoDBLeaseStore
+from consumer.leases.errors import LeaseStoreUnavailableError, LeaseTableSchemaError
+from consumer.settings import WorkerSettings
+
+
+@pytest.fixture
+def client() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+def test_created_with_configured_capacity(client: Any) -> None:
+    settings = WorkerSettings(initial_lease_table_read_capacity=40, initial_lease_table_write_capacity=25)
+    DynamoDBLeaseStore(client, "app").ensure_table(settings)
+    table = client.describe_table(TableName="app")["Table"]
+    assert table["KeySchema"] == [{"AttributeName": "leaseKey", "KeyType": "HASH"}]
+    assert table["ProvisionedThroughput"]["ReadCapacityUnits"] == 40
+    assert table["ProvisionedThroughput"]["WriteCapacityUnits"] == 25
+
+
+def test_on_demand(client: Any) -> None:
+    DynamoDBLeaseStore(client, "app").ensure_table(WorkerSettings(lease_table_billing_mode="PAY_PER_REQUEST"))
+    assert (
+        client.describe_table(TableName="app")["Table"]["BillingModeSummary"]["BillingMode"]
+        == "PAY_PER_REQUEST"
+    )
+
+
+def test_existing_table_created_elsewhere_is_accepted(client: Any) -> None:
+    client.create_table(
+        TableName="from-cdk",
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    DynamoDBLeaseStore(client, "from-cdk").ensure_table(WorkerSettings(), create=False)
+
+
+def test_wrong_key_schema_is_a_clear_error(client: Any) -> None:
+    client.create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with pytest.raises(LeaseTableSchemaError, match=r"needs hash key leaseKey \(S\).*lease_table_name"):
+        DynamoDBLeaseStore(client, "orders").ensure_table(WorkerSettings())
+
+
+def test_java_kcl_table_is_adopted_with_its_checkpoints(client: Any) -> None:
+    """A table written by the Java KCL (no heartbeat rows): its owner is judged by KCL's rule, and once
+    expired the lease is taken with its checkpoint intact."""
+    store = DynamoDBLeaseStore(client, "kcl-app")
+    store.ensure_table(WorkerSettings())
+    for i, checkpoint in enumerate(
+        ["49590338271490256608559692538361571095921575989136588898", "SHARD_END", "TRIM_HORIZON"]
+    ):
+        client.put_item(
+            TableName="kcl-app",
+            Item={
+                "leaseKey": {"S": f"shardId-0000000{i}"},
+                "leaseOwner": {"S": "ip-10-0-0-7.ec2.internal:4f1d"},
+                "leaseCounter": {"N": str(100 + i)},
+                "checkpoint": {"S": checkpoint},
+                "checkpointSubSequenceNumber": {"N": "0"},
+                "ownerSwitchesSinceCheckpoint": {"N": "0"},
+                **({"parentShardId": {"SS": ["shardId-00000001"]}} if i == 2 else {}),
+            },
+        )
+    clock = FakeClock()
+    coordinator = LeaseCoordinator(store, "py-worker", WorkerSettings(failover_time_millis=10_000), clock)
+    coordinator.heartbeat_once()
+    coordinator.take_round()
+    assert coordinator.held() == []  # the Java worker might still be alive: watch its counters first
+    clock.advance(10_001)
+    coordinator.heartbeat_once()
+    coordinator.take_round()
+    held = {lease.shard_id: lease for lease in coordinator.held()}
+    assert set(held) == {"shardId-00000000", "shardId-00000002"}  # the finished one needs no owner
+    assert (
+        held["shardId-00000000"].checkpoint.sequence
+        == "49590338271490256608559692538361571095921575989136588898"
+    )
+    assert held["shardId-00000000"].counter == 101
+
+
+def test_throttled_table_is_an_unavailable_error_with_the_fix() -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    stub = Stubber(client)
+    stub.add_client_error("scan", "ProvisionedThroughputExceededException", "Rate exceeded", 400)
+    with stub, pytest.raises(LeaseStoreUnavailableError, match="throttling.*initial_lease_table"):
+        DynamoDBLeaseStore(client, "app").scan()
+
+
+def test_unreachable_table_backs_off_without_losing_leases() -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url="http://127.0.0.1:9")
+    client.meta.config.retries = {"max_attempts": 1}
+    store = DynamoDBLeaseStore(client, "app")
+    clock = FakeClock()
+    coordinator = LeaseCoordinator(store, "w", WorkerSettings(), clock)
+    assert coordinator.heartbeat_once() is False
+    assert coordinator.take_round() is None
+    assert coordinator.fenced()  # never heartbeated: may not process anything
