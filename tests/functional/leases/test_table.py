@@ -105,7 +105,7 @@ def test_throttled_table_is_an_unavailable_error_with_the_fix() -> None:
     client = boto3.client("dynamodb", region_name="us-east-1")
     stub = Stubber(client)
     stub.add_client_error("scan", "ProvisionedThroughputExceededException", "Rate exceeded", 400)
-    with stub, pytest.raises(LeaseStoreUnavailableError, match="throttling.*initial_lease_table"):
+    with stub, pytest.raises(LeaseStoreUnavailableError, match=r"throttling.*initial_lease_table"):
         DynamoDBLeaseStore(client, "app").scan()
 
 
