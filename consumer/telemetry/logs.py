@@ -185,11 +185,10 @@ class LoggingHandle:
         self._closed = True
         root = logging.getLogger()
         for handler in self.handlers:
-            try:
-                handler.flush()
-                handler.close()
-            finally:
-                root.removeHandler(handler)
+            root.removeHandler(handler)  # first, so nothing logged while closing reaches a closed handler
+        for handler in self.handlers:
+            handler.flush()
+            handler.close()
         for name, level in self._previous_levels.items():
             logging.getLogger(name).setLevel(level)
 

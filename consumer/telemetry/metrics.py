@@ -117,6 +117,7 @@ class MetricsRecorder:
         max_queued_documents: int = 10_000,
         max_samples_per_period: int = 1_000,
         sample_process: bool = True,
+        retry_millis: int = 1_000,
     ) -> None:
         self._namespace = settings.metrics_namespace
         self._level = Level[settings.metrics.level]
@@ -125,7 +126,9 @@ class MetricsRecorder:
         self._worker_id = worker_id
         self._clock = clock or SystemClock()
         self.health = health or TransportHealth(self._clock)
-        self._shipper = BackgroundShipper(sink, self.health, max_queued=max_queued_documents)
+        self._shipper = BackgroundShipper(
+            sink, self.health, max_queued=max_queued_documents, retry_millis=retry_millis
+        )
         self._max_samples = max_samples_per_period
         self._lock = threading.Lock()
         self._groups: dict[_GroupKey, dict[str, _Series]] = {}
