@@ -18,6 +18,7 @@ from consumer.settings import ConfigError
 COMMAND_MODULES = (
     "consumer.commands.config",
     "consumer.commands.plan",
+    "consumer.commands.dashboard",
 )
 
 EXIT_USAGE = 2
