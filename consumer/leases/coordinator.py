@@ -102,6 +102,10 @@ class LeaseCoordinator:
 
     def heartbeat_once(self) -> bool:
         started = self._clock.monotonic_millis()
+        if self._held and self.fenced():
+            # We were fenced (paused, partitioned, throttled): others may have taken our leases since.
+            # Forget them all; the next scan re-adopts, after a consistent read, any still ours.
+            self._drop_all("fenced: no successful heartbeat within failover - margin")
         with self._lock:
             expected = self._heartbeat_counter
             count = len(self._held)
@@ -195,9 +199,20 @@ class LeaseCoordinator:
                     self._held[shard_id] = replace(
                         mine, pending_owner=seen.pending_owner, pending_since=seen.pending_since
                     )
-            for shard_id, seen in snapshot.leases.items():
-                if seen.owner == self.worker_id and shard_id not in self._held and not seen.finished:
-                    self._held[shard_id] = seen  # handed over to me by its previous owner
+            unknown = [
+                seen
+                for shard_id, seen in snapshot.leases.items()
+                if seen.owner == self.worker_id and shard_id not in self._held and not seen.finished
+            ]
+        for seen in unknown:
+            # Handed over to me, or mine from before a fence: adopt only what a consistent read confirms.
+            try:
+                current = self.store.get(seen.shard_id)
+            except LeaseError:
+                continue
+            if current is not None and current.owner == self.worker_id and not current.finished:
+                with self._lock:
+                    self._held.setdefault(current.shard_id, current)
         for shard_id in lost:
             log.warning("worker %s: lease %s was taken by another worker", self.worker_id, shard_id)
         if lost:
@@ -205,11 +220,18 @@ class LeaseCoordinator:
 
     def _execute(self, plan: RoundPlan) -> None:
         taken = 0
-        for lease in plan.take:
+        spares = [list(pool) for pool in plan.spare]
+        queue = list(plan.take)
+        while queue:
+            lease = queue.pop(0)
             try:
                 got = self.store.take(lease, self.worker_id)
             except LeaseConflictError:
-                continue  # somebody else was faster: fine
+                # Somebody else was faster: try the next free lease of the same pool instead.
+                pool = next((p for p in spares if p), None)
+                if pool is not None:
+                    queue.append(pool.pop(0))
+                continue
             except LeaseStoreUnavailableError as exc:
                 log.warning("take %s failed: %s", lease.shard_id, exc)
                 break

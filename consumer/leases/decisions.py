@@ -38,6 +38,9 @@ class RoundPlan:
     """What one worker should do after one scan."""
 
     take: tuple[Lease, ...] = ()
+    # More free leases of the same pools, in order, to try when a take loses its race (so a round
+    # still takes its full share when several workers go for the same expired leases).
+    spare: tuple[tuple[Lease, ...], ...] = ()
     steal: tuple[Lease, ...] = ()
     shed: tuple[Lease, ...] = ()
     hand_over: tuple[tuple[Lease, str | None], ...] = ()
@@ -103,6 +106,7 @@ def plan_round(
     blocked = [lease for lease in active if not parents_finished(lease, snapshot.leases)]
 
     take: list[Lease] = []
+    spare: list[tuple[Lease, ...]] = []
     steal: list[Lease] = []
     shed: list[Lease] = []
     target = spillover = mine_total = 0
@@ -124,14 +128,16 @@ def plan_round(
             )
             shed.extend(surplus[: len(mine) - quota])
             continue
-        need = quota - len(mine)
-        if need <= 0:
-            continue
+        # Free leases are taken up to ⌈n/W⌉ (KCL's target): if every worker stopped at its fair quota,
+        # a lease could stay unowned until the next round whenever two workers computed the same one.
+        ceiling = math.ceil(len(pool) / len(workers))
+        room = (min(ceiling, cap) if cap is not None else ceiling) - len(mine)
         free = [lease for lease in pool if owner[lease.shard_id] is None]
         rng.shuffle(free)
-        chosen = free[:need]
+        chosen = free[: max(0, room)]
         take.extend(chosen)
-        need -= len(chosen)
+        spare.append(tuple(free[len(chosen) :]))
+        need = quota - len(mine) - len(chosen)
         if need > 0 and cap is not None:
             over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
             victims = [
@@ -150,6 +156,7 @@ def plan_round(
     handed = {lease.shard_id for lease, _ in hand_over}
     return RoundPlan(
         take=tuple(take),
+        spare=tuple(spare),
         steal=tuple(steal),
         shed=tuple(lease for lease in shed if lease.shard_id not in handed),
         hand_over=hand_over,
