@@ -16,6 +16,7 @@ the conditional write refuses it anyway once the lease changed hands.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -40,6 +41,7 @@ class LeaseCoordinator:
         worker_id: str,
         settings: WorkerSettings,
         clock: Clock,
+        *,
         metrics: Metrics | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -268,10 +270,8 @@ class LeaseCoordinator:
             counter = self._heartbeat_counter
         if counter is None:
             return
-        try:
+        with contextlib.suppress(LeaseError):
             self.store.delete_heartbeat(Heartbeat(self.worker_id, counter, 0))
-        except LeaseError:
-            pass
 
     def _drop_all(self, why: str) -> None:
         with self._lock:

@@ -230,7 +230,8 @@ class DynamoDBLeaseStore:
         else:
             expression = (
                 "SET leaseOwner = :to, leaseCounter = :new_counter, "
-                "ownerSwitchesSinceCheckpoint = ownerSwitchesSinceCheckpoint + :one REMOVE pendingOwner, pendingSince"
+                "ownerSwitchesSinceCheckpoint = ownerSwitchesSinceCheckpoint + :one "
+                "REMOVE pendingOwner, pendingSince"
             )
             values[":to"] = {"S": to}
             values[":one"] = {"N": "1"}
