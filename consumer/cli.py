@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from consumer.leases.errors import LeaseError
 from consumer.settings import ConfigError
 
 # Modules that contribute sub-commands, in the order `consumer --help` lists them.
@@ -19,6 +20,7 @@ COMMAND_MODULES = (
     "consumer.commands.config",
     "consumer.commands.plan",
     "consumer.commands.dashboard",
+    "consumer.commands.leases",
 )
 
 EXIT_USAGE = 2
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_USAGE
-    except CommandError as exc:
+    except (CommandError, LeaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
