@@ -64,7 +64,8 @@ def resolve_stream(dynamodb: Any, streams: Any, table: TableSettings) -> StreamT
     except ClientError as exc:
         if _code(exc) == "ResourceNotFoundException":
             raise StreamConfigError(
-                f"stream {arn} does not exist: check table.existing_stream_arn, or re-enable the table's stream"
+                f"stream {arn} does not exist: check table.existing_stream_arn, "
+                "or re-enable the table's stream"
             ) from exc
         if _code(exc) in ("AccessDeniedException", "UnrecognizedClientException"):
             raise _denied("dynamodb:DescribeStream", arn, exc) from exc
