@@ -1,0 +1,64 @@
+"""Run every benchmark module and write bench/RESULTS.md.
+
+Each module under ``bench/`` listed in ``BENCHMARKS`` exposes ``run() -> list[Ratio]`` and prints
+its method, parameters and figures as it goes; this runner collects the ratios into RESULTS.md with
+the date and the machine description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+import traceback
+from pathlib import Path
+
+from bench.common import Ratio, machine
+
+BENCHMARKS: tuple[str, ...] = ("lease_cost",)
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    results: list[tuple[str, list[Ratio] | str]] = []
+    for name in names:
+        print(f"\n=== {name} ===", flush=True)
+        try:
+            results.append((name, importlib.import_module(f"bench.{name}").run()))
+        except Exception:
+            traceback.print_exc()
+            results.append((name, "failed: " + traceback.format_exc(limit=1).strip().splitlines()[-1]))
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {machine()}.",
+        "Every figure is a ratio of two measurements taken in the same run; min / median / max over repeats.",
+        "",
+        "| benchmark | ratio | median | spread | goal | verdict | method |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    failed = False
+    for name, outcome in results:
+        if isinstance(outcome, str):
+            failed = True
+            lines.append(f"| {name} | — | — | — | — | {outcome} | |")
+            continue
+        for ratio in outcome:
+            print(ratio.line())
+            verdict = "ok" if ratio.ok else "short"
+            lines.append(
+                f"| {name} | {ratio.name} | {ratio.median:.3f} | {ratio.spread()} | {ratio.goal} | "
+                f"{verdict} | {ratio.method} |"
+            )
+    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"\nwrote {RESULTS}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""What the leases table costs: DynamoDB's capacity rules applied to the requests a store makes.
+
+:class:`MeteredStore` wraps any :class:`~consumer.leases.store.LeaseStore` and charges each request
+as DynamoDB would: a write costs ⌈item KB⌉ write units (the larger of the item before and after); an
+eventually consistent Scan costs 0.5 read units per 4 KB of all items it reads, a strongly consistent
+GetItem 1 unit per 4 KB. :func:`kcl_units_per_second` is the Java KCL's steady state for the same
+settings, from its documented timers:
+
+- writes/s = L / (failover/3)            every held lease renewed every failover/3 (minus ε)
+- reads/s  = M × scan(L) / (2 × failover) every worker's taker scans the table every 2 × (failover + ε)
+
+with L leases of ``lease_bytes`` each and M workers. Checkpoint writes are the same for both designs
+and are left out of both sides of the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from consumer.leases.model import (
+    ExtendedSequenceNumber,
+    Heartbeat,
+    Lease,
+    Snapshot,
+    heartbeat_to_item,
+    lease_to_item,
+)
+from consumer.leases.store import LeaseStore
+
+
+def item_bytes(item: dict[str, dict[str, object]]) -> int:
+    """DynamoDB's item size: attribute names plus values (strings and number digits, sets summed)."""
+    size = 0
+    for name, value in item.items():
+        size += len(name.encode())
+        ((kind, raw),) = value.items()
+        if kind in ("SS", "NS") and isinstance(raw, list):
+            size += sum(len(str(v).encode()) for v in raw)
+        else:
+            size += len(str(raw).encode())
+    return size
+
+
+def lease_size(lease: Lease) -> int:
+    return item_bytes(lease_to_item(lease))
+
+
+def scan_units(total_bytes: int) -> float:
+    return max(1, math.ceil(total_bytes / 4096)) * 0.5
+
+
+def write_units(size: int) -> int:
+    return max(1, math.ceil(size / 1024))
+
+
+@dataclass
+class Meter:
+    read_units: float = 0.0
+    write_units: float = 0.0
+    scans: int = 0
+    writes: int = 0
+
+
+class MeteredStore:
+    """A store that charges every request with DynamoDB's rules (see the module docstring)."""
+
+    def __init__(self, inner: LeaseStore) -> None:
+        self.inner = inner
+        self.meter = Meter()
+
+    def _write(self, size: int) -> None:
+        self.meter.write_units += write_units(size)
+        self.meter.writes += 1
+
+    def scan(self) -> Snapshot:
+        snapshot = self.inner.scan()
+        total = sum(lease_size(lease) for lease in snapshot.leases.values())
+        total += sum(item_bytes(heartbeat_to_item(beat)) for beat in snapshot.heartbeats.values())
+        self.meter.read_units += scan_units(total)
+        self.meter.scans += 1
+        return snapshot
+
+    def get(self, shard_id: str) -> Lease | None:
+        lease = self.inner.get(shard_id)
+        self.meter.read_units += max(1, math.ceil((lease_size(lease) if lease else 1) / 4096))
+        return lease
+
+    def create_if_absent(self, lease: Lease) -> bool:
+        self._write(lease_size(lease))
+        return self.inner.create_if_absent(lease)
+
+    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:
+        self._write(item_bytes(heartbeat_to_item(beat)))
+        self.inner.heartbeat(beat, expected_counter)
+
+    def delete_heartbeat(self, beat: Heartbeat) -> None:
+        self._write(item_bytes(heartbeat_to_item(beat)))
+        self.inner.delete_heartbeat(beat)
+
+    def take(self, seen: Lease, new_owner: str) -> Lease:
+        self._write(lease_size(seen))
+        return self.inner.take(seen, new_owner)
+
+    def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
+        self._write(lease_size(seen))
+        return self.inner.request_steal(seen, thief, now_wall_millis)
+
+    def release(self, held: Lease, to: str | None = None) -> Lease:
+        self._write(lease_size(held))
+        return self.inner.release(held, to)
+
+    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
+        self._write(lease_size(held))
+        return self.inner.checkpoint(held, checkpoint)
+
+    def delete_finished(self, lease: Lease) -> None:
+        self._write(lease_size(lease))
+        self.inner.delete_finished(lease)
+
+
+@dataclass(frozen=True)
+class Units:
+    reads_per_second: float
+    writes_per_second: float
+
+
+def kcl_units_per_second(leases: int, workers: int, lease_bytes: int, failover_millis: int) -> Units:
+    failover = failover_millis / 1000
+    writes = leases * write_units(lease_bytes) / (failover / 3)
+    reads = workers * scan_units(leases * lease_bytes) / (2 * failover)
+    return Units(reads, writes)

@@ -1,0 +1,28 @@
+"""Capacity arithmetic of the leases table (DynamoDB's rules) and KCL's formula."""
+
+from __future__ import annotations
+
+from consumer.leases.cost import MeteredStore, item_bytes, kcl_units_per_second, scan_units, write_units
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
+
+
+def test_dynamodb_rounding() -> None:
+    assert item_bytes({"leaseKey": {"S": "abc"}, "leaseCounter": {"N": "12"}}) == 8 + 3 + 12 + 2
+    assert (scan_units(1), scan_units(4096), scan_units(4097)) == (0.5, 0.5, 1.0)
+    assert (write_units(1), write_units(1024), write_units(1025)) == (1, 1, 2)
+
+
+def test_kcl_formula() -> None:
+    units = kcl_units_per_second(leases=300, workers=4, lease_bytes=250, failover_millis=10_000)
+    assert units.writes_per_second == 300 / (10 / 3)  # every lease renewed every failover/3
+    assert units.reads_per_second == 4 * scan_units(300 * 250) / 20  # a full scan per worker every 2 x failover
+
+
+def test_metered_store_charges_each_request() -> None:
+    store = MeteredStore(InMemoryLeaseStore())
+    store.create_if_absent(Lease("s1", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    store.heartbeat(Heartbeat("w", 1, 1), None)
+    store.scan()
+    assert store.meter.writes == 2 and store.meter.write_units == 2
+    assert store.meter.scans == 1 and store.meter.read_units == 0.5
