@@ -1,0 +1,8 @@
+"""The Spark data pipeline: the change log the fleet lands → current state, statistics, verification.
+
+No Spark source for DynamoDB Streams exists, so the fleet's ``changelog`` sink lands every change as
+gzip JSON Lines and these jobs turn that log into what downstream users query. Transforms
+(:mod:`pipeline.parse`, :mod:`pipeline.snapshot`, :mod:`pipeline.stats`, :mod:`pipeline.compare`)
+are pure ``DataFrame → DataFrame`` functions with explicit schemas (:mod:`pipeline.schemas`); only
+:mod:`pipeline.jobs` reads and writes.
+"""

@@ -1,0 +1,19 @@
+"""One exception hierarchy for the pipeline: every failure a user can act on is a PipelineError."""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base of every error the pipeline raises on purpose."""
+
+
+class BadChangeLogError(PipelineError):
+    """The change log holds more malformed lines than the run may tolerate, or an unreadable object."""
+
+
+class SnapshotStoreError(PipelineError):
+    """The snapshot pointer, a version or its manifest cannot be read or written."""
+
+
+class VerifyError(PipelineError):
+    """The live table cannot be scanned for verification."""

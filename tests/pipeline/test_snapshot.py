@@ -1,0 +1,229 @@
+"""The snapshot job on small hand-made change logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from tests.pipeline.frames import assert_frames_equal as assertDataFrameEqual
+
+from pipeline.errors import BadChangeLogError
+from pipeline.jobs import read_snapshot, run_snapshot
+from pipeline.schemas import ITEM, ITEM_COLUMN
+from tests.pipeline.fixtures import change, n_attr, s_attr, settings_for, write_object
+
+pytestmark = pytest.mark.spark
+
+VIEW = T.StructType([T.StructField("pk", T.StringType()), T.StructField("sk", T.StringType()), T.StructField(ITEM_COLUMN, ITEM)])
+P, C1, C2 = "shardId-00000001-parent", "shardId-00000002-child1", "shardId-00000002-child2"
+
+
+def item(pk: str, sk: str = "a", **attrs: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return (pk, sk, {"pk": s_attr(pk), "sk": s_attr(sk), **attrs})
+
+
+def current(spark: SparkSession, settings: Any) -> DataFrame:
+    return read_snapshot(spark, settings).select("pk", "sk", ITEM_COLUMN)
+
+
+def expect(spark: SparkSession, rows: list[tuple[str, str, dict[str, Any]]]) -> DataFrame:
+    return spark.createDataFrame(rows, VIEW)
+
+
+def pointer(settings: Any) -> dict[str, Any]:
+    return json.loads((Path(settings.pipeline.snapshot_uri) / "CURRENT").read_text())
+
+
+def test_insert_modify_remove_and_reinsert(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(
+        log,
+        [
+            change(P, 100, "INSERT", "gone", image={"n": {"N": "1"}}),
+            change(P, 101, "INSERT", "kept", image={"n": {"N": "1"}}),
+            change(P, 102, "MODIFY", "gone", image={"n": {"N": "2"}}),
+            change(P, 103, "MODIFY", "kept", image={"n": {"N": "2"}}),
+            change(P, 104, "REMOVE", "gone"),
+            change(P, 105, "INSERT", "back", image={"n": {"N": "1"}}),
+            change(P, 106, "REMOVE", "back"),
+            change(P, 107, "INSERT", "back", image={"n": {"N": "3"}}),
+        ],
+    )
+    result = run_snapshot(spark, settings)
+    assert (result.version, result.new_changes, result.items, result.tombstones) == ("000001", 8, 2, 1)
+    assertDataFrameEqual(
+        current(spark, settings),
+        expect(spark, [item("kept", n=n_attr("2")), item("back", n=n_attr("3"))]),
+    )
+
+
+def test_order_is_numeric_across_parent_and_child_shards(spark: SparkSession, tmp_path: Path) -> None:
+    """A child's numbers are longer than its parent's: compared as integers, not as text."""
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, 900, "INSERT", "x", image={"v": {"S": "parent"}}), change(P, 950, "INSERT", "y")])
+    write_object(
+        log,
+        [change(C1, 1000, "MODIFY", "x", image={"v": {"S": "child"}}, parents=[P]), change(C1, 1001, "REMOVE", "y", parents=[P])],
+    )
+    write_object(log, [change(C2, 10**39 + 5, "INSERT", "z", image={"v": {"S": "40 digits"}}, parents=[P])])
+    run_snapshot(spark, settings)
+    assertDataFrameEqual(
+        current(spark, settings),
+        expect(spark, [item("x", v=s_attr("child")), item("z", v=s_attr("40 digits"))]),
+    )
+
+
+def test_replays_and_copies_count_once(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    batch = [change(P, 10, "INSERT", "a", image={"c": {"N": "1"}}), change(P, 11, "MODIFY", "a", image={"c": {"N": "2"}})]
+    write_object(log, batch)
+    write_object(log, batch)  # a replay after a crash: same name, overwritten
+    # the same changes cut into a different batch by the worker that took over, plus one new one
+    write_object(log, [*batch[1:], change(P, 12, "INSERT", "b")])
+    result = run_snapshot(spark, settings)
+    assert result.new_changes == 3
+    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a", c=n_attr("2")), item("b")]))
+
+
+def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, 10, "INSERT", "a"), change(P, 11, "INSERT", "b"), change(P, 12, "INSERT", "c")])
+    first = run_snapshot(spark, settings)
+    again = run_snapshot(spark, settings)
+    assert again.up_to_date and again.version == first.version == "000001"
+
+    write_object(log, [change(P, 13, "REMOVE", "a"), change(P, 14, "MODIFY", "b", image={"x": {"S": "1"}})])
+    write_object(log, [change(C1, 20, "INSERT", "d", parents=[P])])
+    second = run_snapshot(spark, settings)
+    assert (second.version, second.objects_read, second.objects_already_merged, second.new_changes) == ("000002", 2, 1, 3)
+    incremental = current(spark, settings)
+    expected = expect(spark, [item("b", x=s_attr("1")), item("c"), item("d")])
+    assertDataFrameEqual(incremental, expected)
+
+    rebuilt = settings_for(tmp_path, snapshot_uri=str(tmp_path / "rebuilt"))
+    run_snapshot(spark, rebuilt, full=True)
+    assertDataFrameEqual(current(spark, rebuilt), incremental)
+
+
+def test_late_parent_change_does_not_resurrect_a_removed_item(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(C1, 500, "REMOVE", "a", parents=[P])])
+    run_snapshot(spark, settings)
+    write_object(log, [change(P, 400, "INSERT", "a")])  # lands late, ordered before the REMOVE
+    run_snapshot(spark, settings)
+    assert current(spark, settings).count() == 0
+
+
+def test_every_attribute_type_keeps_its_type(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    image = {
+        "s": {"S": "text"},
+        "n": {"N": "12345678901234567890123456789012345678"},
+        "f": {"N": "-0.000001"},
+        "b": {"B": "AAEC/w=="},
+        "t": {"BOOL": True},
+        "z": {"NULL": True},
+        "ss": {"SS": ["x", "y"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": ["AA==", "AQ=="]},
+        "m": {"M": {"k": {"N": "1.50"}, "l": {"L": [{"S": "q"}, {"B": "AA=="}]}}},
+        "l": {"L": [{"N": "1"}, {"M": {}}]},
+    }
+    write_object(tmp_path / "changelog", [change(P, 1, "INSERT", "all", image=image)])
+    run_snapshot(spark, settings)
+    row = current(spark, settings).collect()[0]
+    typed = row[ITEM_COLUMN]
+    assert typed["s"]["type"] == "S" and typed["s"]["s"] == "text"
+    assert typed["n"]["type"] == "N" and typed["n"]["n"] == "12345678901234567890123456789012345678"
+    assert typed["f"]["n"] == "-0.000001"
+    assert typed["b"]["type"] == "B" and typed["b"]["b"] == bytearray(b"\x00\x01\x02\xff")
+    assert typed["t"]["type"] == "BOOL" and typed["t"]["bool"] is True
+    assert typed["z"]["type"] == "NULL"
+    assert typed["ss"]["type"] == "SS" and sorted(typed["ss"]["ss"]) == ["x", "y"]
+    assert typed["ns"]["type"] == "NS" and typed["ns"]["ns"] == ["1", "2.5"]
+    assert typed["bs"]["type"] == "BS" and [bytes(b) for b in typed["bs"]["bs"]] == [b"\x00", b"\x01"]
+    assert typed["m"]["type"] == "M" and json.loads(typed["m"]["doc"]) == image["m"]["M"]
+    assert typed["l"]["type"] == "L" and json.loads(typed["l"]["doc"]) == image["l"]["L"]
+
+
+def test_malformed_lines_fail_the_run_with_their_location(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    good = write_object(log, [change(P, 1, "INSERT", "a")])
+    bad = write_object(
+        log,
+        [change(P, 2, "INSERT", "b")],
+        extra_lines=['{"v": 1, "shardId": broken', json.dumps({**change(P, 3, "INSERT", "c"), "sequenceNumber": "12a"})],
+    )
+    with pytest.raises(BadChangeLogError) as failure:
+        run_snapshot(spark, settings)
+    message = str(failure.value)
+    assert "2 malformed change-log line(s) of 4" in message
+    assert f"{bad}:2: not a change-log record" in message
+    assert f"{bad}:3: sequenceNumber is not 1 to 40 digits" in message
+    assert str(good) not in message
+    assert not (tmp_path / "snapshot" / "CURRENT").exists()  # a failed run changes nothing
+
+    result = run_snapshot(spark, settings, tolerate_bad_lines=2)
+    assert (result.bad_lines, result.items) == (2, 2)
+
+
+def test_bad_keys_and_unknown_types_are_reported(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, tolerate_bad_lines=0)
+    no_sort_key = change(P, 2, "INSERT", "b")
+    del no_sort_key["keys"]["sk"]
+    write_object(
+        tmp_path / "changelog",
+        [change(P, 1, "INSERT", "a", image={"x": {"Q": "1"}}), no_sort_key, change(P, 3, "UPSERT", "c"), change(P, 4, "INSERT", "d", image={"n": {"N": "1,5"}})],
+    )
+    with pytest.raises(BadChangeLogError) as failure:
+        run_snapshot(spark, settings)
+    message = str(failure.value)
+    assert ":1: newImage has an attribute value without exactly one known type key" in message
+    assert ":2: keys lack 'sk' of type S" in message
+    assert ":3: eventName is not INSERT, MODIFY or REMOVE" in message
+    assert ":4: newImage has a number that is not a decimal number" in message
+
+
+def test_unreadable_object_is_named(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, 1, "INSERT", "a")])
+    broken = log / P / f"{2:040d}-{3:040d}.jsonl.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00 this is not gzip data at all" * 20)
+    with pytest.raises(BadChangeLogError) as failure:
+        run_snapshot(spark, settings)
+    assert "unreadable change-log object" in str(failure.value)
+    assert broken.name in str(failure.value)
+    assert not (tmp_path / "snapshot" / "CURRENT").exists()
+
+
+def test_failed_write_leaves_the_pointer_on_the_previous_version(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, 1, "INSERT", "a")])
+    run_snapshot(spark, settings)
+    write_object(log, [change(P, 2, "INSERT", "b")])
+
+    from pipeline import snapshot
+
+    def broken_tombstones(state: DataFrame) -> DataFrame:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(snapshot, "tombstones", broken_tombstones)
+    with pytest.raises(RuntimeError):
+        run_snapshot(spark, settings)
+    assert pointer(settings)["version"] == "000001"
+    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a")]))
+    monkeypatch.undo()
+    assert run_snapshot(spark, settings).version == "000002"
+    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a"), item("b")]))
