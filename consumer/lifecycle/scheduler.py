@@ -1,0 +1,191 @@
+"""Runs a worker's shard consumers on a small thread pool, driven by a timer heap.
+
+A worker may hold thousands of leases; most shards are idle (waiting for their next poll) or blocked
+on a parent. Each consumer is an entry in a heap keyed by the time it next wants to run; the loop
+hands due consumers to ``max_worker_threads`` threads, never two steps of one consumer at once. The
+lease set is reconciled every tick with what the coordinator says this worker holds: a new lease
+gets a consumer, a vanished one tells its consumer the lease is lost.
+
+Graceful stop: every consumer is asked to shut down (finish the batch in hand, checkpoint through
+its processor, release the lease); the loop keeps running until they have, or until the drain
+deadline passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from consumer.clock import Clock
+from consumer.leases.model import Lease
+from consumer.lifecycle.ports import LeaseOps, ProcessorFactory, StreamReader
+from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.states import ShutdownReason
+from consumer.records import ShardInfo
+from consumer.settings import WorkerSettings
+from consumer.telemetry.metrics import Metrics, NullMetrics
+
+log = logging.getLogger("consumer.lifecycle")
+
+TICK_MILLIS = 20
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        leases: LeaseOps,
+        reader: StreamReader,
+        processor_factory: ProcessorFactory,
+        settings: WorkerSettings,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        on_shard_end: Callable[[str], None] | None = None,
+    ) -> None:
+        self._leases = leases
+        self._reader = reader
+        self._factory = processor_factory
+        self._settings = settings
+        self._clock = clock
+        self._metrics = metrics or NullMetrics()
+        self._on_shard_end = on_shard_end
+        self._pool = ThreadPoolExecutor(settings.max_worker_threads, thread_name_prefix="shard")
+        self._lock = threading.Lock()
+        self._heap: list[tuple[int, int, str]] = []
+        self._sequence = itertools.count()
+        self._consumers: dict[str, ShardConsumer] = {}
+        self._in_flight: set[str] = set()
+        self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
+        self._fatal: BaseException | None = None
+        self._wake = threading.Event()
+
+    # ---------------------------------------------------------------------------- state
+
+    def consumers(self) -> dict[str, ShardConsumer]:
+        with self._lock:
+            return dict(self._consumers)
+
+    def _schedule(self, shard_id: str, due: int) -> None:
+        heapq.heappush(self._heap, (due, next(self._sequence), shard_id))
+
+    # ------------------------------------------------------------------------- reconcile
+
+    def reconcile(self) -> None:
+        """Start consumers for new leases; tell consumers whose lease vanished that it is lost."""
+        held = {lease.shard_id: lease for lease in self._leases.held()}
+        now = self._clock.monotonic_millis()
+        with self._lock:
+            self._ended &= held.keys()
+            for shard_id, lease in held.items():
+                if shard_id in self._consumers or shard_id in self._ended:
+                    continue
+                if not self._leases.may_process(shard_id):
+                    continue  # held on paper but fenced: starting a consumer would only churn
+                if lease.finished:
+                    self._ended.add(shard_id)
+                    continue
+                self._consumers[shard_id] = self._new_consumer(lease)
+                self._schedule(shard_id, now)
+            for shard_id, consumer in self._consumers.items():
+                if shard_id not in held:
+                    consumer.lease_lost()
+                    self._schedule(shard_id, now)
+            self._metrics.gauge("RenewAllLeases", "CurrentLeases", len(held), "Count")
+
+    def _new_consumer(self, lease: Lease) -> ShardConsumer:
+        shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
+        return ShardConsumer(
+            shard,
+            lease.checkpoint.sequence,
+            leases=self._leases,
+            reader=self._reader,
+            processor=self._factory(shard),
+            settings=self._settings,
+            clock=self._clock,
+            metrics=self._metrics,
+            on_shard_end=self._on_shard_end,
+        )
+
+    # ----------------------------------------------------------------------------- run
+
+    def _dispatch_due(self) -> None:
+        now = self._clock.monotonic_millis()
+        due: list[ShardConsumer] = []
+        with self._lock:
+            while self._heap and self._heap[0][0] <= now:
+                _, _, shard_id = heapq.heappop(self._heap)
+                consumer = self._consumers.get(shard_id)
+                if consumer is None or shard_id in self._in_flight:
+                    continue
+                self._in_flight.add(shard_id)
+                due.append(consumer)
+        # Outside the lock: a future that is already done runs its callback right here.
+        for consumer in due:
+            future = self._pool.submit(consumer.step)
+            future.add_done_callback(functools.partial(self._stepped, consumer))
+
+    def _stepped(self, consumer: ShardConsumer, future: Future[int | None]) -> None:
+        with self._lock:
+            self._in_flight.discard(consumer.shard_id)
+            try:
+                due = future.result()
+            except BaseException as exc:
+                log.error("shard %s: fatal: %s", consumer.shard_id, exc)
+                self._fatal = exc
+                self._wake.set()
+                return
+            if due is None:
+                self._consumers.pop(consumer.shard_id, None)
+                if consumer.life.reason is ShutdownReason.SHARD_END:
+                    self._ended.add(consumer.shard_id)
+            else:
+                self._schedule(consumer.shard_id, due)
+        self._wake.set()
+
+    def _next_wait_seconds(self) -> float:
+        with self._lock:
+            if not self._heap:
+                return TICK_MILLIS / 1000
+            wait = self._heap[0][0] - self._clock.monotonic_millis()
+        return min(max(wait, 0), TICK_MILLIS) / 1000
+
+    def run(self, stop: threading.Event, drain_millis: int | None = None) -> None:
+        """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""
+        try:
+            while not stop.is_set() and self._fatal is None:
+                self.reconcile()
+                self._dispatch_due()
+                self._wake.wait(self._next_wait_seconds())
+                self._wake.clear()
+            self._drain(drain_millis if drain_millis is not None else self._settings.failover_time_millis)
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=False)
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _drain(self, drain_millis: int) -> None:
+        with self._lock:
+            consumers = list(self._consumers.values())
+        log.info("graceful stop: shutting down %d shard consumers", len(consumers))
+        now = self._clock.monotonic_millis()
+        with self._lock:
+            for consumer in consumers:
+                consumer.request_shutdown()
+                self._schedule(consumer.shard_id, now)
+        deadline = now + drain_millis
+        while self._clock.monotonic_millis() < deadline and self._fatal is None:
+            with self._lock:
+                if not self._consumers:
+                    break
+            self._dispatch_due()
+            self._wake.wait(self._next_wait_seconds())
+            self._wake.clear()
+        with self._lock:
+            left = sorted(self._consumers)
+        if left:
+            log.warning("graceful stop: %d shard consumers did not finish in time: %s", len(left), left)

@@ -1,0 +1,176 @@
+"""One shard consumer driven step by step with a fake stream, fake clock and a real coordinator
+on the in-memory lease store."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.clock import FakeClock
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.lifecycle.ports import DataTrimmedError, IteratorExpiredError, ReadThrottledError
+from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.states import ShardState, ShutdownReason
+from consumer.records import ShardInfo
+from consumer.settings import WorkerSettings
+from tests.unit.lifecycle.fakes import FakeStream, RecordingProcessor
+
+SETTINGS = WorkerSettings(max_records=100, idle_time_between_reads_millis=200, failover_time_millis=10_000)
+
+
+class Rig:
+    def __init__(self, settings: WorkerSettings = SETTINGS) -> None:
+        self.clock = FakeClock()
+        self.store = InMemoryLeaseStore()
+        self.stream = FakeStream()
+        self.settings = settings
+        self.coordinator = LeaseCoordinator(self.store, "me", settings, self.clock)
+        self.coordinator.heartbeat_once()
+
+    def lease(self, shard: str, parents: tuple[str, ...] = (), checkpoint: str = "TRIM_HORIZON") -> None:
+        self.store.create_if_absent(
+            Lease(shard, None, 0, ExtendedSequenceNumber(checkpoint), parent_shard_ids=frozenset(parents))
+        )
+
+    def consumer(
+        self, shard: str, processor: RecordingProcessor, parents: tuple[str, ...] = ()
+    ) -> ShardConsumer:
+        self.coordinator.take_round()
+        lease = next(lease for lease in self.coordinator.held() if lease.shard_id == shard)
+        return ShardConsumer(
+            ShardInfo(shard, parents),
+            lease.checkpoint.sequence,
+            leases=self.coordinator,
+            reader=self.stream,
+            processor=processor,
+            settings=self.settings,
+            clock=self.clock,
+        )
+
+    def advance(self, millis: int) -> None:
+        """Let time pass while the heartbeat thread keeps beating, as it does in a worker."""
+        while millis > 0:
+            step = min(millis, self.settings.renewal_interval_millis)
+            self.clock.advance(step)
+            self.coordinator.heartbeat_once()
+            millis -= step
+
+    def drive(self, consumer: ShardConsumer, max_steps: int = 500) -> None:
+        for _ in range(max_steps):
+            due = consumer.step()
+            if due is None:
+                return
+            self.advance(max(0, due - self.clock.monotonic_millis()))
+        raise AssertionError(f"consumer still in {consumer.life.state} after {max_steps} steps")
+
+    def until_delivered(self, consumer: ShardConsumer, processor: RecordingProcessor) -> None:
+        while not processor.seen:
+            due = consumer.step()
+            assert due is not None
+            self.advance(max(0, due - self.clock.monotonic_millis()))
+
+
+def test_reads_a_closed_shard_to_the_end_in_order_and_checkpoints_shard_end() -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 250)
+    rig.lease("s1")
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    rig.drive(consumer)
+    assert processor.seen == [r.sequence_number for r in rig.stream.shards["s1"]]
+    assert consumer.life.reason is ShutdownReason.SHARD_END
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("SHARD_END")
+    assert processor.events == ["initialize@TRIM_HORIZON", "shard_ended"]
+
+
+def test_child_waits_for_its_parent() -> None:
+    rig = Rig()
+    rig.stream.add("parent", 100, 5)
+    rig.stream.add("child", 1000, 5)
+    rig.lease("parent")
+    rig.lease("child", parents=("parent",))
+    child = rig.consumer("child", RecordingProcessor(), parents=("parent",))
+    for _ in range(3):
+        child.step()
+        rig.advance(SETTINGS.parent_shard_poll_interval_millis)
+    assert child.life.state is ShardState.WAITING_ON_PARENT_SHARDS
+    rig.drive(rig.consumer("parent", RecordingProcessor()))
+    rig.drive(child)
+    assert child.life.reason is ShutdownReason.SHARD_END
+
+
+def test_a_failing_batch_is_delivered_again_never_skipped() -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 250)
+    rig.lease("s1")
+    processor = RecordingProcessor(fail=lambda call, records: call in (2, 3))
+    rig.drive(rig.consumer("s1", processor))
+    assert processor.seen == [r.sequence_number for r in rig.stream.shards["s1"]]
+    assert processor.calls == 3 + 2  # three batches, two of them failed once
+
+
+def test_expired_iterator_resumes_after_what_was_delivered() -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 250)
+    rig.lease("s1")
+    rig.stream.faults["s1"] = [IteratorExpiredError("expired"), ReadThrottledError("slow down")]
+    processor = RecordingProcessor()
+    rig.drive(rig.consumer("s1", processor))
+    assert processor.seen == [r.sequence_number for r in rig.stream.shards["s1"]]
+
+
+def test_trimmed_data_blocks_the_shard_loudly_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 10)
+    rig.lease("s1")
+    rig.stream.faults["s1"] = [DataTrimmedError("trimmed")] * 5
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    for _ in range(6):
+        due = consumer.step()
+        assert due is not None
+        rig.advance(due - rig.clock.monotonic_millis())
+    assert processor.seen == [] and consumer.life.state is ShardState.PROCESSING
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("TRIM_HORIZON")
+    assert any(r.levelname == "ERROR" for r in caplog.records)
+
+
+def test_trimmed_data_can_skip_to_trim_horizon_when_told() -> None:
+    rig = Rig(SETTINGS.model_copy(update={"on_trimmed": "skip_to_trim_horizon"}))
+    rig.stream.add("s1", 100, 10)
+    rig.lease("s1")
+    rig.stream.faults["s1"] = [DataTrimmedError("trimmed")]
+    processor = RecordingProcessor()
+    rig.drive(rig.consumer("s1", processor))
+    assert len(processor.seen) == 10
+
+
+def test_lease_lost_stops_without_checkpointing() -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 250, closed=False)
+    rig.lease("s1")
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    rig.until_delivered(consumer, processor)  # the first batch is processed and checkpointed
+    before = rig.store.get("s1")
+    rig.store.take(before, "thief")  # taken behind our back (say we were paused)
+    consumer.lease_lost()
+    rig.drive(consumer)
+    assert consumer.life.reason is ShutdownReason.LEASE_LOST
+    assert processor.events[-1] == "lease_lost"
+    assert rig.store.get("s1").checkpoint == before.checkpoint
+
+
+def test_graceful_shutdown_checkpoints_then_releases() -> None:
+    rig = Rig()
+    rig.stream.add("s1", 100, 250, closed=False)
+    rig.lease("s1")
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    rig.until_delivered(consumer, processor)
+    consumer.request_shutdown()
+    rig.drive(consumer)
+    lease = rig.store.get("s1")
+    assert consumer.life.reason is ShutdownReason.REQUESTED
+    assert lease.owner is None and lease.checkpoint == ExtendedSequenceNumber(processor.seen[-1])
