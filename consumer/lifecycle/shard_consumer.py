@@ -212,7 +212,7 @@ class ShardConsumer:
             self._iterator = self._reader.iterator_at(self.shard_id, self._resume_position())
         started = self._clock.monotonic_millis()
         try:
-            result = self._reader.fetch(self._iterator, self._settings.max_records)
+            result = self._reader.fetch(self.shard_id, self._iterator, self._settings.max_records)
         except IteratorExpiredError:
             self._metrics.count("Fetcher", "ExpiredIterator", 1, shard_id=self.shard_id)
             log.info(

@@ -49,7 +49,7 @@ class FakeStream:
             index = sum(1 for r in records if int(r.sequence_number) <= int(position))
         return f"{shard_id}|{index}"
 
-    def fetch(self, iterator: str, limit: int) -> Fetched:
+    def fetch(self, shard_id: str, iterator: str, limit: int) -> Fetched:
         self.fetches += 1
         shard, _, index_text = iterator.partition("|")
         if self.faults[shard]:
