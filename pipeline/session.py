@@ -13,7 +13,9 @@ import sys
 from pyspark.sql import SparkSession
 
 
-def build_session(master: str | None, app_name: str = "consumer-pipeline") -> SparkSession:
+def build_session(
+    master: str | None, app_name: str = "consumer-pipeline", shuffle_partitions: int = 4
+) -> SparkSession:
     # Python workers (the verify UDF) must run the same interpreter, with the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -21,8 +23,8 @@ def build_session(master: str | None, app_name: str = "consumer-pipeline") -> Sp
         builder = (
             builder.master(master)
             .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.default.parallelism", "4")
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+            .config("spark.default.parallelism", str(shuffle_partitions))
             .config("spark.driver.memory", "2g")
             .config("spark.ui.showConsoleProgress", "false")
         )

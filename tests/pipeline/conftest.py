@@ -12,7 +12,7 @@ from pipeline.session import build_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]", "pipeline-tests")
+    session = build_session("local[2]", "pipeline-tests", shuffle_partitions=1)
     try:
         yield session
     finally:
