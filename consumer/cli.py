@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "consumer.commands.plan",
     "consumer.commands.dashboard",
     "consumer.commands.leases",
+    "consumer.commands.pipeline",
 )
 
 EXIT_USAGE = 2

@@ -13,6 +13,8 @@ from pipeline.session import build_session
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = build_session("local[2]", "pipeline-tests", shuffle_partitions=1)
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
     try:
         yield session
     finally:

@@ -80,7 +80,17 @@ def settings_for(tmp: Path, **pipeline: Any) -> Settings:
 
 def s_attr(value: str) -> dict[str, Any]:
     """The typed struct of a string attribute, as a snapshot holds it."""
-    return {"type": "S", "s": value, "n": None, "b": None, "bool": None, "ss": None, "ns": None, "bs": None, "doc": None}
+    return {
+        "type": "S",
+        "s": value,
+        "n": None,
+        "b": None,
+        "bool": None,
+        "ss": None,
+        "ns": None,
+        "bs": None,
+        "doc": None,
+    }
 
 
 def n_attr(value: str) -> dict[str, Any]:

@@ -8,17 +8,23 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from tests.pipeline.frames import assert_frames_equal as assertDataFrameEqual
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline.errors import BadChangeLogError
 from pipeline.jobs import read_snapshot, run_snapshot
 from pipeline.schemas import ITEM, ITEM_COLUMN
 from tests.pipeline.fixtures import change, n_attr, s_attr, settings_for, write_object
+from tests.pipeline.frames import assert_frames_equal
 
 pytestmark = pytest.mark.spark
 
-VIEW = T.StructType([T.StructField("pk", T.StringType()), T.StructField("sk", T.StringType()), T.StructField(ITEM_COLUMN, ITEM)])
+VIEW = T.StructType(
+    [
+        T.StructField("pk", T.StringType()),
+        T.StructField("sk", T.StringType()),
+        T.StructField(ITEM_COLUMN, ITEM),
+    ]
+)
 P, C1, C2 = "shardId-00000001-parent", "shardId-00000002-child1", "shardId-00000002-child2"
 
 
@@ -56,7 +62,7 @@ def test_insert_modify_remove_and_reinsert(spark: SparkSession, tmp_path: Path) 
     )
     result = run_snapshot(spark, settings)
     assert (result.version, result.new_changes, result.items, result.tombstones) == ("000001", 8, 2, 1)
-    assertDataFrameEqual(
+    assert_frames_equal(
         current(spark, settings),
         expect(spark, [item("kept", n=n_attr("2")), item("back", n=n_attr("3"))]),
     )
@@ -66,14 +72,19 @@ def test_order_is_numeric_across_parent_and_child_shards(spark: SparkSession, tm
     """A child's numbers are longer than its parent's: compared as integers, not as text."""
     settings = settings_for(tmp_path)
     log = tmp_path / "changelog"
-    write_object(log, [change(P, 900, "INSERT", "x", image={"v": {"S": "parent"}}), change(P, 950, "INSERT", "y")])
+    write_object(
+        log, [change(P, 900, "INSERT", "x", image={"v": {"S": "parent"}}), change(P, 950, "INSERT", "y")]
+    )
     write_object(
         log,
-        [change(C1, 1000, "MODIFY", "x", image={"v": {"S": "child"}}, parents=[P]), change(C1, 1001, "REMOVE", "y", parents=[P])],
+        [
+            change(C1, 1000, "MODIFY", "x", image={"v": {"S": "child"}}, parents=[P]),
+            change(C1, 1001, "REMOVE", "y", parents=[P]),
+        ],
     )
     write_object(log, [change(C2, 10**39 + 5, "INSERT", "z", image={"v": {"S": "40 digits"}}, parents=[P])])
     run_snapshot(spark, settings)
-    assertDataFrameEqual(
+    assert_frames_equal(
         current(spark, settings),
         expect(spark, [item("x", v=s_attr("child")), item("z", v=s_attr("40 digits"))]),
     )
@@ -82,20 +93,27 @@ def test_order_is_numeric_across_parent_and_child_shards(spark: SparkSession, tm
 def test_replays_and_copies_count_once(spark: SparkSession, tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
     log = tmp_path / "changelog"
-    batch = [change(P, 10, "INSERT", "a", image={"c": {"N": "1"}}), change(P, 11, "MODIFY", "a", image={"c": {"N": "2"}})]
+    batch = [
+        change(P, 10, "INSERT", "a", image={"c": {"N": "1"}}),
+        change(P, 11, "MODIFY", "a", image={"c": {"N": "2"}}),
+    ]
     write_object(log, batch)
     write_object(log, batch)  # a replay after a crash: same name, overwritten
     # the same changes cut into a different batch by the worker that took over, plus one new one
     write_object(log, [*batch[1:], change(P, 12, "INSERT", "b")])
     result = run_snapshot(spark, settings)
     assert result.new_changes == 3
-    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a", c=n_attr("2")), item("b")]))
+    assert_frames_equal(current(spark, settings), expect(spark, [item("a", c=n_attr("2")), item("b")]))
 
 
-def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(spark: SparkSession, tmp_path: Path) -> None:
+def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     settings = settings_for(tmp_path)
     log = tmp_path / "changelog"
-    write_object(log, [change(P, 10, "INSERT", "a"), change(P, 11, "INSERT", "b"), change(P, 12, "INSERT", "c")])
+    write_object(
+        log, [change(P, 10, "INSERT", "a"), change(P, 11, "INSERT", "b"), change(P, 12, "INSERT", "c")]
+    )
     first = run_snapshot(spark, settings)
     again = run_snapshot(spark, settings)
     assert again.up_to_date and again.version == first.version == "000001"
@@ -103,14 +121,19 @@ def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(spark: SparkSe
     write_object(log, [change(P, 13, "REMOVE", "a"), change(P, 14, "MODIFY", "b", image={"x": {"S": "1"}})])
     write_object(log, [change(C1, 20, "INSERT", "d", parents=[P])])
     second = run_snapshot(spark, settings)
-    assert (second.version, second.objects_read, second.objects_already_merged, second.new_changes) == ("000002", 2, 1, 3)
+    assert (second.version, second.objects_read, second.objects_already_merged, second.new_changes) == (
+        "000002",
+        2,
+        1,
+        3,
+    )
     incremental = current(spark, settings)
     expected = expect(spark, [item("b", x=s_attr("1")), item("c"), item("d")])
-    assertDataFrameEqual(incremental, expected)
+    assert_frames_equal(incremental, expected)
 
     rebuilt = settings_for(tmp_path, snapshot_uri=str(tmp_path / "rebuilt"))
     run_snapshot(spark, rebuilt, full=True)
-    assertDataFrameEqual(current(spark, rebuilt), incremental)
+    assert_frames_equal(current(spark, rebuilt), incremental)
 
 
 def test_late_parent_change_does_not_resurrect_a_removed_item(spark: SparkSession, tmp_path: Path) -> None:
@@ -162,7 +185,10 @@ def test_malformed_lines_fail_the_run_with_their_location(spark: SparkSession, t
     bad = write_object(
         log,
         [change(P, 2, "INSERT", "b")],
-        extra_lines=['{"v": 1, "shardId": broken', json.dumps({**change(P, 3, "INSERT", "c"), "sequenceNumber": "12a"})],
+        extra_lines=[
+            '{"v": 1, "shardId": broken',
+            json.dumps({**change(P, 3, "INSERT", "c"), "sequenceNumber": "12a"}),
+        ],
     )
     with pytest.raises(BadChangeLogError) as failure:
         run_snapshot(spark, settings)
@@ -183,7 +209,12 @@ def test_bad_keys_and_unknown_types_are_reported(spark: SparkSession, tmp_path: 
     del no_sort_key["keys"]["sk"]
     write_object(
         tmp_path / "changelog",
-        [change(P, 1, "INSERT", "a", image={"x": {"Q": "1"}}), no_sort_key, change(P, 3, "UPSERT", "c"), change(P, 4, "INSERT", "d", image={"n": {"N": "1,5"}})],
+        [
+            change(P, 1, "INSERT", "a", image={"x": {"Q": "1"}}),
+            no_sort_key,
+            change(P, 3, "UPSERT", "c"),
+            change(P, 4, "INSERT", "d", image={"n": {"N": "1,5"}}),
+        ],
     )
     with pytest.raises(BadChangeLogError) as failure:
         run_snapshot(spark, settings)
@@ -207,7 +238,9 @@ def test_unreadable_object_is_named(spark: SparkSession, tmp_path: Path) -> None
     assert not (tmp_path / "snapshot" / "CURRENT").exists()
 
 
-def test_failed_write_leaves_the_pointer_on_the_previous_version(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_leaves_the_pointer_on_the_previous_version(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = settings_for(tmp_path)
     log = tmp_path / "changelog"
     write_object(log, [change(P, 1, "INSERT", "a")])
@@ -223,7 +256,7 @@ def test_failed_write_leaves_the_pointer_on_the_previous_version(spark: SparkSes
     with pytest.raises(RuntimeError):
         run_snapshot(spark, settings)
     assert pointer(settings)["version"] == "000001"
-    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a")]))
+    assert_frames_equal(current(spark, settings), expect(spark, [item("a")]))
     monkeypatch.undo()
     assert run_snapshot(spark, settings).version == "000002"
-    assertDataFrameEqual(current(spark, settings), expect(spark, [item("a"), item("b")]))
+    assert_frames_equal(current(spark, settings), expect(spark, [item("a"), item("b")]))

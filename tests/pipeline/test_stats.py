@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import types as T
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline.jobs import run_stats
 from pipeline.schemas import CHANGES_PER_MINUTE, ITEMS_PER_SHARD

@@ -47,7 +47,10 @@ def dynamodb(endpoint: str) -> Iterator[Any]:
     client.create_table(
         TableName="orders",
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
     try:
@@ -64,7 +67,9 @@ RICH = {
 }
 
 
-def test_counts_matching_missing_extra_and_stale(spark: SparkSession, tmp_path: Path, dynamodb: Any, endpoint: str) -> None:
+def test_counts_matching_missing_extra_and_stale(
+    spark: SparkSession, tmp_path: Path, dynamodb: Any, endpoint: str
+) -> None:
     settings = settings_for(tmp_path).model_copy(update={"endpoint_url": endpoint})
     write_object(
         tmp_path / "changelog",
