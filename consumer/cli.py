@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "consumer.commands.dashboard",
     "consumer.commands.leases",
     "consumer.commands.pipeline",
+    "consumer.commands.run",
 )
 
 EXIT_USAGE = 2

@@ -129,16 +129,17 @@ class LoadGenerator:
             self._ddb.delete_item(TableName=self._table.name, Key=key)
 
     def run(self, duration_seconds: float, on_write: Callable[[Write], None] | None = None) -> int:
-        """Write for ``duration_seconds`` (or until :meth:`stop`); returns the number of writes."""
+        """Write for ``duration_seconds`` (or until :meth:`stop`); returns this run's writes."""
         self._oracle_path.parent.mkdir(parents=True, exist_ok=True)
         start = self._clock.monotonic_millis()
         interval = 1000 / self._rate
+        this_run = 0
         with self._oracle_path.open("a", encoding="utf-8") as oracle:
             while not self._stop.is_set():
                 now = self._clock.monotonic_millis()
                 if now - start >= duration_seconds * 1000:
                     break
-                due = start + self.writes * interval
+                due = start + this_run * interval
                 if due > now:
                     self._stop.wait((due - now) / 1000)
                     continue
@@ -148,9 +149,10 @@ class LoadGenerator:
                 oracle.write(json.dumps({"key": write.key, "event": write.event, "w": write.w}) + "\n")
                 oracle.flush()
                 self.writes += 1
+                this_run += 1
                 if on_write is not None:
                     on_write(write)
-        return self.writes
+        return this_run
 
     def stop(self) -> None:
         self._stop.set()

@@ -38,6 +38,7 @@ from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, Shutdow
 from consumer.records import ShardInfo, StreamRecord
 from consumer.settings import WorkerSettings
 from consumer.telemetry.catalogue import log_lease_lost_shutdown, log_trimmed_loss
+from consumer.telemetry.context import shard_context
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.lifecycle")
@@ -114,6 +115,10 @@ class ShardConsumer:
 
     def step(self) -> int | None:
         """Do one unit of work; return the monotonic time (ms) to run again, or None when done."""
+        with shard_context(self.shard_id):
+            return self._step()
+
+    def _step(self) -> int | None:
         now = self._clock.monotonic_millis()
         if self.life.state is not ShardState.SHUTTING_DOWN and not self.life.finished:
             if self._lease_lost.is_set() or not self._leases.may_process(self.shard_id):

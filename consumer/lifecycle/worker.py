@@ -1,0 +1,139 @@
+"""One worker process: everything `consumer run` starts, in order, and stops, in reverse.
+
+Start-up does every check that can fail *before* taking a lease: settings, the processor (a path that
+does not import, an unknown sink), the source table and its stream (missing, disabled, wrong view
+type), the leases table (created if missing, its key schema checked). Then: register a heartbeat,
+sync shards into leases, and run the scheduler until SIGTERM/SIGINT. Stopping is graceful: stop
+taking, let every shard consumer finish its batch and checkpoint, release the leases, retire the
+heartbeat, flush metrics and logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from consumer.clock import Clock, SystemClock
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.dynamodb import DynamoDBLeaseStore
+from consumer.lifecycle.ports import ProcessorFactory
+from consumer.lifecycle.scheduler import Scheduler
+from consumer.lifecycle.shard_sync import ShardSyncer
+from consumer.lifecycle.stream_target import StreamTarget, resolve_stream
+from consumer.settings import Settings
+from consumer.telemetry.metrics import Metrics, NullMetrics
+
+log = logging.getLogger("consumer.worker")
+
+
+def new_worker_id(name: str | None = None) -> str:
+    """host + pid + random: unique even when a host restarts a worker with the same pid."""
+    prefix = f"{name}@" if name else ""
+    return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class AwsClients:
+    dynamodb: Any
+    streams: Any
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AwsClients:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=64)
+        session = boto3.session.Session(region_name=settings.region)
+        return cls(
+            dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
+            streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
+        )
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clients: AwsClients,
+        processor_factory: ProcessorFactory,
+        reader_factory: Any,
+        worker_id: str | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clients = clients
+        self.worker_id = worker_id or new_worker_id()
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or NullMetrics()
+        self._processor_factory = processor_factory
+        self._reader_factory = reader_factory
+        self._stop = threading.Event()
+        self.target: StreamTarget | None = None
+        self.coordinator: LeaseCoordinator | None = None
+        self.scheduler: Scheduler | None = None
+
+    def request_stop(self, *_: object) -> None:
+        if not self._stop.is_set():
+            log.info("worker %s: stop requested; draining gracefully", self.worker_id)
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def run(self) -> None:
+        settings = self.settings
+        self.target = resolve_stream(self.clients.dynamodb, self.clients.streams, settings.table)
+        store = DynamoDBLeaseStore(self.clients.dynamodb, settings.leases_table_name)
+        store.ensure_table(settings.worker)
+        reader = self._reader_factory(self.target.stream_arn)
+        coordinator = LeaseCoordinator(
+            store, self.worker_id, settings.worker, self.clock, metrics=self.metrics
+        )
+        self.coordinator = coordinator
+        syncer = ShardSyncer(
+            source=reader,
+            coordinator=coordinator,
+            settings=settings.worker,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+        log.info(
+            "worker %s starting: stream %s, leases table %s",
+            self.worker_id,
+            self.target.stream_arn,
+            store.table_name,
+        )
+        syncer.sync()
+        coordinator.start()
+        sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
+        sync_thread.start()
+        scheduler = Scheduler(
+            leases=coordinator,
+            reader=reader,
+            processor_factory=self._processor_factory,
+            settings=settings.worker,
+            clock=self.clock,
+            metrics=self.metrics,
+            on_shard_end=syncer.shard_ended,
+        )
+        self.scheduler = scheduler
+        try:
+            scheduler.run(self._stop, drain_millis=settings.worker.failover_time_millis)
+        finally:
+            coordinator.stop_taking()
+            coordinator.stop(release=True)
+            sync_thread.join(timeout=5)
+            log.info("worker %s stopped", self.worker_id)
