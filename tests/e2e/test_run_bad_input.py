@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def run(config_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(config_dir: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "consumer.cli", "run", "--env", "e2e", "--config-dir", str(config_dir)],
         capture_output=True,
