@@ -85,31 +85,38 @@ def _parse_checked(
 ) -> ParsedLog:
     """Parse the objects, report every malformed line with its location, fail beyond ``tolerate``."""
     raw = read_lines(spark, uris)
-    parsed = parse.parse_lines(raw, keys)
-    counts = _reading(
-        lambda: {
-            row["bad"]: row["n"]
-            for row in parsed.groupBy(F.col("_problem").isNotNull().alias("bad"))
-            .agg(F.count(F.lit(1)).alias("n"))
-            .collect()
-        }
-    )
-    bad = int(counts.get(True, 0))
-    lines = bad + int(counts.get(False, 0))
-    if bad:
-        shown = parse.bad_lines(parse.problems(parsed), raw).orderBy("file", "line")
-        listing = [
-            f"  {row['file']}:{row['line']}: {row['problem']}: {row['text']!r}"
-            for row in _reading(lambda: shown.limit(REPORTED_BAD_LINES).collect())
-        ]
-        more = f"\n  … and {bad - len(listing)} more" if bad > len(listing) else ""
-        report = f"{bad} malformed change-log line(s) of {lines}:\n" + "\n".join(listing) + more
-        if bad > tolerate:
-            raise BadChangeLogError(
-                f"{report}\nthe run tolerates {tolerate} (pipeline.tolerate_bad_lines or "
-                f"--tolerate-bad-lines); nothing was written"
+    # Parsed once and kept: validation, watermarks and the merge all read it (never the JSON again).
+    parsed = parse.parse_lines(raw, keys).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = _reading(
+            lambda: {
+                row["bad"]: row["n"]
+                for row in parsed.groupBy(F.col("_problem").isNotNull().alias("bad"))
+                .agg(F.count(F.lit(1)).alias("n"))
+                .collect()
+            }
+        )
+        bad = int(counts.get(True, 0))
+        lines = bad + int(counts.get(False, 0))
+        if bad:
+            shown = parse.bad_lines(parse.problems(parsed), raw).orderBy("file", "line")
+            listing = [
+                f"  {row['file']}:{row['line']}: {row['problem']}: {row['text']!r}"
+                for row in _reading(lambda: shown.limit(REPORTED_BAD_LINES).collect())
+            ]
+            more = f"\n  … and {bad - len(listing)} more" if bad > len(listing) else ""
+            report = f"{bad} malformed change-log line(s) of {lines}:\n" + "\n".join(listing) + more
+            if bad > tolerate:
+                raise BadChangeLogError(
+                    f"{report}\nthe run tolerates {tolerate} (pipeline.tolerate_bad_lines or "
+                    f"--tolerate-bad-lines); nothing was written"
+                )
+            progress(
+                f"warning: {report}\n  tolerated ({bad} <= {tolerate}); these lines are not in the result"
             )
-        progress(f"warning: {report}\n  tolerated ({bad} <= {tolerate}); these lines are not in the result")
+    except BaseException:
+        parsed.unpersist()
+        raise
     return ParsedLog(parsed, raw, lines, bad)
 
 
@@ -185,16 +192,17 @@ def run_snapshot(
     if selection.to_read:
         log = _parse_checked(spark, [o.uri for o in selection.to_read], keys, tolerate, progress)
         lines, bad = log.lines, log.bad
-        fresh = snapshot.after_watermarks(parse.valid_changes(log.parsed, keys), previous_watermarks)
-        changes = snapshot.deduplicate(fresh).persist(StorageLevel.MEMORY_AND_DISK)
+        # Not deduplicated: copies of a change are the same change, and the merge picks one of them.
+        changes = snapshot.after_watermarks(parse.valid_changes(log.parsed, keys), previous_watermarks)
+        cached = log.parsed
     else:
         lines = bad = 0
-        changes = spark.createDataFrame([], schema)
+        changes = cached = spark.createDataFrame([], schema)
     try:
         marks_rows = _reading(
             lambda: (
                 snapshot.shard_watermarks(changes, previous_watermarks)
-                .join(changes.groupBy(F.col("_shard_id").alias("shard_id")).count(), "shard_id", "left")
+                .join(snapshot.distinct_per_shard(changes), "shard_id", "left")
                 .collect()
             )
         )
@@ -224,7 +232,7 @@ def run_snapshot(
         finally:
             state.unpersist()
     finally:
-        changes.unpersist()
+        cached.unpersist()
 
     manifest = Manifest(
         version=version,
@@ -290,6 +298,10 @@ def run_stats(
         StorageLevel.MEMORY_AND_DISK
     )
     try:
+        try:
+            changes.count()  # materialised from the parsed lines, which are then released
+        finally:
+            log.parsed.unpersist()
         per_minute = stats.changes_per_minute(changes)
         lag = stats.lag_percentiles(changes)
         per_shard = stats.items_per_shard(changes, keys)

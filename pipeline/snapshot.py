@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.schemas import EVENT, SEQUENCE, SHARD_ID, KeySchema, snapshot_schema
+from pipeline.schemas import EVENT, LANDED, SEQUENCE, SHARD_ID, KeySchema, snapshot_schema
 
 WATERMARKS = T.StructType(
     [
@@ -45,7 +45,8 @@ def latest_state(previous: DataFrame, changes: DataFrame, keys: KeySchema) -> Da
     names = schema.fieldNames()
     rest = [name for name in names if name not in keys.names]
     both = previous.select(*names).unionByName(changes.select(*names))
-    order = F.concat(F.col(SEQUENCE), F.lit("/"), F.col(SHARD_ID))
+    # Copies of one change differ at most in landing time: the latest landing wins, deterministically.
+    order = F.struct(F.col(SEQUENCE), F.col(SHARD_ID), F.coalesce(F.col(LANDED), F.lit(0.0)))
     latest = both.groupBy(*keys.names).agg(F.max_by(F.struct(*rest), order).alias("_latest"))
     return latest.select(*keys.names, *[F.col("_latest")[name].alias(name) for name in rest])
 
@@ -65,3 +66,8 @@ def shard_watermarks(changes: DataFrame, previous: DataFrame) -> DataFrame:
     current = changes.groupBy(F.col(SHARD_ID).alias("shard_id")).agg(F.max(SEQUENCE).alias("sequence_number"))
     merged = previous.select("shard_id", "sequence_number").unionByName(current)
     return merged.groupBy("shard_id").agg(F.max("sequence_number").alias("sequence_number"))
+
+
+def distinct_per_shard(changes: DataFrame) -> DataFrame:
+    """``shard_id``, ``count``: distinct changes (sequence numbers) per shard, copies counted once."""
+    return changes.groupBy(F.col(SHARD_ID).alias("shard_id")).agg(F.count_distinct(SEQUENCE).alias("count"))

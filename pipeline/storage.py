@@ -54,7 +54,10 @@ class LocalStore:
         found: list[str] = []
         for folder, subfolders, files in os.walk(root):
             subfolders[:] = sorted(d for d in subfolders if not d.startswith((".", "_")))
-            found.extend(str(Path(folder) / name) for name in sorted(files))
+            # Hidden and underscore names are temporary files (the sink's, Spark's): never input.
+            found.extend(
+                str(Path(folder) / name) for name in sorted(files) if not name.startswith((".", "_"))
+            )
         return found
 
     def read_text(self, uri: str) -> str | None:

@@ -1,0 +1,195 @@
+"""Snapshot job throughput on local[2], and its time over a plain Spark read-and-count of the same input.
+
+Method: generate a change log of N changes (default 1 M) in the sink's format — S shards, objects of
+B changes (gzip JSON Lines), K distinct items with a mix of INSERT / MODIFY / REMOVE and five typed
+attributes per image. Then, in one local[2] session, time (a) ``spark.read.text(objects).count()``,
+the floor for any job that reads this data, and (b) the snapshot job rebuilding from the whole log
+(``run_snapshot(full=True)``: parse, validate, deduplicate, latest change per key, write Parquet,
+switch the pointer). Each is run ``repeats`` times, alternating, after a warm-up read and a warm-up
+snapshot of a separate 20 000-change log (the JVM compiles the parse path on first use).
+Figures: changes/s of the snapshot job, and the ratio (b)/(a). Goal: the snapshot job costs at
+most 8 read-and-counts — it reads the input twice (validation, then merge), parses JSON, shuffles
+by key and writes Parquet, so a single-digit multiple of the floor means no wasted pass.
+
+Run: ``python -m bench.spark_snapshot [--changes N] [--repeats R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.common import Ratio, at_most, machine
+from consumer.settings import Settings
+from pipeline.jobs import run_snapshot
+from pipeline.session import build_session
+
+SHARDS = 8
+BATCH = 10_000
+GOAL = 8.0
+T0 = 1_763_798_400.0
+
+
+def generate(root: Path, changes: int, items: int, seed: int = 7) -> int:
+    """Write the change log; returns the number of objects."""
+    rng = random.Random(seed)
+    alive: set[int] = set()
+    per_shard = [[] for _ in range(SHARDS)]  # type: list[list[bytes]]
+    objects = 0
+    seqs = [10**20 * (s + 1) for s in range(SHARDS)]
+
+    def flush(shard: int) -> None:
+        nonlocal objects
+        lines = per_shard[shard]
+        if not lines:
+            return
+        first = orjson.loads(lines[0])["sequenceNumber"]
+        last = orjson.loads(lines[-1])["sequenceNumber"]
+        path = root / f"shardId-{shard:04d}" / f"{int(first):040d}-{int(last):040d}.jsonl.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wb", compresslevel=1) as out:
+            out.write(b"\n".join(lines) + b"\n")
+        per_shard[shard] = []
+        objects += 1
+
+    for i in range(changes):
+        key = rng.randrange(items)
+        shard = key % SHARDS
+        seqs[shard] += rng.randrange(1, 1000)
+        event = ("REMOVE" if rng.random() < 0.1 else "MODIFY") if key in alive else "INSERT"
+        keys = {"pk": {"S": f"customer-{key}"}, "sk": {"S": "order"}}
+        image = None
+        if event != "REMOVE":
+            alive.add(key)
+            image = {
+                **keys,
+                "amount": {"N": f"{rng.randrange(10**6)}.{rng.randrange(100):02d}"},
+                "status": {"S": rng.choice(("new", "paid", "shipped"))},
+                "tags": {"SS": ["a", "b"]},
+                "paid": {"BOOL": rng.random() < 0.5},
+                "lines": {"L": [{"M": {"sku": {"S": "x"}, "qty": {"N": "2"}}}]},
+            }
+        else:
+            alive.discard(key)
+        created = T0 + i / 1000
+        record = {
+            "v": 1,
+            "table": "orders",
+            "shardId": f"shardId-{shard:04d}",
+            "parentShardIds": [],
+            "eventId": f"e{i}",
+            "eventName": event,
+            "sequenceNumber": str(seqs[shard]),
+            "approximateCreationDateTime": created,
+            "sizeBytes": 120,
+            "keys": keys,
+            "newImage": image,
+            "oldImage": None,
+            "userIdentity": None,
+            "landedAt": created + 0.8,
+        }
+        per_shard[shard].append(orjson.dumps(record))
+        if len(per_shard[shard]) >= BATCH:
+            flush(shard)
+    for shard in range(SHARDS):
+        flush(shard)
+    return objects
+
+
+def _settings(root: Path) -> Settings:
+    return Settings.model_validate(
+        {
+            "application_name": "bench",
+            "table": {"name": "orders", "partition_key": {"name": "pk"}, "sort_key": {"name": "sk"}},
+            "pipeline": {"changelog_uri": str(root / "changelog"), "snapshot_uri": str(root / "snapshot")},
+        }
+    )
+
+
+def run(changes: int = 1_000_000, repeats: int = 2) -> list[Ratio]:
+    print(__doc__)
+    print(f"machine: {machine()}")
+    items = max(1, changes // 5)
+    with tempfile.TemporaryDirectory(prefix="spark-snapshot-bench-") as folder:
+        root = Path(folder)
+        started = time.perf_counter()
+        objects = generate(root / "changelog", changes, items)
+        size = sum(p.stat().st_size for p in (root / "changelog").rglob("*.jsonl.gz"))
+        print(
+            f"parameters: {changes:,} changes, {items:,} items, {SHARDS} shards, {objects} objects of <= {BATCH:,}, "
+            f"{size / 2**20:.1f} MiB gzip; generated in {time.perf_counter() - started:.1f} s; repeats {repeats}"
+        )
+        spark = build_session("local[2]", "bench-spark-snapshot", shuffle_partitions=4)
+        try:
+            files = [str(p) for p in sorted((root / "changelog").rglob("*.jsonl.gz"))]
+            settings = _settings(root)
+
+            def read_count() -> float:
+                begin = time.perf_counter()
+                counted = spark.read.text(files).count()
+                assert counted == changes, counted
+                return time.perf_counter() - begin
+
+            def snapshot() -> float:
+                shutil.rmtree(root / "snapshot", ignore_errors=True)
+                begin = time.perf_counter()
+                result = run_snapshot(spark, settings, full=True)
+                elapsed = time.perf_counter() - begin
+                assert result.new_changes == changes and result.bad_lines == 0, result
+                print(
+                    f"  snapshot: {elapsed:.1f} s, {result.items:,} items, {result.tombstones:,} tombstones"
+                )
+                return elapsed
+
+            read_count()  # warm-up: JIT, file listing caches
+            warm = root / "warm-up"
+            generate(warm / "changelog", 20_000, 4_000, seed=1)
+            run_snapshot(spark, _settings(warm), full=True)  # warm-up of the parse and merge code paths
+            floors: list[float] = []
+            jobs: list[float] = []
+            for _ in range(repeats):
+                floors.append(read_count())
+                print(f"  read-and-count: {floors[-1]:.1f} s")
+                jobs.append(snapshot())
+        finally:
+            spark.stop()
+    ratios = tuple(job / floor for job, floor in zip(jobs, floors, strict=True))
+    throughput = changes / statistics.median(jobs)
+    print(
+        f"figures: snapshot median {statistics.median(jobs):.1f} s = {throughput:,.0f} changes/s; "
+        f"read-and-count median {statistics.median(floors):.1f} s = {changes / statistics.median(floors):,.0f} lines/s"
+    )
+    ratio = at_most(
+        "spark_snapshot_over_read_count",
+        ratios,
+        GOAL,
+        f"snapshot (full rebuild) time / spark.read.text().count() time, {changes:,} changes, local[2]; "
+        f"throughput {throughput:,.0f} changes/s",
+    )
+    print(f"spread: {ratio.spread()}")
+    print(ratio.line())
+    return [ratio]
+
+
+def main(argv: Any = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.spark_snapshot", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args(argv)
+    run(args.changes, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
