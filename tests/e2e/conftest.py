@@ -4,6 +4,7 @@ Everything a test starts is stopped in ``finally`` blocks, whatever the outcome.
 from __future__ import annotations
 
 import socket
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +23,11 @@ def moto_endpoint() -> Iterator[str]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    # moto keeps its backends per process, not per server: start every test from an empty account.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield endpoint
     finally:
         server.stop()
 
