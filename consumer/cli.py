@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "consumer.commands.leases",
     "consumer.commands.pipeline",
     "consumer.commands.run",
+    "consumer.commands.demo",
 )
 
 EXIT_USAGE = 2
