@@ -170,7 +170,8 @@ def run_snapshot(
     snapshot_store = store or store_for(config.snapshot_uri, spark)
     log_store = store or store_for(config.changelog_uri, spark)
     catalog = SnapshotCatalog(snapshot_store, config.snapshot_uri)
-    current = None if full else catalog.current()
+    pointed = catalog.current()
+    current = None if full else pointed  # --full: start from nothing, but still number after the pointer
     marks = current.watermarks if current else {}
 
     selection = select_objects(log_store.list_files(config.changelog_uri), marks)
@@ -209,7 +210,7 @@ def run_snapshot(
         new_changes = sum(int(row["count"] or 0) for row in marks_rows)
         progress(f"[2/4] parsed {lines} line(s): {new_changes} new change(s), {bad} malformed")
 
-        version = catalog.next_version(current)
+        version = catalog.next_version(pointed)
         if current is not None:
             previous = spark.read.schema(schema).parquet(
                 spark_uri(catalog.items_uri(current.version)),

@@ -131,9 +131,9 @@ def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(
     expected = expect(spark, [item("b", x=s_attr("1")), item("c"), item("d")])
     assert_frames_equal(incremental, expected)
 
-    rebuilt = settings_for(tmp_path, snapshot_uri=str(tmp_path / "rebuilt"))
-    run_snapshot(spark, rebuilt, full=True)
-    assert_frames_equal(current(spark, rebuilt), incremental)
+    rebuilt = run_snapshot(spark, settings, full=True)
+    assert (rebuilt.version, rebuilt.objects_read, rebuilt.new_changes) == ("000003", 3, 6)
+    assert_frames_equal(current(spark, settings), expected)
 
 
 def test_late_parent_change_does_not_resurrect_a_removed_item(spark: SparkSession, tmp_path: Path) -> None:
