@@ -163,19 +163,26 @@ def test_every_attribute_type_keeps_its_type(spark: SparkSession, tmp_path: Path
     }
     write_object(tmp_path / "changelog", [change(P, 1, "INSERT", "all", image=image)])
     run_snapshot(spark, settings)
-    row = current(spark, settings).collect()[0]
-    typed = row[ITEM_COLUMN]
-    assert typed["s"]["type"] == "S" and typed["s"]["s"] == "text"
-    assert typed["n"]["type"] == "N" and typed["n"]["n"] == "12345678901234567890123456789012345678"
-    assert typed["f"]["n"] == "-0.000001"
-    assert typed["b"]["type"] == "B" and typed["b"]["b"] == bytearray(b"\x00\x01\x02\xff")
-    assert typed["t"]["type"] == "BOOL" and typed["t"]["bool"] is True
-    assert typed["z"]["type"] == "NULL"
-    assert typed["ss"]["type"] == "SS" and sorted(typed["ss"]["ss"]) == ["x", "y"]
-    assert typed["ns"]["type"] == "NS" and typed["ns"]["ns"] == ["1", "2.5"]
-    assert typed["bs"]["type"] == "BS" and [bytes(b) for b in typed["bs"]["bs"]] == [b"\x00", b"\x01"]
-    assert typed["m"]["type"] == "M" and json.loads(typed["m"]["doc"]) == image["m"]["M"]
-    assert typed["l"]["type"] == "L" and json.loads(typed["l"]["doc"]) == image["l"]["L"]
+    none = dict.fromkeys(("s", "n", "b", "bool", "ss", "ns", "bs", "doc"))
+
+    def typed(kind: str, **value: Any) -> dict[str, Any]:
+        return {**none, "type": kind, **value}
+
+    expected = item(
+        "all",
+        s=typed("S", s="text"),
+        n=typed("N", n="12345678901234567890123456789012345678"),
+        f=typed("N", n="-0.000001"),
+        b=typed("B", b=bytearray(b"\x00\x01\x02\xff")),
+        t=typed("BOOL", bool=True),
+        z=typed("NULL"),
+        ss=typed("SS", ss=["x", "y"]),
+        ns=typed("NS", ns=["1", "2.5"]),
+        bs=typed("BS", bs=[bytearray(b"\x00"), bytearray(b"\x01")]),
+        m=typed("M", doc='{"k":{"N":"1.50"},"l":{"L":[{"S":"q"},{"B":"AA=="}]}}'),
+        l=typed("L", doc='[{"N":"1"},{"M":{}}]'),
+    )
+    assert_frames_equal(current(spark, settings), expect(spark, [expected]))
 
 
 def test_malformed_lines_fail_the_run_with_their_location(spark: SparkSession, tmp_path: Path) -> None:
