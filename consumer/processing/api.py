@@ -1,0 +1,132 @@
+"""The processor API: what the lifecycle calls, and what a user implements.
+
+Two forms, one interface seen by the lifecycle:
+
+* the **class form** (:class:`RecordProcessor`): five methods, each taking one small frozen input,
+  for users who decide themselves when to checkpoint (KCL's ``ShardRecordProcessor`` shape);
+* the **function form**: ``handle(batch: Batch) -> None | BatchResult``. A normal return means the
+  whole batch succeeded; a :class:`BatchResult` names the records that failed (partial batch
+  failure, as AWS Lambda does it). :mod:`consumer.processing.function_processor` adapts it — with
+  the failure policy, filters and batching — to the class form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from consumer.records import ShardInfo, StreamRecord
+
+
+class Checkpointer(Protocol):
+    """Records a shard's progress. The lifecycle implements it (so does the in-memory one for tests).
+
+    ``checkpoint(None)`` means "the largest sequence number delivered so far". A sequence number
+    outside (last checkpoint, largest delivered] raises ``CheckpointRefusedError``; a lease that is
+    gone raises ``LeaseLostError`` (stop; never retry the checkpoint).
+    """
+
+    def checkpoint(self, sequence_number: str | None = None) -> None: ...
+
+    def checkpoint_shard_end(self) -> None:
+        """Only after the shard's last record was delivered: lets the child shards start."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationInput:
+    shard: ShardInfo
+    checkpoint: str  # where processing resumes: a sequence number or TRIM_HORIZON / LATEST
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecordsInput:
+    records: tuple[StreamRecord, ...]
+    checkpointer: Checkpointer
+    millis_behind_latest: int
+    shard: ShardInfo
+    # True once the lease is being lost or a shutdown was requested: long retries stop early.
+    should_stop: Callable[[], bool] = field(default=_never)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLostInput:
+    shard: ShardInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ShardEndedInput:
+    shard: ShardInfo
+    checkpointer: Checkpointer
+    should_stop: Callable[[], bool] = field(default=_never)  # lease lost while finishing
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequestedInput:
+    shard: ShardInfo
+    checkpointer: Checkpointer
+    should_stop: Callable[[], bool] = field(default=_never)  # e.g. the shutdown grace period ran out
+
+
+@runtime_checkable
+class RecordProcessor(Protocol):
+    """One shard's processor, created per lease by the :data:`ProcessorFactory`."""
+
+    def initialize(self, initialization: InitializationInput) -> None: ...
+
+    def process_records(self, process: ProcessRecordsInput) -> None:
+        """Handle the batch and checkpoint what is done. Raising means: deliver it again later."""
+        ...
+
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
+        """Another worker owns the shard now: stop; checkpointing would raise LeaseLostError."""
+        ...
+
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
+        """The shard is finished: call ``checkpointer.checkpoint_shard_end()`` so children can start."""
+        ...
+
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
+        """Graceful stop or hand-off: checkpoint what is processed; the lease is released after."""
+        ...
+
+
+class ProcessorFactory(Protocol):
+    def __call__(self, shard: ShardInfo) -> RecordProcessor: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a function-form handler receives: records of one shard, in sequence order."""
+
+    shard: ShardInfo
+    records: tuple[StreamRecord, ...]
+    millis_behind_latest: int = 0
+
+    @property
+    def shard_id(self) -> str:
+        return self.shard.shard_id
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Partial batch failure: the sequence numbers of the records that failed.
+
+    Everything before the lowest failed record counts as done and is checkpointed; processing
+    resumes *at* that record (later successes are delivered again: handlers must be idempotent).
+    """
+
+    failed_sequence_numbers: tuple[str, ...] = ()
+    error: str | None = None  # why, recorded with the records if they end in the dead letter
+
+    @classmethod
+    def failed(cls, *records: StreamRecord, error: str | None = None) -> BatchResult:
+        return cls(tuple(r.sequence_number for r in records), error)
+
+
+BatchHandler = Callable[[Batch], "BatchResult | None"]

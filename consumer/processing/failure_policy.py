@@ -1,0 +1,260 @@
+"""Run a function-form handler over records with retries, bisection and dead letters.
+
+The rule that makes this safe: the checkpoint only ever moves to just before the first record that
+is not finished, where *finished* means the handler succeeded on it, or it was filtered out, or it
+is durable in the dead letter. Everything else is retried, in order:
+
+* a failing span of more than one record is split in two (``bisect_on_error``; splitting does not
+  use up attempts), so a poison record ends up alone and its neighbours succeed;
+* a single failing span is retried after an exponential, jittered back-off slept on the injected
+  clock in short slices, so ``should_stop`` (lease lost, shutdown) interrupts it;
+* it goes to the dead letter when the error is non-retryable, the attempts are used up or its
+  record is older than ``max_record_age_seconds`` — and only if a dead letter is configured. With
+  none (the default) it is retried until an operator acts, with an ERROR log and a metric on every
+  attempt naming the stuck shard, the record and the error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from consumer.clock import Clock
+from consumer.processing.api import Batch, BatchHandler, BatchResult
+from consumer.processing.dead_letter import DeadLetter, FailedRecords
+from consumer.processing.errors import DeadLetterError, LeaseLostError, PartialBatchFailureError
+from consumer.processing.retry import RetryPolicy
+from consumer.records import ShardInfo, StreamRecord
+from consumer.telemetry.catalogue import log_retries_exhausted
+from consumer.telemetry.metrics import Metrics, NullMetrics
+
+log = logging.getLogger("consumer.processing")
+OPERATION = "ProcessTask"
+SLEEP_SLICE_MILLIS = 250
+
+
+@dataclass(frozen=True)
+class _Span:
+    records: tuple[StreamRecord, ...]
+    attempts: int = 0
+
+
+class FailurePolicyRunner:
+    def __init__(
+        self,
+        handler: BatchHandler,
+        policy: RetryPolicy,
+        clock: Clock,
+        *,
+        dead_letter: DeadLetter | None = None,
+        metrics: Metrics | None = None,
+        max_batch_records: int = 1000,
+    ) -> None:
+        self._handler = handler
+        self._policy = policy
+        self._clock = clock
+        self._dead_letter = dead_letter
+        self._metrics = metrics or NullMetrics()
+        self._max_batch = max_batch_records
+
+    def run(
+        self,
+        shard: ShardInfo,
+        delivered: Sequence[StreamRecord],
+        keep: Callable[[StreamRecord], bool],
+        checkpoint: Callable[[str], None],
+        should_stop: Callable[[], bool],
+        *,
+        millis_behind_latest: int = 0,
+    ) -> bool:
+        """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
+
+        False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
+        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry).
+        """
+        if not delivered:
+            return True
+        previous = {r.sequence_number: delivered[i - 1].sequence_number for i, r in enumerate(delivered) if i}
+        kept = tuple(r for r in delivered if keep(r))
+        spans = deque(_Span(kept[i : i + self._max_batch]) for i in range(0, len(kept), self._max_batch))
+
+        def checkpoint_before_next() -> None:
+            if not spans:
+                checkpoint(delivered[-1].sequence_number)
+            elif spans[0].records[0].sequence_number in previous:
+                checkpoint(previous[spans[0].records[0].sequence_number])
+
+        while spans:
+            if should_stop():
+                return False
+            span = spans[0]
+            error, failed_from = self._attempt(shard, span.records, millis_behind_latest)
+            if error is None:
+                spans.popleft()
+                checkpoint_before_next()
+                continue
+            if failed_from:
+                span = _Span(span.records[failed_from:], span.attempts)
+                spans[0] = span
+                checkpoint_before_next()
+            if self._policy.bisect_on_error and len(span.records) > 1:
+                middle = len(span.records) // 2
+                spans[0] = _Span(span.records[middle:], span.attempts)
+                spans.appendleft(_Span(span.records[:middle], span.attempts))
+                log.warning(
+                    "shard %s: %d records failed (%r); bisecting to isolate the failing record",
+                    shard.shard_id,
+                    len(span.records),
+                    error,
+                )
+                continue
+            attempts = span.attempts + 1
+            if self._gives_up(span, error, attempts):
+                if not self._send_to_dead_letter(shard, span, error, attempts, should_stop):
+                    return False
+                spans.popleft()
+                checkpoint_before_next()
+                continue
+            spans[0] = _Span(span.records, attempts)
+            if not self._wait_before_retry(shard, span, error, attempts, should_stop):
+                return False
+        return True
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def _attempt(
+        self, shard: ShardInfo, records: tuple[StreamRecord, ...], behind: int
+    ) -> tuple[BaseException | None, int]:
+        """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
+        started = self._clock.monotonic_millis()
+        try:
+            result = self._handler(Batch(shard, records, behind))
+        except LeaseLostError:
+            raise
+        except Exception as exc:
+            self._metrics.timing(OPERATION, "RecordProcessor.processRecords", self._elapsed(started), False)
+            return exc, 0
+        failed_from = self._first_failed(records, result)
+        done = records if failed_from is None else records[:failed_from]
+        self._metrics.timing(OPERATION, "RecordProcessor.processRecords", self._elapsed(started), True)
+        self._count_processed(shard, done)
+        if failed_from is None:
+            return None, 0
+        assert result is not None
+        numbers = ", ".join(result.failed_sequence_numbers[:5])
+        reason = result.error or "the handler reported them failed"
+        return PartialBatchFailureError(f"records {numbers} failed: {reason}"), failed_from
+
+    @staticmethod
+    def _first_failed(records: tuple[StreamRecord, ...], result: BatchResult | None) -> int | None:
+        if result is None or not result.failed_sequence_numbers:
+            return None
+        failed = set(result.failed_sequence_numbers)
+        for index, record in enumerate(records):
+            if record.sequence_number in failed:
+                return index
+        # A failure naming no record of the batch is a handler bug: treat the whole batch as failed.
+        return 0
+
+    def _elapsed(self, started: int) -> int:
+        return self._clock.monotonic_millis() - started
+
+    def _count_processed(self, shard: ShardInfo, records: tuple[StreamRecord, ...]) -> None:
+        if not records:
+            return
+        sid = shard.shard_id
+        self._metrics.count(OPERATION, "RecordsProcessed", len(records), shard_id=sid)
+        self._metrics.count(OPERATION, "DataBytesProcessed", sum(r.size_bytes for r in records), "Bytes", sid)
+        created = records[-1].approximate_creation_time
+        if created > 0:
+            latency = max(0.0, self._clock.wall_millis() - created * 1000)
+            self._metrics.gauge(OPERATION, "ProcessLatency", latency, "Milliseconds", sid)
+
+    def _gives_up(self, span: _Span, error: BaseException, attempts: int) -> bool:
+        if self._dead_letter is None:
+            return False
+        if not self._policy.is_retryable(error) or self._policy.exhausted(attempts):
+            return True
+        return self._policy.too_old(span.records[0].approximate_creation_time, self._clock.wall_millis())
+
+    def _send_to_dead_letter(
+        self,
+        shard: ShardInfo,
+        span: _Span,
+        error: BaseException,
+        attempts: int,
+        should_stop: Callable[[], bool],
+    ) -> bool:
+        assert self._dead_letter is not None
+        failed = FailedRecords(shard, span.records, error, attempts)
+        tries = 0
+        while True:
+            try:
+                self._dead_letter.send(failed)
+                break
+            except DeadLetterError as exc:
+                tries += 1
+                delay = self._policy.backoff_millis(tries)
+                log.error(
+                    "shard %s stuck: cannot dead-letter records %s..%s (%s); retrying in %d ms",
+                    shard.shard_id,
+                    span.records[0].sequence_number,
+                    span.records[-1].sequence_number,
+                    exc,
+                    delay,
+                )
+                if not self._sleep(delay, should_stop):
+                    return False
+        self._metrics.count(OPERATION, "RecordsSentToDeadLetter", len(span.records), shard_id=shard.shard_id)
+        log_retries_exhausted(
+            log,
+            shard.shard_id,
+            len(span.records),
+            attempts,
+            self._dead_letter.description,
+            first_sequence_number=span.records[0].sequence_number,
+            last_sequence_number=span.records[-1].sequence_number,
+            error=f"{failed.error_type}: {failed.error_message}",
+        )
+        return True
+
+    def _wait_before_retry(
+        self,
+        shard: ShardInfo,
+        span: _Span,
+        error: BaseException,
+        attempts: int,
+        should_stop: Callable[[], bool],
+    ) -> bool:
+        delay = self._policy.backoff_millis(attempts)
+        self._metrics.count(OPERATION, "RecordsRetried", len(span.records), shard_id=shard.shard_id)
+        if self._dead_letter is None:
+            why = "no processing.dead_letter is configured, so it is retried until an operator acts"
+        elif not self._policy.is_retryable(error):
+            why = "non-retryable"
+        else:
+            why = f"max_retry_attempts={self._policy.max_retry_attempts}"
+        log.error(
+            "shard %s stuck at sequence number %s (%d records) after %d attempts: %r (%s); retrying in %d ms",
+            shard.shard_id,
+            span.records[0].sequence_number,
+            len(span.records),
+            attempts,
+            error,
+            why,
+            delay,
+        )
+        return self._sleep(delay, should_stop)
+
+    def _sleep(self, millis: int, should_stop: Callable[[], bool]) -> bool:
+        """Sleep in slices; False as soon as ``should_stop`` says so."""
+        remaining = millis
+        while remaining > 0:
+            if should_stop():
+                return False
+            step = min(remaining, SLEEP_SLICE_MILLIS)
+            self._clock.sleep(step)
+            remaining -= step
+        return not should_stop()
