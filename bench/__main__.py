@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.common import Ratio, machine
 
-BENCHMARKS: tuple[str, ...] = ("lease_cost",)
+BENCHMARKS: tuple[str, ...] = ("lease_cost", "spark_snapshot")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
