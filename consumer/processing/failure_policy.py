@@ -86,6 +86,8 @@ class FailurePolicyRunner:
             elif spans[0].records[0].sequence_number in previous:
                 checkpoint(previous[spans[0].records[0].sequence_number])
 
+        if not spans:
+            checkpoint(delivered[-1].sequence_number)  # everything was filtered out
         while spans:
             if should_stop():
                 return False
@@ -103,6 +105,7 @@ class FailurePolicyRunner:
                 middle = len(span.records) // 2
                 spans[0] = _Span(span.records[middle:], span.attempts)
                 spans.appendleft(_Span(span.records[:middle], span.attempts))
+                self._metrics.count(OPERATION, "RecordsRetried", len(span.records), shard_id=shard.shard_id)
                 log.warning(
                     "shard %s: %d records failed (%r); bisecting to isolate the failing record",
                     shard.shard_id,

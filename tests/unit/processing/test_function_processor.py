@@ -1,0 +1,140 @@
+"""Batching across polls, filtering, shard end and lease loss of the function-form adapter."""
+
+from __future__ import annotations
+
+from consumer.clock import FakeClock
+from consumer.processing import (
+    Batch,
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+    function_processor,
+)
+from consumer.processing.filters import RecordFilter
+from consumer.processing.function_processor import FunctionProcessor
+from consumer.records import ShardInfo, StreamRecord
+from consumer.settings import FilterSettings
+from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, record, records
+
+INFO = ShardInfo(SHARD)
+
+
+def seq(n: int) -> str:
+    return str(n).zfill(21)
+
+
+def poll(
+    processor: FunctionProcessor, checkpointer: WatchingCheckpointer, batch: tuple[StreamRecord, ...]
+) -> None:
+    checkpointer.deliver(batch)
+    processor.process_records(ProcessRecordsInput(batch, checkpointer, 0, INFO))
+
+
+def test_buffers_across_polls_until_the_window_passes_and_flushes_on_an_empty_call() -> None:
+    clock = FakeClock()
+    handler = ScriptedHandler()
+    processor = function_processor(handler, clock=clock, max_buffered_records=100, max_window_millis=1_000)
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
+    poll(processor, checkpointer, records(1, 3))
+    clock.advance(400)
+    poll(processor, checkpointer, records(4, 5))
+    assert handler.calls == 0 and checkpointer.history == []  # buffered, nothing checkpointed
+    clock.advance(700)
+    poll(processor, checkpointer, ())  # call_process_records_even_for_empty_record_list
+    assert handler.succeeded == [1, 2, 3, 4, 5] and handler.calls == 1
+    assert checkpointer.history == [seq(5)]
+
+
+def test_flushes_at_the_record_limit() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=4, max_window_millis=60_000
+    )
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
+    poll(processor, checkpointer, records(1, 3))
+    assert handler.calls == 0
+    poll(processor, checkpointer, records(4, 9))
+    assert handler.succeeded == list(range(1, 10))
+    assert checkpointer.last_checkpoint == seq(9)
+
+
+def test_filtered_records_are_not_processed_but_checkpointed_over() -> None:
+    handler = ScriptedHandler()
+    keep = RecordFilter.from_settings(
+        FilterSettings(event_names=["INSERT"], new_image_equals={"colour": "red"})
+    )
+    processor = function_processor(handler, clock=FakeClock(), record_filter=keep)
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded) | {1, 3, 4, 5})
+    red = {"colour": {"S": "red"}}
+    batch = (
+        record(1),
+        record(2, image=red),
+        record(3, event="REMOVE"),
+        record(4, image={"colour": {"S": "blue"}}),
+    )
+    poll(processor, checkpointer, batch)
+    assert handler.succeeded == [2]
+    assert checkpointer.last_checkpoint == seq(4)
+    poll(processor, checkpointer, (record(5),))  # only filtered records: still checkpointed
+    assert checkpointer.last_checkpoint == seq(5) and handler.calls == 1
+
+
+def test_key_filter_compares_numbers_as_numbers() -> None:
+    keep = RecordFilter.from_settings(FilterSettings(key_equals={"pk": "item-3"}, new_image_equals={"n": 10}))
+    assert keep.keeps(record(10, key="item-3"))
+    assert not keep.keeps(record(11, key="item-3"))
+    assert not keep.keeps(record(10, key="item-4"))
+
+
+def test_records_delivered_again_are_not_processed_twice() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+    )
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
+    poll(processor, checkpointer, records(1, 3))
+    poll(processor, checkpointer, records(2, 4))  # the lifecycle re-read part of the last batch
+    assert [int(r.sequence_number) for r in processor.buffered] == [1, 2, 3, 4]
+
+
+def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+    )
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
+    poll(processor, checkpointer, records(1, 3))
+    checkpointer.at_shard_end = True
+    processor.shard_ended(ShardEndedInput(INFO, checkpointer))
+    assert handler.succeeded == [1, 2, 3]
+    assert checkpointer.history == [seq(3), "SHARD_END"]
+
+
+def test_shutdown_flushes_and_lease_loss_drops_the_buffer() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+    )
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
+    poll(processor, checkpointer, records(1, 2))
+    processor.shutdown_requested(ShutdownRequestedInput(INFO, checkpointer))
+    assert checkpointer.last_checkpoint == seq(2)
+    poll(processor, checkpointer, records(3, 4))
+    processor.lease_lost(LeaseLostInput(INFO))
+    assert processor.buffered == () and handler.succeeded == [1, 2]
+
+
+def test_initialize_resumes_after_the_checkpoint() -> None:
+    seen: list[int] = []
+
+    def handle(batch: Batch) -> None:
+        seen.extend(int(r.sequence_number) for r in batch.records)
+
+    processor = function_processor(handle, clock=FakeClock())
+    processor.initialize(InitializationInput(INFO, seq(5)))
+    checkpointer = WatchingCheckpointer(lambda: set(seen) | {1, 2, 3, 4, 5})
+    checkpointer.last_checkpoint = seq(5)
+    poll(processor, checkpointer, records(4, 7))
+    assert seen == [6, 7]
