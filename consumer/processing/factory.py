@@ -80,7 +80,11 @@ def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingC
 
 
 def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
-    _check_options("dynamodb_replica", options, ("table", "region", "endpoint_url", "sequence_attribute"))
+    _check_options(
+        "dynamodb_replica",
+        options,
+        ("table", "region", "endpoint_url", "sequence_attribute", "tombstone_table"),
+    )
     table = options.get("table")
     if not isinstance(table, str) or not table:
         raise ProcessingConfigError("processing.options.table: dynamodb_replica needs the replica table name")
@@ -103,8 +107,12 @@ def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingCli
             client = clients.dynamodb
     if client is None:
         raise ProcessingConfigError("dynamodb_replica needs a DynamoDB client (ProcessingClients.dynamodb)")
+    tombstones = options.get("tombstone_table")
     sink = DynamoDBReplicaSink(
-        table, client, sequence_attribute=str(options.get("sequence_attribute", DEFAULT_SEQUENCE_ATTRIBUTE))
+        table,
+        client,
+        sequence_attribute=str(options.get("sequence_attribute", DEFAULT_SEQUENCE_ATTRIBUTE)),
+        tombstone_table=str(tombstones) if tombstones else None,
     )
     return lambda shard: sink
 

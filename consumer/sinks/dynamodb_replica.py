@@ -7,15 +7,21 @@ is number order) in ``sequence_attribute`` and is conditional on the replica hol
     delete: attribute_not_exists(seq) OR seq < :this      (REMOVE)
 
 so a batch delivered twice, or a retry that arrives after a newer change, never rolls an item back.
-A condition failure means "the replica is already newer" and counts as applied. A delete leaves no
-sequence number behind: a replay from an older checkpoint re-creates the item briefly and then
-applies the same REMOVE again, since replays run in order up to where the shard had got to.
+A condition failure means "the replica is already newer" and counts as applied.
+
+A delete leaves no item to hold the sequence number. Without ``tombstone_table`` a late retry of a
+change older than the delete would re-create the item (an in-order replay ends right, because it
+applies the REMOVE again). With ``tombstone_table`` (same key schema as the replica) every delete
+also writes ``keys + sequence number + expiresAt`` there in one transaction, and every put checks it
+in the same transaction, so nothing older than a delete can bring the item back. ``expiresAt``
+(epoch seconds, two days on: stream records live 24 h) is meant for the table's TTL.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.processing.api import Batch, BatchResult
@@ -24,6 +30,7 @@ from consumer.records import StreamRecord
 
 DEFAULT_SEQUENCE_ATTRIBUTE = "_sourceSequenceNumber"
 _CONDITION = "attribute_not_exists(#seq) OR #seq < :seq"
+TOMBSTONE_LIFETIME_SECONDS = 2 * 24 * 3600
 
 
 def to_client_value(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,11 +53,19 @@ def to_client_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 class DynamoDBReplicaSink:
     def __init__(
-        self, table_name: str, dynamodb_client: Any, *, sequence_attribute: str = DEFAULT_SEQUENCE_ATTRIBUTE
+        self,
+        table_name: str,
+        dynamodb_client: Any,
+        *,
+        sequence_attribute: str = DEFAULT_SEQUENCE_ATTRIBUTE,
+        tombstone_table: str | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.table_name = table_name
+        self.tombstone_table = tombstone_table
         self._dynamodb = dynamodb_client
         self._seq = sequence_attribute
+        self._now = now
 
     def __call__(self, batch: Batch) -> BatchResult | None:
         for record in batch.records:
@@ -60,16 +75,16 @@ class DynamoDBReplicaSink:
     def apply(self, record: StreamRecord) -> bool:
         """Apply one change; False when the replica already had a newer one (nothing written)."""
         body = record.raw.get("dynamodb", {})
+        sequence = record.sequence_number.zfill(40)
         condition = {
             "ConditionExpression": _CONDITION,
             "ExpressionAttributeNames": {"#seq": self._seq},
-            "ExpressionAttributeValues": {":seq": {"S": record.sequence_number.zfill(40)}},
+            "ExpressionAttributeValues": {":seq": {"S": sequence}},
         }
+        keys = to_client_item(body["Keys"])
         try:
             if record.event_name == "REMOVE":
-                self._dynamodb.delete_item(
-                    TableName=self.table_name, Key=to_client_item(body["Keys"]), **condition
-                )
+                self._remove(keys, sequence, condition)
             else:
                 image = body.get("NewImage")
                 if image is None:
@@ -78,13 +93,53 @@ class DynamoDBReplicaSink:
                         "table.stream_view_type NEW_IMAGE or NEW_AND_OLD_IMAGES"
                     )
                 item = to_client_item(image)
-                item[self._seq] = {"S": record.sequence_number.zfill(40)}
-                self._dynamodb.put_item(TableName=self.table_name, Item=item, **condition)
+                item[self._seq] = {"S": sequence}
+                self._put(keys, item, condition)
         except SinkError:
             raise
         except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-            if code == "ConditionalCheckFailedException":
+            if _refused(exc):
                 return False
             raise SinkError(f"replica {self.table_name}: cannot apply {record!r}: {exc}") from exc
         return True
+
+    def _put(self, keys: dict[str, Any], item: dict[str, Any], condition: dict[str, Any]) -> None:
+        if self.tombstone_table is None:
+            self._dynamodb.put_item(TableName=self.table_name, Item=item, **condition)
+            return
+        self._dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": self.table_name, "Item": item, **condition}},
+                {"ConditionCheck": {"TableName": self.tombstone_table, "Key": keys, **condition}},
+            ]
+        )
+
+    def _remove(self, keys: dict[str, Any], sequence: str, condition: dict[str, Any]) -> None:
+        if self.tombstone_table is None:
+            self._dynamodb.delete_item(TableName=self.table_name, Key=keys, **condition)
+            return
+        tombstone = {
+            **keys,
+            self._seq: {"S": sequence},
+            "expiresAt": {"N": str(int(self._now()) + TOMBSTONE_LIFETIME_SECONDS)},
+        }
+        self._dynamodb.transact_write_items(
+            TransactItems=[
+                {"Delete": {"TableName": self.table_name, "Key": keys, **condition}},
+                {"Put": {"TableName": self.tombstone_table, "Item": tombstone, **condition}},
+            ]
+        )
+
+
+def _refused(exc: Exception) -> bool:
+    """A condition failure: the replica (or its tombstone) is already at a newer change."""
+    error = getattr(exc, "response", {}).get("Error", {})
+    if error.get("Code") == "ConditionalCheckFailedException":
+        return True
+    if error.get("Code") != "TransactionCanceledException":
+        return False
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    codes = {r.get("Code") for r in reasons} - {"None", None}
+    if codes:
+        return codes == {"ConditionalCheckFailed"}
+    return "ConditionalCheckFailed" in str(error.get("Message", ""))
