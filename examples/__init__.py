@@ -1,0 +1,1 @@
+"""Runnable examples of both processor forms (docs/processing.md)."""
