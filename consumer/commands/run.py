@@ -26,9 +26,11 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.leases.errors import LeaseError
     from consumer.lifecycle.boto_reader import BotoStreamReader
     from consumer.lifecycle.ports import StreamGoneError
-    from consumer.lifecycle.processors import ProcessingConfigError, build_processor_factory
     from consumer.lifecycle.stream_target import StreamConfigError
     from consumer.lifecycle.worker import AwsClients, Worker, new_worker_id
+    from consumer.processing.errors import ProcessingConfigError
+    from consumer.processing.factory import ProcessingClients, build_processor_factory
+    from consumer.processing.lifecycle_bridge import bridged
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
     from consumer.telemetry.sinks import sink_from_settings
@@ -40,8 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     clients = AwsClients.from_settings(settings)
     metrics = MetricsRecorder(settings, worker_id, sink_from_settings(settings, worker_id))
     try:
-        s3 = boto3.client("s3", region_name=settings.region, endpoint_url=settings.endpoint_url)
-        factory = build_processor_factory(settings, s3_client=s3)
+        aws = {"region_name": settings.region, "endpoint_url": settings.endpoint_url}
+        processing = ProcessingClients(
+            s3=boto3.client("s3", **aws), sqs=boto3.client("sqs", **aws), dynamodb=clients.dynamodb
+        )
+        # Everything in processing.* is checked here, before the worker takes a single lease.
+        factory = bridged(build_processor_factory(settings, clients=processing, metrics=metrics))
         worker = Worker(
             settings,
             clients=clients,

@@ -87,7 +87,11 @@ class StreamReader(Protocol):
 
 
 class Checkpointer(Protocol):
-    def checkpoint(self, sequence_number: str | None = None) -> None: ...
+    def checkpoint(self, sequence_number: str | None = None) -> None:
+        """Record progress up to ``sequence_number`` (None: everything delivered; SHARD_END at the end)."""
+        ...
+
+    def checkpoint_shard_end(self) -> None: ...
 
 
 class ShardProcessor(Protocol):
