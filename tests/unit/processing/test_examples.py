@@ -1,0 +1,33 @@
+"""The README's examples run, and work as configured processors."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.processing import build_processor_factory
+from consumer.records import ShardInfo
+from examples import class_form, function_form
+from tests.unit.processing.test_factory import make_settings
+
+
+def test_function_form_example_totals_and_checkpoints(capsys: pytest.CaptureFixture[str]) -> None:
+    function_form.totals.clear()
+    function_form.main()
+    out = capsys.readouterr().out
+    assert "customer#0: 120.75" in out and "customer#1: 90.75" in out
+    assert "checkpoint: 000000000000000001006" in out
+
+
+def test_class_form_example_checkpoints_every_n_and_at_shutdown(capsys: pytest.CaptureFixture[str]) -> None:
+    class_form.main()
+    out = capsys.readouterr().out
+    assert "checkpoints: ['000000000000000001004', '000000000000000001006']" in out
+
+
+def test_examples_load_as_configured_processors() -> None:
+    for path, options in (
+        ("examples.function_form:handle", {}),
+        ("examples.class_form:AuditTrail", {"checkpoint_every": 5}),
+    ):
+        factory = build_processor_factory(make_settings(processor=path, options=options))
+        assert factory(ShardInfo("s")) is not None
