@@ -1,0 +1,42 @@
+"""The function-form adapter driven by the real shard consumer (fake stream, in-memory leases)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from consumer.processing import function_processor
+from consumer.processing.dead_letter import LocalDeadLetter
+from consumer.processing.lifecycle_bridge import LifecycleBridge
+from consumer.processing.retry import RetryPolicy
+from consumer.records import ShardInfo
+from consumer.settings import WorkerSettings
+from tests.unit.lifecycle.test_shard_consumer import Rig
+from tests.unit.processing.helpers import ScriptedHandler
+
+
+def test_a_closed_shard_with_a_poison_record_and_flaky_calls_ends_at_shard_end(tmp_path: Path) -> None:
+    rig = Rig(WorkerSettings(max_records=7, idle_time_between_reads_millis=200))
+    rig.stream.add("s1", 100, 30)  # sequence numbers 100, 110, ..., 390; closed
+    rig.lease("s1")
+    handler = ScriptedHandler(every=4, poison={250})
+    dead = LocalDeadLetter(tmp_path)
+    processor = function_processor(
+        handler,
+        clock=rig.clock,
+        policy=RetryPolicy(
+            max_retry_attempts=2, base_backoff_millis=5, max_backoff_millis=20, rng=random.Random(1)
+        ),
+        dead_letter=dead,
+    )
+    consumer = rig.consumer("s1", LifecycleBridge(processor, ShardInfo("s1")))  # type: ignore[arg-type]
+    rig.drive(consumer)
+    everything = [100 + 10 * i for i in range(30)]
+    first_seen: dict[int, int] = {}
+    for index, seq in enumerate(handler.succeeded):
+        first_seen.setdefault(seq, index)
+    assert sorted(first_seen) == [s for s in everything if s != 250]
+    assert sorted(first_seen, key=first_seen.__getitem__) == sorted(first_seen)  # in order
+    (document,) = dead.read_all()
+    assert [int(r["dynamodb"]["SequenceNumber"]) for r in document["records"]] == [250]
+    assert consumer.checkpointer.last_checkpoint == "SHARD_END"
