@@ -6,6 +6,13 @@ sequence numbers, so it overwrites its own object instead of adding a copy — t
 can de-duplicate by name. A local object is written under a temporary name and renamed, an S3
 object is put whole: no reader ever sees half an object.
 
+Batch boundaries can differ on a replay (the new owner's first GetRecords may return more records
+than the crashed owner's did), so the sink also remembers, per shard, which sequence ranges are
+already landed (one listing of ``<shard id>/`` the first time it writes for a shard) and writes
+only records outside them: every change is in exactly one object per (shard, sequence number),
+unless two workers write the same shard at once (a fenced zombie), which the pipeline's
+de-duplication by (shard, sequence number) absorbs.
+
 ``format: parquet`` writes ``.parquet`` objects with the same fields (images as attribute-value
 JSON strings) for readers that prefer columns; the bundled Spark pipeline reads JSON Lines.
 """
@@ -15,7 +22,9 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +38,7 @@ from consumer.records import StreamRecord
 
 ChangelogFormat = Literal["jsonl", "parquet"]
 SUFFIX: dict[str, str] = {"jsonl": ".jsonl.gz", "parquet": ".parquet"}
+_NAME = re.compile(r"^(\d{40})-(\d{40})\.(?:jsonl\.gz|parquet)$")
 
 
 def change_line(
@@ -102,6 +112,26 @@ class ChangelogStore:
         except Exception as exc:
             raise SinkError(f"cannot write change-log object {name} to {self.destination}: {exc}") from exc
 
+    def landed_ranges(self, shard_id: str) -> list[tuple[int, int]]:
+        """(first, last) sequence numbers of every object already landed for the shard."""
+        try:
+            if self._bucket:
+                prefix = f"{self._prefix}/{shard_id}/" if self._prefix else f"{shard_id}/"
+                names = []
+                for page in self._s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=self._bucket, Prefix=prefix
+                ):
+                    names += [obj["Key"].rpartition("/")[2] for obj in page.get("Contents", [])]
+            else:
+                folder = Path(self.destination) / shard_id
+                names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        except Exception as exc:
+            raise SinkError(
+                f"cannot list change-log objects of {shard_id} in {self.destination}: {exc}"
+            ) from exc
+        found = (_NAME.match(name) for name in names)
+        return [(int(m.group(1)), int(m.group(2))) for m in found if m]
+
     @staticmethod
     def _put_local(target: Path, payload: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -132,13 +162,38 @@ class ChangelogSink:
         self._table = table
         self._format: ChangelogFormat = fmt
         self._now = now
+        self._landed: dict[str, list[tuple[int, int]]] = {}
+        self._lock = threading.Lock()
+
+    def _ranges(self, shard_id: str) -> list[tuple[int, int]]:
+        with self._lock:
+            known = self._landed.get(shard_id)
+        if known is None:
+            known = self._store.landed_ranges(shard_id)
+            with self._lock:
+                self._landed[shard_id] = known
+        return known
 
     def __call__(self, batch: Batch) -> BatchResult | None:
-        if not batch.records:
-            return None
+        ranges = self._ranges(batch.shard_id)
+        runs: list[list[StreamRecord]] = [[]]
+        for record in batch.records:
+            number = int(record.sequence_number)
+            if any(first <= number <= last for first, last in ranges):
+                if runs[-1]:
+                    runs.append([])  # already landed by an earlier (crashed) delivery
+                continue
+            runs[-1].append(record)
+        for run in runs:
+            if run:
+                self._write(batch, run)
+                with self._lock:
+                    ranges.append((int(run[0].sequence_number), int(run[-1].sequence_number)))
+        return None
+
+    def _write(self, batch: Batch, records: list[StreamRecord]) -> None:
         landed = self._now()
-        lines = [change_line(r, self._table, batch.shard.parent_shard_ids, landed) for r in batch.records]
-        first, last = batch.records[0].sequence_number, batch.records[-1].sequence_number
+        lines = [change_line(r, self._table, batch.shard.parent_shard_ids, landed) for r in records]
+        first, last = records[0].sequence_number, records[-1].sequence_number
         payload = encode_jsonl(lines) if self._format == "jsonl" else encode_parquet(lines)
         self._store.put(object_name(batch.shard_id, first, last, self._format), payload)
-        return None

@@ -109,11 +109,23 @@ def test_changelog_lands_one_object_per_batch_and_a_replay_overwrites_it(tmp_pat
     assert not list(tmp_path.rglob(".tmp-*"))
 
 
+def test_a_replay_with_other_batch_boundaries_lands_each_change_once(tmp_path: Path) -> None:
+    changes = history(12)
+    ChangelogSink(ChangelogStore(str(tmp_path)), "orders")(Batch(SHARD, tuple(changes[:5])))
+    # A new owner (fresh sink: nothing cached) re-reads from the old checkpoint with a bigger batch.
+    ChangelogSink(ChangelogStore(str(tmp_path)), "orders")(Batch(SHARD, tuple(changes[2:12])))
+    lines = [line for batch in read_local(tmp_path).values() for line in batch]
+    assert sorted(int(line["sequenceNumber"]) for line in lines) == list(range(100, 112))
+
+
 def test_changelog_to_s3_and_as_parquet(aws: None) -> None:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="lake")
     changes = tuple(history(4))
     ChangelogSink(ChangelogStore("s3://lake/changes", s3_client=s3), "orders")(Batch(SHARD, changes))
+    ChangelogSink(ChangelogStore("s3://lake/changes", s3_client=s3), "orders")(
+        Batch(SHARD, changes)
+    )  # replay
     ChangelogSink(ChangelogStore("s3://lake/columns", s3_client=s3), "orders", fmt="parquet")(
         Batch(SHARD, changes)
     )
