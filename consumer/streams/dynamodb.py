@@ -1,0 +1,250 @@
+"""DynamoDB Streams adapter of :class:`~consumer.streams.source.StreamSource`, with the fast record path.
+
+botocore still does everything it is good at — credentials, SigV4 signing, endpoints, retries with
+back-off on throttling and 500s, and parsing error responses into ``ClientError`` — but not the
+parsing of successful GetRecords bodies, which dominates a stock consumer's CPU.
+
+How the body is taken away from botocore: a handler on the client's own ``before-parse`` event for
+GetRecords moves a 200 response's bytes into botocore's ``customized_response_dict`` (which botocore
+merges into the parsed result) and leaves ``{}`` for the parser. Error responses are left untouched,
+so botocore's retry decisions and ``ClientError`` codes are exactly as on a stock client. The handler
+is registered on the injected client's event system only, never globally.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from consumer.clock import Clock, SystemClock
+from consumer.streams.errors import (
+    AccessDeniedError,
+    ExpiredIteratorError,
+    InvalidStreamRequestError,
+    ShardNotFoundError,
+    StreamFormatError,
+    StreamGoneError,
+    StreamNotFoundError,
+    StreamSourceError,
+    ThrottledError,
+    TransientStreamError,
+    TrimmedDataError,
+)
+from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
+from consumer.streams.wire import parse_get_records
+
+RAW_BODY_KEY = "ConsumerStreamsRawBody"
+MAX_LIMIT = 1000
+THROTTLING_CODES = frozenset(
+    {
+        "LimitExceededException",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+    }
+)
+DENIED_CODES = frozenset(
+    {
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+    }
+)
+_STREAM_ARN = re.compile(r"^arn:aws[\w-]*:dynamodb:[\w-]+:\d{12}:table/[\w.-]{3,255}/stream/\S+$")
+
+
+def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """before-parse handler: hand a successful GetRecords body to us, an empty object to botocore."""
+    if response_dict.get("status_code") == 200:
+        customized_response_dict[RAW_BODY_KEY] = response_dict["body"]
+        response_dict["body"] = b"{}"
+
+
+def _shard(item: Mapping[str, Any]) -> Shard:
+    numbers = item.get("SequenceNumberRange") or {}
+    return Shard(
+        shard_id=str(item["ShardId"]),
+        parent_shard_id=item.get("ParentShardId") or None,
+        starting_sequence_number=numbers.get("StartingSequenceNumber"),
+        ending_sequence_number=numbers.get("EndingSequenceNumber"),
+    )
+
+
+class DynamoDBStreamSource:
+    """Reads one or more streams through an injected boto3 ``dynamodbstreams`` client."""
+
+    def __init__(self, client: Any, clock: Clock | None = None) -> None:
+        self._client = client
+        self._clock: Clock = clock or SystemClock()
+        service = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register(
+            f"before-parse.{service}.GetRecords", _keep_raw_body, unique_id="consumer-streams-raw-body"
+        )
+
+    # ------------------------------------------------------------------------------- errors
+
+    @contextmanager
+    def _errors(self, action: str, resource: str, *, control_plane: bool = False) -> Iterator[None]:
+        """Translate botocore's errors into the port's, each saying what to do about it."""
+        try:
+            yield
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            detail = f"{action} on {resource}: {code}: {error.get('Message', '')}"
+            raise _translate(code, detail, action, resource, control_plane=control_plane) from exc
+        except BotoCoreError as exc:
+            raise TransientStreamError(
+                f"{action} on {resource} failed after botocore's retries: {exc} "
+                "(check endpoint_url and the network; the call is retried later)"
+            ) from exc
+
+    # ------------------------------------------------------------------------ control plane
+
+    def find_stream(self, table_name: str) -> str:
+        arns: list[tuple[str, str]] = []
+        request: dict[str, Any] = {"TableName": table_name}
+        while True:
+            with self._errors("dynamodb:ListStreams", f"table {table_name}", control_plane=True):
+                response = self._client.list_streams(**request)
+            arns.extend(
+                (str(s.get("StreamLabel", "")), str(s["StreamArn"])) for s in response.get("Streams", [])
+            )
+            last = response.get("LastEvaluatedStreamArn")
+            if not last:
+                break
+            request["ExclusiveStartStreamArn"] = last
+        if not arns:
+            raise StreamNotFoundError(
+                f"table {table_name} has no stream: enable one with `aws dynamodb update-table --table-name "
+                f"{table_name} --stream-specification StreamEnabled=true,StreamViewType=NEW_AND_OLD_IMAGES` "
+                "(or deploy the CDK stack), or check table.name and the region"
+            )
+        return max(arns)[1]  # labels are ISO timestamps: the newest stream is the current one
+
+    def stream_description(self, stream_arn: str) -> StreamDescription:
+        if not _STREAM_ARN.match(stream_arn):
+            raise StreamNotFoundError(
+                f"{stream_arn!r} is not a DynamoDB stream ARN (expected "
+                "arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>): fix table.existing_stream_arn"
+            )
+        shards: list[Shard] = []
+        request: dict[str, Any] = {"StreamArn": stream_arn, "Limit": 100}
+        while True:
+            with self._errors("dynamodb:DescribeStream", stream_arn, control_plane=True):
+                description = self._client.describe_stream(**request)["StreamDescription"]
+            shards.extend(_shard(s) for s in description.get("Shards", []))
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                break
+            request["ExclusiveStartShardId"] = last
+        return StreamDescription(
+            stream_arn=str(description.get("StreamArn", stream_arn)),
+            table_name=str(description.get("TableName", "")),
+            status=str(description.get("StreamStatus", "")),
+            view_type=str(description.get("StreamViewType", "")),
+            stream_label=str(description.get("StreamLabel", "")),
+            shards=tuple(shards),
+        )
+
+    def list_shards(self, stream_arn: str) -> tuple[Shard, ...]:
+        return self.stream_description(stream_arn).shards
+
+    def child_shards(self, stream_arn: str, shard_id: str) -> tuple[Shard, ...]:
+        children: list[Shard] = []
+        request: dict[str, Any] = {
+            "StreamArn": stream_arn,
+            "ShardFilter": {"Type": "CHILD_SHARDS", "ShardId": shard_id},
+        }
+        while True:
+            with self._errors(
+                "dynamodb:DescribeStream", f"{stream_arn} (children of {shard_id})", control_plane=True
+            ):
+                description = self._client.describe_stream(**request)["StreamDescription"]
+            children.extend(_shard(s) for s in description.get("Shards", []))
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                break
+            request["ExclusiveStartShardId"] = last
+        # The filter is a server-side courtesy; never hand back a shard that is not a child.
+        return tuple(c for c in children if c.parent_shard_id == shard_id)
+
+    # --------------------------------------------------------------------------- data plane
+
+    def get_iterator(self, stream_arn: str, shard_id: str, position: Position) -> str:
+        request: dict[str, Any] = {
+            "StreamArn": stream_arn,
+            "ShardId": shard_id,
+            "ShardIteratorType": position.type,
+        }
+        if position.sequence_number is not None:
+            request["SequenceNumber"] = position.sequence_number
+        with self._errors("dynamodb:GetShardIterator", f"shard {shard_id} of {stream_arn}"):
+            iterator = self._client.get_shard_iterator(**request).get("ShardIterator")
+        if not isinstance(iterator, str):
+            raise StreamFormatError(f"GetShardIterator on shard {shard_id} returned no ShardIterator")
+        return iterator
+
+    def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValueError(f"GetRecords limit must be 1..{MAX_LIMIT} (worker.max_records), got {limit}")
+        with self._errors("dynamodb:GetRecords", f"shard {shard_id}"):
+            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        body = response.get(RAW_BODY_KEY)
+        if not isinstance(body, bytes):
+            raise StreamFormatError(
+                "GetRecords returned no raw body: another before-parse handler on this client "
+                "consumed it, or the client is not a dynamodbstreams client"
+            )
+        return parse_get_records(body, shard_id, self._clock.wall_millis())
+
+
+def _translate(
+    code: str, detail: str, action: str, resource: str, *, control_plane: bool
+) -> StreamSourceError:
+    if code == "ExpiredIteratorException":
+        return ExpiredIteratorError(f"{detail} — get a new iterator from the last delivered position")
+    if code == "TrimmedDataAccessException":
+        return TrimmedDataError(
+            f"{detail} — records older than the stream's 24 h retention were lost before being read "
+            "(worker.on_trimmed decides whether to fail or skip to TRIM_HORIZON)"
+        )
+    if code in THROTTLING_CODES:
+        return ThrottledError(
+            f"{detail} — back off; DynamoDB Streams allows 5 reads/s per shard, 10 DescribeStream/s"
+        )
+    if code in DENIED_CODES:
+        return AccessDeniedError(
+            f"{detail} — grant {action} on {resource} to the worker's IAM role (the CDK stack's instance "
+            "role has it), or check the credentials the worker runs with"
+        )
+    if code == "ResourceNotFoundException":
+        if control_plane:
+            return StreamNotFoundError(
+                f"{detail} — no such stream or table: check table.name / table.existing_stream_arn and the region, "
+                "and that the table's stream is enabled"
+            )
+        if "shard" in detail.lower():
+            return ShardNotFoundError(f"{detail} — the shard is gone (trimmed after 24 h); run a shard sync")
+        return StreamGoneError(f"{detail} — the stream or its table was deleted or its stream disabled")
+    if code == "ValidationException":
+        if control_plane:
+            return StreamNotFoundError(f"{detail} — fix the stream ARN (table.existing_stream_arn)")
+        return InvalidStreamRequestError(
+            f"{detail} — the request was malformed; this is a bug or a bad setting"
+        )
+    if code in (
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    ) or (not code):
+        return TransientStreamError(
+            f"{detail} — a service-side failure outlived botocore's retries; retry later"
+        )
+    return StreamSourceError(f"{detail} — unexpected error from DynamoDB Streams")
