@@ -55,6 +55,9 @@ DENIED_CODES = frozenset(
         "ExpiredTokenException",
     }
 )
+TRANSIENT_CODES = frozenset(
+    {"InternalServerError", "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException"}
+)
 _STREAM_ARN = re.compile(r"^arn:aws[\w-]*:dynamodb:[\w-]+:\d{12}:table/[\w.-]{3,255}/stream/\S+$")
 
 
@@ -238,12 +241,7 @@ def _translate(
         return InvalidStreamRequestError(
             f"{detail} — the request was malformed; this is a bug or a bad setting"
         )
-    if code in (
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-    ) or (not code):
+    if code in TRANSIENT_CODES or not code or (code.isdigit() and code.startswith("5")):
         return TransientStreamError(
             f"{detail} — a service-side failure outlived botocore's retries; retry later"
         )
