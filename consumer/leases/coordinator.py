@@ -20,18 +20,43 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from consumer.clock import Clock
 from consumer.leases.decisions import KclExpiryTracker, RoundPlan, Timing, dead_heartbeats, plan_round
-from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError, LeaseStoreUnavailableError
+from consumer.leases.errors import (
+    LeaseConflictError,
+    LeaseError,
+    LeaseLostError,
+    LeaseStoreUnavailableError,
+)
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.leases")
+
+LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseEvent:
+    """A change in what this worker holds, for listeners (the lifecycle reconciles on them).
+
+    ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
+    taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
+    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless.
+    """
+
+    kind: LeaseEventKind
+    shard_id: str
+    lease: Lease | None
+
+
+LeaseListener = Callable[[LeaseEvent], None]
 
 
 class LeaseCoordinator:
@@ -64,6 +89,22 @@ class LeaseCoordinator:
         self._threads: list[threading.Thread] = []
         self.taking = True
         self.last_plan = RoundPlan()
+        self._listeners: list[LeaseListener] = []
+        # Consecutive failed scans: the taker waits interval x 2^n (at most failover) before the next.
+        self.taker_failures = 0
+
+    def add_listener(self, listener: LeaseListener) -> None:
+        """Call ``listener`` on every taken / lost / released / finished lease, from the thread that
+        noticed it (heartbeat, taker or the caller of checkpoint/release): it must not block."""
+        self._listeners.append(listener)
+
+    def _notify(self, kind: LeaseEventKind, shard_id: str, lease: Lease | None) -> None:
+        event = LeaseEvent(kind, shard_id, lease)
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("lease listener failed on %s %s", kind, shard_id)
 
     # ------------------------------------------------------------------------ lifecycle
 
@@ -94,9 +135,14 @@ class LeaseCoordinator:
         while not self._stop.wait(interval / 1000):
             self.heartbeat_once()
 
-    def _taker_loop(self) -> None:
+    def taker_wait_millis(self) -> int:
+        """The pause before the next taker round: the interval, doubled per consecutive failed scan
+        (a throttled or unreachable table is not hammered), never beyond failover."""
         interval = self.settings.taker_interval_millis
-        while not self._stop.wait(interval / 1000):
+        return min(interval << min(self.taker_failures, 8), max(interval, self.timing.failover_millis))
+
+    def _taker_loop(self) -> None:
+        while not self._stop.wait(self.taker_wait_millis() / 1000):
             if self.taking:
                 self.take_round()
 
@@ -136,6 +182,7 @@ class LeaseCoordinator:
             self._heartbeat_counter = beat.counter
             self._last_heartbeat_ok = started
         self._metrics.timing("RenewAllLeases", "RenewLease", self._clock.monotonic_millis() - started, True)
+        self._metrics.gauge("RenewAllLeases", "CurrentLeases", count, "Count")
         return True
 
     def fenced(self) -> bool:
@@ -155,9 +202,16 @@ class LeaseCoordinator:
         try:
             snapshot = self.store.scan()
         except LeaseError as exc:
-            log.warning("worker %s: leases-table scan failed: %s", self.worker_id, exc)
+            self.taker_failures += 1
+            log.warning(
+                "worker %s: leases-table scan failed (%s); next try in %d ms",
+                self.worker_id,
+                exc,
+                self.taker_wait_millis(),
+            )
             self._metrics.timing("TakeLeases", "ListLeases", self._clock.monotonic_millis() - started, False)
             return None
+        self.taker_failures = 0
         for bad in snapshot.malformed:
             log.error("leases table: %s (left untouched; fix or delete the item)", bad.problem)
         self._latest = snapshot
@@ -214,9 +268,13 @@ class LeaseCoordinator:
                 continue
             if current is not None and current.owner == self.worker_id and not current.finished:
                 with self._lock:
+                    adopted = current.shard_id not in self._held
                     self._held.setdefault(current.shard_id, current)
+                if adopted:
+                    self._notify("taken", current.shard_id, current)
         for shard_id in lost:
             log.warning("worker %s: lease %s was taken by another worker", self.worker_id, shard_id)
+            self._notify("lost", shard_id, snapshot.leases.get(shard_id))
         if lost:
             self._metrics.count("RenewAllLeases", "LostLeases", len(lost))
 
@@ -240,6 +298,7 @@ class LeaseCoordinator:
             with self._lock:
                 self._held[got.shard_id] = got
             taken += 1
+            self._notify("taken", got.shard_id, got)
             log.info(
                 "worker %s took lease %s from %s", self.worker_id, got.shard_id, lease.owner or "(nobody)"
             )
@@ -280,6 +339,9 @@ class LeaseCoordinator:
             self._handoff.clear()
         if dropped:
             log.warning("worker %s dropped %d leases: %s", self.worker_id, len(dropped), why)
+            self._metrics.count("RenewAllLeases", "LostLeases", len(dropped))
+        for shard_id in dropped:
+            self._notify("lost", shard_id, None)
 
     # ----------------------------------------------------------- what the lifecycle calls
 
@@ -303,7 +365,13 @@ class LeaseCoordinator:
         current = self.store.get(shard_id)
         return current is None or current.finished
 
-    def checkpoint(self, shard_id: str, position: str) -> None:
+    def checkpoint(self, shard_id: str, position: str | ExtendedSequenceNumber) -> None:
+        """Record progress. Raises LeaseLostError when the lease is not (provably) mine any more,
+        CheckpointRefusedError when ``position`` is behind the last checkpoint or the shard ended,
+        ValueError for text that is neither digits nor a KCL sentinel."""
+        target = (
+            position if isinstance(position, ExtendedSequenceNumber) else ExtendedSequenceNumber(position)
+        )
         with self._lock:
             lease = self._held.get(shard_id)
         if lease is None:
@@ -312,14 +380,16 @@ class LeaseCoordinator:
             raise LeaseLostError("checkpoint (fenced: heartbeats are failing)", shard_id, None)
         started = self._clock.monotonic_millis()
         try:
-            updated = self.store.checkpoint(lease, ExtendedSequenceNumber(position))
-        except LeaseLostError:
+            updated = self.store.checkpoint(lease, target)
+        except LeaseLostError as exc:
             self._metrics.timing(
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
             with self._lock:
-                self._held.pop(shard_id, None)
+                had = self._held.pop(shard_id, None) is not None
                 self._handoff.pop(shard_id, None)
+            if had:
+                self._notify("lost", shard_id, exc.current)
             raise
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         with self._lock:
@@ -329,6 +399,8 @@ class LeaseCoordinator:
                 self._handoff.pop(shard_id, None)
             elif shard_id in self._held:
                 self._held[shard_id] = updated
+        if updated.finished:
+            self._notify("finished", shard_id, updated)
 
     def release(self, shard_id: str) -> None:
         with self._lock:
@@ -337,12 +409,14 @@ class LeaseCoordinator:
         if lease is None:
             return
         try:
-            self.store.release(lease, to)
+            released = self.store.release(lease, to)
             log.info("worker %s released lease %s%s", self.worker_id, shard_id, f" to {to}" if to else "")
-        except LeaseLostError:
-            pass  # already somebody else's: nothing to release
+            self._notify("released", shard_id, released)
+        except LeaseLostError as exc:
+            self._notify("lost", shard_id, exc.current)  # already somebody else's: nothing to release
         except LeaseError as exc:
             log.warning("release %s failed (it will expire instead): %s", shard_id, exc)
+            self._notify("released", shard_id, None)
 
     def release_all(self) -> None:
         for lease in self.held():
@@ -353,6 +427,18 @@ class LeaseCoordinator:
 
     def delete_finished(self, lease: Lease) -> None:
         self.store.delete_finished(lease)
+
+    def delete_lease(self, shard_id: str) -> bool:
+        """Shard-sync cleanup by id: deletes the lease only if it is at SHARD_END (consistent read
+        first); False when it is not finished or already gone. A live lease is never deleted."""
+        current = self.store.get(shard_id)
+        if current is None or not current.finished:
+            return False
+        try:
+            self.store.delete_finished(current)
+        except LeaseConflictError:
+            return False
+        return True
 
     def latest_snapshot(self) -> Snapshot:
         return self._latest

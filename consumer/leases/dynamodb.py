@@ -22,6 +22,7 @@ from consumer.leases.errors import (
     CheckpointRefusedError,
     LeaseConflictError,
     LeaseLostError,
+    LeaseStoreThrottledError,
     LeaseStoreUnavailableError,
     LeaseTableMissingError,
     LeaseTableSchemaError,
@@ -39,6 +40,7 @@ from consumer.leases.model import (
     snapshot_from_items,
 )
 from consumer.settings import WorkerSettings
+from consumer.telemetry.metrics import Metrics, NullMetrics
 
 THROTTLING = {
     "ProvisionedThroughputExceededException",
@@ -54,13 +56,19 @@ class ConsumedCapacity:
     write_units: float = 0.0
     requests: int = 0
     scans: int = 0
+    throttles: int = 0
 
 
 class DynamoDBLeaseStore:
-    def __init__(self, client: Any, table_name: str) -> None:
+    """The leases table. ``metrics`` receives LeaseTable ConsumedRead/WriteCapacity per request and
+    LeaseTableThrottles per throttled request (seed 003: a throttled leases table is how fleets lose
+    leases, so it must be visible before it hurts)."""
+
+    def __init__(self, client: Any, table_name: str, *, metrics: Metrics | None = None) -> None:
         self._client = client
         self.table_name = table_name
         self._lock = threading.Lock()
+        self._metrics: Metrics = metrics or NullMetrics()
         self.consumed = ConsumedCapacity()
 
     # ------------------------------------------------------------------------------- table
@@ -329,17 +337,23 @@ class DynamoDBLeaseStore:
 
     def _count(self, response: Mapping[str, Any], *, scan: bool = False) -> None:
         capacity = response.get("ConsumedCapacity") or {}
+        units = float(capacity.get("CapacityUnits", 0.0))
+        if "ReadCapacityUnits" in capacity or "WriteCapacityUnits" in capacity:
+            reads = float(capacity.get("ReadCapacityUnits", 0.0))
+            writes = float(capacity.get("WriteCapacityUnits", 0.0))
+        elif scan or "Item" in response or response.get("Items") is not None or "Responses" in response:
+            reads, writes = units, 0.0
+        else:
+            reads, writes = 0.0, units
         with self._lock:
             self.consumed.requests += 1
             self.consumed.scans += int(scan)
-            units = float(capacity.get("CapacityUnits", 0.0))
-            if "ReadCapacityUnits" in capacity or "WriteCapacityUnits" in capacity:
-                self.consumed.read_units += float(capacity.get("ReadCapacityUnits", 0.0))
-                self.consumed.write_units += float(capacity.get("WriteCapacityUnits", 0.0))
-            elif scan or "Item" in response or response.get("Items") is not None:
-                self.consumed.read_units += units
-            else:
-                self.consumed.write_units += units
+            self.consumed.read_units += reads
+            self.consumed.write_units += writes
+        if reads:
+            self._metrics.count("LeaseTable", "LeaseTableConsumedReadCapacity", reads)
+        if writes:
+            self._metrics.count("LeaseTable", "LeaseTableConsumedWriteCapacity", writes)
 
     @contextmanager
     def _errors(self, op: str, key: str) -> Iterator[None]:
@@ -355,7 +369,10 @@ class DynamoDBLeaseStore:
                     f"leases table {self.table_name} does not exist (during {op} {key})"
                 ) from exc
             if code in THROTTLING:
-                raise LeaseStoreUnavailableError(
+                with self._lock:
+                    self.consumed.throttles += 1
+                self._metrics.count("LeaseTable", "LeaseTableThrottles", 1)
+                raise LeaseStoreThrottledError(
                     f"{op} {key}: leases table {self.table_name} is throttling ({code}); raise its capacity "
                     "(worker.initial_lease_table_*_capacity or on-demand, see `consumer plan`)"
                 ) from exc

@@ -48,3 +48,7 @@ class LeaseTableMissingError(LeaseError):
 
 class LeaseStoreUnavailableError(LeaseError):
     """The leases table could not be reached, or throttled past the retries: back off and retry."""
+
+
+class LeaseStoreThrottledError(LeaseStoreUnavailableError):
+    """The leases table refused a request for lack of capacity (counted as LeaseTableThrottles)."""

@@ -14,6 +14,7 @@ from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseStoreUnavailableError, LeaseTableSchemaError
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.settings import WorkerSettings
 
 
@@ -118,3 +119,49 @@ def test_unreachable_table_backs_off_without_losing_leases() -> None:
     assert coordinator.heartbeat_once() is False
     assert coordinator.take_round() is None
     assert coordinator.fenced()  # never heartbeated: may not process anything
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = {}
+
+    def count(
+        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
+    ) -> None:
+        self.counts[name] = self.counts.get(name, 0) + value
+
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
+        self.counts[name] = value
+
+    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
+        key = f"{name_prefix}.{'Success' if success else 'Failure'}"
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+
+def test_throttling_is_counted_as_a_metric_and_the_taker_backs_off() -> None:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    metrics = RecordingMetrics()
+    store = DynamoDBLeaseStore(client, "app", metrics=metrics)
+    coordinator = LeaseCoordinator(store, "w", WorkerSettings(), FakeClock(), metrics=metrics)
+    stub = Stubber(client)
+    stub.add_client_error("scan", "ProvisionedThroughputExceededException", "Rate exceeded", 400)
+    stub.add_client_error("scan", "ThrottlingException", "Rate exceeded", 400)
+    with stub:
+        assert coordinator.take_round() is None
+        assert coordinator.take_round() is None
+    assert metrics.counts["LeaseTableThrottles"] == 2 and store.consumed.throttles == 2
+    assert metrics.counts["ListLeases.Failure"] == 2
+    assert coordinator.taker_wait_millis() > WorkerSettings().taker_interval_millis
+
+
+def test_consumed_capacity_is_counted_per_request(client: Any) -> None:
+    metrics = RecordingMetrics()
+    store = DynamoDBLeaseStore(client, "app", metrics=metrics)
+    store.ensure_table(WorkerSettings())
+    store.create_if_absent(Lease("shardId-1", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    store.scan()
+    store.get("shardId-1")
+    assert store.consumed.requests == 3 and store.consumed.scans == 1
+    assert store.consumed.write_units >= 1 and store.consumed.read_units >= 1
+    assert metrics.counts["LeaseTableConsumedWriteCapacity"] == store.consumed.write_units
+    assert metrics.counts["LeaseTableConsumedReadCapacity"] == store.consumed.read_units

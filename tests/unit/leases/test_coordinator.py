@@ -1,0 +1,117 @@
+"""The coordinator's promises to the lifecycle, on the in-memory store and a fake clock (no threads):
+listener events, checkpoint forms, fencing, cleanup by id, back-off when the table fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.clock import FakeClock
+from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
+from consumer.leases.errors import CheckpointRefusedError, LeaseLostError
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import SHARD_END, ExtendedSequenceNumber, Lease
+from consumer.settings import WorkerSettings
+
+ESN = ExtendedSequenceNumber
+SETTINGS = WorkerSettings()  # failover 10 s, renewal 3308 ms, taker 3333 ms
+
+
+def started(
+    store: InMemoryLeaseStore, clock: FakeClock, name: str
+) -> tuple[LeaseCoordinator, list[LeaseEvent]]:
+    coordinator = LeaseCoordinator(store, name, SETTINGS, clock)
+    events: list[LeaseEvent] = []
+    coordinator.add_listener(events.append)
+    coordinator.heartbeat_once()
+    coordinator.take_round()
+    return coordinator, events
+
+
+def table(*shards: str) -> InMemoryLeaseStore:
+    store = InMemoryLeaseStore()
+    for shard in shards:
+        store.create_if_absent(Lease(shard, None, 0, ESN("TRIM_HORIZON")))
+    return store
+
+
+def test_listener_hears_taken_finished_and_released() -> None:
+    store, clock = table("s1", "s2"), FakeClock()
+    a, events = started(store, clock, "a")
+    assert sorted((e.kind, e.shard_id) for e in events) == [("taken", "s1"), ("taken", "s2")]
+    events.clear()
+    a.checkpoint("s1", ESN(SHARD_END))
+    a.release("s2")
+    assert [(e.kind, e.shard_id) for e in events] == [("finished", "s1"), ("released", "s2")]
+    assert store.get("s2") is not None and store.get("s2").owner is None  # type: ignore[union-attr]
+
+
+def test_listener_hears_lost_when_a_lease_is_taken_after_a_pause() -> None:
+    store, clock = table("s1"), FakeClock()
+    a, events = started(store, clock, "a")
+    clock.advance(SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis + 1)  # a is frozen
+    b, _ = started(store, clock, "b")
+    assert [lease.shard_id for lease in b.held()] == ["s1"]
+    assert not a.may_process("s1")  # fenced long before b could take it
+    events.clear()
+    a.take_round()  # a wakes up and scans: the lease changed hands
+    assert [(e.kind, e.shard_id) for e in events] == [("lost", "s1")]
+    with pytest.raises(LeaseLostError):
+        a.checkpoint("s1", "100")
+
+
+def test_checkpoint_accepts_text_and_extended_numbers_and_never_moves_back() -> None:
+    store, clock = table("s1"), FakeClock()
+    a, _ = started(store, clock, "a")
+    a.checkpoint("s1", "200")
+    a.checkpoint("s1", ESN("200", 3))
+    assert store.get("s1").checkpoint == ESN("200", 3)  # type: ignore[union-attr]
+    with pytest.raises(CheckpointRefusedError, match="move back"):
+        a.checkpoint("s1", "199")
+    with pytest.raises(ValueError, match="neither digits"):
+        a.checkpoint("s1", "12ab")
+    assert store.get("s1").checkpoint == ESN("200", 3)  # type: ignore[union-attr]
+
+
+def test_delete_lease_removes_only_finished_leases() -> None:
+    store, clock = table("s1", "s2"), FakeClock()
+    a, _ = started(store, clock, "a")
+    a.checkpoint("s1", SHARD_END)
+    assert a.delete_lease("s2") is False and store.get("s2") is not None
+    assert a.delete_lease("s1") is True and store.get("s1") is None
+    assert a.delete_lease("s1") is False
+
+
+def test_taker_backs_off_while_the_table_fails_and_keeps_its_leases() -> None:
+    store, clock = table("s1"), FakeClock()
+    a, events = started(store, clock, "a")
+    interval = SETTINGS.taker_interval_millis
+    assert a.taker_wait_millis() == interval
+    store.unavailable = True
+    waits = []
+    for _ in range(4):
+        assert a.take_round() is None
+        waits.append(a.taker_wait_millis())
+    assert waits == [
+        2 * interval,
+        SETTINGS.failover_time_millis,
+        SETTINGS.failover_time_millis,
+        SETTINGS.failover_time_millis,
+    ]
+    assert [lease.shard_id for lease in a.held()] == ["s1"]  # nothing dropped for a failed scan
+    store.unavailable = False
+    a.take_round()
+    assert a.taker_wait_millis() == interval
+    assert [e.kind for e in events] == ["taken"]
+
+
+def test_a_failing_listener_does_not_break_the_coordinator() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = LeaseCoordinator(store, "a", SETTINGS, clock)
+
+    def broken(_event: LeaseEvent) -> None:
+        raise RuntimeError("listener bug")
+
+    a.add_listener(broken)
+    a.heartbeat_once()
+    a.take_round()
+    assert [lease.shard_id for lease in a.held()] == ["s1"]
