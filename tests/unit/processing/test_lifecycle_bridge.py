@@ -40,3 +40,21 @@ def test_a_closed_shard_with_a_poison_record_and_flaky_calls_ends_at_shard_end(t
     (document,) = dead.read_all()
     assert [int(r["dynamodb"]["SequenceNumber"]) for r in document["records"]] == [250]
     assert consumer.checkpointer.last_checkpoint == "SHARD_END"
+
+
+def test_a_stuck_record_gives_control_back_when_the_worker_must_stop_without_checkpointing_past_it() -> None:
+    rig = Rig(WorkerSettings(max_records=5, idle_time_between_reads_millis=200))
+    rig.stream.add("s2", 100, 5, closed=False)
+    rig.lease("s2")
+    handler = ScriptedHandler(poison={120})
+    processor = function_processor(handler, clock=rig.clock, policy=RetryPolicy(base_backoff_millis=5))
+    consumer = rig.consumer("s2", LifecycleBridge(processor, ShardInfo("s2")))  # type: ignore[arg-type]
+    for _ in range(3):
+        due = consumer.step()
+        assert due is not None
+        if handler.calls:
+            break
+    consumer.request_shutdown()  # (the retry loop already returned: fenced while it backed off)
+    rig.drive(consumer)
+    assert handler.succeeded == [100, 110]
+    assert consumer.checkpointer.last_checkpoint == str(110).zfill(21)
