@@ -131,9 +131,13 @@ class LeaseCoordinator:
             self._retire_heartbeat()
 
     def _heartbeat_loop(self) -> None:
+        # After a failed heartbeat, retry after a third of the interval: a transient error (or one
+        # throttled request) must not cost the worker its leases, and fencing at failover - margin
+        # leaves room for about five attempts instead of two.
         interval = self.settings.renewal_interval_millis
-        while not self._stop.wait(interval / 1000):
-            self.heartbeat_once()
+        wait = interval
+        while not self._stop.wait(wait / 1000):
+            wait = interval if self.heartbeat_once() else max(interval // 3, 1)
 
     def taker_wait_millis(self) -> int:
         """The pause before the next taker round: the interval, doubled per consecutive failed scan
@@ -261,17 +265,20 @@ class LeaseCoordinator:
                 if seen.owner == self.worker_id and shard_id not in self._held and not seen.finished
             ]
         for seen in unknown:
-            # Handed over to me, or mine from before a fence: adopt only what a consistent read confirms.
+            # Handed over to me, or mine from before a fence. Adopt it by taking it from myself, which
+            # moves the counter: a worker that judged me dead from an older scan and sends its take
+            # late names the old counter and loses. Adopting on a read alone would let that late take
+            # succeed while I process the shard again, and two workers would process it.
             try:
                 current = self.store.get(seen.shard_id)
+                if current is None or current.owner != self.worker_id or current.finished:
+                    continue
+                adopted = self.store.take(current, self.worker_id)
             except LeaseError:
                 continue
-            if current is not None and current.owner == self.worker_id and not current.finished:
-                with self._lock:
-                    adopted = current.shard_id not in self._held
-                    self._held.setdefault(current.shard_id, current)
-                if adopted:
-                    self._notify("taken", current.shard_id, current)
+            with self._lock:
+                self._held[adopted.shard_id] = adopted
+            self._notify("taken", adopted.shard_id, adopted)
         for shard_id in lost:
             log.warning("worker %s: lease %s was taken by another worker", self.worker_id, shard_id)
             self._notify("lost", shard_id, snapshot.leases.get(shard_id))

@@ -115,3 +115,23 @@ def test_a_failing_listener_does_not_break_the_coordinator() -> None:
     a.heartbeat_once()
     a.take_round()
     assert [lease.shard_id for lease in a.held()] == ["s1"]
+
+
+def test_a_worker_back_from_a_pause_readopts_with_a_new_counter_so_a_delayed_take_fails() -> None:
+    """B judged A dead from a scan, then stalled before its take; A came back and re-adopted its
+    lease meanwhile. B's late take must lose, or both would process the shard."""
+    from consumer.leases.errors import LeaseConflictError
+
+    store, clock = table("s1"), FakeClock()
+    a, events = started(store, clock, "a")
+    clock.advance(SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis + 1)  # a was frozen
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+    b.heartbeat_once()
+    stale_view = store.scan().leases["s1"]  # b's scan: owner a, whose heartbeat is too old
+    a.heartbeat_once()  # a wakes up: fenced, forgets s1, heartbeats again
+    a.take_round()  # ... and re-adopts s1 after a consistent read
+    assert a.may_process("s1")
+    with pytest.raises(LeaseConflictError):
+        store.take(stale_view, "b")  # b's take, finally sent
+    assert store.get("s1").owner == "a"  # type: ignore[union-attr]
+    assert [(e.kind, e.shard_id) for e in events][-2:] == [("lost", "s1"), ("taken", "s1")]
