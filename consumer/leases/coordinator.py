@@ -241,6 +241,9 @@ class LeaseCoordinator:
         self._metrics.gauge("TakeLeases", "NumWorkers", plan.workers, "Count")
         self._metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
         self._metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
+        self._metrics.gauge("TakeLeases", "NeededLeases", max(0, plan.target - plan.mine), "Count")
+        # Items that are not in KCL's format are never taken, changed or deleted: an operator must fix them.
+        self._metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
         return plan
 
     def _reconcile(self, snapshot: Snapshot) -> None:

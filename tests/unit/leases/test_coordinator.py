@@ -135,3 +135,47 @@ def test_a_worker_back_from_a_pause_readopts_with_a_new_counter_so_a_delayed_tak
         store.take(stale_view, "b")  # b's take, finally sent
     assert store.get("s1").owner == "a"  # type: ignore[union-attr]
     assert [(e.kind, e.shard_id) for e in events][-2:] == [("lost", "s1"), ("taken", "s1")]
+
+
+def test_malformed_items_are_reported_as_a_metric_and_left_alone() -> None:
+    class Gauges:
+        def __init__(self) -> None:
+            self.values: dict[str, float] = {}
+
+        def count(
+            self,
+            operation: str,
+            name: str,
+            value: float = 1,
+            unit: str = "Count",
+            shard_id: str | None = None,
+        ) -> None:
+            self.values[name] = self.values.get(name, 0) + value
+
+        def gauge(
+            self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
+        ) -> None:
+            self.values[name] = value
+
+        def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
+            pass
+
+    from consumer.leases.model import MalformedItem, Snapshot
+
+    class WithBadItem(InMemoryLeaseStore):
+        def scan(self) -> Snapshot:
+            good = super().scan()
+            bad = MalformedItem("shard-x", "attribute 'leaseCounter' has type S, expected N")
+            return Snapshot(good.leases, good.heartbeats, (bad,))
+
+    store = WithBadItem()
+    store.create_if_absent(Lease("s1", None, 0, ESN("TRIM_HORIZON")))
+    metrics = Gauges()
+    a = LeaseCoordinator(store, "a", SETTINGS, FakeClock(), metrics=metrics)
+    a.heartbeat_once()
+    a.take_round()
+    assert metrics.values["MalformedLeases"] == 1
+    assert [lease.shard_id for lease in a.held()] == ["s1"]
+    assert metrics.values["CurrentLeases"] == 0  # the gauge of the heartbeat before the take
+    a.heartbeat_once()
+    assert metrics.values["CurrentLeases"] == 1
