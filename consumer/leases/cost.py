@@ -140,10 +140,14 @@ class Units:
     writes_per_second: float
 
 
-def kcl_units_per_second(leases: int, workers: int, lease_bytes: int, failover_millis: int) -> Units:
-    failover = failover_millis / 1000
-    writes = leases * write_units(lease_bytes) / (failover / 3)
-    reads = workers * scan_units(leases * lease_bytes) / (2 * failover)
+def kcl_units_per_second(
+    leases: int, workers: int, lease_bytes: int, failover_millis: int, *, epsilon_millis: int = 0
+) -> Units:
+    """KCL's renewer every failover/3 − ε, its taker's full scan every 2 × (failover + ε)."""
+    renewal = (failover_millis / 3 - epsilon_millis) / 1000
+    taker = 2 * (failover_millis + epsilon_millis) / 1000
+    writes = leases * write_units(lease_bytes) / renewal
+    reads = workers * scan_units(leases * lease_bytes) / taker
     return Units(reads, writes)
 
 
@@ -206,5 +210,11 @@ def compare(
         )
     return Comparison(
         design_units_per_second(leases, workers, lease_bytes, heartbeat_bytes, settings),
-        kcl_units_per_second(leases, workers, lease_bytes, settings.failover_time_millis),
+        kcl_units_per_second(
+            leases,
+            workers,
+            lease_bytes,
+            settings.failover_time_millis,
+            epsilon_millis=settings.epsilon_millis,
+        ),
     )

@@ -137,7 +137,12 @@ def plan_round(
         chosen = free[: max(0, room)]
         take.extend(chosen)
         spare.append(tuple(free[len(chosen) :]))
-        need = quota - len(mine) - len(chosen)
+        # Hand-overs I already asked for and that are still pending count as on their way: asking
+        # again every round would mark one more lease per round until the victim had none left.
+        asked = sum(
+            1 for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)
+        )
+        need = quota - len(mine) - len(chosen) - asked
         if need > 0 and cap is not None:
             over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
             victims = [

@@ -176,3 +176,24 @@ def test_heartbeat_rows_of_long_dead_workers_are_retired_unless_they_own_leases(
     beats = {"old": Heartbeat("old", 1, NOW - 200_000), "owner": Heartbeat("owner", 1, NOW - 200_000)}
     leases = {"s1": Lease("s1", "owner", 1, ExtendedSequenceNumber("1"))}
     assert dead_heartbeats(Snapshot(leases, beats), NOW, TIMING) == ("old",)
+
+
+def test_pending_hand_overs_count_towards_the_thiefs_need() -> None:
+    """A victim that has not yet honoured a request must not be asked again for another lease each round."""
+    now = 10_000_000
+    leases = {
+        f"s{i}": Lease(f"s{i}", "a" if i < 3 else "b", 1, ExtendedSequenceNumber("1")) for i in range(5)
+    }
+    beats = {w: Heartbeat(w, 1, now) for w in ("a", "b", "c")}
+    first = plan_round(
+        "c", Snapshot(leases, beats), now, TIMING, max_leases_for_worker=10, max_leases_to_steal=1
+    )
+    assert [lease.owner for lease in first.steal] == ["a"]
+    asked = first.steal[0]
+    leases[asked.shard_id] = Lease(
+        asked.shard_id, "a", 1, ExtendedSequenceNumber("1"), pending_owner="c", pending_since=now
+    )
+    again = plan_round(
+        "c", Snapshot(leases, beats), now + 3333, TIMING, max_leases_for_worker=10, max_leases_to_steal=1
+    )
+    assert again.steal == ()  # quota 1 (5 leases, 3 workers), one hand-over already on its way
