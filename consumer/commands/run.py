@@ -24,13 +24,14 @@ def _run(args: argparse.Namespace) -> int:
     import boto3
 
     from consumer.leases.errors import LeaseError
-    from consumer.lifecycle.boto_reader import BotoStreamReader
     from consumer.lifecycle.ports import StreamGoneError
+    from consumer.lifecycle.stream_binding import SourceReader
     from consumer.lifecycle.stream_target import StreamConfigError
     from consumer.lifecycle.worker import AwsClients, Worker, new_worker_id
     from consumer.processing.errors import ProcessingConfigError
     from consumer.processing.factory import ProcessingClients, build_processor_factory
     from consumer.processing.lifecycle_bridge import bridged
+    from consumer.streams.dynamodb import DynamoDBStreamSource
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
     from consumer.telemetry.sinks import sink_from_settings
@@ -52,7 +53,8 @@ def _run(args: argparse.Namespace) -> int:
             settings,
             clients=clients,
             processor_factory=factory,
-            reader_factory=lambda arn: BotoStreamReader(clients.streams, arn),
+            # The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself.
+            reader_factory=lambda arn: SourceReader(DynamoDBStreamSource(clients.streams), arn),
             worker_id=worker_id,
             metrics=metrics,
         )
