@@ -131,17 +131,14 @@ class FailurePolicyRunner:
         self, shard: ShardInfo, records: tuple[StreamRecord, ...], behind: int
     ) -> tuple[BaseException | None, int]:
         """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
-        started = self._clock.monotonic_millis()
         try:
             result = self._handler(Batch(shard, records, behind))
         except LeaseLostError:
             raise
         except Exception as exc:
-            self._metrics.timing(OPERATION, "RecordProcessor.processRecords", self._elapsed(started), False)
             return exc, 0
         failed_from = self._first_failed(records, result)
         done = records if failed_from is None else records[:failed_from]
-        self._metrics.timing(OPERATION, "RecordProcessor.processRecords", self._elapsed(started), True)
         self._count_processed(shard, done)
         if failed_from is None:
             return None, 0
@@ -167,9 +164,9 @@ class FailurePolicyRunner:
     def _count_processed(self, shard: ShardInfo, records: tuple[StreamRecord, ...]) -> None:
         if not records:
             return
+        # RecordsProcessed, DataBytesProcessed and RecordProcessor.processRecords.Time are counted once
+        # by the lifecycle (KCL's ProcessTask: records handed to the processor that returned normally).
         sid = shard.shard_id
-        self._metrics.count(OPERATION, "RecordsProcessed", len(records), shard_id=sid)
-        self._metrics.count(OPERATION, "DataBytesProcessed", sum(r.size_bytes for r in records), "Bytes", sid)
         created = records[-1].approximate_creation_time
         if created > 0:
             latency = max(0.0, self._clock.wall_millis() - created * 1000)

@@ -79,7 +79,6 @@ def test_every_third_call_failing_loses_nothing_and_keeps_order() -> None:
     drive(processor, checkpointer, [records(1, 10), records(11, 20), records(21, 25)])
     assert handler.succeeded == list(range(1, 26))
     assert checkpointer.last_checkpoint == str(25).zfill(21)
-    assert metrics.counts["RecordsProcessed"] == 25
     assert metrics.counts["RecordsRetried"] >= 1
 
 
