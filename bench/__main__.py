@@ -26,10 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = args.names or list(BENCHMARKS)
     results: list[tuple[str, list[Ratio] | str]] = []
+    limits: dict[str, str] = {}
     for name in names:
         print(f"\n=== {name} ===", flush=True)
         try:
-            results.append((name, importlib.import_module(f"bench.{name}").run()))
+            module = importlib.import_module(f"bench.{name}")
+            limits[name] = getattr(module, "LIMITS", "")
+            results.append((name, module.run()))
         except Exception:
             traceback.print_exc()
             results.append((name, "failed: " + traceback.format_exc(limit=1).strip().splitlines()[-1]))
@@ -55,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {name} | {ratio.name} | {ratio.median:.3f} | {ratio.spread()} | {ratio.goal} | "
                 f"{verdict} | {ratio.method} |"
             )
+    short = [
+        name for name, outcome in results if not isinstance(outcome, str) and any(not r.ok for r in outcome)
+    ]
+    if short:
+        lines += ["", "## Where a goal is missed, and what limits it", ""]
+        lines += [f"- **{name}**: {limits.get(name) or '(no explanation recorded)'}" for name in short]
     RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"\nwrote {RESULTS}")
     return 1 if failed else 0
