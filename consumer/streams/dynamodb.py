@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from consumer.clock import Clock, SystemClock
 from consumer.streams.errors import (
@@ -99,8 +99,11 @@ class DynamoDBStreamSource:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code = str(error.get("Code", ""))
-            detail = f"{action} on {resource}: {code}: {error.get('Message', '')}"
-            raise _translate(code, detail, action, resource, control_plane=control_plane) from exc
+            message = str(error.get("Message", ""))
+            detail = f"{action} on {resource}: {code}: {message}"
+            raise _translate(code, detail, message, action, control_plane=control_plane) from exc
+        except ParamValidationError as exc:
+            raise InvalidStreamRequestError(f"{action} on {resource} was not sent: {exc}") from exc
         except BotoCoreError as exc:
             raise TransientStreamError(
                 f"{action} on {resource} failed after botocore's retries: {exc} "
@@ -208,7 +211,7 @@ class DynamoDBStreamSource:
 
 
 def _translate(
-    code: str, detail: str, action: str, resource: str, *, control_plane: bool
+    code: str, detail: str, message: str, action: str, *, control_plane: bool
 ) -> StreamSourceError:
     if code == "ExpiredIteratorException":
         return ExpiredIteratorError(f"{detail} — get a new iterator from the last delivered position")
@@ -223,7 +226,7 @@ def _translate(
         )
     if code in DENIED_CODES:
         return AccessDeniedError(
-            f"{detail} — grant {action} on {resource} to the worker's IAM role (the CDK stack's instance "
+            f"{detail} — grant {action} to the worker's IAM role (the CDK stack's instance "
             "role has it), or check the credentials the worker runs with"
         )
     if code == "ResourceNotFoundException":
@@ -232,7 +235,7 @@ def _translate(
                 f"{detail} — no such stream or table: check table.name / table.existing_stream_arn and the region, "
                 "and that the table's stream is enabled"
             )
-        if "shard" in detail.lower():
+        if "shard" in message.lower():  # the service says which resource is missing
             return ShardNotFoundError(f"{detail} — the shard is gone (trimmed after 24 h); run a shard sync")
         return StreamGoneError(f"{detail} — the stream or its table was deleted or its stream disabled")
     if code == "ValidationException":
