@@ -3,33 +3,18 @@ Everything a test starts is stopped in ``finally`` blocks, whatever the outcome.
 
 from __future__ import annotations
 
-import socket
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.server import ThreadedMotoServer
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support import moto_server
 
 
 @pytest.fixture
 def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    # moto keeps its backends per process, not per server: start every test from an empty account.
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
-    try:
+    with moto_server() as endpoint:
         yield endpoint
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import free_port
+from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

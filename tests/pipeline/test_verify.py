@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,33 +10,22 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 from pyspark.sql import SparkSession
 
 from pipeline import jobs
 from pipeline.errors import VerifyError
 from pipeline.jobs import run_snapshot, run_verify
 from tests.pipeline.fixtures import change, settings_for, write_object
+from tests.support import moto_server
 
 pytestmark = pytest.mark.spark
 P = "shardId-1"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support import moto_server
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
