@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from consumer.lifecycle.ports import (
     DataTrimmedError,
@@ -20,7 +19,7 @@ from consumer.lifecycle.ports import (
     StreamGoneError,
 )
 from consumer.streams import errors as source_errors
-from consumer.streams.source import Position, StreamSource
+from consumer.streams.source import Position, Shard, StreamSource
 
 
 @contextmanager
@@ -62,19 +61,6 @@ class SourceReader:
             result = self._source.get_records(iterator, limit, shard_id)
         return Fetched(result.records, result.next_iterator, result.millis_behind_latest)
 
-    def list_shards(self) -> list[dict[str, Any]]:
-        """Shards in DescribeStream's shape, which shard sync plans over."""
-        with _translated():
-            shards = self._source.list_shards(self.stream_arn)
-        listed = []
-        for shard in shards:
-            sequence_range: dict[str, str] = {}
-            if shard.starting_sequence_number is not None:
-                sequence_range["StartingSequenceNumber"] = shard.starting_sequence_number
-            if shard.ending_sequence_number is not None:
-                sequence_range["EndingSequenceNumber"] = shard.ending_sequence_number
-            item: dict[str, Any] = {"ShardId": shard.shard_id, "SequenceNumberRange": sequence_range}
-            if shard.parent_shard_id:
-                item["ParentShardId"] = shard.parent_shard_id
-            listed.append(item)
-        return listed
+    def list_shards(self) -> tuple[Shard, ...]:
+        """Every shard of the stream, paged to the end (what shard sync plans over)."""
+        return self._source.list_shards(self.stream_arn)

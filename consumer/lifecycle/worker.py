@@ -104,7 +104,7 @@ class Worker:
         )
         self.coordinator = coordinator
         syncer = ShardSyncer(
-            source=reader,
+            list_shards=reader.list_shards,
             coordinator=coordinator,
             settings=settings.worker,
             clock=self.clock,
