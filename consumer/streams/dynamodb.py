@@ -8,7 +8,8 @@ How the body is taken away from botocore: a handler on the client's own ``before
 GetRecords moves a 200 response's bytes into botocore's ``customized_response_dict`` (which botocore
 merges into the parsed result) and leaves ``{}`` for the parser. Error responses are left untouched,
 so botocore's retry decisions and ``ClientError`` codes are exactly as on a stock client. The handler
-is registered on the injected client's event system only, never globally.
+is registered on the injected client's event system only, never globally, and acts only inside this
+adapter's own GetRecords calls: other code sharing the client still gets botocore's parsing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
@@ -61,9 +63,15 @@ TRANSIENT_CODES = frozenset(
 _STREAM_ARN = re.compile(r"^arn:aws[\w-]*:dynamodb:[\w-]+:\d{12}:table/[\w.-]{3,255}/stream/\S+$")
 
 
+# Set only around this adapter's own GetRecords calls, so other code sharing the injected client
+# (a stock ``get_records`` elsewhere) keeps botocore's normal parsing. botocore parses on the
+# calling thread, so a ContextVar reaches the handler.
+_RAW_WANTED: ContextVar[bool] = ContextVar("consumer_streams_raw_wanted", default=False)
+
+
 def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
     """before-parse handler: hand a successful GetRecords body to us, an empty object to botocore."""
-    if response_dict.get("status_code") == 200:
+    if _RAW_WANTED.get() and response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY_KEY] = response_dict["body"]
         response_dict["body"] = b"{}"
 
@@ -199,8 +207,12 @@ class DynamoDBStreamSource:
     def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
         if not 1 <= limit <= MAX_LIMIT:
             raise ValueError(f"GetRecords limit must be 1..{MAX_LIMIT} (worker.max_records), got {limit}")
-        with self._errors("dynamodb:GetRecords", f"shard {shard_id}"):
-            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        token = _RAW_WANTED.set(True)
+        try:
+            with self._errors("dynamodb:GetRecords", f"shard {shard_id}"):
+                response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        finally:
+            _RAW_WANTED.reset(token)
         body = response.get(RAW_BODY_KEY)
         if not isinstance(body, bytes):
             raise StreamFormatError(
