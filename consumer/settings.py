@@ -311,6 +311,18 @@ class ScalingSettings(_Model):
         12.0, gt=0, lt=24, description="Alarm when MillisBehindLatest nears the 24 h retention."
     )
     alarm_topic_email: str | None = Field(None, description="Email subscribed to the alarm topic, if any.")
+    lease_table_max_capacity: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "CDK: auto-scale the provisioned leases table's read and write capacity between "
+            "worker.initial_lease_table_*_capacity and this. Default empty: fixed capacity."
+        ),
+    )
+    lease_table_target_utilization_percent: int = Field(
+        70, ge=20, le=90, description="CDK: target utilization of leases-table auto-scaling. Default 70."
+    )
+
 
     @field_validator("period_seconds")
     @classmethod

@@ -1,0 +1,140 @@
+"""The worker fleet: launch template, Auto Scaling group, termination lifecycle hook.
+
+Instances have no SSH key (Session Manager instead), require IMDSv2, encrypt their volumes, and run
+``worker_processes_per_instance`` ``consumer run`` units (see :mod:`infra.user_data`). The
+termination hook holds a scaled-in instance until its workers have released their leases, so a
+scale-in or a rolling deploy hands shards over instead of waiting for them to expire.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from consumer.settings import Settings
+from infra.user_data import BootParameters, boot_script
+
+ROOT_VOLUME_GB = 20
+
+
+def fleet_vpc(scope: Construct, settings: Settings) -> tuple[ec2.IVpc, ec2.SubnetSelection]:
+    """The existing VPC by attributes (no look-up at synth), or a new two-AZ VPC with one NAT."""
+    given = settings.fleet.vpc
+    if given is not None:
+        vpc = ec2.Vpc.from_vpc_attributes(
+            scope,
+            "Vpc",
+            vpc_id=given.vpc_id,
+            availability_zones=given.availability_zones,
+            private_subnet_ids=given.private_subnet_ids,
+        )
+        subnets = [
+            ec2.Subnet.from_subnet_id(scope, f"Subnet{i}", subnet_id)
+            for i, subnet_id in enumerate(given.private_subnet_ids)
+        ]
+        return vpc, ec2.SubnetSelection(subnets=subnets)
+    vpc = ec2.Vpc(scope, "Vpc", max_azs=2, nat_gateways=1)
+    return vpc, ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+
+
+class WorkerFleet(Construct):
+    """``group`` (the Auto Scaling group), ``role`` (the instance role the stack grants to)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        source_path: str,
+        asset_exclude: list[str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        fleet = settings.fleet
+        self.group_name = f"{settings.application_name}-{settings.env}-workers"
+        self.lifecycle_hook_name = f"{settings.application_name}-{settings.env}-release-leases"
+        vpc, subnets = fleet_vpc(self, settings)
+        self.role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"{settings.application_name} {settings.env} worker instances",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        self.asset = s3_assets.Asset(self, "Source", path=source_path, exclude=asset_exclude)
+        # Exactly this asset object, not the whole CDK assets bucket.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[self.asset.bucket.arn_for_objects(self.asset.s3_object_key)],
+            )
+        )
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(
+            *boot_script(
+                settings,
+                BootParameters(
+                    asset_url=self.asset.s3_object_url,
+                    auto_scaling_group_name=self.group_name,
+                    lifecycle_hook_name=self.lifecycle_hook_name,
+                ),
+            )
+        )
+        security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="Consumer workers: no inbound; outbound to AWS APIs and package mirrors",
+            allow_all_outbound=True,
+        )
+        self.launch_template = ec2.LaunchTemplate(
+            self,
+            "LaunchTemplate",
+            instance_type=ec2.InstanceType(fleet.instance_type),
+            machine_image=ec2.MachineImage.latest_amazon_linux2023(),
+            role=self.role,
+            user_data=user_data,
+            security_group=security_group,
+            require_imdsv2=True,
+            http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,
+            detailed_monitoring=True,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/xvda",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        ROOT_VOLUME_GB, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3
+                    ),
+                )
+            ],
+        )
+        self.group = autoscaling.AutoScalingGroup(
+            self,
+            "Group",
+            auto_scaling_group_name=self.group_name,
+            vpc=vpc,
+            vpc_subnets=subnets,
+            launch_template=self.launch_template,
+            min_capacity=fleet.min_instances,
+            desired_capacity=fleet.desired_instances,
+            max_capacity=fleet.max_instances,
+            # GroupInServiceInstances lets the scale-in alarm subtract the workers' heartbeat rows.
+            group_metrics=[autoscaling.GroupMetrics.all()],
+            health_checks=autoscaling.HealthChecks.ec2(),
+            update_policy=autoscaling.UpdatePolicy.rolling_update(
+                max_batch_size=1,
+                min_instances_in_service=min(fleet.min_instances, fleet.max_instances - 1),
+            ),
+        )
+        self.lifecycle_hook = autoscaling.LifecycleHook(
+            self,
+            "ReleaseLeases",
+            auto_scaling_group=self.group,
+            lifecycle_hook_name=self.lifecycle_hook_name,
+            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
+            heartbeat_timeout=Duration.seconds(fleet.lifecycle_hook_timeout_seconds),
+            default_result=autoscaling.DefaultResult.CONTINUE,
+        )

@@ -1,0 +1,59 @@
+"""The leases table, owned by infrastructure rather than created by the first worker.
+
+The Java KCL creates its leases table at 10/10 provisioned capacity, which seed 004 shows is often
+too low: a throttled leases table is how a fleet loses leases. Here the capacity is a deployed,
+reviewed setting (``worker.initial_lease_table_*_capacity`` or on-demand), optionally auto-scaled,
+and the worker adopts the table because ``DynamoDBLeaseStore.ensure_table`` describes before it
+creates. The key schema is KCL's (``leaseKey`` S), so a table written by KCL can be adopted too.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from consumer.settings import WorkerSettings
+
+
+class LeasesTable(Construct):
+    """``table``: the leases table named ``name`` with the worker's capacity settings."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        settings: WorkerSettings,
+        protect: bool,
+        auto_scale_max_capacity: int | None,
+        target_utilization_percent: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        provisioned = settings.lease_table_billing_mode == "PROVISIONED"
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            table_name=name,
+            partition_key=dynamodb.Attribute(name="leaseKey", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PROVISIONED
+            if provisioned
+            else dynamodb.BillingMode.PAY_PER_REQUEST,
+            read_capacity=settings.initial_lease_table_read_capacity if provisioned else None,
+            write_capacity=settings.initial_lease_table_write_capacity if provisioned else None,
+            # Checkpoints are the fleet's only memory of where it is: recoverable to the second.
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            deletion_protection=protect,
+            removal_policy=RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+        )
+        if provisioned and auto_scale_max_capacity is not None:
+            for scaling, floor in (
+                (self.table.auto_scale_read_capacity, settings.initial_lease_table_read_capacity),
+                (self.table.auto_scale_write_capacity, settings.initial_lease_table_write_capacity),
+            ):
+                capacity = scaling(min_capacity=floor, max_capacity=max(floor, auto_scale_max_capacity))
+                capacity.scale_on_utilization(target_utilization_percent=target_utilization_percent)

@@ -1,0 +1,302 @@
+"""Log groups, the seed-003 dashboard, its 2N scale-out alarm, and the alarms beyond the seed.
+
+Scale-out is the seed's alarm exactly: ReturnedItemCount of the leases table's Scan (the items every
+lease-taker scan returns) averaging >= multiplier x N over one 300 s period adds one instance.
+Shards pile up in the leases table when the fleet cannot finish them, so a count that stays at 2N
+means the fleet is falling behind.
+
+Scale-in is ours: when the count of *leases* (ReturnedItemCount minus the one heartbeat row each
+worker process keeps in the same table) stays <= scale_in_multiplier x N for several periods, one
+instance is removed; the termination lifecycle hook lets its workers release their leases first.
+"""
+
+from __future__ import annotations
+
+import jsii
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from consumer.settings import Settings
+from infra.widgets import (
+    DYNAMODB_NAMESPACE,
+    MetricSpec,
+    WidgetSpec,
+    dashboard_widgets,
+    expected_partitions,
+    scale_out_threshold,
+)
+
+DASHBOARD_PERIOD_SECONDS = 60
+
+
+class LogGroups(Construct):
+    """The lease-worker and application log groups (and the agent's EMF group), with retention."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, retain: bool) -> None:
+        super().__init__(scope, construct_id)
+        self.names = (settings.worker_log_group, settings.application_log_group, settings.metrics_log_group)
+        stack = Stack.of(self)
+        self.arns: list[str] = []
+        for logical, name in zip(("LeaseWorker", "Application", "Metrics"), self.names, strict=True):
+            group = logs.CfnLogGroup(
+                self, logical, log_group_name=name, retention_in_days=settings.logs.retention_days
+            )
+            group.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
+            self.arns.append(
+                stack.format_arn(
+                    service="logs",
+                    resource="log-group",
+                    resource_name=name,
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            )
+
+
+@jsii.implements(cloudwatch.IAlarmAction)
+class _PolicyAction:
+    """Alarm action that triggers a (simple) scaling policy given by ARN."""
+
+    def __init__(self, policy_arn: str) -> None:
+        self._arn = policy_arn
+
+    def bind(self, _scope: Construct, _alarm: cloudwatch.IAlarm) -> cloudwatch.AlarmActionConfig:
+        return cloudwatch.AlarmActionConfig(alarm_action_arn=self._arn)
+
+
+def _graph_metric(spec: MetricSpec, period: int, index: int) -> cloudwatch.IMetric:
+    if spec.per is not None:
+        search = spec.search_expression(period)
+        return cloudwatch.MathExpression(
+            expression=f"SUM({search})" if spec.total else search,
+            using_metrics={},
+            label=spec.label,
+            period=Duration.seconds(period),
+        )
+    metric = cloudwatch.Metric(
+        namespace=spec.namespace,
+        metric_name=spec.name,
+        dimensions_map=dict(spec.dimensions),
+        statistic=spec.statistic,
+        label=spec.label,
+        period=Duration.seconds(period),
+    )
+    if spec.per_second:
+        return cloudwatch.MathExpression(
+            expression=f"m{index} / PERIOD(m{index})",
+            using_metrics={f"m{index}": metric},
+            label=spec.label,
+            period=Duration.seconds(period),
+        )
+    return metric
+
+
+def graph_widget(spec: WidgetSpec, period: int = DASHBOARD_PERIOD_SECONDS) -> cloudwatch.GraphWidget:
+    """One dashboard graph from its data definition (see :mod:`infra.widgets`)."""
+    return cloudwatch.GraphWidget(
+        title=spec.title,
+        left=[_graph_metric(metric, period, i) for i, metric in enumerate(spec.metrics)],
+        left_y_axis=cloudwatch.YAxisProps(label=spec.y_label, show_units=False, min=0),
+        left_annotations=[
+            cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.lines
+        ],
+        width=12,
+        height=6,
+    )
+
+
+def _insights(settings: Settings, function: str, name: str, operation: str) -> str:
+    """A Metrics Insights query over every worker's EMF metric (alarms cannot use SEARCH)."""
+    return (
+        f'SELECT {function}({name}) FROM SCHEMA("{settings.metrics_namespace}", Operation, WorkerIdentifier) '
+        f"WHERE Operation = '{operation}'"
+    )
+
+
+class Monitoring(Construct):
+    """Dashboard, alarms and the scaling policies their actions trigger."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        group: autoscaling.AutoScalingGroup,
+        group_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        scaling = settings.scaling
+        period = Duration.seconds(scaling.period_seconds)
+        n = expected_partitions(settings)
+        prefix = f"{settings.application_name}-{settings.env}"
+        self.topic: sns.Topic | None = None
+        if scaling.alarm_topic_email:
+            self.topic = sns.Topic(self, "AlarmTopic", display_name=f"{prefix} alarms", enforce_ssl=True)
+            self.topic.add_subscription(subscriptions.EmailSubscription(scaling.alarm_topic_email))
+
+        # -- the seed's alarm: leases >= multiplier x N adds exactly one instance
+        self.scale_out_policy = autoscaling.CfnScalingPolicy(
+            self,
+            "ScaleOutPolicy",
+            auto_scaling_group_name=group.auto_scaling_group_name,
+            policy_type="SimpleScaling",
+            adjustment_type="ChangeInCapacity",
+            scaling_adjustment=1,
+            cooldown=str(scaling.period_seconds),
+        )
+        self.returned_item_count = cloudwatch.Metric(
+            namespace=DYNAMODB_NAMESPACE,
+            metric_name="ReturnedItemCount",
+            dimensions_map={"TableName": settings.leases_table_name, "Operation": "Scan"},
+            statistic="Average",
+            period=period,
+        )
+        self.scale_out_alarm = cloudwatch.Alarm(
+            self,
+            "LeasesAtTwoN",
+            alarm_name=f"{prefix}-leases-at-{scaling.returned_item_count_multiplier:g}N",
+            alarm_description=(
+                f"Leases-table Scan ReturnedItemCount >= {scaling.returned_item_count_multiplier:g} x N "
+                f"(N = {n}): the fleet is falling behind; adds one instance (seed 003)."
+            ),
+            metric=self.returned_item_count,
+            threshold=scale_out_threshold(settings),
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=scaling.evaluation_periods,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
+
+        # -- scale-in: leases (heartbeat rows subtracted) back near N for a sustained period
+        self.scale_in_policy = autoscaling.CfnScalingPolicy(
+            self,
+            "ScaleInPolicy",
+            auto_scaling_group_name=group.auto_scaling_group_name,
+            policy_type="SimpleScaling",
+            adjustment_type="ChangeInCapacity",
+            scaling_adjustment=-1,
+            cooldown=str(scaling.period_seconds * scaling.scale_in_evaluation_periods),
+        )
+        in_service = cloudwatch.Metric(
+            namespace="AWS/AutoScaling",
+            metric_name="GroupInServiceInstances",
+            dimensions_map={"AutoScalingGroupName": group_name},
+            statistic="Average",
+            period=period,
+        )
+        leases_only = cloudwatch.MathExpression(
+            expression=f"scans - instances * {settings.fleet.worker_processes_per_instance}",
+            using_metrics={"scans": self.returned_item_count, "instances": in_service},
+            label="leases (heartbeat rows subtracted)",
+            period=period,
+        )
+        self.scale_in_alarm = cloudwatch.Alarm(
+            self,
+            "LeasesNearN",
+            alarm_name=f"{prefix}-leases-near-N",
+            alarm_description=(
+                f"Leases <= {scaling.scale_in_multiplier:g} x N (N = {n}) for "
+                f"{scaling.scale_in_evaluation_periods} periods: removes one instance, drained by the "
+                "termination lifecycle hook."
+            ),
+            metric=leases_only,
+            threshold=scaling.scale_in_multiplier * n,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=scaling.scale_in_evaluation_periods,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.scale_in_alarm.add_alarm_action(_PolicyAction(self.scale_in_policy.attr_arn))
+
+        # -- beyond the seed: lag, loss, dead letters, leases-table throttling
+        lag_millis = scaling.lag_alarm_hours * 3_600_000
+        self.health_alarms = [
+            self._insights_alarm(
+                "LagNearRetention",
+                f"{prefix}-lag-near-retention",
+                f"MillisBehindLatest >= {scaling.lag_alarm_hours:g} h: records are trimmed after 24 h.",
+                _insights(settings, "MAX", "MillisBehindLatest", "ProcessTask"),
+                lag_millis,
+            ),
+            self._insights_alarm(
+                "RecordsLostToTrimming",
+                f"{prefix}-records-lost-to-trimming",
+                "Records were trimmed from the stream before they were processed: data was lost.",
+                _insights(settings, "SUM", "RecordsTrimmedLost", "Fetcher"),
+                1,
+            ),
+            self._insights_alarm(
+                "DeadLetters",
+                f"{prefix}-dead-letters",
+                "Records were sent to the dead-letter destination: inspect and replay them.",
+                _insights(settings, "SUM", "RecordsSentToDeadLetter", "ProcessTask"),
+                1,
+            ),
+            self._alarm(
+                "LeasesTableThrottled",
+                f"{prefix}-leases-table-throttled",
+                "The leases table throttles: workers lose leases (seed 004). Raise its capacity.",
+                cloudwatch.MathExpression(
+                    expression="reads + writes",
+                    using_metrics={
+                        "reads": self._leases_table_metric(settings, "ReadThrottleEvents"),
+                        "writes": self._leases_table_metric(settings, "WriteThrottleEvents"),
+                    },
+                    label="leases-table throttle events",
+                    period=Duration.seconds(60),
+                ),
+                1,
+            ),
+        ]
+        for alarm in [self.scale_out_alarm, self.scale_in_alarm, *self.health_alarms]:
+            if self.topic is not None:
+                alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
+        graphs: list[cloudwatch.IWidget] = [graph_widget(spec) for spec in dashboard_widgets(settings)]
+        graphs.append(
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms",
+                alarms=[self.scale_out_alarm, self.scale_in_alarm, *self.health_alarms],
+                width=24,
+            )
+        )
+        self.dashboard.add_widgets(*graphs)
+
+    @staticmethod
+    def _leases_table_metric(settings: Settings, name: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace=DYNAMODB_NAMESPACE,
+            metric_name=name,
+            dimensions_map={"TableName": settings.leases_table_name},
+            statistic="Sum",
+            period=Duration.seconds(60),
+        )
+
+    def _alarm(
+        self, construct_id: str, name: str, description: str, metric: cloudwatch.IMetric, threshold: float
+    ) -> cloudwatch.Alarm:
+        return cloudwatch.Alarm(
+            self,
+            construct_id,
+            alarm_name=name,
+            alarm_description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+    def _insights_alarm(
+        self, construct_id: str, name: str, description: str, query: str, threshold: float
+    ) -> cloudwatch.Alarm:
+        expression = cloudwatch.MathExpression(
+            expression=query, using_metrics={}, label=construct_id, period=Duration.seconds(60)
+        )
+        return self._alarm(construct_id, name, description, expression, threshold)

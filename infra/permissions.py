@@ -1,0 +1,122 @@
+"""The instance role's grants, each limited to the one resource the worker needs.
+
+Written as explicit statements rather than CDK's ``grant_*`` helpers because those add actions the
+worker never calls (``dynamodb:BatchWriteItem``, ``ConditionCheckItem`` ...). The only ``*``
+resource is ``cloudwatch:PutMetricData``, which IAM cannot scope to a resource; its
+``cloudwatch:namespace`` condition limits it to the application's namespace instead.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+
+from consumer.settings import Settings
+from infra.errors import InfraConfigError
+
+STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
+# Exactly the calls consumer/leases/dynamodb.py makes (the table is created here, not by the worker).
+LEASES_ACTIONS = [
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Scan",
+]
+LOG_ACTIONS = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
+
+
+def s3_location(uri: str, key: str) -> tuple[str, str]:
+    """(bucket, prefix) of ``s3://bucket/prefix``; ``key`` names the setting for the error."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise InfraConfigError(f"{key}: expected s3://bucket/prefix, got {uri!r}")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def sqs_queue_arn(url: str, key: str) -> str:
+    """ARN of the queue at ``https://sqs.<region>.amazonaws.com/<account>/<name>``."""
+    parsed = urlparse(url)
+    parts = parsed.path.strip("/").split("/")
+    host = parsed.netloc.split(".")
+    if parsed.scheme != "https" or len(parts) != 2 or len(host) < 3 or host[0] != "sqs":
+        raise InfraConfigError(
+            f"{key}: expected https://sqs.<region>.amazonaws.com/<account>/<queue>, got {url!r}"
+        )
+    return f"arn:aws:sqs:{host[1]}:{parts[0]}:{parts[1]}"
+
+
+def _s3_write(bucket: str, prefix: str, *, listing: bool) -> list[iam.PolicyStatement]:
+    objects = f"arn:aws:s3:::{bucket}/{prefix + '/' if prefix else ''}*"
+    statements = [iam.PolicyStatement(actions=["s3:PutObject"], resources=[objects])]
+    if listing:
+        # The change log lists what already landed for a shard so that replays never duplicate.
+        statements += [
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]),
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:aws:s3:::{bucket}"],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}/*" if prefix else "*"]}},
+            ),
+        ]
+    return statements
+
+
+def destination_statements(settings: Settings) -> list[iam.PolicyStatement]:
+    """S3/SQS grants for the configured sink destination and dead letter only."""
+    statements: list[iam.PolicyStatement] = []
+    destination = settings.processing.options.get("destination")
+    if isinstance(destination, str) and destination.startswith("s3://"):
+        bucket, prefix = s3_location(destination, "processing.options.destination")
+        statements += _s3_write(bucket, prefix, listing=True)
+    dead_letter = settings.processing.dead_letter
+    if dead_letter.type == "s3" and dead_letter.uri:
+        bucket, prefix = s3_location(dead_letter.uri, "processing.dead_letter.uri")
+        statements += _s3_write(bucket, prefix, listing=False)
+    elif dead_letter.type == "sqs" and dead_letter.uri:
+        queue = sqs_queue_arn(dead_letter.uri, "processing.dead_letter.uri")
+        statements.append(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue]))
+    return statements
+
+
+def worker_statements(
+    stack: Stack,
+    settings: Settings,
+    *,
+    source_table_arn: str,
+    stream_arn: str,
+    leases_table_arn: str,
+    log_group_arns: list[str],
+    group_name: str,
+) -> list[iam.PolicyStatement]:
+    """Everything a worker instance may do, resource by resource."""
+    return [
+        iam.PolicyStatement(actions=STREAM_ACTIONS, resources=[stream_arn]),
+        # The worker finds the stream through the table's LatestStreamArn.
+        iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=[source_table_arn]),
+        iam.PolicyStatement(actions=LEASES_ACTIONS, resources=[leases_table_arn]),
+        iam.PolicyStatement(
+            actions=LOG_ACTIONS,
+            resources=[arn for group in log_group_arns for arn in (group, f"{group}:log-stream:*")],
+        ),
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": settings.metrics_namespace}},
+        ),
+        iam.PolicyStatement(
+            actions=["autoscaling:CompleteLifecycleAction"],
+            resources=[
+                stack.format_arn(
+                    service="autoscaling",
+                    resource="autoScalingGroup",
+                    resource_name=f"*:autoScalingGroupName/{group_name}",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        ),
+        *destination_statements(settings),
+    ]

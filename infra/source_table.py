@@ -1,0 +1,75 @@
+"""The stream-enabled source table: created here, or imported when the team already has one.
+
+Most teams adopt this product for a table that already exists and holds data; recreating it is
+never an option, so ``table.existing_table_name`` + ``table.existing_stream_arn`` import it instead
+(the fleet's grants then target exactly that table and stream).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from consumer.settings import KeyAttribute, TableSettings
+
+_ATTRIBUTE_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+_VIEW_TYPES = {
+    "NEW_AND_OLD_IMAGES": dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+    "NEW_IMAGE": dynamodb.StreamViewType.NEW_IMAGE,
+    "OLD_IMAGE": dynamodb.StreamViewType.OLD_IMAGE,
+    "KEYS_ONLY": dynamodb.StreamViewType.KEYS_ONLY,
+}
+
+
+def _attribute(key: KeyAttribute) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=key.name, type=_ATTRIBUTE_TYPES[key.type])
+
+
+class SourceTable(Construct):
+    """``table`` (ITable) and ``stream_arn`` of the table whose stream the fleet processes."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: TableSettings, protect: bool
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.created = settings.existing_table_name is None
+        if settings.existing_table_name is not None:
+            assert settings.existing_stream_arn is not None  # the settings model guarantees it
+            self.table: dynamodb.ITable = dynamodb.Table.from_table_attributes(
+                self,
+                "Imported",
+                table_name=settings.existing_table_name,
+                table_stream_arn=settings.existing_stream_arn,
+            )
+            self.stream_arn: str = settings.existing_stream_arn
+            return
+        provisioned = settings.billing_mode == "PROVISIONED"
+        table = dynamodb.Table(
+            self,
+            "Table",
+            table_name=settings.name,
+            partition_key=_attribute(settings.partition_key),
+            sort_key=_attribute(settings.sort_key) if settings.sort_key else None,
+            billing_mode=dynamodb.BillingMode.PROVISIONED
+            if provisioned
+            else dynamodb.BillingMode.PAY_PER_REQUEST,
+            read_capacity=settings.read_capacity if provisioned else None,
+            write_capacity=settings.write_capacity if provisioned else None,
+            stream=_VIEW_TYPES[settings.stream_view_type],
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=settings.point_in_time_recovery
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            deletion_protection=protect,
+            # The table holds the team's data: never delete it with the stack.
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.table = table
+        stream_arn = table.table_stream_arn
+        assert stream_arn is not None  # a stream was requested above
+        self.stream_arn = stream_arn

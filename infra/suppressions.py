@@ -1,0 +1,90 @@
+"""Every cdk-nag finding this project accepts, with the reason, in one place for review.
+
+Each acknowledgment names the exact finding (for IAM5, the exact wildcard resource), so a new
+wildcard anywhere else still fails the synth.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from constructs import IConstruct
+
+from consumer.settings import Settings
+from infra.nag import suppress
+from infra.permissions import s3_location
+
+_PACK = "AwsSolutions::"
+
+
+def _ack(construct: IConstruct | None, rule: str, reason: str) -> None:
+    if construct is not None:
+        suppress(construct, f"{_PACK}{rule}", reason)
+
+
+def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
+    """Attach the reasons to the constructs of ``stack`` (call after the constructs exist)."""
+    region = settings.region
+    fleet = stack.node.try_find_child("Fleet")
+    policy = stack.node.try_find_child("WorkerPolicy")
+    pipeline = stack.node.try_find_child("Pipeline")
+    _ack(
+        fleet,
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+        "AmazonSSMManagedInstanceCore is AWS's documented minimum for Session Manager, which replaces SSH "
+        "keys on the workers.",
+    )
+    if settings.fleet.vpc is None:
+        _ack(
+            fleet,
+            "AwsSolutions-VPC7",
+            "The VPC created for the fleet carries only outbound calls to AWS APIs; flow logs (and their "
+            "cost) are left to teams that bring their own VPC via fleet.vpc.",
+        )
+    _ack(
+        fleet,
+        "AwsSolutions-AS3",
+        "Scaling is driven by this stack's own alarms, which notify the alarm topic; per-instance launch/"
+        "terminate events are in the group's activity history.",
+    )
+    for group in (settings.worker_log_group, settings.application_log_group, settings.metrics_log_group):
+        _ack(
+            policy,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:<AWS::AccountId>:log-group:"
+            f"{group}:log-stream:*]",
+            "Log stream names are created at run time (one per worker process); the grant is limited to "
+            "streams of this one log group.",
+        )
+    _ack(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        "cloudwatch:PutMetricData supports no resource ARN; the statement is limited by the "
+        "cloudwatch:namespace condition to the application's namespace.",
+    )
+    _ack(
+        policy,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{region}:<AWS::AccountId>:"
+        f"autoScalingGroup:*:autoScalingGroupName/{settings.application_name}-{settings.env}-workers]",
+        "The group's ARN contains a UUID only known after deployment; the grant names the group.",
+    )
+    uris = [settings.processing.options.get("destination"), settings.processing.dead_letter.uri]
+    for uri in uris:
+        if isinstance(uri, str) and uri.startswith("s3://"):
+            bucket, prefix = s3_location(uri, "processing")
+            _ack(
+                policy,
+                f"AwsSolutions-IAM5[Resource::arn:aws:s3:::{bucket}/{prefix + '/' if prefix else ''}*]",
+                "Object names are made at run time (shard id and sequence range); the grant is limited to "
+                "the configured prefix.",
+            )
+    if pipeline is not None:
+        _ack(
+            pipeline,
+            "AwsSolutions-IAM5[Resource::<PipelineChangeLog314DA350.Arn>/*]",
+            "The Spark job reads the change log and writes snapshots under run-time names in its own bucket.",
+        )
+        _ack(
+            pipeline,
+            "AwsSolutions-S1",
+            "Server access logs need a second bucket; access to the change log is audited with CloudTrail "
+            "data events where required.",
+        )
