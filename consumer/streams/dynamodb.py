@@ -71,8 +71,9 @@ _RAW_WANTED: ContextVar[bool] = ContextVar("consumer_streams_raw_wanted", defaul
 
 def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
     """before-parse handler: hand a successful GetRecords body to us, an empty object to botocore."""
-    if _RAW_WANTED.get() and response_dict.get("status_code") == 200:
-        customized_response_dict[RAW_BODY_KEY] = response_dict["body"]
+    body = response_dict.get("body")
+    if _RAW_WANTED.get() and response_dict.get("status_code") == 200 and isinstance(body, bytes):
+        customized_response_dict[RAW_BODY_KEY] = body
         response_dict["body"] = b"{}"
 
 

@@ -15,6 +15,7 @@ from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import (
     AccessDeniedError,
     ExpiredIteratorError,
+    InvalidStreamRequestError,
     ShardNotFoundError,
     StreamGoneError,
     StreamNotFoundError,
@@ -250,6 +251,24 @@ ERRORS = [
         "grant dynamodb:GetRecords",
     ),
     ("GetRecords", "InternalServerError", "oops", 500, TransientStreamError, "retry later"),
+    ("GetRecords", "UnrecognizedClientException", "bad token", 400, AccessDeniedError, "credentials"),
+    (
+        "GetRecords",
+        "ValidationException",
+        "Invalid ShardIterator",
+        400,
+        InvalidStreamRequestError,
+        "malformed",
+    ),
+    (
+        "DescribeStream",
+        "ValidationException",
+        "Invalid StreamArn",
+        400,
+        StreamNotFoundError,
+        "fix the stream ARN",
+    ),
+    ("GetRecords", "SomethingNewException", "what", 400, StreamSourceError, "unexpected"),
 ]
 
 
