@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -317,3 +318,29 @@ def test_bad_arguments_fail_before_any_request(canned: tuple[CannedStreams, Dyna
     with pytest.raises(ValueError, match="max_records"):
         source.get_records("it", 1001, "shardId-00000001763790000000-aaaa0001")
     assert server.requests == []
+
+
+def test_threads_sharing_one_adapter_each_get_their_own_records(
+    canned: tuple[CannedStreams, DynamoDBStreamSource],
+) -> None:
+    """The worker's fetch threads share one client: raw bodies never cross between concurrent calls."""
+    server, source = canned
+
+    def by_iterator(request: dict[str, Any]) -> tuple[int, bytes]:
+        n = int(request["ShardIterator"].rpartition("-")[2])
+        return 200, get_records_body(
+            [record(n * 1000 + i) for i in range(n % 5 + 1)], next_iterator=f"next-{n}"
+        )
+
+    server.script("GetRecords", by_iterator)
+
+    def read(n: int) -> tuple[int, list[str], str | None]:
+        result = source.get_records(f"it-{n}", 100, f"shard-{n}")
+        assert all(r.shard_id == f"shard-{n}" for r in result.records)
+        return n, [r.event_id for r in result.records], result.next_iterator
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(read, range(40)))
+    for n, event_ids, next_iterator in results:
+        assert event_ids == [f"evt-{n * 1000 + i:08d}" for i in range(n % 5 + 1)]
+        assert next_iterator == f"next-{n}"

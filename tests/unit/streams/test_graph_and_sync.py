@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer.streams.graph import ShardGraph
 from consumer.streams.source import Position, Shard
@@ -108,3 +110,43 @@ def test_positions() -> None:
         Position.after("12a")
     with pytest.raises(ValueError, match="initial_position"):
         plan_shard_sync([], [], "AT_TIMESTAMP", first_start=True, cleanup=False)  # type: ignore[arg-type]
+
+
+shard_ids = st.sampled_from([f"shardId-{i:03d}" for i in range(12)])
+listings = st.lists(
+    st.builds(
+        lambda sid, parent, is_open: Shard(sid, parent, "1", None if is_open else "9"),
+        shard_ids,
+        st.one_of(st.none(), shard_ids, st.just("shardId-trimmed")),
+        st.booleans(),
+    ),
+    max_size=15,
+)
+
+
+def _has_cycle(graph: ShardGraph) -> bool:
+    for start in graph.shards:
+        seen, current = {start}, graph.parent_of(start)
+        while current is not None and current in graph:
+            if current in seen:
+                return True
+            seen.add(current)
+            current = graph.parent_of(current)
+    return False
+
+
+@settings(max_examples=200, deadline=None)
+@given(listing=listings, initial=st.sampled_from(["TRIM_HORIZON", "LATEST"]), first=st.booleans())
+def test_any_listing_even_nonsense_plans_without_raising(
+    listing: list[Shard], initial: str, first: bool
+) -> None:
+    """Duplicates, self-parents and cycles included: DescribeStream's output never fails a sync."""
+    graph = ShardGraph(listing)
+    order = graph.parents_first()
+    assert sorted(order) == sorted(graph.shards)
+    position = {s: i for i, s in enumerate(order)}
+    if not _has_cycle(graph):  # with a cycle there is no parents-first order; only "no exception" holds
+        for shard_id in order:
+            assert all(position[a] < position[shard_id] for a in graph.ancestors(shard_id) if a in graph)
+    plan = plan_shard_sync(listing, (), initial, first, cleanup=True)  # type: ignore[arg-type]
+    assert len({n.shard_id for n in plan.leases_to_create}) == len(plan.leases_to_create)
