@@ -18,6 +18,7 @@ ASSET_EXCLUDE = [
     "cdk.out",
     "var",
     ".git",
+    "tests",
     ".mypy_cache",
     ".ruff_cache",
     ".pytest_cache",

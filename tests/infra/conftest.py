@@ -1,0 +1,74 @@
+"""Synthesize each environment once per session; every test asserts on the same templates.
+
+CDK synth costs seconds of jsii + node time on a shared 2-core machine, so the fixtures here are
+session-scoped and build one cloud assembly per environment in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+REPO = Path(__file__).resolve().parents[2]
+ENVIRONMENTS = ("local", "dev", "prod")
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    settings: Any
+    template: Any  # aws_cdk.assertions.Template
+    raw: dict[str, Any]
+    template_path: Path
+    assembly_dir: Path
+
+
+def synthesize(env: str, outdir: Path, config_dir: Path | None = None) -> Synthesized:
+    from aws_cdk.assertions import Template
+
+    from infra.application import build_app
+
+    app, stack = build_app(env, config_dir=config_dir or REPO / "config", outdir=outdir)
+    assembly = app.synth()  # runs cdk-nag: an unacknowledged finding raises here
+    artifact = assembly.get_stack_by_name(stack.stack_name)
+    raw = artifact.template
+    return Synthesized(
+        settings=stack.settings,
+        template=Template.from_json(raw),
+        raw=raw,
+        template_path=Path(assembly.directory) / artifact.template_file,
+        assembly_dir=Path(assembly.directory),
+    )
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Synthesized]]:
+    root = tmp_path_factory.mktemp("cdk")
+    yield {env: synthesize(env, root / env) for env in ENVIRONMENTS}
+
+
+def resolve_join(value: Any) -> str:
+    """Flatten an Fn::Join of strings and tokens into text (tokens become <TOKEN>)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(resolve_join(p) for p in parts)
+    return "<TOKEN>"
+
+
+def resources_of(raw: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r["Properties"] for r in raw["Resources"].values() if r["Type"] == kind]
+
+
+def dashboard_body(raw: dict[str, Any]) -> dict[str, Any]:
+    (dashboard,) = resources_of(raw, "AWS::CloudWatch::Dashboard")
+    body: dict[str, Any] = json.loads(resolve_join(dashboard["DashboardBody"]))
+    return body
