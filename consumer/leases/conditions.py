@@ -15,6 +15,20 @@ The timeline these conditions protect (one shard, two workers A and B; time flow
 - Heartbeat rows are written only by their worker (absent, or at the counter it last wrote), and
   deleted by others only if still at the counter they judged stale.
 
+Hand-over requests (balancing) and the forced take. Thief T wants a lease of live owner O::
+
+    T: t0=wall ─ write handOver#s="t0 T" on O's heartbeat row ─ t1=wall ─ lease: pendingOwner=T,
+       pendingSince=t1 ──────────────── (wall − t1 > failover + skew) ──> take(owner=O, counter=c)
+    O: heartbeat put returns the old row ─> hand s over after the batch; stop processing and
+       checkpointing s once O's wall − t0 > failover − margin
+
+O's put is a strongly consistent write, so O learns of the request with its first heartbeat applied
+after the request. If no heartbeat of O succeeds after that, O is fenced entirely at failover − margin
+after the start of its last good heartbeat, which began before the request. Either way O stops at
+most failover − margin + skew (true time) after t0 ≤ t1, and T takes no earlier than failover + skew
+after t1: O has stopped ``margin`` before T starts. A hand-over O does make in time moves the counter,
+so T's forced take, which names the counter it saw, then fails.
+
 Each entry is (ConditionExpression, the names it uses); values are bound by the store.
 """
 
@@ -29,6 +43,10 @@ HEARTBEAT_STALE = "heartbeatCounter = :seen_counter"
 # Taking a lease seen free (no owner) or seen owned by a dead worker.
 TAKE_FREE = "leaseCounter = :seen_counter AND attribute_not_exists(leaseOwner)"
 TAKE_FROM = "leaseCounter = :seen_counter AND leaseOwner = :seen_owner"
+
+# A hand-over request written onto the owner's heartbeat row: only while the row exists (a worker
+# without one is judged by expiry, never asked).
+HAND_OVER_ASK = "attribute_exists(workerId)"
 
 STEAL_REQUEST = (
     "leaseCounter = :seen_counter AND leaseOwner = :seen_owner AND attribute_not_exists(pendingOwner)"

@@ -25,14 +25,21 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from consumer.clock import Clock
-from consumer.leases.decisions import KclExpiryTracker, RoundPlan, Timing, dead_heartbeats, plan_round
+from consumer.leases.decisions import (
+    KclExpiryTracker,
+    RoundPlan,
+    Timing,
+    dead_heartbeats,
+    live_workers,
+    plan_round,
+)
 from consumer.leases.errors import (
     LeaseConflictError,
     LeaseError,
     LeaseLostError,
     LeaseStoreUnavailableError,
 )
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -81,6 +88,9 @@ class LeaseCoordinator:
         self._lock = threading.Lock()
         self._held: dict[str, Lease] = {}
         self._handoff: dict[str, str | None] = {}
+        # Wall-clock ms after which a lease asked for by a thief may no longer be processed or
+        # checkpointed (request time + failover - margin): the thief may force a take at + failover + skew.
+        self._deadline: dict[str, int] = {}
         self._heartbeat_counter: int | None = None
         self._last_heartbeat_ok: int | None = None  # monotonic ms at which the last good heartbeat started
         self._latest = Snapshot({}, {})
@@ -163,7 +173,7 @@ class LeaseCoordinator:
             count = len(self._held)
         beat = Heartbeat(self.worker_id, (expected or 0) + 1, self._clock.wall_millis(), count)
         try:
-            self.store.heartbeat(beat, expected)
+            requests = self.store.heartbeat(beat, expected)
         except LeaseConflictError:
             # My row is gone or was overwritten: I was judged dead. Whatever I held may be taken.
             log.error(
@@ -185,6 +195,9 @@ class LeaseCoordinator:
         with self._lock:
             self._heartbeat_counter = beat.counter
             self._last_heartbeat_ok = started
+            for request in requests:
+                if request.shard_id in self._held:
+                    self._ask_hand_over(request.shard_id, request.thief, request.at_wall_millis)
         self._metrics.timing("RenewAllLeases", "RenewLease", self._clock.monotonic_millis() - started, True)
         self._metrics.gauge("RenewAllLeases", "CurrentLeases", count, "Count")
         return True
@@ -220,6 +233,7 @@ class LeaseCoordinator:
             log.error("leases table: %s (left untouched; fix or delete the item)", bad.problem)
         self._latest = snapshot
         self._reconcile(snapshot)
+        self._release_overdue()
         if self.fenced() or not self.taking:
             return None
         plan = plan_round(
@@ -257,6 +271,7 @@ class LeaseCoordinator:
                         continue  # an eventually consistent scan older than my own write
                     del self._held[shard_id]
                     self._handoff.pop(shard_id, None)
+                    self._deadline.pop(shard_id, None)
                     lost.append(shard_id)
                 elif seen.pending_owner != mine.pending_owner:
                     self._held[shard_id] = replace(
@@ -281,6 +296,7 @@ class LeaseCoordinator:
                 continue
             with self._lock:
                 self._held[adopted.shard_id] = adopted
+                self._deadline.pop(adopted.shard_id, None)
             self._notify("taken", adopted.shard_id, adopted)
         for shard_id in lost:
             log.warning("worker %s: lease %s was taken by another worker", self.worker_id, shard_id)
@@ -307,6 +323,7 @@ class LeaseCoordinator:
                 break
             with self._lock:
                 self._held[got.shard_id] = got
+                self._deadline.pop(got.shard_id, None)
             taken += 1
             self._notify("taken", got.shard_id, got)
             log.info(
@@ -315,6 +332,12 @@ class LeaseCoordinator:
         self._metrics.count("TakeLeases", "TakenLeases", taken)
         for lease in plan.steal:
             try:
+                # Ask on the owner's heartbeat row first; pendingSince is read after that write landed,
+                # so the forced-take timer starts no earlier than the owner's stop timer.
+                asked_at = self._clock.wall_millis()
+                self.store.ask_hand_over(
+                    lease.owner or "", HandOverRequest(lease.shard_id, self.worker_id, asked_at)
+                )
                 self.store.request_steal(lease, self.worker_id, self._clock.wall_millis())
                 log.info("worker %s asked %s to hand over %s", self.worker_id, lease.owner, lease.shard_id)
             except (LeaseConflictError, LeaseStoreUnavailableError):
@@ -326,6 +349,41 @@ class LeaseCoordinator:
             for lease, to in plan.hand_over:
                 if lease.shard_id in self._held:
                     self._handoff[lease.shard_id] = to
+                    if lease.pending_since is not None:
+                        self._ask_hand_over(lease.shard_id, to, lease.pending_since)
+
+    def _ask_hand_over(self, shard_id: str, thief: str | None, asked_at_wall: int) -> None:
+        """Note a hand-over request (call with the lock held): hand the lease over after the batch
+        in flight, and stop processing it at the deadline whatever the lifecycle is doing."""
+        if self._handoff.get(shard_id) is None:
+            self._handoff[shard_id] = thief
+        deadline = asked_at_wall + self.timing.failover_millis - self.fence_margin_millis
+        self._deadline[shard_id] = min(deadline, self._deadline.get(shard_id, deadline))
+
+    def _release_overdue(self) -> None:
+        """Leases asked for long ago and still held: nothing processes them any more (may_process has
+        been false since the deadline), so give them up rather than leave them stranded, e.g. when the
+        thief died after asking. Done a margin after the deadline, when a live thief may force anyway."""
+        now = self._clock.wall_millis()
+        with self._lock:
+            overdue = [
+                shard_id
+                for shard_id, deadline in self._deadline.items()
+                if shard_id in self._held and now > deadline + self.fence_margin_millis
+            ]
+        live = live_workers(self._latest, now, self.timing)
+        for shard_id in overdue:
+            with self._lock:
+                if self._handoff.get(shard_id) not in live:
+                    self._handoff[shard_id] = None  # the thief is gone: free it for anyone
+            log.warning("worker %s: hand-over of %s overdue; releasing it", self.worker_id, shard_id)
+            self.release(shard_id)
+
+    def hand_over_overdue(self, shard_id: str) -> bool:
+        """A thief asked for this lease longer than failover - margin ago (by my clock): stop."""
+        with self._lock:
+            deadline = self._deadline.get(shard_id)
+        return deadline is not None and self._clock.wall_millis() > deadline
 
     def _retire_dead_workers(self, snapshot: Snapshot) -> None:
         for worker in dead_heartbeats(snapshot, self._clock.wall_millis(), self.timing):
@@ -347,6 +405,7 @@ class LeaseCoordinator:
             dropped = sorted(self._held)
             self._held.clear()
             self._handoff.clear()
+            self._deadline.clear()
         if dropped:
             log.warning("worker %s dropped %d leases: %s", self.worker_id, len(dropped), why)
             self._metrics.count("RenewAllLeases", "LostLeases", len(dropped))
@@ -362,7 +421,7 @@ class LeaseCoordinator:
     def may_process(self, shard_id: str) -> bool:
         with self._lock:
             holds = shard_id in self._held
-        return holds and not self.fenced()
+        return holds and not self.fenced() and not self.hand_over_overdue(shard_id)
 
     def handoff_requested(self, shard_id: str) -> bool:
         with self._lock:
@@ -388,6 +447,8 @@ class LeaseCoordinator:
             raise LeaseLostError("checkpoint", shard_id, None)
         if self.fenced():
             raise LeaseLostError("checkpoint (fenced: heartbeats are failing)", shard_id, None)
+        if self.hand_over_overdue(shard_id):
+            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
         started = self._clock.monotonic_millis()
         try:
             updated = self.store.checkpoint(lease, target)
@@ -398,6 +459,7 @@ class LeaseCoordinator:
             with self._lock:
                 had = self._held.pop(shard_id, None) is not None
                 self._handoff.pop(shard_id, None)
+                self._deadline.pop(shard_id, None)
             if had:
                 self._notify("lost", shard_id, exc.current)
             raise
@@ -407,6 +469,7 @@ class LeaseCoordinator:
                 # A finished lease needs no owner: it stays in the table (children check it) until cleanup.
                 self._held.pop(shard_id, None)
                 self._handoff.pop(shard_id, None)
+                self._deadline.pop(shard_id, None)
             elif shard_id in self._held:
                 self._held[shard_id] = updated
         if updated.finished:
@@ -416,6 +479,7 @@ class LeaseCoordinator:
         with self._lock:
             lease = self._held.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
+            self._deadline.pop(shard_id, None)
         if lease is None:
             return
         try:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from consumer.leases.model import (
     ExtendedSequenceNumber,
+    HandOverRequest,
     Heartbeat,
     Lease,
     Snapshot,
@@ -105,9 +106,9 @@ class MeteredStore:
         self._write(lease_size(lease))
         return self.inner.create_if_absent(lease)
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:
+    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
         self._write(item_bytes(heartbeat_to_item(beat)))
-        self.inner.heartbeat(beat, expected_counter)
+        return self.inner.heartbeat(beat, expected_counter)
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:
         self._write(item_bytes(heartbeat_to_item(beat)))
@@ -116,6 +117,10 @@ class MeteredStore:
     def take(self, seen: Lease, new_owner: str) -> Lease:
         self._write(lease_size(seen))
         return self.inner.take(seen, new_owner)
+
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
+        self._write(item_bytes(heartbeat_to_item(Heartbeat(owner, 10**6, request.at_wall_millis))) + 80)
+        self.inner.ask_hand_over(owner, request)
 
     def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
         self._write(lease_size(seen))

@@ -66,6 +66,13 @@ def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expi
     return lease.shard_id not in kcl_expired
 
 
+def hand_over_overdue(lease: Lease, now_wall: int, timing: Timing) -> bool:
+    """A hand-over request older than failover + skew: its owner has stopped processing the lease
+    (at failover - margin by its own clock), so the thief may take it without waiting any longer."""
+    since = lease.pending_since
+    return since is not None and now_wall - since > timing.failover_millis + timing.skew_millis
+
+
 def parents_finished(lease: Lease, leases: Mapping[str, Lease]) -> bool:
     """A parent is finished when its lease is at SHARD_END or gone (cleaned up, or never leased)."""
     return all(p not in leases or leases[p].finished for p in lease.parent_shard_ids)
@@ -132,17 +139,20 @@ def plan_round(
         # a lease could stay unowned until the next round whenever two workers computed the same one.
         ceiling = math.ceil(len(pool) / len(workers))
         room = (min(ceiling, cap) if cap is not None else ceiling) - len(mine)
+        # Hand-overs I asked for and that are still pending. Those older than failover + skew were not
+        # honoured (the owner stopped processing them at failover - margin): take them by force.
+        asked = [
+            lease for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)
+        ]
+        overdue = [lease for lease in asked if hand_over_overdue(lease, now_wall, timing)]
         free = [lease for lease in pool if owner[lease.shard_id] is None]
         rng.shuffle(free)
-        chosen = free[: max(0, room)]
+        chosen = (overdue + free)[: max(0, room)]
         take.extend(chosen)
-        spare.append(tuple(free[len(chosen) :]))
-        # Hand-overs I already asked for and that are still pending count as on their way: asking
-        # again every round would mark one more lease per round until the victim had none left.
-        asked = sum(
-            1 for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)
-        )
-        need = quota - len(mine) - len(chosen) - asked
+        spare.append(tuple(lease for lease in free if lease not in chosen))
+        # The rest are on their way: asking again every round would mark one more lease per round
+        # until the victim had none left.
+        need = quota - len(mine) - len(chosen) - (len(asked) - sum(1 for lease in overdue if lease in chosen))
         if need > 0 and cap is not None:
             over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
             victims = [

@@ -30,9 +30,13 @@ from consumer.leases.errors import (
 from consumer.leases.model import (
     SHARD_END,
     ExtendedSequenceNumber,
+    HandOverRequest,
     Heartbeat,
     Lease,
     Snapshot,
+    hand_over_attribute,
+    hand_over_requests,
+    hand_over_value,
     heartbeat_key,
     heartbeat_to_item,
     lease_from_item,
@@ -167,13 +171,16 @@ class DynamoDBLeaseStore:
             return False
         return True
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:
+    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
         if expected_counter is None:
             condition, values = conditions.HEARTBEAT_NEW, {}
         else:
             condition = conditions.HEARTBEAT_MINE
             values = {":me": {"S": beat.worker_id}, ":expected": {"N": str(expected_counter)}}
-        self._put(heartbeat_to_item(beat), condition, values, "heartbeat", heartbeat_key(beat.worker_id))
+        response = self._put(
+            heartbeat_to_item(beat), condition, values, "heartbeat", heartbeat_key(beat.worker_id)
+        )
+        return hand_over_requests(response.get("Attributes"))
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:
         self._write(
@@ -209,6 +216,22 @@ class DynamoDBLeaseStore:
             "REMOVE pendingOwner, pendingSince",
             condition,
             values,
+        )
+
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
+        self._write(
+            "ask_hand_over",
+            heartbeat_key(owner),
+            lambda: self._client.update_item(
+                TableName=self.table_name,
+                Key={"leaseKey": {"S": heartbeat_key(owner)}},
+                UpdateExpression="SET #ask = :ask",
+                ConditionExpression=conditions.HAND_OVER_ASK,
+                ExpressionAttributeNames={"#ask": hand_over_attribute(request.shard_id)},
+                ExpressionAttributeValues={":ask": hand_over_value(request)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+            ),
         )
 
     def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
@@ -284,17 +307,22 @@ class DynamoDBLeaseStore:
 
     # --------------------------------------------------------------------------- plumbing
 
-    def _put(self, item: dict[str, Any], condition: str, values: dict[str, Any], op: str, key: str) -> None:
+    def _put(
+        self, item: dict[str, Any], condition: str, values: dict[str, Any], op: str, key: str
+    ) -> dict[str, Any]:
+        """A conditional put; the response carries the replaced item (ALL_OLD, free with the write)."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "Item": item,
             "ConditionExpression": condition,
+            "ReturnValues": "ALL_OLD",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             "ReturnConsumedCapacity": "TOTAL",
         }
         if values:
             request["ExpressionAttributeValues"] = values
-        self._write(op, key, lambda: self._client.put_item(**request))
+        response: dict[str, Any] = self._write(op, key, lambda: self._client.put_item(**request))
+        return response
 
     def _update(
         self,

@@ -10,7 +10,7 @@ import threading
 from dataclasses import replace
 
 from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseLostError
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
 
 class InMemoryLeaseStore:
@@ -18,6 +18,7 @@ class InMemoryLeaseStore:
         self._lock = threading.Lock()
         self._leases: dict[str, Lease] = {}
         self._beats: dict[str, Heartbeat] = {}
+        self._asks: dict[str, dict[str, HandOverRequest]] = {}  # owner -> shard -> request on its row
         self.writes = 0
         self.scans = 0
         self.unavailable = False  # simulate an unreachable table
@@ -48,7 +49,9 @@ class InMemoryLeaseStore:
             self.writes += 1
             return True
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:  # HEARTBEAT_NEW / _MINE
+    def heartbeat(  # HEARTBEAT_NEW / _MINE
+        self, beat: Heartbeat, expected_counter: int | None
+    ) -> tuple[HandOverRequest, ...]:
         with self._lock:
             self._check_available()
             current = self._beats.get(beat.worker_id)
@@ -57,7 +60,9 @@ class InMemoryLeaseStore:
             if expected_counter is not None and (current is None or current.counter != expected_counter):
                 raise LeaseConflictError("heartbeat", beat.worker_id, None)
             self._beats[beat.worker_id] = beat
+            asks = self._asks.pop(beat.worker_id, {})
             self.writes += 1
+            return tuple(sorted(asks.values(), key=lambda r: (r.at_wall_millis, r.shard_id)))
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:  # HEARTBEAT_STALE
         with self._lock:
@@ -66,6 +71,7 @@ class InMemoryLeaseStore:
             if current is None or current.counter != beat.counter:
                 raise LeaseConflictError("delete_heartbeat", beat.worker_id, None)
             del self._beats[beat.worker_id]
+            self._asks.pop(beat.worker_id, None)
             self.writes += 1
 
     def _current(self, op: str, shard_id: str, lost: bool = False) -> Lease:
@@ -92,6 +98,16 @@ class InMemoryLeaseStore:
             self._leases[seen.shard_id] = taken
             self.writes += 1
             return taken
+
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:  # HAND_OVER_ASK
+        with self._lock:
+            self._check_available()
+            if owner not in self._beats:
+                raise LeaseConflictError(
+                    "ask_hand_over", request.shard_id, self._leases.get(request.shard_id)
+                )
+            self._asks.setdefault(owner, {})[request.shard_id] = request
+            self.writes += 1
 
     def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:  # STEAL_REQUEST
         if seen.owner is None:

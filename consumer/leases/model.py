@@ -11,7 +11,10 @@ adopted with its checkpoints:
 This product adds ``pendingOwner`` (S) and ``pendingSince`` (N), a steal request the owner honours
 after its in-flight batch, and one heartbeat row per worker under the reserved key prefix
 ``__worker__#`` (``workerId`` S, ``heartbeatCounter`` N, ``heartbeatAt`` N wall-clock ms,
-``leaseCount`` N). Unknown attributes are kept out of the model and never written back.
+``leaseCount`` N). A thief that wants one of a worker's leases also writes
+``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``) onto that worker's heartbeat row; the owner's next
+heartbeat (a put returning the old item) reads and clears it. Unknown attributes are kept out of the
+model and never written back.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ SHARD_END = "SHARD_END"
 AT_TIMESTAMP = "AT_TIMESTAMP"
 SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
 WORKER_PREFIX = "__worker__#"
+HAND_OVER_PREFIX = "handOver#"
 
 
 @dataclass(frozen=True, slots=True, order=False)
@@ -93,6 +97,15 @@ class Heartbeat:
     counter: int
     at_wall_millis: int
     lease_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HandOverRequest:
+    """A thief asked the owner for ``shard_id`` at ``at_wall_millis`` (the thief's clock)."""
+
+    shard_id: str
+    thief: str
+    at_wall_millis: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,3 +230,27 @@ def snapshot_from_items(items: list[Mapping[str, Any]]) -> Snapshot:
         except LeaseItemError as exc:
             malformed.append(MalformedItem(key, str(exc)))
     return Snapshot(leases, beats, tuple(malformed))
+
+
+def hand_over_attribute(shard_id: str) -> str:
+    return f"{HAND_OVER_PREFIX}{shard_id}"
+
+
+def hand_over_value(request: HandOverRequest) -> dict[str, str]:
+    return {"S": f"{request.at_wall_millis} {request.thief}"}
+
+
+def hand_over_requests(item: Mapping[str, Any] | None) -> tuple[HandOverRequest, ...]:
+    """The requests written onto a heartbeat row; a value that does not parse is skipped (it can
+    only delay a hand-over, never cause one: the thief's forced take still needs the lease's own
+    ``pendingOwner``)."""
+    if not item:
+        return ()
+    found: list[HandOverRequest] = []
+    for name, value in item.items():
+        if not name.startswith(HAND_OVER_PREFIX) or not isinstance(value, Mapping):
+            continue
+        at, _, thief = str(value.get("S", "")).partition(" ")
+        if at.isdigit() and thief:
+            found.append(HandOverRequest(name[len(HAND_OVER_PREFIX) :], thief, int(at)))
+    return tuple(sorted(found, key=lambda r: (r.at_wall_millis, r.shard_id)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
 
 class LeaseStore(Protocol):
@@ -26,8 +26,9 @@ class LeaseStore(Protocol):
         """Create the lease unless one exists for the shard; False when it already existed."""
         ...
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> None:
-        """Write my heartbeat row: absent, or still at ``expected_counter``."""
+    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
+        """Write my heartbeat row: absent, or still at ``expected_counter``. Returns the hand-over
+        requests other workers had written onto the row since my last heartbeat (the write clears them)."""
         ...
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:
@@ -38,8 +39,14 @@ class LeaseStore(Protocol):
         """Become the owner of a lease seen free or expired (counter and owner as seen)."""
         ...
 
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
+        """Write ``request`` onto ``owner``'s heartbeat row (conflict when it has no row): the owner
+        reads it with its next heartbeat. Comes before :meth:`request_steal`."""
+        ...
+
     def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
-        """Ask the owner to hand the lease over after its in-flight batch."""
+        """Mark the lease ``pendingOwner = thief, pendingSince = now_wall_millis``; read the clock
+        after :meth:`ask_hand_over` succeeded (the timeline in :mod:`consumer.leases.conditions`)."""
         ...
 
     def release(self, held: Lease, to: str | None = None) -> Lease:

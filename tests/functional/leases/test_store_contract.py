@@ -12,7 +12,7 @@ from moto import mock_aws
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseLostError
 from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
 from consumer.settings import WorkerSettings
 
 ESN = ExtendedSequenceNumber
@@ -113,6 +113,23 @@ def test_heartbeats_are_conditional(store) -> None:  # type: ignore[no-untyped-d
         store.delete_heartbeat(Heartbeat("a", 1, 1000))  # it has beaten since: not dead
     store.delete_heartbeat(Heartbeat("a", 2, 2000))
     assert "a" not in store.scan().heartbeats
+
+
+def test_hand_over_requests_ride_on_the_owners_heartbeat(store) -> None:  # type: ignore[no-untyped-def]
+    assert store.heartbeat(Heartbeat("owner-1", 1, 1000), None) == ()
+    store.ask_hand_over("owner-1", HandOverRequest("shardId-7", "thief 2", 1500))
+    store.ask_hand_over("owner-1", HandOverRequest("shardId-3", "thief-3", 1400))
+    with pytest.raises(LeaseConflictError):
+        store.ask_hand_over("nobody", HandOverRequest("shardId-7", "thief 2", 1500))  # no row: no ask
+    assert "nobody" not in store.scan().heartbeats
+    requests = store.heartbeat(Heartbeat("owner-1", 2, 2000), 1)
+    assert requests == (
+        HandOverRequest("shardId-3", "thief-3", 1400),
+        HandOverRequest("shardId-7", "thief 2", 1500),
+    )
+    assert store.heartbeat(Heartbeat("owner-1", 3, 3000), 2) == ()  # read once: the put cleared them
+    beat = store.scan().heartbeats["owner-1"]
+    assert (beat.counter, beat.at_wall_millis) == (3, 3000)
 
 
 def test_only_finished_leases_are_deleted(store) -> None:  # type: ignore[no-untyped-def]

@@ -179,3 +179,56 @@ def test_malformed_items_are_reported_as_a_metric_and_left_alone() -> None:
     assert metrics.values["CurrentLeases"] == 0  # the gauge of the heartbeat before the take
     a.heartbeat_once()
     assert metrics.values["CurrentLeases"] == 1
+
+
+def test_an_unhonoured_hand_over_is_forced_only_after_the_owner_stopped() -> None:
+    """The owner's lifecycle never hands the lease over (stuck in a batch). The owner learns of the
+    request with its next heartbeat, stops processing and checkpointing at failover - margin, and only
+    then, after failover + skew, may the thief take the lease by force."""
+    store, clock = table("s1", "s2"), FakeClock()
+    a, _ = started(store, clock, "a")  # a holds both
+    b, _ = started(store, clock, "b")  # b holds none, nothing free: asks a for one
+    asked = next(store.get(x.shard_id) for x in a.held() if store.get(x.shard_id).pending_owner == "b")  # type: ignore[union-attr]
+    assert asked is not None and asked.pending_owner == "b"
+    shard = asked.shard_id
+    assert a.may_process(shard) and not a.handoff_requested(shard)
+    a.heartbeat_once()  # the request rides on a's heartbeat
+    assert a.handoff_requested(shard) and a.may_process(shard)
+    stop_at = asked.pending_since + SETTINGS.failover_time_millis - a.fence_margin_millis  # type: ignore[operator]
+    force_at = asked.pending_since + SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis  # type: ignore[operator]
+    timeline: list[tuple[int, bool, str | None]] = []
+    while clock.wall_millis() <= force_at + SETTINGS.taker_interval_millis:
+        clock.advance(100)
+        for worker in (a, b):
+            if clock.monotonic_millis() % SETTINGS.renewal_interval_millis < 100:
+                worker.heartbeat_once()
+        if clock.monotonic_millis() % SETTINGS.taker_interval_millis < 100:
+            b.take_round()
+        timeline.append((clock.wall_millis(), a.may_process(shard), store.get(shard).owner))  # type: ignore[union-attr]
+    a_stopped = min(t for t, processing, _ in timeline if not processing)
+    b_took = min(t for t, _, owner in timeline if owner == "b")
+    assert a_stopped <= stop_at + 100
+    assert b_took > force_at
+    assert b_took - a_stopped >= a.fence_margin_millis
+    with pytest.raises(LeaseLostError, match="overdue|checkpoint"):
+        a.checkpoint(shard, "10")
+    other = next(s for s in ("s1", "s2") if s != shard)
+    assert a.may_process(other)  # only the asked-for lease is fenced
+
+
+def test_a_lease_asked_for_by_a_thief_that_died_is_released_not_stranded() -> None:
+    store, clock = table("s1", "s2"), FakeClock()
+    a, events = started(store, clock, "a")
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+    b.heartbeat_once()
+    b.take_round()  # asks a for one lease, then dies
+    a.heartbeat_once()
+    shard = next(lease.shard_id for lease in a.held() if a.handoff_requested(lease.shard_id))
+    for _ in range(4):  # a keeps heartbeating and scanning; b is silent
+        clock.advance(SETTINGS.taker_interval_millis)
+        a.heartbeat_once()
+        a.take_round()
+    assert shard not in [lease.shard_id for lease in a.held()]
+    assert ("released", shard) in [(e.kind, e.shard_id) for e in events]
+    c, _ = started(store, clock, "c")
+    assert shard in [lease.shard_id for lease in c.held()]

@@ -197,3 +197,23 @@ def test_pending_hand_overs_count_towards_the_thiefs_need() -> None:
         "c", Snapshot(leases, beats), now + 3333, TIMING, max_leases_for_worker=10, max_leases_to_steal=1
     )
     assert again.steal == ()  # quota 1 (5 leases, 3 workers), one hand-over already on its way
+
+
+def test_an_unhonoured_hand_over_is_taken_only_after_failover_plus_skew() -> None:
+    now = 10_000_000
+    beats = {w: Heartbeat(w, 1, now) for w in ("a", "c")}
+    asked = Lease("s0", "a", 4, ExtendedSequenceNumber("1"), pending_owner="c", pending_since=now)
+    leases = {"s0": asked, "s1": Lease("s1", "a", 1, ExtendedSequenceNumber("1"))}
+    horizon = TIMING.failover_millis + TIMING.skew_millis
+    for elapsed, forced in ((horizon, False), (horizon + 1, True)):
+        beats["a"] = Heartbeat("a", 2, now + elapsed)  # the owner is alive throughout
+        plan = plan_round(
+            "c",
+            Snapshot(leases, beats),
+            now + elapsed,
+            TIMING,
+            max_leases_for_worker=10,
+            max_leases_to_steal=1,
+        )
+        assert (asked in plan.take) is forced
+        assert plan.steal == ()  # the pending request counts: no second ask
