@@ -95,9 +95,9 @@ def record(
         "awsRegion": "eu-west-1",
         "dynamodb": body,
     }
-    if ttl == "api":  # GetRecords' casing, as botocore's model names the Identity members
+    if ttl == "api":  # the casing botocore's model gives the Identity members
         rec["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
-    elif ttl == "lambda":  # the casing of Lambda events and of the reference notes
+    elif ttl == "lambda":  # the casing of Lambda events, the reference notes and the emulator
         rec["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
     return rec
 
