@@ -77,8 +77,14 @@ class ModelFleet:
     open_at_first_start: frozenset[str] = frozenset()
     listed_open_at_first_start: frozenset[str] = frozenset()
 
-    def sync(self, hide_newest: bool = False, stale_close: bool = False) -> ShardSyncPlan:
-        first = self.syncs == 0 and not self.leases
+    def sync(
+        self,
+        hide_newest: bool = False,
+        stale_close: bool = False,
+        snapshot: tuple[LeaseView, ...] | None = None,
+    ) -> ShardSyncPlan:
+        """One sync; with ``snapshot``, a slow syncer that planned on an older scan and applies it now."""
+        first = self.syncs == 0 and not self.leases and snapshot is None
         if first:
             self.open_at_first_start = frozenset(self.stream.open_shards())
         self.syncs += 1
@@ -87,12 +93,14 @@ class ModelFleet:
             self.listed_open_at_first_start = frozenset(s.shard_id for s in listing if s.is_open)
         plan = plan_shard_sync(
             listing,
-            tuple(self.leases.values()),
+            tuple(self.leases.values()) if snapshot is None else snapshot,
             self.initial_position,  # type: ignore[arg-type]
             first,
             self.cleanup,
         )
         for new in plan.leases_to_create:
+            if new.shard_id in self.leases:
+                continue  # create-if-absent: someone else created it since the scan
             assert new.shard_id not in self.ever_leased, f"{new.shard_id} leased a second time (replay)"
             if new.checkpoint == "LATEST":
                 assert first, f"{new.shard_id} got LATEST after the first start"
@@ -100,6 +108,8 @@ class ModelFleet:
             self.leases[new.shard_id] = LeaseView(new.shard_id, new.checkpoint, new.parent_shard_ids)
             self.ever_leased[new.shard_id] = new.checkpoint
         for shard_id in plan.leases_to_delete:
+            if shard_id not in self.leases:
+                continue  # already deleted by a faster syncer
             assert self.leases[shard_id].checkpoint == "SHARD_END", f"deleted unfinished {shard_id}"
             del self.leases[shard_id]
         for shard_id in self.leases:  # a child's lease never goes before its parent's (no leaked parents)

@@ -7,7 +7,9 @@ Properties, checked against the model fleet's history:
   ancestors; a closed shard that still looked open then may start at LATEST: it has nothing after
   LATEST, and its children start at TRIM_HORIZON);
 - no shard is leased twice (a re-created lease would replay a parent after its children);
-- every parent that was processed finished before any of its descendants started.
+- every parent that was processed finished before any of its descendants started;
+- all of this also with slow syncers that plan on an old scan and apply the plan later
+  (create-if-absent, delete-if-present), as several workers do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from consumer.streams.sync import LeaseView
 from tests.unit.streams.lineage_model import ModelFleet, ModelStream
 
 
@@ -47,6 +50,8 @@ step = st.one_of(
     st.tuples(st.just("evolve"), st.integers(0, 1000), st.booleans()),
     st.tuples(st.just("sync"), st.booleans(), st.booleans()),
     st.tuples(st.just("process"), st.integers(0, 1000), st.booleans()),
+    st.tuples(st.just("scan"), st.just(0), st.just(False)),  # a slow syncer scans now ...
+    st.tuples(st.just("stale_sync"), st.booleans(), st.booleans()),  # ... and applies its plan later
 )
 
 
@@ -78,12 +83,17 @@ def test_random_lineages_lose_nothing_and_keep_parents_first(
         shard.born_at = 0  # "born before the first start"
     fleet = ModelFleet(stream, initial_position, cleanup)
     fleet.sync(hide_newest=first_lag[0], stale_close=first_lag[1])
+    scanned: tuple[LeaseView, ...] | None = None
     for kind, a, b in steps:
-        if kind == "evolve":
+        if kind == "scan":
+            scanned = tuple(fleet.leases.values())
+        elif kind == "stale_sync" and scanned is not None:
+            fleet.sync(hide_newest=bool(a), stale_close=b, snapshot=scanned)
+        elif kind == "evolve":
             opened = stream.open_shards()
             if len(opened) < 12:
                 stream.evolve(opened[int(a) % len(opened)], b)
-        elif kind == "sync":
+        elif kind in ("sync", "stale_sync"):
             fleet.sync(hide_newest=bool(a), stale_close=b)
         else:
             ready = fleet.processable()
