@@ -132,7 +132,11 @@ class StreamRecord:
     @property
     def is_ttl_delete(self) -> bool:
         identity = self.user_identity
-        return identity is not None and identity.get("principalId") == "dynamodb.amazonaws.com"
+        if identity is None:
+            return False
+        # Lambda events and the docs spell it principalId; botocore's model spells it PrincipalId.
+        principal = identity.get("principalId", identity.get("PrincipalId"))
+        return principal == "dynamodb.amazonaws.com"
 
     @cached_property
     def keys(self) -> dict[str, Any]:
