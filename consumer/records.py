@@ -136,7 +136,7 @@ class StreamRecord:
             return False
         # Lambda events and the docs spell it principalId; botocore's model spells it PrincipalId.
         principal = identity.get("principalId", identity.get("PrincipalId"))
-        return principal == "dynamodb.amazonaws.com"
+        return bool(principal == "dynamodb.amazonaws.com")
 
     @cached_property
     def keys(self) -> dict[str, Any]:
