@@ -63,7 +63,9 @@ def test_prod_leases_capacity_is_not_kcl_default(synthesized: dict[str, Synthesi
     # Seed 004: 10/10 is too low for a table of this size; prod.yaml raises it and the stack follows.
     prod = synthesized["prod"]
     (leases,) = [
-        t for t in resources_of(prod.raw, "AWS::DynamoDB::Table") if t["TableName"] == prod.settings.leases_table_name
+        t
+        for t in resources_of(prod.raw, "AWS::DynamoDB::Table")
+        if t["TableName"] == prod.settings.leases_table_name
     ]
     assert leases["ProvisionedThroughput"] == {"ReadCapacityUnits": 100, "WriteCapacityUnits": 100}
 
@@ -108,7 +110,9 @@ def test_termination_lifecycle_hook(synth: Synthesized) -> None:
 
 
 def _alarm(synth: Synthesized, metric_name: str) -> dict[str, Any]:
-    found = [a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm") if a.get("MetricName") == metric_name]
+    found = [
+        a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm") if a.get("MetricName") == metric_name
+    ]
     assert len(found) == 1, f"expected one alarm on {metric_name}, found {len(found)}"
     return found[0]
 
@@ -161,9 +165,18 @@ def test_scale_in_alarm_removes_one_instance(synth: Synthesized) -> None:
 def test_health_alarms_beyond_the_seed(synth: Synthesized) -> None:
     names = {a["AlarmName"] for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")}
     prefix = f"{synth.settings.application_name}-{synth.settings.env}"
-    for suffix in ("lag-near-retention", "records-lost-to-trimming", "dead-letters", "leases-table-throttled"):
+    for suffix in (
+        "lag-near-retention",
+        "records-lost-to-trimming",
+        "dead-letters",
+        "leases-table-throttled",
+    ):
         assert f"{prefix}-{suffix}" in names
-    (lag,) = [a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm") if a["AlarmName"].endswith("lag-near-retention")]
+    (lag,) = [
+        a
+        for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")
+        if a["AlarmName"].endswith("lag-near-retention")
+    ]
     assert lag["Threshold"] == synth.settings.scaling.lag_alarm_hours * 3_600_000
     assert "MAX(MillisBehindLatest)" in lag["Metrics"][0]["Expression"]
 
@@ -196,7 +209,9 @@ def test_every_dashboard_widget_shows_its_metrics(synth: Synthesized) -> None:
             matches = [
                 m
                 for m in _metric_arrays(widget)
-                if isinstance(m[0], str) and m[:2] == [metric.namespace, metric.name] and all(d in m for d in dims)
+                if isinstance(m[0], str)
+                and m[:2] == [metric.namespace, metric.name]
+                and all(d in m for d in dims)
             ]
             assert matches, (spec.title, metric.name)
             assert matches[0][-1].get("stat", "Average") == metric.statistic  # dashboards default to Average
@@ -209,7 +224,14 @@ def test_dashboard_leases_widget_against_config(synth: Synthesized) -> None:
     body = dashboard_body(synth.raw)
     (widget,) = [w for w in body["widgets"] if w["properties"].get("title", "").startswith("Leases total")]
     (metric,) = widget["properties"]["metrics"]
-    assert metric[:6] == ["AWS/DynamoDB", "ReturnedItemCount", "Operation", "Scan", "TableName", synth.settings.leases_table_name]
+    assert metric[:6] == [
+        "AWS/DynamoDB",
+        "ReturnedItemCount",
+        "Operation",
+        "Scan",
+        "TableName",
+        synth.settings.leases_table_name,
+    ]
     n = synth.settings.table.expected_partitions()[0]
     values = {a["value"] for a in widget["properties"]["annotations"]["horizontal"]}
     assert synth.settings.scaling.returned_item_count_multiplier * n in values
@@ -257,7 +279,9 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
             services = {a.partition(":")[0] for a in actions}
             # PutMetricData takes no resource ARN; it must then be pinned to our namespace.
             assert actions == ["cloudwatch:PutMetricData"], statement
-            assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": synth.settings.metrics_namespace}}
+            assert statement["Condition"] == {
+                "StringEquals": {"cloudwatch:namespace": synth.settings.metrics_namespace}
+            }
             assert services == {"cloudwatch"}
 
 
@@ -270,7 +294,8 @@ def test_worker_grants_target_this_stream_and_leases_table(synth: Synthesized) -
     (leases_id,) = [
         k
         for k, r in synth.raw["Resources"].items()
-        if r["Type"] == "AWS::DynamoDB::Table" and r["Properties"]["TableName"] == synth.settings.leases_table_name
+        if r["Type"] == "AWS::DynamoDB::Table"
+        and r["Properties"]["TableName"] == synth.settings.leases_table_name
     ]
     assert leases == {"Fn::GetAtt": [leases_id, "Arn"]}
     assert "dynamodb:CreateTable" not in by_action
@@ -280,7 +305,9 @@ def test_s3_grants_only_where_destinations_are_configured(synthesized: dict[str,
     local_actions = {a for s in _statements(synthesized["local"].raw) for a in _as_list(s["Action"])}
     assert "s3:PutObject" not in local_actions  # local writes the change log to var/
     prod_statements = _statements(synthesized["prod"].raw)
-    puts = [s for s in prod_statements if s["Action"] == "s3:PutObject" or "s3:PutObject" in _as_list(s["Action"])]
+    puts = [
+        s for s in prod_statements if s["Action"] == "s3:PutObject" or "s3:PutObject" in _as_list(s["Action"])
+    ]
     resources = {str(r) for s in puts for r in _as_list(s["Resource"])}
     assert "arn:aws:s3:::orders-stream-consumer-prod-changelog/changes/*" in resources
     assert "arn:aws:s3:::orders-stream-consumer-prod-changelog/dead-letter/*" in resources

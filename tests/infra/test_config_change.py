@@ -1,0 +1,51 @@
+"""Editing config/prod.yaml (a copy) changes the synthesized template accordingly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of, synthesize
+
+pytestmark = pytest.mark.infra
+
+
+def test_worker_and_capacity_edits_reach_the_template(
+    tmp_path: Path, synthesized: dict[str, Synthesized]
+) -> None:
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    prod_file = config / "prod.yaml"
+    prod = yaml.safe_load(prod_file.read_text())
+    prod["worker"]["initial_lease_table_read_capacity"] = 250
+    prod["worker"]["initial_lease_table_write_capacity"] = 300
+    prod["fleet"].update(
+        min_instances=4, desired_instances=7, max_instances=20, worker_processes_per_instance=6
+    )
+    prod["fleet"]["lifecycle_hook_timeout_seconds"] = 300
+    prod["scaling"]["returned_item_count_multiplier"] = 3
+    prod_file.write_text(yaml.safe_dump(prod))
+
+    edited = synthesize("prod", tmp_path / "out", config_dir=config)
+    before = synthesized["prod"]
+    name = edited.settings.leases_table_name
+    (leases,) = [t for t in resources_of(edited.raw, "AWS::DynamoDB::Table") if t["TableName"] == name]
+    assert leases["ProvisionedThroughput"] == {"ReadCapacityUnits": 250, "WriteCapacityUnits": 300}
+    edited.template.has_resource_properties(
+        "AWS::AutoScaling::AutoScalingGroup", {"MinSize": "4", "DesiredCapacity": "7", "MaxSize": "20"}
+    )
+    edited.template.has_resource_properties("AWS::AutoScaling::LifecycleHook", {"HeartbeatTimeout": 300})
+    (alarm,) = [
+        a
+        for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm")
+        if a.get("MetricName") == "ReturnedItemCount"
+    ]
+    assert alarm["Threshold"] == 3 * 44
+    (template,) = resources_of(edited.raw, "AWS::EC2::LaunchTemplate")
+    user_data = resolve_join(template["LaunchTemplateData"]["UserData"]["Fn::Base64"])
+    assert "consumer-worker@6 consumer-lifecycle" in user_data
+    assert "TimeoutStopSec=285" in user_data
+    assert edited.raw != before.raw
