@@ -323,7 +323,6 @@ class ScalingSettings(_Model):
         70, ge=20, le=90, description="CDK: target utilization of leases-table auto-scaling. Default 70."
     )
 
-
     @field_validator("period_seconds")
     @classmethod
     def _period(cls, seconds: int) -> int:
@@ -407,7 +406,20 @@ class EmulatorFaults(_Model):
     )
     describe_stream_per_second: float = Field(10.0, gt=0, description="DescribeStream calls/s allowed.")
     consistency_delay_millis: int = Field(
-        0, ge=0, description="DescribeStream lags shard changes by this long (eventual consistency)."
+        0,
+        ge=0,
+        description=(
+            "DescribeStream shows a closed shard as still open for this long after it closes (its "
+            "children can be listed before the parent shows as closed). Default 0."
+        ),
+    )
+    child_visibility_delay_millis: int = Field(
+        0,
+        ge=0,
+        description=(
+            "DescribeStream lists a new child shard only this long after it was created (a closed "
+            "parent can be listed before its children). Default 0."
+        ),
     )
 
 
