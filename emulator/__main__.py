@@ -1,0 +1,7 @@
+"""``python -m emulator`` (see :mod:`emulator.server`)."""
+
+import sys
+
+from emulator.server import main
+
+sys.exit(main())

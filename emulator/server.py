@@ -1,0 +1,135 @@
+"""``python -m emulator``: serve moto + the stream engine on one loopback endpoint.
+
+Settings come from ``config/<env>.yaml`` (section ``emulator``); flags override them. With
+``--port 0`` the operating system picks a free port. Once the socket is listening the process prints
+one line ``EMULATOR READY <endpoint>`` on stdout, which is what :mod:`emulator.testing` and
+``consumer local up`` wait for. SIGTERM and SIGINT stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from moto.moto_server.werkzeug_app import MotoRequestHandler
+from werkzeug.serving import make_server
+
+from consumer.settings import ConfigError, EmulatorSettings, load_settings
+from emulator.app import EmulatorApp
+from emulator.engine import EngineConfig, StreamEngine
+from emulator.moto_bridge import MotoBridge
+
+READY_PREFIX = "EMULATOR READY "
+TICK_SECONDS = 0.25
+
+# flag name -> (settings key, type); faults live under "faults".
+OVERRIDES: dict[str, tuple[str, type]] = {
+    "port": ("port", int),
+    "partitions": ("partitions", int),
+    "rollover_seconds": ("rollover_seconds", float),
+    "split_every_seconds": ("split_every_seconds", float),
+    "trim_after_seconds": ("trim_after_seconds", float),
+    "iterator_expiry_seconds": ("iterator_expiry_seconds", float),
+    "seed": ("seed", int),
+    "error_rate": ("faults.error_rate", float),
+    "latency_millis": ("faults.latency_millis", int),
+    "reads_per_shard_per_second": ("faults.reads_per_shard_per_second", float),
+    "describe_stream_per_second": ("faults.describe_stream_per_second", float),
+    "consistency_delay_millis": ("faults.consistency_delay_millis", int),
+    "child_visibility_delay_millis": ("faults.child_visibility_delay_millis", int),
+}
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per emulator setting (``--rollover-seconds 5``...), each overriding the config."""
+    for name, (key, kind) in OVERRIDES.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, dest=name, type=kind, default=None, help=f"override emulator.{key}")
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags that were given, as a nested dict in the shape of EmulatorSettings."""
+    nested: dict[str, Any] = {}
+    for name, (key, _) in OVERRIDES.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        section, _, leaf = key.rpartition(".")
+        (nested.setdefault(section, {}) if section else nested)[leaf] = value
+    return nested
+
+
+def emulator_settings(base: EmulatorSettings, overrides: dict[str, Any]) -> EmulatorSettings:
+    data = base.model_dump()
+    faults = overrides.pop("faults", {})
+    data.update(overrides)
+    data["faults"].update(faults)
+    return EmulatorSettings.model_validate(data)
+
+
+def serve(settings: EmulatorSettings, announce: Any = print) -> None:
+    """Run until SIGTERM/SIGINT. ``announce`` receives the ready line."""
+    engine = StreamEngine(EngineConfig.from_settings(settings))
+    bridge = MotoBridge(engine)
+    bridge.install()
+    app = EmulatorApp(engine, bridge)
+    server = make_server(settings.host, settings.port, app, threaded=True, request_handler=MotoRequestHandler)
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.wait(TICK_SECONDS):
+            engine.tick()
+
+    def shutdown(_signum: int, _frame: Any) -> None:
+        stop.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    threading.Thread(target=ticker, name="emulator-ticker", daemon=True).start()
+    host, port = server.server_address[:2]
+    announce(f"{READY_PREFIX}http://{host}:{port}")
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        stop.set()
+        server.server_close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__)
+    parser.add_argument("--env", default="local", help="environment: config/<env>.yaml (default: local)")
+    parser.add_argument("--config-dir", default=None, help="configuration directory (default: ./config)")
+    parser.add_argument("--quiet", action="store_true", help="do not log every request")
+    add_override_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        base = load_settings(args.env, args.config_dir).emulator
+        settings = emulator_settings(base, overrides_from(args))
+    except ConfigError as exc:
+        print(f"configuration error:\n{exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        print(f"bad emulator flag: {exc}", file=sys.stderr)
+        return 2
+    if settings.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"emulator.host must be a loopback address, got {settings.host}", file=sys.stderr)
+        return 2
+    if args.quiet:
+        import logging
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        serve(settings, announce=lambda line: print(line, flush=True))
+    except OSError as exc:
+        print(f"cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
