@@ -16,7 +16,8 @@ from typing import Any
 
 Image = dict[str, Any]
 
-TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+# The wire form (botocore model "Identity"); Lambda event payloads spell the same keys in lower case.
+TTL_IDENTITY = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
 
 
 @dataclass(frozen=True)

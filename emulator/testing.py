@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,10 +89,8 @@ def wait_until_ready(process: subprocess.Popen[bytes], timeout: float, log_path:
 def stop(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL it if it lingers; never leaves a child behind."""
     if process.poll() is None:
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             process.wait(timeout=grace_seconds)
         except subprocess.TimeoutExpired:
