@@ -67,7 +67,8 @@ class EmulatorApp:
         if target.startswith(DYNAMODB_PREFIX) and target[len(DYNAMODB_PREFIX) :] not in READ_ONLY:
             with self._write_lock, self.bridge.capture():
                 return [b"".join(self.moto(environ, start_response))]
-        return self.moto(environ, start_response)
+        response: Iterable[bytes] = self.moto(environ, start_response)
+        return response
 
     # ---------------------------------------------------------------------------- streams
 

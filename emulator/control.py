@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -85,6 +86,6 @@ class EmulatorControl:
 
     def shards(self, table: str | None = None) -> list[dict[str, Any]]:
         """The true shard table (not DescribeStream's eventually consistent view)."""
-        route = "shards" if table is None else f"shards?table={urllib.request.quote(table)}"
+        route = "shards" if table is None else f"shards?table={urllib.parse.quote(table)}"
         shards: list[dict[str, Any]] = self._call("GET", route)["shards"]
         return shards

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +39,7 @@ class EngineConfig:
     trim_after_ms: int = 360_000
     iterator_expiry_ms: int = 60_000
     seed: int = 7
-    faults: FaultSettings = FaultSettings()
+    faults: FaultSettings = field(default_factory=FaultSettings)
 
     @classmethod
     def from_settings(cls, settings: EmulatorSettings) -> EngineConfig:

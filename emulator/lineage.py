@@ -193,7 +193,7 @@ class StreamLineage:
                 shard.trimmed_through = shard.seqs[count - 1]
                 del shard.seqs[:count], shard.records[:count], shard.sizes[:count], shard.written_ms[:count]
                 dropped += count
-            if not shard.is_open and not shard.seqs and shard.closed_ms is not None:
-                if shard.closed_ms <= cutoff_ms:
-                    shard.removed = True
+            closed_long_ago = shard.closed_ms is not None and shard.closed_ms <= cutoff_ms
+            if closed_long_ago and not shard.seqs:
+                shard.removed = True
         return dropped

@@ -83,7 +83,7 @@ class MotoBridge:
         def add(shard: StreamShard, old: Any, new: Any) -> None:
             bridge._on_item_change(shard.table, _snapshot(old), _snapshot(new))
 
-        StreamShard.add = add  # type: ignore[method-assign]
+        StreamShard.add = add  # type: ignore[method-assign,assignment]
 
     def _on_item_change(self, table: Table, old: Image | None, new: Image | None) -> None:
         capture: WriteCapture | None = getattr(_local, "capture", None)
@@ -123,7 +123,7 @@ class MotoBridge:
             range_key=table.range_key_attr,
             view_type=str(spec.get("StreamViewType", "NEW_AND_OLD_IMAGES")),
         )
-        self.engine.register_stream(arn, table.latest_stream_label, shape, list(table.schema))
+        self.engine.register_stream(arn, str(table.latest_stream_label), shape, list(table.schema))
 
     def tables(self) -> Iterator[Table]:
         """Every table moto holds, in every account and region touched so far."""

@@ -92,7 +92,7 @@ def serve(settings: EmulatorSettings, announce: Any = print) -> None:
     signal.signal(signal.SIGINT, shutdown)
     threading.Thread(target=ticker, name="emulator-ticker", daemon=True).start()
     host, port = server.server_address[:2]
-    announce(f"{READY_PREFIX}http://{host}:{port}")
+    announce(f"{READY_PREFIX}http://{host!s}:{port}")
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
