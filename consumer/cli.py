@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "consumer.commands.pipeline",
     "consumer.commands.run",
     "consumer.commands.demo",
+    "consumer.commands.local",
 )
 
 EXIT_USAGE = 2
