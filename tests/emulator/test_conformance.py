@@ -281,7 +281,8 @@ def test_throttling_get_records_and_describe_stream(emulator: RunningEmulator) -
     _, arn = make_table(emulator)
     streams = _no_retry(emulator)
     shard = all_shards(streams, arn)[0]["ShardId"]
-    emulator.control.set_faults(reads_per_shard_per_second=1)
+    # Slow refill (one call per 100 s) so a loaded machine cannot make the burst look compliant.
+    emulator.control.set_faults(reads_per_shard_per_second=0.01, describe_stream_per_second=0.01)
     try:
         it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="LATEST")[
             "ShardIterator"
@@ -293,15 +294,15 @@ def test_throttling_get_records_and_describe_stream(emulator: RunningEmulator) -
             except ClientError as exc:
                 codes.add(exc.response["Error"]["Code"])
         assert codes == {"LimitExceededException"}
+        codes = set()
+        for _ in range(3):
+            try:
+                streams.describe_stream(StreamArn=arn)
+            except ClientError as exc:
+                codes.add(exc.response["Error"]["Code"])
+        assert codes == {"LimitExceededException"}
     finally:
-        emulator.control.set_faults(reads_per_shard_per_second=1000)
-    codes = set()
-    for _ in range(25):
-        try:
-            streams.describe_stream(StreamArn=arn)
-        except ClientError as exc:
-            codes.add(exc.response["Error"]["Code"])
-    assert codes == {"LimitExceededException"}
+        emulator.control.set_faults(reads_per_shard_per_second=1000, describe_stream_per_second=10)
 
 
 def test_injected_faults_are_http_500(emulator: RunningEmulator) -> None:
