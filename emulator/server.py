@@ -9,6 +9,7 @@ one line ``EMULATOR READY <endpoint>`` on stdout, which is what :mod:`emulator.t
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -71,8 +72,10 @@ def emulator_settings(base: EmulatorSettings, overrides: dict[str, Any]) -> Emul
     return EmulatorSettings.model_validate(data)
 
 
-def serve(settings: EmulatorSettings, announce: Any = print) -> None:
-    """Run until SIGTERM/SIGINT. ``announce`` receives the ready line."""
+def serve(settings: EmulatorSettings, announce: Any = print, exit_with_parent: bool = False) -> None:
+    """Run until SIGTERM/SIGINT (or, with ``exit_with_parent``, until the starting process dies, so
+    a test runner killed mid-test leaves no emulator behind). ``announce`` receives the ready line."""
+    parent = os.getppid()
     engine = StreamEngine(EngineConfig.from_settings(settings))
     bridge = MotoBridge(engine)
     bridge.install()
@@ -83,6 +86,8 @@ def serve(settings: EmulatorSettings, announce: Any = print) -> None:
     def ticker() -> None:
         while not stop.wait(TICK_SECONDS):
             engine.tick()
+            if exit_with_parent and os.getppid() != parent:
+                shutdown(0, None)
 
     def shutdown(_signum: int, _frame: Any) -> None:
         stop.set()
@@ -105,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", default="local", help="environment: config/<env>.yaml (default: local)")
     parser.add_argument("--config-dir", default=None, help="configuration directory (default: ./config)")
     parser.add_argument("--quiet", action="store_true", help="do not log every request")
+    parser.add_argument("--exit-with-parent", action="store_true", help="stop when the starting process dies")
     add_override_arguments(parser)
     return parser
 
@@ -128,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
-        serve(settings, announce=lambda line: print(line, flush=True))
+        serve(settings, announce=lambda line: print(line, flush=True), exit_with_parent=args.exit_with_parent)
     except OSError as exc:
         print(f"cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         return 1

@@ -117,7 +117,7 @@ def running_emulator(
     overrides.setdefault("port", 0)
     if config_dir is None and (PROJECT_ROOT / "config").is_dir():
         config_dir = PROJECT_ROOT / "config"
-    command = emulator_command(env, config_dir, overrides)
+    command = [*emulator_command(env, config_dir, overrides), "--exit-with-parent"]
     if log_path is None:
         handle, name = tempfile.mkstemp(prefix="emulator-", suffix=".log")
         os.close(handle)
