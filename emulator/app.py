@@ -23,7 +23,7 @@ from emulator.engine import StreamEngine
 from emulator.errors import ControlError, StreamsApiError
 from emulator.moto_bridge import MotoBridge
 from emulator.records import TTL_IDENTITY
-from emulator.streams_api import handle_streams_call
+from emulator.streams_api import ERROR_NAMESPACE, handle_streams_call
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
@@ -64,6 +64,13 @@ class EmulatorApp:
             return self._control(environ, start_response, path[len(CONTROL_PREFIX) :])
         if target.startswith(STREAMS_PREFIX):
             return self._streams(environ, start_response, target[len(STREAMS_PREFIX) :])
+        if target.startswith(DYNAMODB_PREFIX):
+            operation = target[len(DYNAMODB_PREFIX) :]
+            try:
+                self.engine.admit_table_call(operation)
+            except StreamsApiError as exc:
+                payload = {"__type": ERROR_NAMESPACE + exc.code, "message": exc.message}
+                return _json_response(start_response, exc.status, payload)
         if target.startswith(DYNAMODB_PREFIX) and target[len(DYNAMODB_PREFIX) :] not in READ_ONLY:
             with self._write_lock, self.bridge.capture():
                 return [b"".join(self.moto(environ, start_response))]
@@ -77,16 +84,7 @@ class EmulatorApp:
         status, payload, latency = handle_streams_call(self.engine, self.bridge, operation, body)
         if latency > 0:
             time.sleep(latency / 1000)
-        data = json.dumps(payload).encode()
-        start_response(
-            f"{status} {_REASONS.get(status, 'Error')}",
-            [
-                ("Content-Type", "application/x-amz-json-1.0"),
-                ("Content-Length", str(len(data))),
-                ("x-amzn-RequestId", uuid.uuid4().hex),
-            ],
-        )
-        return [data]
+        return _json_response(start_response, status, payload)
 
     # ---------------------------------------------------------------------------- control
 
@@ -170,6 +168,19 @@ def _faults_json(engine: StreamEngine) -> dict[str, Any]:
 def _set_faults(engine: StreamEngine, body: dict[str, Any]) -> dict[str, Any]:
     engine.set_faults({k: v for k, v in body.items() if k != "table"})
     return _faults_json(engine)
+
+
+def _json_response(start_response: StartResponse, status: int, payload: Any) -> Iterable[bytes]:
+    data = json.dumps(payload).encode()
+    start_response(
+        f"{status} {_REASONS.get(status, 'Error')}",
+        [
+            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Length", str(len(data))),
+            ("x-amzn-RequestId", uuid.uuid4().hex),
+        ],
+    )
+    return [data]
 
 
 def _read_body(environ: Environ) -> bytes:

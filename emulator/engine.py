@@ -280,6 +280,22 @@ class StreamEngine:
                 raise StreamsApiError("InternalServerError", "Injected fault (emulator error_rate).", 500)
             return self.faults.latency_millis
 
+    def admit_table_call(self, operation: str) -> None:
+        """Maybe throttle or fail a DynamoDB request (``table_*`` fault settings) before moto sees it."""
+        with self._lock:
+            if should_fail(self._rng, self.faults.table_throttle_rate):
+                self._counters["table_throttled"] += 1
+                raise StreamsApiError(
+                    "ProvisionedThroughputExceededException",
+                    f"{operation}: the level of configured provisioned throughput for the table was exceeded "
+                    "(emulator table_throttle_rate).",
+                )
+            if should_fail(self._rng, self.faults.table_error_rate):
+                self._counters["table_faults_injected"] += 1
+                raise StreamsApiError(
+                    "InternalServerError", f"{operation}: injected fault (emulator table_error_rate).", 500
+                )
+
     # ------------------------------------------------------------------------- API: reads
 
     def _stream(self, arn: object) -> Stream:

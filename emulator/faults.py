@@ -25,6 +25,11 @@ class FaultSettings:
     describe_stream_per_second: float = 10.0
     consistency_delay_millis: int = 0
     child_visibility_delay_millis: int = 0
+    # DynamoDB (not Streams) requests, e.g. the leases table's: answered with
+    # ProvisionedThroughputExceededException / InternalServerError before moto applies them, so a
+    # failed write never half-happens. Live-only (control API); chaos runs turn them on and off.
+    table_throttle_rate: float = 0.0
+    table_error_rate: float = 0.0
 
     def updated(self, changes: dict[str, Any]) -> FaultSettings:
         """A copy with ``changes`` applied; unknown names and out-of-range values are refused."""
@@ -42,8 +47,9 @@ class FaultSettings:
                 raise ControlError(f"fault setting {name} must not be negative, got {value!r}")
             converted[name] = number
         result = replace(self, **converted)
-        if result.error_rate > 1:
-            raise ControlError(f"error_rate is a share between 0 and 1, got {result.error_rate}")
+        for share in ("error_rate", "table_throttle_rate", "table_error_rate"):
+            if getattr(result, share) > 1:
+                raise ControlError(f"{share} is a share between 0 and 1, got {getattr(result, share)}")
         if result.reads_per_shard_per_second <= 0 or result.describe_stream_per_second <= 0:
             raise ControlError("rates must be above 0")
         return result

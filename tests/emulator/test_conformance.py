@@ -280,7 +280,8 @@ def test_eventual_consistency_closed_parent_before_children(emulator: RunningEmu
 def test_throttling_get_records_and_describe_stream(emulator: RunningEmulator) -> None:
     _, arn = make_table(emulator)
     streams = _no_retry(emulator)
-    shard = all_shards(streams, arn)[0]["ShardId"]
+    # Earlier tests share this emulator's DescribeStream bucket: look the shard up with retries.
+    shard = all_shards(emulator.client("dynamodbstreams"), arn)[0]["ShardId"]
     # Slow refill (one call per 100 s) so a loaded machine cannot make the burst look compliant.
     emulator.control.set_faults(reads_per_shard_per_second=0.01, describe_stream_per_second=0.01)
     try:
@@ -390,3 +391,26 @@ def test_other_services_are_served(emulator: RunningEmulator) -> None:
     )
     assert emulator.client("s3").list_buckets()["Buckets"][0]["Name"] == "changes"
     assert boto3 is not None
+
+
+@pytest.mark.parametrize(
+    ("setting", "code", "status"),
+    [
+        ("table_throttle_rate", "ProvisionedThroughputExceededException", 400),
+        ("table_error_rate", "InternalServerError", 500),
+    ],
+)
+def test_table_faults_refuse_dynamodb_calls_before_they_apply(
+    emulator: RunningEmulator, setting: str, code: str, status: int
+) -> None:
+    name, _arn = make_table(emulator)
+    ddb = emulator.client("dynamodb", config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+    emulator.control.set_faults(**{setting: 1.0})
+    try:
+        with pytest.raises(ClientError) as exc:
+            ddb.put_item(TableName=name, Item={"pk": {"S": "refused"}})
+    finally:
+        emulator.control.set_faults(**{setting: 0.0})
+    assert _code(exc) == code
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    assert "Item" not in ddb.get_item(TableName=name, Key={"pk": {"S": "refused"}})
