@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.common import Ratio, machine
 
-BENCHMARKS: tuple[str, ...] = ("lease_cost", "spark_snapshot")
+BENCHMARKS: tuple[str, ...] = ("lease_cost", "spark_snapshot", "record_cpu", "throughput", "memory")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
