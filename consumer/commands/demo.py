@@ -23,6 +23,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--workers", type=int, default=3, help="worker processes to start (one more joins later)"
     )
+    parser.add_argument(
+        "--chaos",
+        type=int,
+        metavar="SEED",
+        nargs="?",
+        const=1,
+        help="chaos mode: random SIGKILL/SIGSTOP/restarts, stream and table faults, a slow processor "
+        "(seeded; default seed 1)",
+    )
     parser.add_argument("--workdir", default="var/demo", help="where the demo keeps its oracle and logs")
     parser.set_defaults(handler=_demo)
 
@@ -59,13 +68,15 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     console.rule("dynamodb-stream-fleet demo")
     console.print(
-        f"local AWS endpoint {settings.endpoint_url} (moto: DynamoDB, Streams, S3, Logs). Note: moto's stream has one "
-        "shard per table that never rolls over or splits; lineage is exercised by tests/simulation until the "
-        "emulator lands."
+        f"local AWS endpoint {settings.endpoint_url}: the emulator (moto for DynamoDB, S3, Logs, CloudWatch; "
+        f"a DynamoDB Streams engine with {settings.emulator.partitions} partitions, rollover every "
+        f"{settings.emulator.rollover_seconds:g} s, a split on cue)"
     )
-    server = start_local_aws(settings.endpoint_url, workdir / "local-aws.log")
+    server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
     try:
-        verdict, notes = Demo(settings, config_dir, workdir, console).run(workers=args.workers)
+        outcome = Demo(settings, config_dir, workdir, console, chaos_seed=args.chaos).run(
+            workers=args.workers
+        )
         cli = [sys.executable, "-m", "consumer.cli"]
         env = ["--env", settings.env, "--config-dir", str(config_dir)]
         snap_code, _ = _step(
@@ -86,6 +97,11 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         stop_process(server)
 
+    verdict, events = outcome.verdict, outcome.events
+    console.rule("events")
+    for line in events.events:
+        console.print(line, markup=False)
+    unexplained = [r for r in events.redeliveries if not r.explained]
     table = Table(title="verdict")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -94,17 +110,26 @@ def _demo(args: argparse.Namespace) -> int:
         ("changes delivered (distinct)", verdict.delivered),
         ("lost", verdict.lost),
         ("unexpected", verdict.unexpected),
-        ("per-item order violations", verdict.order_violations),
-        ("duplicates", verdict.duplicates),
+        ("per-item order violations (delivery order)", verdict.order_violations),
+        ("records delivered twice to the processor", events.duplicate_deliveries),
+        ("  of which unexplained", sum(r.records for r in unexplained)),
+        ("(shard, sequence) twice in the change log", verdict.duplicates),
+        ("leases taken / taken over / lost", f"{events.taken} / {events.taken_over} / {events.lost}"),
+        ("shards ended", events.shards_ended),
         ("snapshot verify exit code", verify_code),
     ]
     for name, value in rows:
         table.add_row(name, str(value))
     console.print(table)
+    for redelivery in events.redeliveries:
+        console.print(
+            f"duplicate delivery: {redelivery.records} record(s) of shard {redelivery.shard_id} to "
+            f"{redelivery.worker}: {redelivery.cause}",
+            markup=False,
+        )
     if verdict.duplicates:
-        cause = "; ".join(notes) or "a worker stopped between processing and checkpointing"
-        console.print(f"duplicates come from: {cause} (its last batch was delivered again by the next owner)")
-    ok = verdict.ok and snap_code == 0 and verify_code == 0 and dash_code == 0
+        console.print(f"change-log objects holding a copy: {', '.join(verdict.duplicate_objects[:5])}")
+    ok = verdict.ok and not unexplained and snap_code == 0 and verify_code == 0 and dash_code == 0
     console.print(
         "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
     )

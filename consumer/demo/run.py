@@ -14,15 +14,12 @@ Everything started here is stopped in ``finally`` blocks, Ctrl-C included.
 
 from __future__ import annotations
 
-import os
+import random
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,57 +27,57 @@ import boto3
 from rich.console import Console
 from rich.live import Live
 
+from consumer.demo.chaos import FAULT_SECONDS, STREAM_FAULTS, TABLE_FAULTS, ChaosAction, chaos_plan
+from consumer.demo.events import FleetEvents, LogTail, short_shard
 from consumer.demo.fleet import LocalFleet
 from consumer.demo.load import LoadGenerator
 from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 from consumer.settings import Settings
+from emulator.control import EmulatorControl
+from emulator.errors import StartupError
+from emulator.testing import emulator_command, wait_until_ready
+from emulator.testing import stop as stop_emulator
 
 
 class DemoError(Exception):
     """The demo could not run (a port in use, a process that would not start)."""
 
 
-@dataclass
-class Timeline:
-    join_at: float
-    kill_at: float
-    events: list[str] = field(default_factory=list)
+def generations(shards: list[dict[str, Any]]) -> int:
+    """The longest parent chain among the listed shards (1 for a stream that never rolled over)."""
+    parents = {s["ShardId"]: s.get("ParentShardId") for s in shards}
+    deepest = 0
+    for shard_id in parents:
+        depth, current = 0, shard_id
+        while current in parents and depth <= len(parents):
+            depth, current = depth + 1, parents[current]
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _port_of(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1].split("/", 1)[0])
 
 
-def start_local_aws(endpoint: str, log_path: Path) -> subprocess.Popen[bytes]:
+def start_local_aws(env: str, config_dir: Path, endpoint: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """The emulator (moto + the multi-shard stream engine) on ``endpoint``'s port, settings from
+    ``config/<env>.yaml``'s ``emulator`` section; it exits by itself if this process dies."""
     port = _port_of(endpoint)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = [*emulator_command(env, config_dir, {"port": port}), "--exit-with-parent"]
     with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise DemoError(f"the local AWS endpoint did not start (port {port} in use?); see {log_path}")
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            return server
-        except OSError:
-            time.sleep(0.2)
-    stop_process(server)
-    raise DemoError(f"the local AWS endpoint on port {port} did not answer within 30 s")
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    try:
+        wait_until_ready(server, 30.0, log_path)
+    except StartupError as exc:
+        stop_process(server)
+        raise DemoError(f"the local AWS emulator did not start on port {port} (in use?): {exc}") from exc
+    return server
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+    stop_emulator(process)
 
 
 def create_source_table(ddb: Any, settings: Settings) -> None:
@@ -95,42 +92,75 @@ def create_source_table(ddb: Any, settings: Settings) -> None:
     )
 
 
+@dataclass(frozen=True)
+class DemoOutcome:
+    verdict: Verdict
+    events: FleetEvents
+    chaos: tuple[str, ...]
+
+
 class Demo:
-    def __init__(self, settings: Settings, config_dir: Path, workdir: Path, console: Console) -> None:
+    """One run: the load, the fleet, the scripted (or chaotic) disruptions, the drain, the verdict."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config_dir: Path,
+        workdir: Path,
+        console: Console,
+        chaos_seed: int | None = None,
+    ) -> None:
         if not settings.endpoint_url:
             raise DemoError(f"env {settings.env} has no endpoint_url: the demo only runs locally")
         self.settings = settings
         self.config_dir = config_dir
         self.workdir = workdir
         self.console = console
+        self.chaos_seed = chaos_seed
         self.changelog = Path(str(settings.processing.options.get("destination", workdir / "changelog")))
         self.oracle = workdir / "oracle.jsonl"
         endpoint = settings.endpoint_url
         self.ddb = boto3.client("dynamodb", region_name=settings.region, endpoint_url=endpoint)
         self.streams = boto3.client("dynamodbstreams", region_name=settings.region, endpoint_url=endpoint)
+        self.control = EmulatorControl(endpoint)
+        self.events = FleetEvents()
+        self._tail = LogTail()
+        self._started = time.monotonic()
 
-    def _snapshot(
-        self, started: float, fleet: LocalFleet, load: LoadGenerator, timeline: Timeline
-    ) -> FleetSnapshot:
+    # ------------------------------------------------------------------ observing
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def _note(self, text: str) -> None:
+        self.events.events.append(f"t+{self._elapsed():.0f}s {text}")
+
+    def _read_logs(self, fleet: LocalFleet) -> None:
+        stamp = f"t+{self._elapsed():.0f}s"
+        for line in self._tail.read([w.log_path for w in fleet.workers.values()]):
+            self.events.feed(line, stamp)
+
+    def _snapshot(self, fleet: LocalFleet, load: LoadGenerator) -> FleetSnapshot:
+        self._read_logs(fleet)
         try:
             items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
-        except Exception:
+        except Exception:  # a chaos fault or a busy endpoint: show the last known state next time
             items = []
         try:
-            arn = self.ddb.describe_table(TableName=self.settings.table.name)["Table"]["LatestStreamArn"]
-            shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+            shards = self.control.shards(self.settings.table.name)
         except Exception:
             shards = []
-        open_shards = sum(1 for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"])
+        open_shards = sum(1 for s in shards if s.get("endingSequenceNumber") is None)
         delivered = len(
             {(c.shard_id, c.sequence_number) for c in read_changelog(self.changelog, self._key())}
         )
-        elapsed = time.monotonic() - started
+        elapsed = self._elapsed()
         states = {}
         for name, process in fleet.workers.items():
-            states[name] = (
-                "running" if process.alive else ("killed" if process.stopped_how == "SIGKILL" else "stopped")
-            )
+            if process.alive:
+                states[name] = "paused" if process.paused else "running"
+            else:
+                states[name] = "killed" if process.stopped_how == "SIGKILL" else "stopped"
         return FleetSnapshot(
             elapsed_seconds=elapsed,
             leases=lease_rows_from_items(items),
@@ -142,8 +172,10 @@ class Demo:
             lag_millis=None,
             open_shards=open_shards,
             closed_shards=len(shards) - open_shards,
-            generations=1 + max((1 for s in shards if s.get("ParentShardId")), default=0),
-            events=tuple(timeline.events),
+            generations=generations(
+                [{"ShardId": s["shardId"], "ParentShardId": s.get("parentShardId")} for s in shards]
+            ),
+            events=tuple(self.events.events),
         )
 
     def _key(self) -> str:
@@ -161,50 +193,141 @@ class Demo:
                 return name
         return None
 
-    def run(self, workers: int = 3) -> tuple[Verdict, list[str]]:
+    # ------------------------------------------------------------------ acting
+
+    def _start(self, fleet: LocalFleet, why: str) -> None:
+        name = fleet.start_worker().name
+        self._note(f"{name} started ({why})")
+
+    def _kill(self, fleet: LocalFleet, victim: str, why: str) -> None:
+        self.events.fate[victim] = "SIGKILL"
+        fleet.kill(victim)
+        self._note(f"SIGKILL {victim} ({why})")
+
+    def _scripted(self, fleet: LocalFleet, script: dict[str, float], elapsed: float) -> None:
+        """The plain demo: a worker joins at 25 %, a split at 35 %, a lease holder is killed at 50 %."""
+        if script.get("join", 0) and elapsed >= script["join"]:
+            self._start(fleet, "joins the fleet")
+            script["join"] = 0
+        if script.get("split", 0) and elapsed >= script["split"]:
+            children = self.control.split(self.settings.table.name)
+            self._note(f"split: a shard closed; children {', '.join(short_shard(c) for c in children)}")
+            script["split"] = 0
+        if script.get("kill", 0) and elapsed >= script["kill"]:
+            victim = self._holder(fleet) or next(iter(fleet.workers))
+            self._kill(fleet, victim, "it held leases")
+            script["kill"] = 0
+
+    def _chaos(
+        self, fleet: LocalFleet, action: ChaosAction, rng: random.Random, undo: list[tuple[float, str]]
+    ) -> None:
+        running = [w.name for w in fleet.alive() if not w.paused]
+        victim = rng.choice(running) if running else None
+        if action.kind == "kill" and victim:
+            self._kill(fleet, victim, "chaos")
+            self._start(fleet, f"replaces {victim}")
+        elif action.kind == "pause" and victim and len(running) > 1:
+            self.events.fate[victim] = "SIGSTOP"
+            fleet.pause(victim)
+            frozen = 1.5 * self.settings.worker.failover_time_millis / 1000
+            undo.append((self._elapsed() + frozen, f"resume:{victim}"))
+            self._note(f"SIGSTOP {victim} for {frozen:.1f} s (chaos: longer than the failover time)")
+        elif action.kind == "restart" and victim:
+            self.events.fate[victim] = "SIGTERM"
+            code = fleet.terminate(victim)
+            self._note(f"SIGTERM {victim}: exited {code} (chaos restart)")
+            self._start(fleet, f"replaces {victim}")
+        elif action.kind in ("stream-faults", "table-faults"):
+            changes = STREAM_FAULTS if action.kind == "stream-faults" else TABLE_FAULTS
+            self.control.set_faults(**changes)
+            undo.append((self._elapsed() + FAULT_SECONDS, action.kind))
+            self._note(f"{action.kind} on for {FAULT_SECONDS:g} s: {changes}")
+        elif action.kind == "split":
+            children = self.control.split(self.settings.table.name)
+            self._note(f"split: children {', '.join(short_shard(c) for c in children)}")
+
+    def _undo(self, fleet: LocalFleet, what: str) -> None:
+        if what.startswith("resume:"):
+            name = what.split(":", 1)[1]
+            if fleet.workers[name].alive:
+                fleet.resume(name)
+                self._note(f"SIGCONT {name}")
+        else:
+            faults = self.settings.emulator.faults
+            if what == "stream-faults":
+                self.control.set_faults(
+                    error_rate=faults.error_rate, reads_per_shard_per_second=faults.reads_per_shard_per_second
+                )
+            else:
+                self.control.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
+            self._note(f"{what} off")
+
+    def _worker_environ(self) -> dict[str, str]:
+        if self.chaos_seed is None:
+            return {}
+        delay = int(1.5 * self.settings.worker.failover_time_millis)
+        return {
+            "CONSUMER_PROCESSING__PROCESSOR": "consumer.demo.slow:SlowChangelog",
+            "CONSUMER_PROCESSING__OPTIONS__DESTINATION": str(self.changelog),
+            "CONSUMER_PROCESSING__OPTIONS__TABLE": self.settings.table.name,
+            "CONSUMER_PROCESSING__OPTIONS__DELAY_MILLIS": str(delay),
+            "CONSUMER_PROCESSING__OPTIONS__EVERY": "25",
+        }
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, workers: int = 3) -> DemoOutcome:
         duration = self.settings.load.duration_seconds
-        timeline = Timeline(join_at=duration * 0.25, kill_at=duration * 0.5)
         create_source_table(self.ddb, self.settings)
         load = LoadGenerator(self.ddb, self.settings.table, self.settings.load, self.oracle)
         writer = threading.Thread(target=load.run, args=(duration,), name="load", daemon=True)
-        notes: list[str] = []
-        with LocalFleet(self.settings.env, self.config_dir, self.workdir / "logs") as fleet:
+        script = {"join": duration * 0.25, "split": duration * 0.35, "kill": duration * 0.5}
+        plan = chaos_plan(self.chaos_seed, duration) if self.chaos_seed is not None else []
+        rng = random.Random(self.chaos_seed)
+        undo: list[tuple[float, str]] = []
+        chaos_log: list[str] = []
+        fleet = LocalFleet(self.settings.env, self.config_dir, self.workdir / "logs", self._worker_environ())
+        with fleet:
             for _ in range(workers):
                 fleet.start_worker()
-            timeline.events.append(
-                f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s)"
+            self._started = time.monotonic()
+            self._note(
+                f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s"
+                f" for {duration:g} s){'; chaos seed ' + str(self.chaos_seed) if plan else ''}"
             )
-            started = time.monotonic()
             writer.start()
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 while writer.is_alive():
-                    elapsed = time.monotonic() - started
-                    if timeline.join_at and elapsed >= timeline.join_at:
-                        name = fleet.start_worker().name
-                        timeline.events.append(f"t+{elapsed:.0f}s {name} joined")
-                        timeline.join_at = 0
-                    if timeline.kill_at and elapsed >= timeline.kill_at:
-                        victim = self._holder(fleet) or next(iter(fleet.workers))
-                        fleet.kill(victim)
-                        timeline.events.append(f"t+{elapsed:.0f}s SIGKILL {victim} (it held a lease)")
-                        notes.append(f"{victim} was SIGKILLed mid-stream")
-                        timeline.kill_at = 0
-                    live.update(render(self._snapshot(started, fleet, load, timeline)))
+                    elapsed = self._elapsed()
+                    if plan:
+                        while plan and elapsed >= plan[0].at_seconds:
+                            action = plan.pop(0)
+                            chaos_log.append(f"t+{elapsed:.0f}s {action.kind}")
+                            self._chaos(fleet, action, rng, undo)
+                    else:
+                        self._scripted(fleet, script, elapsed)
+                    for due, what in [u for u in undo if u[0] <= elapsed]:
+                        undo.remove((due, what))
+                        self._undo(fleet, what)
+                    live.update(render(self._snapshot(fleet, load)))
                     time.sleep(0.5)
-                timeline.events.append(f"load stopped after {load.writes} writes; draining")
-                deadline = time.monotonic() + 120
+                for _, what in sorted(undo):
+                    self._undo(fleet, what)
+                self._note(f"load stopped after {load.writes} writes; draining")
+                deadline = time.monotonic() + 180
                 while time.monotonic() < deadline:
-                    snap = self._snapshot(started, fleet, load, timeline)
+                    snap = self._snapshot(fleet, load)
                     live.update(render(snap))
                     if snap.delivered >= load.writes:
                         break
                     time.sleep(0.5)
                 for process in fleet.alive():
                     code = fleet.terminate(process.name)
-                    timeline.events.append(f"SIGTERM {process.name}: exited {code}")
-                live.update(render(self._snapshot(started, fleet, load, timeline)))
+                    self._note(f"SIGTERM {process.name}: exited {code}")
+                live.update(render(self._snapshot(fleet, load)))
+        self._read_logs(fleet)
         verdict = judge(read_oracle(self.oracle), read_changelog(self.changelog, self._key()))
-        return verdict, notes
+        return DemoOutcome(verdict, self.events, tuple(chaos_log))
 
 
 def prepare_workdir(workdir: Path, changelog: Path) -> None:

@@ -9,8 +9,10 @@ Pure over two inputs: the oracle's writes and the change-log lines. Reading the 
   is invisible here, as intended;
 - *lost*: oracle writes with no delivered change;
 - *unexpected*: delivered changes the oracle does not know (must be 0);
-- *order violations*: items whose delivered changes, ordered by sequence number, are not in the order
-  the writes were made.
+- *order violations*: items whose changes, in the order they were *delivered* (landing time, then
+  sequence number within a batch), are not in the order the writes were made. An item that moved
+  from a parent shard to a child is in order only if the parent's changes landed first, so this
+  also checks parents before children.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Delivered:
     shard_id: str
     sequence_number: str
     source: str
+    landed_at: float = 0.0
 
 
 @dataclass
@@ -65,6 +68,7 @@ def parse_change(line: dict[str, Any], key_attribute: str, source: str) -> Deliv
         shard_id=line["shardId"],
         sequence_number=line["sequenceNumber"],
         source=source,
+        landed_at=float(line.get("landedAt") or 0.0),
     )
 
 
@@ -96,21 +100,26 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
     for change in delivered:
         position = (change.shard_id, change.sequence_number)
         copies[position] += 1
-        if position in by_position:
-            duplicate_objects.append(change.source)
-        else:
+        first = by_position.get(position)
+        if first is None:
             by_position[position] = change
+        else:
+            # The first landing is the delivery; a later copy (a zombie's) is a duplicate.
+            later, by_position[position] = (
+                (change, first) if change.landed_at >= first.landed_at else (first, change)
+            )
+            duplicate_objects.append(later.source)
     duplicates = sum(n - 1 for n in copies.values())
 
-    observed: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+    observed: dict[str, list[tuple[float, int, str, int]]] = defaultdict(list)
     for change in by_position.values():
-        observed[change.key].append((int(change.sequence_number), change.event, change.w))
+        observed[change.key].append((change.landed_at, int(change.sequence_number), change.event, change.w))
 
     lost = unexpected = violations = 0
     lost_examples: list[tuple[str, str, int]] = []
     for key in expected.keys() | observed.keys():
         want = expected.get(key, [])
-        got = [(event, w) for _, event, w in sorted(observed.get(key, []))]
+        got = [(event, w) for _, _, event, w in sorted(observed.get(key, []))]
         want_set, got_set = Counter(want), Counter(got)
         missing = want_set - got_set
         lost += sum(missing.values())

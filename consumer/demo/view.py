@@ -75,7 +75,12 @@ def render(snapshot: FleetSnapshot) -> RenderableType:
         (f"{snapshot.elapsed_seconds:5.0f}s  ", "bold"),
         (f"writes {snapshot.writes} ({snapshot.writes_per_second:.0f}/s)  ", "cyan"),
         (f"delivered {snapshot.delivered} ({snapshot.delivered_per_second:.0f}/s)  ", "green"),
-        (f"lag {snapshot.lag_millis if snapshot.lag_millis is not None else '-'} ms  ", "yellow"),
+        (
+            f"lag {snapshot.lag_millis} ms  "
+            if snapshot.lag_millis is not None
+            else f"backlog {max(0, snapshot.writes - snapshot.delivered)}  ",
+            "yellow",
+        ),
         (
             f"shards {snapshot.open_shards} open / {snapshot.closed_shards} closed, "
             f"{snapshot.generations} generations",

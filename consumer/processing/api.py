@@ -102,11 +102,17 @@ class ProcessorFactory(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What a function-form handler receives: records of one shard, in sequence order."""
+    """What a function-form handler receives: records of one shard, in sequence order.
+
+    ``should_stop()`` turns true when the lease is lost, the worker fenced itself or a stop or
+    hand-over was asked for; a handler with a slow side effect can check it just before writing and
+    raise ``HandlerStoppedError`` instead (the next owner delivers the batch again).
+    """
 
     shard: ShardInfo
     records: tuple[StreamRecord, ...]
     millis_behind_latest: int = 0
+    should_stop: Callable[[], bool] = field(default=_never)
 
     @property
     def shard_id(self) -> str:

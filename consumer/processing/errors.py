@@ -11,6 +11,7 @@ from consumer.leases.errors import CheckpointRefusedError, LeaseLostError
 __all__ = [
     "CheckpointRefusedError",
     "DeadLetterError",
+    "HandlerStoppedError",
     "LeaseLostError",
     "NonRetryableError",
     "PartialBatchFailureError",
@@ -26,6 +27,16 @@ class ProcessingError(Exception):
 
 class ProcessingConfigError(ProcessingError):
     """``processing`` settings that cannot work; raised at start-up, before any lease is taken."""
+
+
+class HandlerStoppedError(ProcessingError):
+    """Raise it from a handler that saw ``batch.should_stop()`` before its side effect.
+
+    The batch is neither retried nor checkpointed: the lease is going away (lost, fenced, handed
+    over) or the worker is stopping, and whoever owns the shard next delivers it again. Checking just
+    before a write keeps a worker that was frozen mid-batch (a long pause) from landing the batch
+    after its lease was taken over.
+    """
 
 
 class NonRetryableError(ProcessingError):

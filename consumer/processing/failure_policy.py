@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from consumer.clock import Clock
 from consumer.processing.api import Batch, BatchHandler, BatchResult
 from consumer.processing.dead_letter import DeadLetter, FailedRecords
-from consumer.processing.errors import DeadLetterError, LeaseLostError, PartialBatchFailureError
+from consumer.processing.errors import (
+    DeadLetterError,
+    HandlerStoppedError,
+    LeaseLostError,
+    PartialBatchFailureError,
+)
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
@@ -92,7 +97,10 @@ class FailurePolicyRunner:
             if should_stop():
                 return False
             span = spans[0]
-            error, failed_from = self._attempt(shard, span.records, millis_behind_latest)
+            try:
+                error, failed_from = self._attempt(shard, span.records, millis_behind_latest, should_stop)
+            except HandlerStoppedError:
+                return False
             if error is None:
                 spans.popleft()
                 checkpoint_before_next()
@@ -128,12 +136,16 @@ class FailurePolicyRunner:
     # -------------------------------------------------------------------------------- helpers
 
     def _attempt(
-        self, shard: ShardInfo, records: tuple[StreamRecord, ...], behind: int
+        self,
+        shard: ShardInfo,
+        records: tuple[StreamRecord, ...],
+        behind: int,
+        should_stop: Callable[[], bool],
     ) -> tuple[BaseException | None, int]:
         """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
         try:
-            result = self._handler(Batch(shard, records, behind))
-        except LeaseLostError:
+            result = self._handler(Batch(shard, records, behind, should_stop))
+        except (LeaseLostError, HandlerStoppedError):
             raise
         except Exception as exc:
             return exc, 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
 import re
 import tempfile
@@ -33,9 +34,10 @@ from typing import Any, Literal
 import orjson
 
 from consumer.processing.api import Batch, BatchResult
-from consumer.processing.errors import SinkError
+from consumer.processing.errors import HandlerStoppedError, SinkError
 from consumer.records import StreamRecord
 
+log = logging.getLogger("consumer.sinks")
 ChangelogFormat = Literal["jsonl", "parquet"]
 SUFFIX: dict[str, str] = {"jsonl": ".jsonl.gz", "parquet": ".parquet"}
 _NAME = re.compile(r"^(\d{40})-(\d{40})\.(?:jsonl\.gz|parquet)$")
@@ -177,15 +179,31 @@ class ChangelogSink:
     def __call__(self, batch: Batch) -> BatchResult | None:
         ranges = self._ranges(batch.shard_id)
         runs: list[list[StreamRecord]] = [[]]
+        skipped = 0
         for record in batch.records:
             number = int(record.sequence_number)
             if any(first <= number <= last for first, last in ranges):
+                skipped += 1
                 if runs[-1]:
                     runs.append([])  # already landed by an earlier (crashed) delivery
                 continue
             runs[-1].append(record)
+        if skipped:
+            # A redelivery: an earlier owner (or an earlier attempt) landed these and stopped before
+            # its checkpoint. The demo's verdict attributes these lines to their cause.
+            log.info(
+                "changelog: %d record(s) of shard %s already landed by an earlier delivery; not written again",
+                skipped,
+                batch.shard_id,
+            )
         for run in runs:
             if run:
+                if batch.should_stop():
+                    # The lease is going (or this worker was frozen and has fenced itself): landing
+                    # now could overwrite what the next owner lands. It delivers the batch again.
+                    raise HandlerStoppedError(
+                        f"shard {batch.shard_id}: stopping before landing {len(run)} records"
+                    )
                 self._write(batch, run)
                 with self._lock:
                     ranges.append((int(run[0].sequence_number), int(run[-1].sequence_number)))

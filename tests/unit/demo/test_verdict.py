@@ -69,3 +69,21 @@ def test_unknown_changes_are_flagged() -> None:
     writes = plan_writes(3, 10)
     extra = [*deliver(writes), Delivered("ghost", "INSERT", 1, "shard-9", "999999", "x")]
     assert judge(writes, extra).unexpected == 1
+
+
+def test_a_child_delivered_before_its_parent_is_an_order_violation() -> None:
+    writes = [("k", "INSERT", 1), ("k", "MODIFY", 2)]
+    parent = Delivered("k", "INSERT", 1, "parent", "100", "parent/obj", landed_at=20.0)
+    child = Delivered("k", "MODIFY", 2, "child", "200", "child/obj", landed_at=10.0)  # landed first
+    assert judge(writes, [parent, child]).order_violations == 1
+    in_order = Delivered("k", "MODIFY", 2, "child", "200", "child/obj", landed_at=30.0)
+    assert judge(writes, [parent, in_order]).order_violations == 0
+
+
+def test_a_late_copy_of_a_change_is_a_duplicate_not_a_reordering() -> None:
+    writes = [("k", "INSERT", 1), ("k", "MODIFY", 2)]
+    first = Delivered("k", "INSERT", 1, "s", "100", "s/a", landed_at=1.0)
+    second = Delivered("k", "MODIFY", 2, "s", "200", "s/b", landed_at=2.0)
+    zombie_copy = Delivered("k", "INSERT", 1, "s", "100", "s/zombie", landed_at=9.0)
+    verdict = judge(writes, [zombie_copy, first, second])
+    assert (verdict.duplicates, verdict.order_violations, verdict.duplicate_objects) == (1, 0, ["s/zombie"])

@@ -9,15 +9,39 @@ from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 
 def test_render_counts_leases_per_worker() -> None:
     items = [
-        {"leaseKey": {"S": "shardId-a"}, "leaseOwner": {"S": "worker-1@host:1:x"}, "checkpoint": {"S": "123"}},
-        {"leaseKey": {"S": "shardId-b"}, "leaseOwner": {"S": "worker-1@host:1:x"}, "checkpoint": {"S": "SHARD_END"}},
-        {"leaseKey": {"S": "shardId-c"}, "checkpoint": {"S": "TRIM_HORIZON"}, "parentShardId": {"SS": ["shardId-b"]}},
+        {
+            "leaseKey": {"S": "shardId-a"},
+            "leaseOwner": {"S": "worker-1@host:1:x"},
+            "checkpoint": {"S": "123"},
+        },
+        {
+            "leaseKey": {"S": "shardId-b"},
+            "leaseOwner": {"S": "worker-1@host:1:x"},
+            "checkpoint": {"S": "SHARD_END"},
+        },
+        {
+            "leaseKey": {"S": "shardId-c"},
+            "checkpoint": {"S": "TRIM_HORIZON"},
+            "parentShardId": {"SS": ["shardId-b"]},
+        },
         {"leaseKey": {"S": "__worker__#worker-1@host:1:x"}, "workerId": {"S": "worker-1@host:1:x"}},
     ]
     rows = lease_rows_from_items(items)
     assert [r.shard_id for r in rows] == ["shardId-a", "shardId-b", "shardId-c"]
-    snapshot = FleetSnapshot(12.0, rows, {"worker-1": "running", "worker-2": "killed"}, 100, 90, 8.3, 7.5, None, 1, 1, 2,
-                             ("t+5s worker-2 joined",))
+    snapshot = FleetSnapshot(
+        12.0,
+        rows,
+        {"worker-1": "running", "worker-2": "killed"},
+        100,
+        90,
+        8.3,
+        7.5,
+        None,
+        1,
+        1,
+        2,
+        ("t+5s worker-2 joined",),
+    )
     console = Console(width=120, record=True)
     console.print(render(snapshot))
     text = console.export_text()

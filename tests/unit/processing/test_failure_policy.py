@@ -26,6 +26,7 @@ from consumer.processing.dead_letter import LocalDeadLetter
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
+from consumer.sinks.changelog import ChangelogSink, ChangelogStore
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, records
 
 
@@ -240,3 +241,30 @@ def test_property_nothing_lost_nothing_ahead(
     assert sorted(firsts, key=firsts.__getitem__) == sorted(firsts)
     if everything:
         assert checkpointer.last_checkpoint == str(everything[-1]).zfill(21)
+
+
+def test_a_changelog_sink_frozen_mid_batch_does_not_land_after_its_lease_went(tmp_path: Path) -> None:
+    """A worker frozen (SIGSTOP, a long pause) inside a slow batch wakes up fenced: the sink checks
+    ``batch.should_stop()`` right before landing, lands nothing, and nothing is checkpointed."""
+    clock = FakeClock()
+    sink = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
+    checkpointer = WatchingCheckpointer(set)
+
+    def frozen_then_land(batch: Batch) -> None:
+        clock.advance(20_000)  # the pause: meanwhile the worker fenced itself and the lease moved on
+        checkpointer.lose_lease()
+        sink(batch)
+
+    processor = function_processor(frozen_then_land, clock=clock, policy=policy())
+    drive(processor, checkpointer, [records(1, 5)], lambda: not checkpointer.lease_held)
+    assert checkpointer.history == []
+    assert list(tmp_path.rglob("*.jsonl.gz")) == []
+
+
+def test_the_changelog_sink_lands_while_the_lease_is_held(tmp_path: Path) -> None:
+    sink = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
+    checkpointer = WatchingCheckpointer(lambda: set(range(1, 6)))
+    processor = function_processor(sink, clock=FakeClock(), policy=policy())
+    drive(processor, checkpointer, [records(1, 5)])
+    assert len(list(tmp_path.rglob("*.jsonl.gz"))) == 1
+    assert checkpointer.history and int(checkpointer.history[-1]) == 5

@@ -1,0 +1,157 @@
+"""What the demo learns from its workers' logs: lease events for the screen, and why records were
+delivered twice.
+
+The workers write one JSON object per line (consumer.telemetry.logs). :class:`LogTail` reads what
+was appended since the last call; :class:`FleetEvents` turns the lines that matter into short
+events (taken, taken over, lost, dropped, shard ended, hand-over asked) and keeps, per shard, who
+held it before the current owner and which errors its owner saw. When the changelog sink reports
+records it had already landed (a redelivery), the redelivery is attributed to a cause:
+
+* the previous owner was SIGKILLed or frozen (SIGSTOP) after processing a batch and before
+  checkpointing it — the only source of duplicates the product accepts;
+* the same worker retried a batch after an error (a failed checkpoint write, a throttled table);
+* anything else is *unexplained*, which the verdict treats as a failure.
+
+Everything here is pure apart from :class:`LogTail`'s file reads, so it is unit-tested on lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TOOK = re.compile(r"^worker (\S+) took lease (\S+) from (\S+)$")
+_LOST = re.compile(r"^worker (\S+): lease (\S+) was taken by another worker$")
+_DROPPED = re.compile(r"^worker (\S+) dropped (\d+) leases: (.*)$")
+_ENDED = re.compile(r"^shard (\S+) ended; syncing shards for its children$")
+_ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
+_FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
+_LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already landed")
+NOBODY = "(nobody)"
+
+
+def process_name(worker_id: str) -> str:
+    """``worker-2@host:pid:nonce`` → ``worker-2`` (the demo's name for the process)."""
+    return worker_id.split("@", 1)[0]
+
+
+def short_shard(shard_id: str) -> str:
+    return shard_id[-12:]
+
+
+@dataclass(frozen=True)
+class Redelivery:
+    """Records a worker received again that an earlier delivery had already landed."""
+
+    worker: str
+    shard_id: str
+    records: int
+    cause: str
+    explained: bool
+
+
+@dataclass
+class FleetEvents:
+    """Folds worker log lines into screen events and attributed redeliveries.
+
+    ``fate`` maps a process name to how the demo stopped it (``SIGKILL``, ``SIGSTOP``, ``SIGTERM``);
+    the demo updates it as it acts, before the lines that follow the act are read.
+    """
+
+    fate: dict[str, str] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
+    redeliveries: list[Redelivery] = field(default_factory=list)
+    taken: int = 0
+    taken_over: int = 0
+    lost: int = 0
+    shards_ended: int = 0
+    _previous_owner: dict[str, str] = field(default_factory=dict)
+    _errors: dict[tuple[str, str], str] = field(default_factory=lambda: defaultdict(str))
+
+    def feed(self, line: str, stamp: str = "") -> None:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(entry, dict):
+            return
+        message = str(entry.get("message", ""))
+        worker = process_name(str(entry.get("worker_id") or "?"))
+        prefix = f"{stamp} " if stamp else ""
+        if match := _TOOK.match(message):
+            shard, before = match.group(2), match.group(3)
+            self.taken += 1
+            self._previous_owner[shard] = before
+            self._errors.pop((worker, shard), None)
+            if before != NOBODY and process_name(before) != worker:
+                self.taken_over += 1
+                how = self.fate.get(process_name(before), "still running: a hand-over or an expired lease")
+                self.events.append(
+                    f"{prefix}{worker} took {short_shard(shard)} over from {process_name(before)} ({how})"
+                )
+        elif match := _LOST.match(message):
+            self.lost += 1
+            self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")
+        elif match := _DROPPED.match(message):
+            self.lost += int(match.group(2))
+            self.events.append(f"{prefix}{worker} dropped {match.group(2)} leases: {match.group(3)}")
+        elif match := _ENDED.match(message):
+            self.shards_ended += 1
+            self.events.append(f"{prefix}{worker}: shard {short_shard(match.group(1))} ended")
+        elif match := _ASKED.match(message):
+            self.events.append(
+                f"{prefix}{worker} asked {process_name(match.group(2))} for {short_shard(match.group(3))}"
+            )
+        elif match := _FAILED.match(message):
+            self._errors[(worker, match.group(1))] = match.group(2)
+        elif match := _LANDED.match(message):
+            self._redelivered(worker, match.group(2), int(match.group(1)))
+
+    def _redelivered(self, worker: str, shard: str, records: int) -> None:
+        error = self._errors.get((worker, shard))
+        before = self._previous_owner.get(shard, NOBODY)
+        fate = self.fate.get(process_name(before)) if before != NOBODY else None
+        if error:
+            cause, explained = f"{worker} retried a batch after an error: {error[:120]}", True
+        elif fate in ("SIGKILL", "SIGSTOP"):
+            cause = (
+                f"{process_name(before)} was stopped by {fate} after processing and before checkpointing; "
+                f"{worker} took the shard over"
+            )
+            explained = True
+        else:
+            cause = f"unexplained: previous owner {before}, fate {fate or 'running'}"
+            explained = False
+        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained))
+
+    @property
+    def duplicate_deliveries(self) -> int:
+        return sum(r.records for r in self.redeliveries)
+
+
+class LogTail:
+    """New complete lines of a set of files since the previous call (files may appear later)."""
+
+    def __init__(self) -> None:
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+
+    def read(self, paths: list[Path]) -> list[str]:
+        lines: list[str] = []
+        for path in paths:
+            try:
+                with path.open("rb") as handle:
+                    handle.seek(self._offsets.get(path, 0))
+                    chunk = handle.read()
+            except OSError:
+                continue
+            self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
+            data = self._partial.pop(path, b"") + chunk
+            *complete, rest = data.split(b"\n")
+            if rest:
+                self._partial[path] = rest
+            lines.extend(line.decode(errors="replace") for line in complete if line.strip())
+        return lines

@@ -1,0 +1,89 @@
+"""Worker log lines → screen events and attributed redeliveries; the log tail; the chaos plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer.demo.chaos import KINDS, chaos_plan
+from consumer.demo.events import FleetEvents, LogTail
+
+SHARD = "shardId-00000001795439612711-820af6c8"
+
+
+def line(worker: str, message: str) -> str:
+    return json.dumps({"level": "INFO", "message": message, "worker_id": f"{worker}@vm:1:ab"})
+
+
+def test_take_over_from_a_killed_worker_explains_its_redelivery() -> None:
+    events = FleetEvents(fate={"worker-1": "SIGKILL"})
+    events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"))
+    events.feed(
+        line("worker-2", f"changelog: 3 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert (events.taken, events.taken_over, events.duplicate_deliveries) == (1, 1, 3)
+    [redelivery] = events.redeliveries
+    assert redelivery.explained and "worker-1 was stopped by SIGKILL" in redelivery.cause
+    assert "took 711-820af6c8 over from worker-1 (SIGKILL)" in events.events[0]
+
+
+def test_a_retry_after_an_error_explains_a_redelivery_by_the_same_worker() -> None:
+    events = FleetEvents()
+    events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)"))
+    events.feed(
+        line(
+            "worker-2",
+            f"shard {SHARD}: processor failed on 5 records (attempt 1): "
+            "LeaseStoreUnavailableError('throttled'); delivering them again in 100 ms",
+        )
+    )
+    events.feed(
+        line("worker-2", f"changelog: 5 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert (
+        events.redeliveries[0].explained and "retried a batch after an error" in events.redeliveries[0].cause
+    )
+
+
+def test_a_redelivery_after_a_graceful_hand_over_is_unexplained() -> None:
+    events = FleetEvents(fate={"worker-1": "SIGTERM"})
+    events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"))
+    events.feed(
+        line("worker-2", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert not events.redeliveries[0].explained
+
+
+def test_lost_dropped_ended_and_noise() -> None:
+    events = FleetEvents()
+    events.feed(line("worker-3", f"worker worker-3@vm:1:ab: lease {SHARD} was taken by another worker"))
+    events.feed(line("worker-3", "worker worker-3@vm:1:ab dropped 2 leases: fenced"))
+    events.feed(line("worker-3", f"shard {SHARD} ended; syncing shards for its children"))
+    events.feed("not json")
+    events.feed(line("worker-3", "something else"))
+    assert (events.lost, events.shards_ended, len(events.events)) == (3, 1, 3)
+
+
+def test_log_tail_returns_only_new_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "w.log"
+    tail = LogTail()
+    assert tail.read([path]) == []
+    path.write_text("one\ntw")
+    assert tail.read([path]) == ["one"]
+    with path.open("a") as handle:
+        handle.write("o\nthree\n")
+    assert tail.read([path]) == ["two", "three"]
+    assert tail.read([path]) == []
+
+
+@given(st.integers(0, 10_000), st.floats(0, 600))
+@settings(max_examples=100)
+def test_chaos_plan_has_every_kind_inside_the_load_window(seed: int, duration: float) -> None:
+    plan = chaos_plan(seed, duration)
+    assert {a.kind for a in plan} == set(KINDS)
+    assert all(duration * 0.1 - 1e-3 <= a.at_seconds <= duration * 0.85 + 1e-3 for a in plan)
+    assert [a.at_seconds for a in plan] == sorted(a.at_seconds for a in plan)
+    assert plan == chaos_plan(seed, duration)
