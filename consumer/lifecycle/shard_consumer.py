@@ -81,6 +81,7 @@ class ShardConsumer:
         self._rng = rng or random.Random()
         self.checkpointer = ShardCheckpointer(shard.shard_id, leases, checkpoint)
         self._iterator: str | None = None
+        self._gone_since: int | None = None
         self._pending: _Pending | None = None
         self._backoff_failures = 0
         self._already_ended = False
@@ -192,7 +193,10 @@ class ShardConsumer:
             self._already_ended = True
             self._go(ShardEvent.SHARD_END)
             return now
-        self._iterator = self._reader.iterator_at(self.shard_id, start)
+        try:
+            self._iterator = self._reader.iterator_at(self.shard_id, start)
+        except (DataTrimmedError, ShardGoneError) as exc:
+            return self._trimmed(exc, now)
         self._go(ShardEvent.INITIALIZED)
         return now
 
@@ -203,7 +207,10 @@ class ShardConsumer:
 
     def _process(self, now: int) -> int:
         if self._pending is None:
-            fetched = self._fetch()
+            try:
+                fetched = self._fetch()
+            except (DataTrimmedError, ShardGoneError) as exc:
+                return self._trimmed(exc, now)
             if fetched is None:
                 return now  # a new iterator was acquired: fetch again at once
             records, behind, next_iterator = fetched
@@ -225,18 +232,14 @@ class ShardConsumer:
             )
             self._iterator = None
             return None
-        except (DataTrimmedError, ShardGoneError) as exc:
-            self._metrics.count("Fetcher", "RecordsTrimmedLost", 1, shard_id=self.shard_id)
-            log_trimmed_loss(log, self.shard_id, self._resume_position(), str(exc), self._settings.on_trimmed)
-            if self._settings.on_trimmed == "skip_to_trim_horizon" and isinstance(exc, DataTrimmedError):
-                self._iterator = self._reader.iterator_at(self.shard_id, TRIM_HORIZON)
-                return None
+        except (DataTrimmedError, ShardGoneError):
             raise
         except ReadError:
             self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, False)
             raise
         self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, True)
         self._backoff_failures = 0
+        self._gone_since = None
         return result.records, result.millis_behind_latest, result.next_iterator
 
     def _deliver(self, now: int) -> int:
@@ -284,6 +287,32 @@ class ShardConsumer:
         return self._advance(
             pending.next_iterator, now, full=len(pending.records) >= self._settings.max_records
         )
+
+    def _trimmed(self, exc: DataTrimmedError | ShardGoneError, now: int) -> int:
+        """Data gone before it was read, from GetShardIterator or GetRecords: never a silent skip.
+
+        Trimmed records: an ERROR and a metric every time; ``on_trimmed=skip_to_trim_horizon``
+        resumes at the oldest record left, ``fail`` keeps retrying (the shard is stuck until an
+        operator acts). A shard that no longer exists at all (closed and trimmed away) is only taken
+        for gone once it has stayed missing for three shard-sync intervals, so a child that
+        DescribeStream lists before GetShardIterator knows it is not mistaken for one; then, with
+        ``skip_to_trim_horizon``, it is finished (SHARD_END) so its children can start.
+        """
+        if isinstance(exc, ShardGoneError):
+            self._gone_since = now if self._gone_since is None else self._gone_since
+            if now - self._gone_since < 3 * self._settings.shard_sync_interval_millis:
+                raise exc  # retried with back-off; maybe not visible yet
+        self._metrics.count("Fetcher", "RecordsTrimmedLost", 1, shard_id=self.shard_id)
+        log_trimmed_loss(log, self.shard_id, self._resume_position(), str(exc), self._settings.on_trimmed)
+        if self._settings.on_trimmed != "skip_to_trim_horizon":
+            raise exc
+        if isinstance(exc, ShardGoneError):
+            self._iterator = None
+            return self._advance(None, now, full=False)
+        self._iterator = self._reader.iterator_at(self.shard_id, TRIM_HORIZON)
+        if self.life.state is ShardState.INITIALIZING:
+            self._go(ShardEvent.INITIALIZED)
+        return now
 
     def _advance(self, next_iterator: str | None, now: int, *, full: bool) -> int:
         self._iterator = next_iterator

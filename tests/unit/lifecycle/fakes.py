@@ -33,6 +33,7 @@ class FakeStream:
     closed: set[str] = field(default_factory=set)
     faults: dict[str, list[ReadError]] = field(default_factory=lambda: defaultdict(list))
     fetches: int = 0
+    iterator_faults: dict[str, list[ReadError]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, shard: str, first: int, count: int, *, closed: bool = True, key: str = "k") -> None:
         self.shards[shard] = [record(shard, first + 10 * i, key) for i in range(count)]
@@ -40,6 +41,8 @@ class FakeStream:
             self.closed.add(shard)
 
     def iterator_at(self, shard_id: str, position: str) -> str:
+        if self.iterator_faults[shard_id]:
+            raise self.iterator_faults[shard_id].pop(0)
         records = self.shards[shard_id]
         if position == "TRIM_HORIZON":
             index = 0

@@ -9,7 +9,12 @@ from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.ports import DataTrimmedError, IteratorExpiredError, ReadThrottledError
+from consumer.lifecycle.ports import (
+    DataTrimmedError,
+    IteratorExpiredError,
+    ReadThrottledError,
+    ShardGoneError,
+)
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
 from consumer.records import ShardInfo
@@ -144,6 +149,53 @@ def test_trimmed_data_can_skip_to_trim_horizon_when_told() -> None:
     processor = RecordingProcessor()
     rig.drive(rig.consumer("s1", processor))
     assert len(processor.seen) == 10
+
+
+def test_trimmed_under_the_checkpoint_at_start_skips_to_trim_horizon_when_told() -> None:
+    rig = Rig(SETTINGS.model_copy(update={"on_trimmed": "skip_to_trim_horizon"}))
+    rig.stream.add("s1", 100, 10)
+    rig.lease("s1")
+    rig.stream.iterator_faults["s1"] = [DataTrimmedError("trimmed")]  # from GetShardIterator
+    processor = RecordingProcessor()
+    rig.drive(rig.consumer("s1", processor))
+    assert len(processor.seen) == 10
+
+
+def test_a_shard_trimmed_away_entirely_is_finished_only_after_it_stayed_missing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = SETTINGS.model_copy(
+        update={"on_trimmed": "skip_to_trim_horizon", "shard_sync_interval_millis": 5000}
+    )
+    rig = Rig(settings)
+    rig.stream.add("s1", 100, 10)
+    rig.lease("s1")
+    rig.stream.iterator_faults["s1"] = [ShardGoneError("ResourceNotFoundException")] * 10_000
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    started = rig.clock.monotonic_millis()
+    rig.drive(consumer, max_steps=2000)
+    assert processor.seen == []
+    assert rig.clock.monotonic_millis() - started >= 15_000  # not before three shard-sync intervals
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("SHARD_END")  # its children may start
+    assert any(
+        getattr(r, "event", None) == "RECORDS_TRIMMED_LOST" or "trimming" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_a_missing_shard_stays_stuck_and_loud_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    rig = Rig(SETTINGS.model_copy(update={"shard_sync_interval_millis": 1000}))
+    rig.stream.add("s1", 100, 10)
+    rig.lease("s1")
+    rig.stream.iterator_faults["s1"] = [ShardGoneError("ResourceNotFoundException")] * 10_000
+    consumer = rig.consumer("s1", RecordingProcessor())
+    for _ in range(40):
+        due = consumer.step()
+        assert due is not None
+        rig.advance(due - rig.clock.monotonic_millis())
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("TRIM_HORIZON")
+    assert any(r.levelname == "ERROR" and "trimming" in r.getMessage() for r in caplog.records)
 
 
 def test_lease_lost_stops_without_checkpointing() -> None:

@@ -1,0 +1,52 @@
+"""A processor for the end-to-end tests: the changelog sink with injected trouble, counting what it
+handled so the tests can check the metrics against it.
+
+``fail_every``-th call raises (the failure policy retries it), ``slow_every``-th call sleeps
+``slow_millis`` first (longer than the emulator's iterator expiry, so the next GetRecords finds an
+expired iterator). After a batch lands, its record count is appended to ``<seen_dir>/<pid>.txt``.
+It logs through ``tests.e2e.processors``, a logger outside ``consumer``: the application log group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from consumer.processing import Batch, BatchResult
+from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+
+log = logging.getLogger("tests.e2e.processors")
+
+
+class CountingChangelog:
+    def __init__(
+        self,
+        destination: str,
+        table: str,
+        seen_dir: str,
+        fail_every: int | str = 0,
+        slow_every: int | str = 0,
+        slow_millis: int | str = 0,
+    ) -> None:
+        self._sink = ChangelogSink(ChangelogStore(destination), table)
+        self._seen = Path(seen_dir) / f"{os.getpid()}.txt"
+        self._seen.parent.mkdir(parents=True, exist_ok=True)
+        self._fail_every, self._slow_every = int(fail_every), int(slow_every)
+        self._slow = int(slow_millis) / 1000
+        self._calls = 0
+
+    def handle(self, batch: Batch) -> BatchResult | None:
+        self._calls += 1
+        if self._fail_every and self._calls % self._fail_every == 0:
+            log.error(
+                "injected processor failure on shard %s (%d records)", batch.shard_id, len(batch.records)
+            )
+            raise RuntimeError(f"injected processor failure on shard {batch.shard_id}")
+        if self._slow_every and self._calls % self._slow_every == 0:
+            time.sleep(self._slow)
+        result = self._sink(batch)
+        with self._seen.open("a", encoding="utf-8") as seen:
+            seen.write(f"{len(batch.records)}\n")
+        return result

@@ -1,0 +1,343 @@
+"""`consumer run` processes against the emulator's multi-shard stream: the worker, the processing
+and the telemetry end to end.
+
+One fleet run (about a minute and a half) is shared by the assertions of this module:
+
+* two workers, then four, on a stream that rolls over every few seconds and splits on cue; one
+  worker frozen past the failover time (SIGSTOP/SIGCONT: LEASE_LOST), one SIGKILLed, one SIGTERMed;
+  records already in the stream before the first start (TRIM_HORIZON);
+* a processor that fails every ninth call (retried) and is slow every eleventh (longer than the
+  emulator's iterator expiry: expired iterators);
+* a second application on the same stream keeping a DynamoDB replica;
+* afterwards the shards are trimmed under a stopped worker's checkpoint and one worker restarts.
+
+Then: every change exactly once per (shard, sequence number), in per-item delivery order (so parents
+before children); the replica equals the source; the EMF documents and both log groups read back
+from the emulator's CloudWatch Logs hold what the run provoked, and RecordsProcessed equals what
+the processor handled. A separate short test checks LATEST against TRIM_HORIZON.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumer.demo.fleet import LocalFleet
+from consumer.demo.load import LoadGenerator
+from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
+from consumer.settings import LoadSettings, load_settings
+from consumer.telemetry.readback import points_of_all, read_log_group, read_log_messages
+from emulator.testing import RunningEmulator, running_emulator
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+APP = "e2e-fleet"
+
+WORKER = """
+failover_time_millis: 3000
+max_clock_skew_millis: 100
+idle_time_between_reads_millis: 100
+parent_shard_poll_interval_millis: 200
+shard_sync_interval_millis: 2000
+task_backoff_time_millis: 100
+initial_position: {position}
+on_trimmed: skip_to_trim_horizon
+"""
+
+
+def write_config(directory: Path, env: str, endpoint: str, app: str, processing: str, position: str) -> None:
+    worker = "\n".join("  " + line for line in WORKER.format(position=position).strip().splitlines())
+    (directory / f"{env}.yaml").write_text(
+        f"""
+application_name: {app}
+region: us-east-1
+endpoint_url: {endpoint}
+table:
+  name: orders
+  partition_key: {{name: pk, type: S}}
+worker:
+{worker}
+metrics:
+  destination: logs
+  shard_id_dimension: true
+  flush_interval_seconds: 1
+logs:
+  retention_days: 1
+processing:
+{processing}
+"""
+    )
+
+
+def create_tables(emu: RunningEmulator) -> None:
+    ddb = emu.client("dynamodb")
+    for name, stream in (("orders", True), ("orders-replica", False)):
+        ddb.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            **(
+                {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}}
+                if stream
+                else {}
+            ),
+        )
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def scan(emu: RunningEmulator, table: str) -> dict[str, dict[str, Any]]:
+    items: dict[str, dict[str, Any]] = {}
+    for page in emu.client("dynamodb").get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            items[item["pk"]["S"]] = {k: v for k, v in item.items() if k != "_sourceSequenceNumber"}
+    return items
+
+
+@dataclass
+class FleetRun:
+    emu: RunningEmulator
+    tmp: Path
+    verdict: Verdict
+    written: int
+    source: dict[str, dict[str, Any]]
+    replica: dict[str, dict[str, Any]]
+    worker_ids: dict[str, str]  # process name -> worker id (name@host:pid:nonce)
+    stopped_how: dict[str, str]
+    counters: dict[str, int]
+
+
+def worker_ids(fleet: LocalFleet) -> dict[str, str]:
+    ids = {}
+    for name, process in fleet.workers.items():
+        for line in process.log_path.read_text(errors="replace").splitlines():
+            if f'"worker_id": "{name}@' in line:
+                ids[name] = line.split('"worker_id": "', 1)[1].split('"', 1)[0]
+                break
+    return ids
+
+
+@pytest.fixture(scope="module")
+def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
+    tmp = tmp_path_factory.mktemp("fleet")
+    config = tmp / "config"
+    config.mkdir()
+    with running_emulator(
+        partitions=3, rollover_seconds=6, iterator_expiry_seconds=2, reads_per_shard_per_second=50, seed=5
+    ) as emu:
+        changelog, seen = tmp / "changelog", tmp / "seen"
+        write_config(
+            config, "e2e", emu.endpoint, APP,
+            f"  processor: tests.e2e.processors:CountingChangelog\n  options:\n    destination: {changelog}\n"
+            f"    table: orders\n    seen_dir: {seen}\n    fail_every: 9\n    slow_every: 11\n    slow_millis: 2500",
+            "TRIM_HORIZON",
+        )  # fmt: skip
+        write_config(
+            config, "replica", emu.endpoint, "e2e-replica",
+            "  processor: dynamodb_replica\n  options:\n    table: orders-replica", "TRIM_HORIZON",
+        )  # fmt: skip
+        create_tables(emu)
+        environ = {
+            "PYTHONPATH": str(REPO),
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        settings = load_settings("e2e", config)
+        load_settings_ = LoadSettings(writes_per_second=30, keys=60, seed=11, duration_seconds=24)
+        load = LoadGenerator(emu.client("dynamodb"), settings.table, load_settings_, tmp / "oracle.jsonl")
+        load.run(1.5)  # already in the stream before any worker starts: TRIM_HORIZON must deliver them
+        with (
+            LocalFleet("e2e", config, tmp / "logs", environ) as fleet,
+            LocalFleet("replica", config, tmp / "replica-logs", environ) as replicas,
+        ):
+            fleet.start_worker()
+            fleet.start_worker()
+            replicas.start_worker()
+            writer = threading.Thread(target=load.run, args=(24,), daemon=True)
+            started = time.monotonic()
+            writer.start()
+            script = [
+                (6, lambda: (fleet.start_worker(), fleet.start_worker())),
+                (9, lambda: fleet.pause("worker-1")),  # past the failover time: it must fence itself
+                (14, lambda: fleet.resume("worker-1")),
+                (12, lambda: emu.control.split("orders")),
+                (16, lambda: fleet.kill("worker-2")),
+                (19, lambda: fleet.terminate("worker-3")),
+            ]
+            for at, act in sorted(script, key=lambda s: s[0]):
+                time.sleep(max(0.0, started + at - time.monotonic()))
+                act()
+            writer.join()
+            written = load.writes
+
+            def delivered() -> int:
+                return len({(c.shard_id, c.sequence_number) for c in read_changelog(changelog, "pk")})
+
+            wait_for(lambda: delivered() >= written, 150, f"{written} changes in the change log")
+            wait_for(
+                lambda: scan(emu, "orders") == scan(emu, "orders-replica"), 90, "the replica to converge"
+            )
+            source, replica = scan(emu, "orders"), scan(emu, "orders-replica")
+            verdict = judge(read_oracle(tmp / "oracle.jsonl"), read_changelog(changelog, "pk"))
+            replicas.close()
+
+            # Trimmed under live workers: freeze the two still running (shorter than the fence), write,
+            # trim everything, thaw: their next read is past the oldest record left.
+            alive = [p.name for p in fleet.alive()]
+            for name in alive:
+                fleet.pause(name)
+            for i in range(10):
+                emu.client("dynamodb").put_item(TableName="orders", Item={"pk": {"S": f"trimmed-{i}"}})
+            emu.control.trim("orders", older_than_seconds=0)
+            for name in alive:
+                fleet.resume(name)
+
+            def reported() -> bool:
+                return any(
+                    "RECORDS_TRIMMED_LOST" in fleet.workers[n].log_path.read_text(errors="replace")
+                    for n in alive
+                )
+
+            wait_for(reported, 60, "a worker to report the trimmed records")
+            for process in fleet.alive():
+                fleet.terminate(process.name)
+            ids = worker_ids(fleet)
+            how = {name: process.stopped_how or "running" for name, process in fleet.workers.items()}
+        time.sleep(2)  # the last PutLogEvents of the stopped workers
+        yield FleetRun(emu, tmp, verdict, written, source, replica, ids, how, emu.control.counters())
+
+
+def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run: FleetRun) -> None:
+    verdict = fleet_run.verdict
+    assert verdict.written == fleet_run.written > 500
+    assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), verdict.lost_examples
+    # Exactly once per (shard, sequence number) in the change log: no two workers wrote a shard at once.
+    assert verdict.duplicates == 0, verdict.duplicate_objects
+    counters = fleet_run.counters
+    assert counters["rollovers"] >= 3 and counters["splits"] >= 1
+    assert counters["expired_iterators"] >= 1  # the slow batches outlived their iterators
+    assert counters["trimmed_reads"] >= 1  # the thawed workers read past the trim
+    assert fleet_run.stopped_how["worker-2"] == "SIGKILL" and fleet_run.stopped_how["worker-3"] == "SIGTERM"
+
+
+def test_the_replica_equals_the_source(fleet_run: FleetRun) -> None:
+    assert len(fleet_run.source) > 20
+    assert fleet_run.source == fleet_run.replica
+
+
+def test_metrics_read_back_add_up(fleet_run: FleetRun) -> None:
+    logs = fleet_run.emu.client("logs")
+    points = points_of_all(read_log_group(logs, f"/{APP}/metrics"))
+    by_name = defaultdict(list)
+    for point in points:
+        by_name[point.name].append(point)
+    for name, unit in (("RecordsProcessed", "Count"), ("MillisBehindLatest", "Milliseconds"),
+                       ("DataBytesProcessed", "Bytes"), ("RecordsRetried", "Count")):  # fmt: skip
+        assert by_name[name], f"no {name} in the EMF documents"
+        assert {p.unit for p in by_name[name]} == {unit}
+    assert any(
+        p.shard_id and ("ShardId",) in [tuple(d[-1:]) for d in p.dimension_sets]
+        for p in by_name["RecordsProcessed"]
+    )
+    assert any(p.shard_id is None for p in points)  # worker-level metrics carry no ShardId
+    # Workers that stopped gracefully flushed every document: their RecordsProcessed is what their
+    # processor handled (the killed and the frozen worker are left out). A batch interrupted by the
+    # stop before it landed is still counted by the lifecycle (KCL's definition: handed to a
+    # processor that returned), so at most one batch per shard more.
+    for name in ("worker-3", "worker-4"):
+        worker_id = fleet_run.worker_ids[name]
+        pid = worker_id.split(":")[-2]
+        seen_file = fleet_run.tmp / "seen" / f"{pid}.txt"
+        handled = sum(int(n) for n in seen_file.read_text().split()) if seen_file.exists() else 0
+        processed = sum(
+            sum(p.values) for p in by_name["RecordsProcessed"] if p.worker == worker_id and p.shard_id
+        )
+        assert handled <= processed <= handled + 1000, (
+            f"{name}: RecordsProcessed {processed}, handled {handled}"
+        )
+
+
+def test_log_groups_hold_each_provoked_message(fleet_run: FleetRun) -> None:
+    logs = fleet_run.emu.client("logs")
+    worker_lines = read_log_messages(logs, f"/{APP}/lease-worker")
+    app_lines = read_log_messages(logs, f"/{APP}/application")
+    events = {line.get("event") for line in worker_lines}
+    assert "LEASE_LOST_SHUTDOWN" in events or any(
+        "fenced" in str(line.get("message")) for line in worker_lines
+    )
+    assert any(
+        line.get("worker_id") == fleet_run.worker_ids["worker-1"] and "dropped" in str(line.get("message"))
+        for line in worker_lines
+    )  # the frozen worker fenced itself on waking
+    trimmed = [line for line in worker_lines if line.get("event") == "RECORDS_TRIMMED_LOST"]
+    # TrimmedDataAccessException (GetRecords or GetShardIterator past the oldest record), not only a
+    # closed shard trimmed away entirely:
+    assert any("TrimmedDataAccessException" in str(line.get("message")) for line in trimmed)
+    assert any("iterator expired" in str(line.get("message")) for line in worker_lines)
+    assert any("injected processor failure" in str(line.get("message")) for line in app_lines)
+    assert not any("injected processor failure" in str(line.get("message")) for line in worker_lines if
+                   line.get("logger") == "tests.e2e.processors")  # fmt: skip
+
+
+def test_latest_starts_at_the_tip_and_trim_horizon_at_the_oldest_record(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.mkdir()
+    environ = {"PYTHONPATH": str(REPO), "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+    with running_emulator(partitions=2, rollover_seconds=3600, seed=2) as emu:
+        create_tables(emu)
+        for position in ("LATEST", "TRIM_HORIZON"):
+            write_config(
+                config, position.lower(), emu.endpoint, f"e2e-{position.lower()}",
+                f"  processor: changelog\n  options:\n    destination: {tmp_path / position}", position,
+            )  # fmt: skip
+        ddb = emu.client("dynamodb")
+        for i in range(20):
+            ddb.put_item(TableName="orders", Item={"pk": {"S": f"before-{i}"}})
+        with (
+            LocalFleet("latest", config, tmp_path / "l", environ) as latest,
+            LocalFleet("trim_horizon", config, tmp_path / "t", environ) as horizon,
+        ):
+            latest.start_worker()
+            horizon.start_worker()
+            leases = emu.client("dynamodb")
+
+            def started(table: str) -> bool:
+                try:
+                    items = leases.scan(TableName=table)["Items"]
+                except Exception:
+                    return False
+                return (
+                    sum(1 for i in items if "leaseOwner" in i and not i["leaseKey"]["S"].startswith("__"))
+                    >= 2
+                )
+
+            wait_for(lambda: started("e2e-latest"), 60, "the LATEST worker to hold both leases")
+            time.sleep(2)  # its iterators are at the tip now
+            for i in range(20):
+                ddb.put_item(TableName="orders", Item={"pk": {"S": f"after-{i}"}})
+
+            def keys(position: str) -> set[str]:
+                return {c.key for c in read_changelog(tmp_path / position, "pk")}
+
+            wait_for(
+                lambda: len(keys("TRIM_HORIZON")) == 40 and len(keys("LATEST")) >= 20, 90, "both to deliver"
+            )
+            time.sleep(1)
+    assert keys("LATEST") == {f"after-{i}" for i in range(20)}
+    assert keys("TRIM_HORIZON") == {f"{w}-{i}" for w in ("before", "after") for i in range(20)}
