@@ -6,6 +6,7 @@ One fleet run (about a minute and a half) is shared by the assertions of this mo
 * two workers, then four, on a stream that rolls over every few seconds and splits on cue; one
   worker frozen past the failover time (SIGSTOP/SIGCONT: LEASE_LOST), one SIGKILLed, one SIGTERMed;
   records already in the stream before the first start (TRIM_HORIZON);
+* 3 % of stream calls answered with HTTP 500, GetRecords throttled above 8 calls/s per shard;
 * a processor that fails every ninth call (retried) and is slow every eleventh (longer than the
   emulator's iterator expiry: expired iterators);
 * a second application on the same stream keeping a DynamoDB replica;
@@ -138,7 +139,12 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
     config = tmp / "config"
     config.mkdir()
     with running_emulator(
-        partitions=3, rollover_seconds=6, iterator_expiry_seconds=2, reads_per_shard_per_second=50, seed=5
+        partitions=3,
+        rollover_seconds=6,
+        iterator_expiry_seconds=2,
+        reads_per_shard_per_second=8,
+        error_rate=0.03,
+        seed=5,
     ) as emu:
         changelog, seen = tmp / "changelog", tmp / "seen"
         write_config(
@@ -233,6 +239,7 @@ def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run
     assert counters["rollovers"] >= 3 and counters["splits"] >= 1
     assert counters["expired_iterators"] >= 1  # the slow batches outlived their iterators
     assert counters["trimmed_reads"] >= 1  # the thawed workers read past the trim
+    assert counters["faults_injected"] >= 1 and counters["throttled"] >= 1  # HTTP 500s, LimitExceeded
     assert fleet_run.stopped_how["worker-2"] == "SIGKILL" and fleet_run.stopped_how["worker-3"] == "SIGTERM"
 
 
