@@ -20,6 +20,7 @@ from consumer.processing.api import (
 from consumer.processing.errors import (
     CheckpointRefusedError,
     DeadLetterError,
+    HandlerStoppedError,
     LeaseLostError,
     NonRetryableError,
     ProcessingConfigError,
@@ -35,6 +36,7 @@ __all__ = [
     "CheckpointRefusedError",
     "Checkpointer",
     "DeadLetterError",
+    "HandlerStoppedError",
     "InMemoryCheckpointer",
     "InitializationInput",
     "LeaseLostError",
