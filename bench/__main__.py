@@ -16,7 +16,16 @@ from pathlib import Path
 
 from bench.common import Ratio, machine
 
-BENCHMARKS: tuple[str, ...] = ("lease_cost", "spark_snapshot", "record_cpu", "throughput", "memory")
+BENCHMARKS: tuple[str, ...] = (
+    "lease_cost",
+    "spark_snapshot",
+    "record_cpu",
+    "throughput",
+    "memory",
+    "failover",
+    "rebalance",
+    "latency",
+)
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
