@@ -77,8 +77,9 @@ class _Timed:
         millis_behind_latest: int,
         checkpointer: Checkpointer,
         should_stop: Callable[[], bool],
+        lease_held: Callable[[], bool] | None = None,
     ) -> None:
-        self._inner.process(records, millis_behind_latest, checkpointer, should_stop)
+        self._inner.process(records, millis_behind_latest, checkpointer, should_stop, lease_held)
         self._done.append((time.perf_counter(), len(records)))
 
     def shard_ended(self, checkpointer: Checkpointer) -> None:

@@ -105,8 +105,12 @@ class ShardProcessor(Protocol):
         millis_behind_latest: int,
         checkpointer: Checkpointer,
         should_stop: Callable[[], bool],
+        lease_held: Callable[[], bool] | None = None,
     ) -> None:
-        """Handle the batch; checkpoint through ``checkpointer``. Raising means: deliver it again later."""
+        """Handle the batch; checkpoint through ``checkpointer``. Raising means: deliver it again later.
+
+        ``should_stop``: lease going or a stop asked for; ``lease_held``: false only once the lease is
+        lost or fenced (what a side effect must check)."""
         ...
 
     def shard_ended(self, checkpointer: Checkpointer) -> None:

@@ -144,6 +144,9 @@ class Scheduler:
                 if consumer.life.reason is ShutdownReason.SHARD_END:
                     self._ended.add(consumer.shard_id)
             else:
+                if consumer.awaiting_shutdown:
+                    # Signalled while this step was in flight (its run-now entry was skipped then).
+                    due = min(due, self._clock.monotonic_millis())
                 self._schedule(consumer.shard_id, due)
         self._wake.set()
 

@@ -97,12 +97,22 @@ class ShardConsumer:
     def lease_lost(self) -> None:
         self._lease_lost.set()
 
+    @property
+    def awaiting_shutdown(self) -> bool:
+        """A stop or a lost lease was signalled and the consumer has not begun shutting down yet: its
+        next step should run now, not after the idle time its last step asked for."""
+        signalled = self._shutdown_requested.is_set() or self._lease_lost.is_set()
+        return signalled and self.life.state not in (ShardState.SHUTTING_DOWN, ShardState.SHUTDOWN_COMPLETE)
+
     def _should_stop(self) -> bool:
         return (
             self._lease_lost.is_set()
             or self._shutdown_requested.is_set()
             or not self._leases.may_process(self.shard.shard_id)
         )
+
+    def _lease_held(self) -> bool:
+        return not self._lease_lost.is_set() and self._leases.may_process(self.shard.shard_id)
 
     @property
     def shard_id(self) -> str:
@@ -255,7 +265,7 @@ class ShardConsumer:
         started = self._clock.monotonic_millis()
         try:
             self._processor.process(
-                records, pending.millis_behind_latest, self.checkpointer, self._should_stop
+                records, pending.millis_behind_latest, self.checkpointer, self._should_stop, self._lease_held
             )
         except LeaseLostError:
             raise

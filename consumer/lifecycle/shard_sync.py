@@ -96,6 +96,10 @@ class ShardSyncer:
         log.info("shard %s ended; syncing shards for its children", shard_id)
         self._wake.set()
 
+    def wake(self) -> None:
+        """Cut the current wait short (a stop was requested, or a shard ended)."""
+        self._wake.set()
+
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             self._wake.wait(self._settings.shard_sync_interval_millis / 1000)

@@ -80,11 +80,18 @@ class Worker:
         self.target: StreamTarget | None = None
         self.coordinator: LeaseCoordinator | None = None
         self.scheduler: Scheduler | None = None
+        self._syncer: ShardSyncer | None = None
 
     def request_stop(self, *_: object) -> None:
         if not self._stop.is_set():
             log.info("worker %s: stop requested; draining gracefully", self.worker_id)
         self._stop.set()
+        # Take nothing more while draining (a stopping worker re-took leases it had just released),
+        # and let the shard-sync thread see the stop now rather than after its interval.
+        if self.coordinator is not None:
+            self.coordinator.stop_taking()
+        if self._syncer is not None:
+            self._syncer.wake()
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, _frame: FrameType | None) -> None:
@@ -118,6 +125,9 @@ class Worker:
         )
         syncer.sync()
         coordinator.start()
+        self._syncer = syncer
+        if self._stop.is_set():
+            coordinator.stop_taking()
         sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
         sync_thread.start()
         scheduler = Scheduler(

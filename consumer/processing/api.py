@@ -44,6 +44,10 @@ def _never() -> bool:
     return False
 
 
+def _always() -> bool:
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessRecordsInput:
     records: tuple[StreamRecord, ...]
@@ -52,6 +56,8 @@ class ProcessRecordsInput:
     shard: ShardInfo
     # True once the lease is being lost or a shutdown was requested: long retries stop early.
     should_stop: Callable[[], bool] = field(default=_never)
+    # False once the lease is lost or the worker fenced itself (a graceful stop keeps it true).
+    lease_held: Callable[[], bool] = field(default=_always)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +111,17 @@ class Batch:
     """What a function-form handler receives: records of one shard, in sequence order.
 
     ``should_stop()`` turns true when the lease is lost, the worker fenced itself or a stop or
-    hand-over was asked for; a handler with a slow side effect can check it just before writing and
-    raise ``HandlerStoppedError`` instead (the next owner delivers the batch again).
+    hand-over was asked for (retries and long work should end early). ``lease_held()`` turns false
+    only when the lease is lost or fenced: a handler with a slow side effect checks it just before
+    writing and raises ``HandlerStoppedError`` instead (the next owner delivers the batch again); on
+    a graceful stop it stays true, so the batch in flight lands and is checkpointed.
     """
 
     shard: ShardInfo
     records: tuple[StreamRecord, ...]
     millis_behind_latest: int = 0
     should_stop: Callable[[], bool] = field(default=_never)
+    lease_held: Callable[[], bool] = field(default=_always)
 
     @property
     def shard_id(self) -> str:

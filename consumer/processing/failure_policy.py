@@ -40,6 +40,10 @@ OPERATION = "ProcessTask"
 SLEEP_SLICE_MILLIS = 250
 
 
+def _held() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class _Span:
     records: tuple[StreamRecord, ...]
@@ -73,6 +77,7 @@ class FailurePolicyRunner:
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
+        lease_held: Callable[[], bool] | None = None,
     ) -> bool:
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 
@@ -98,7 +103,9 @@ class FailurePolicyRunner:
                 return False
             span = spans[0]
             try:
-                error, failed_from = self._attempt(shard, span.records, millis_behind_latest, should_stop)
+                error, failed_from = self._attempt(
+                    shard, span.records, millis_behind_latest, should_stop, lease_held or _held
+                )
             except HandlerStoppedError:
                 return False
             if error is None:
@@ -141,10 +148,11 @@ class FailurePolicyRunner:
         records: tuple[StreamRecord, ...],
         behind: int,
         should_stop: Callable[[], bool],
+        lease_held: Callable[[], bool],
     ) -> tuple[BaseException | None, int]:
         """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
         try:
-            result = self._handler(Batch(shard, records, behind, should_stop))
+            result = self._handler(Batch(shard, records, behind, should_stop, lease_held))
         except (LeaseLostError, HandlerStoppedError):
             raise
         except Exception as exc:

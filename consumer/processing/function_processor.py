@@ -71,7 +71,9 @@ class FunctionProcessor:
         if self._buffer and self._buffer_started is None:
             self._buffer_started = self._clock.monotonic_millis()
         if self._due():
-            self._flush(process.checkpointer, process.should_stop, process.millis_behind_latest)
+            self._flush(
+                process.checkpointer, process.should_stop, process.millis_behind_latest, process.lease_held
+            )
 
     def _due(self) -> bool:
         if not self._buffer:
@@ -81,7 +83,13 @@ class FunctionProcessor:
         assert self._buffer_started is not None
         return self._clock.monotonic_millis() - self._buffer_started >= self._window
 
-    def _flush(self, checkpointer: Checkpointer, should_stop: Callable[[], bool], behind: int = 0) -> bool:
+    def _flush(
+        self,
+        checkpointer: Checkpointer,
+        should_stop: Callable[[], bool],
+        behind: int = 0,
+        lease_held: Callable[[], bool] | None = None,
+    ) -> bool:
         if not self._buffer:
             return True
         done: list[str] = []
@@ -97,6 +105,7 @@ class FunctionProcessor:
             checkpoint,
             should_stop,
             millis_behind_latest=behind,
+            lease_held=lease_held,
         )
         if done:
             last = int(done[-1])

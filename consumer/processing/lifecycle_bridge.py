@@ -30,6 +30,10 @@ def _never() -> bool:
     return False
 
 
+def _always() -> bool:
+    return True
+
+
 class LifecycleBridge:
     def __init__(self, processor: RecordProcessor, shard: ShardInfo) -> None:
         self.processor = processor
@@ -46,10 +50,13 @@ class LifecycleBridge:
         millis_behind_latest: int,
         checkpointer: Checkpointer,
         should_stop: Callable[[], bool],
+        lease_held: Callable[[], bool] | None = None,
     ) -> None:
         self._should_stop = should_stop
         self.processor.process_records(
-            ProcessRecordsInput(records, checkpointer, millis_behind_latest, self._shard, should_stop)
+            ProcessRecordsInput(
+                records, checkpointer, millis_behind_latest, self._shard, should_stop, lease_held or _always
+            )
         )
 
     def shard_ended(self, checkpointer: Checkpointer) -> None:

@@ -198,9 +198,10 @@ class ChangelogSink:
             )
         for run in runs:
             if run:
-                if batch.should_stop():
-                    # The lease is going (or this worker was frozen and has fenced itself): landing
+                if not batch.lease_held():
+                    # The lease is gone (or this worker was frozen and has fenced itself): landing
                     # now could overwrite what the next owner lands. It delivers the batch again.
+                    # A graceful stop keeps the lease until the checkpoint: the batch lands.
                     raise HandlerStoppedError(
                         f"shard {batch.shard_id}: stopping before landing {len(run)} records"
                     )

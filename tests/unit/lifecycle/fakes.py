@@ -84,6 +84,7 @@ class RecordingProcessor:
         millis_behind_latest: int,
         checkpointer: Checkpointer,
         should_stop: Callable[[], bool],
+        lease_held: Callable[[], bool] | None = None,
     ) -> None:
         self.calls += 1
         if self.fail(self.calls, records):

@@ -52,10 +52,10 @@ def test_lineage_in_order_every_record_once_then_graceful_drain() -> None:
         processor = RecordingProcessor()
         original = processor.process
 
-        def process(records, behind, checkpointer, should_stop):  # type: ignore[no-untyped-def]
+        def process(records, behind, checkpointer, should_stop, lease_held=None):  # type: ignore[no-untyped-def]
             with lock:
                 order.extend(shard.shard_id for _ in records)
-            original(records, behind, checkpointer, should_stop)
+            original(records, behind, checkpointer, should_stop, lease_held)
 
         processor.process = process  # type: ignore[method-assign]
         processors[shard.shard_id] = processor

@@ -57,10 +57,13 @@ def drive(
     checkpointer: WatchingCheckpointer,
     batches: list[tuple[StreamRecord, ...]],
     should_stop: Callable[[], bool] = lambda: False,
+    lease_held: Callable[[], bool] = lambda: True,
 ) -> None:
     for batch in batches:
         checkpointer.deliver(batch)
-        processor.process_records(ProcessRecordsInput(batch, checkpointer, 0, ShardInfo(SHARD), should_stop))
+        processor.process_records(
+            ProcessRecordsInput(batch, checkpointer, 0, ShardInfo(SHARD), should_stop, lease_held)
+        )
 
 
 def dead_lettered(directory: Path) -> dict[int, str]:
@@ -245,7 +248,7 @@ def test_property_nothing_lost_nothing_ahead(
 
 def test_a_changelog_sink_frozen_mid_batch_does_not_land_after_its_lease_went(tmp_path: Path) -> None:
     """A worker frozen (SIGSTOP, a long pause) inside a slow batch wakes up fenced: the sink checks
-    ``batch.should_stop()`` right before landing, lands nothing, and nothing is checkpointed."""
+    ``batch.lease_held()`` right before landing, lands nothing, and nothing is checkpointed."""
     clock = FakeClock()
     sink = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
     checkpointer = WatchingCheckpointer(set)
@@ -256,9 +259,27 @@ def test_a_changelog_sink_frozen_mid_batch_does_not_land_after_its_lease_went(tm
         sink(batch)
 
     processor = function_processor(frozen_then_land, clock=clock, policy=policy())
-    drive(processor, checkpointer, [records(1, 5)], lambda: not checkpointer.lease_held)
+    held = lambda: checkpointer.lease_held  # noqa: E731
+    drive(processor, checkpointer, [records(1, 5)], lambda: not held(), held)
     assert checkpointer.history == []
     assert list(tmp_path.rglob("*.jsonl.gz")) == []
+
+
+def test_a_graceful_stop_mid_batch_still_lands_and_checkpoints_it(tmp_path: Path) -> None:
+    """SIGTERM while a slow batch is in flight: should_stop turns true, the lease is still held,
+    so the batch lands and is checkpointed (the next owner does not get it again)."""
+    sink = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
+    stopping = {"now": False}
+    checkpointer = WatchingCheckpointer(lambda: set(range(1, 6)))
+
+    def slow_then_land(batch: Batch) -> None:
+        stopping["now"] = True  # the stop arrives while the batch is being handled
+        sink(batch)
+
+    processor = function_processor(slow_then_land, clock=FakeClock(), policy=policy())
+    drive(processor, checkpointer, [records(1, 5)], lambda: stopping["now"])
+    assert len(list(tmp_path.rglob("*.jsonl.gz"))) == 1
+    assert checkpointer.history and int(checkpointer.history[-1]) == 5
 
 
 def test_the_changelog_sink_lands_while_the_lease_is_held(tmp_path: Path) -> None:
