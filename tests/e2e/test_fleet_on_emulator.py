@@ -284,9 +284,10 @@ def test_log_groups_hold_each_provoked_message(fleet_run: FleetRun) -> None:
     logs = fleet_run.emu.client("logs")
     worker_lines = read_log_messages(logs, f"/{APP}/lease-worker")
     app_lines = read_log_messages(logs, f"/{APP}/application")
-    events = {line.get("event") for line in worker_lines}
-    assert "LEASE_LOST_SHUTDOWN" in events or any(
-        "fenced" in str(line.get("message")) for line in worker_lines
+    frozen = fleet_run.worker_ids["worker-1"]
+    assert any(
+        line.get("event") == "LEASE_LOST_SHUTDOWN" and line.get("worker_id") == frozen
+        for line in worker_lines
     )
     assert any(
         line.get("worker_id") == fleet_run.worker_ids["worker-1"] and "dropped" in str(line.get("message"))
