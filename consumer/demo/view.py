@@ -46,7 +46,7 @@ def lease_rows_from_items(items: list[dict[str, dict[str, object]]]) -> tuple[Le
     rows = []
     for item in items:
         key = str(item["leaseKey"]["S"])
-        if key.startswith(WORKER_PREFIX):
+        if key.startswith("__"):  # heartbeat rows (WORKER_PREFIX) and the first-start marker
             continue
         owner = item.get("leaseOwner", {}).get("S")
         parents = item.get("parentShardId", {}).get("SS") or ()

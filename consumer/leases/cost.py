@@ -138,6 +138,10 @@ class MeteredStore:
         self._write(lease_size(lease))
         self.inner.delete_finished(lease)
 
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
+        self._write(100)
+        return self.inner.claim_first_start(worker_id, at_wall_millis)
+
 
 @dataclass(frozen=True)
 class Units:

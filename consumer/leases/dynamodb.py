@@ -28,6 +28,7 @@ from consumer.leases.errors import (
     LeaseTableSchemaError,
 )
 from consumer.leases.model import (
+    FIRST_START_KEY,
     SHARD_END,
     ExtendedSequenceNumber,
     HandOverRequest,
@@ -304,6 +305,18 @@ class DynamoDBLeaseStore:
                 ReturnConsumedCapacity="TOTAL",
             ),
         )
+
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
+        item = {
+            "leaseKey": {"S": FIRST_START_KEY},
+            "workerId": {"S": worker_id},
+            "claimedAt": {"N": str(at_wall_millis)},
+        }
+        try:
+            self._put(item, conditions.CREATE_IF_ABSENT, {}, "claim-first-start", FIRST_START_KEY)
+        except LeaseConflictError:
+            return False
+        return True
 
     # --------------------------------------------------------------------------- plumbing
 

@@ -21,6 +21,7 @@ class InMemoryLeaseStore:
         self._asks: dict[str, dict[str, HandOverRequest]] = {}  # owner -> shard -> request on its row
         self.writes = 0
         self.scans = 0
+        self.first_start_by: str | None = None
         self.unavailable = False  # simulate an unreachable table
 
     def _check_available(self) -> None:
@@ -33,7 +34,7 @@ class InMemoryLeaseStore:
         with self._lock:
             self._check_available()
             self.scans += 1
-            return Snapshot(dict(self._leases), dict(self._beats))
+            return Snapshot(dict(self._leases), dict(self._beats), (), self.first_start_by is not None)
 
     def get(self, shard_id: str) -> Lease | None:
         with self._lock:
@@ -173,3 +174,12 @@ class InMemoryLeaseStore:
                 raise LeaseConflictError("delete", lease.shard_id, current)
             del self._leases[lease.shard_id]
             self.writes += 1
+
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:  # CREATE_IF_ABSENT
+        with self._lock:
+            self._check_available()
+            if self.first_start_by is not None:
+                return False
+            self.first_start_by = worker_id
+            self.writes += 1
+            return True

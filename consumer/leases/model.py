@@ -11,7 +11,10 @@ adopted with its checkpoints:
 This product adds ``pendingOwner`` (S) and ``pendingSince`` (N), a steal request the owner honours
 after its in-flight batch, and one heartbeat row per worker under the reserved key prefix
 ``__worker__#`` (``workerId`` S, ``heartbeatCounter`` N, ``heartbeatAt`` N wall-clock ms,
-``leaseCount`` N). A thief that wants one of a worker's leases also writes
+``leaseCount`` N), and — for an application starting at LATEST — one marker row
+``__app__#first-start`` (``workerId`` S, ``claimedAt`` N) written by the worker that did the first
+start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A thief
+that wants one of a worker's leases also writes
 ``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``) onto that worker's heartbeat row; the owner's next
 heartbeat (a put returning the old item) reads and clears it. Unknown attributes are kept out of the
 model and never written back.
@@ -31,6 +34,7 @@ SHARD_END = "SHARD_END"
 AT_TIMESTAMP = "AT_TIMESTAMP"
 SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
 WORKER_PREFIX = "__worker__#"
+FIRST_START_KEY = "__app__#first-start"
 HAND_OVER_PREFIX = "handOver#"
 
 
@@ -121,6 +125,7 @@ class Snapshot:
     leases: Mapping[str, Lease]
     heartbeats: Mapping[str, Heartbeat]
     malformed: tuple[MalformedItem, ...] = field(default_factory=tuple)
+    first_start_claimed: bool = False  # the FIRST_START_KEY marker row exists
 
 
 # ----------------------------------------------------------------------------------- item codec
@@ -217,9 +222,13 @@ def snapshot_from_items(items: list[Mapping[str, Any]]) -> Snapshot:
     leases: dict[str, Lease] = {}
     beats: dict[str, Heartbeat] = {}
     malformed: list[MalformedItem] = []
+    claimed = False
     for item in items:
         key_value = item.get("leaseKey", {})
         key = key_value.get("S", "?") if isinstance(key_value, Mapping) else "?"
+        if key == FIRST_START_KEY:
+            claimed = True
+            continue
         try:
             if key.startswith(WORKER_PREFIX):
                 beat = heartbeat_from_item(item)
@@ -229,7 +238,7 @@ def snapshot_from_items(items: list[Mapping[str, Any]]) -> Snapshot:
                 leases[lease.shard_id] = lease
         except LeaseItemError as exc:
             malformed.append(MalformedItem(key, str(exc)))
-    return Snapshot(leases, beats, tuple(malformed))
+    return Snapshot(leases, beats, tuple(malformed), claimed)
 
 
 def hand_over_attribute(shard_id: str) -> str:

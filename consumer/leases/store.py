@@ -60,3 +60,7 @@ class LeaseStore(Protocol):
     def delete_finished(self, lease: Lease) -> None:
         """Delete a lease whose checkpoint is SHARD_END (shard-sync cleanup)."""
         ...
+
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
+        """Write the first-start marker unless it exists; True only for the one worker that wrote it."""
+        ...

@@ -16,7 +16,7 @@ from typing import Any
 
 from consumer.clock import Clock
 from consumer.leases.errors import LeaseError
-from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.leases.model import LATEST, ExtendedSequenceNumber, Lease
 from consumer.lifecycle.ports import ReadError
 from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamSourceError
@@ -49,12 +49,27 @@ class ShardSyncer:
         started = self._clock.monotonic_millis()
         try:
             shards = tuple(self._list_shards())
-            leases = self._coordinator.store.scan().leases
+            snapshot = self._coordinator.store.scan()
+            leases = snapshot.leases
+            first_start = not leases and not snapshot.first_start_claimed
+            # Exactly one worker may plan the first start at LATEST: two doing it from empty scans
+            # across a rollover would lease the new child at LATEST and skip its first records. The
+            # loser creates nothing this round; its next sync sees the winner's leases (or, if the
+            # winner died first, an empty table with the marker: every shard at TRIM_HORIZON).
+            if (
+                first_start
+                and self._settings.initial_position == LATEST
+                and not self._coordinator.store.claim_first_start(
+                    self._coordinator.worker_id, self._clock.wall_millis()
+                )
+            ):
+                log.info("shard sync: another worker is doing the first start; syncing next round")
+                return None
             plan = plan_shard_sync(
                 shards,
                 [LeaseView.of(lease) for lease in leases.values()],
                 initial_position=self._settings.initial_position,
-                first_start=not leases,
+                first_start=first_start,
                 cleanup=self._settings.cleanup_leases_upon_shard_completion,
             )
             for warning in plan.warnings:

@@ -147,3 +147,12 @@ def test_scan_pages_through_many_items(store) -> None:  # type: ignore[no-untype
     store.heartbeat(Heartbeat("w", 1, 1), None)
     snapshot = store.scan()
     assert len(snapshot.leases) == 300 and set(snapshot.heartbeats) == {"w"}
+
+
+def test_first_start_is_claimed_once_and_the_marker_is_not_a_lease(store) -> None:  # type: ignore[no-untyped-def]
+    assert not store.scan().first_start_claimed
+    assert store.claim_first_start("a", 1_000)
+    assert not store.claim_first_start("b", 1_001)
+    snapshot = store.scan()
+    assert snapshot.first_start_claimed
+    assert snapshot.leases == {} and snapshot.heartbeats == {} and snapshot.malformed == ()
