@@ -1,7 +1,7 @@
 """What the lifecycle needs from the lease coordinator, the stream and the processor.
 
 The lifecycle is written against these small protocols, not against the adapters, so it can be
-driven in tests by fakes with a fake clock; :mod:`consumer.lifecycle.bindings` binds them to the
+driven in tests by fakes with a fake clock; :mod:`consumer.lifecycle.stream_binding` binds them to the
 lease coordinator, the DynamoDB Streams adapter and the processing layer.
 """
 

@@ -172,11 +172,6 @@ class ShardConsumer:
                 else "",
             )
 
-    def _reason_suffix(self, event: ShardEvent) -> str:
-        if self.life.reason is None or event is ShardEvent.SHUTDOWN_DONE:
-            return ""
-        return f" ({self.life.reason.value})"
-
     def _backoff(self) -> int:
         """Exponential back-off with full jitter, from task_backoff_time_millis up to 30 s."""
         self._backoff_failures += 1
