@@ -238,7 +238,8 @@ def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run
     counters = fleet_run.counters
     assert counters["rollovers"] >= 3 and counters["splits"] >= 1
     assert counters["expired_iterators"] >= 1  # the slow batches outlived their iterators
-    assert counters["trimmed_reads"] >= 1  # the thawed workers read past the trim
+    # The trim under the thawed workers is checked in their logs (TrimmedDataAccessException from
+    # GetRecords or, when an iterator expired meanwhile, from GetShardIterator): see the log test.
     assert counters["faults_injected"] >= 1 and counters["throttled"] >= 1  # HTTP 500s, LimitExceeded
     assert fleet_run.stopped_how["worker-2"] == "SIGKILL" and fleet_run.stopped_how["worker-3"] == "SIGTERM"
 
