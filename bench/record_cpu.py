@@ -36,6 +36,7 @@ from typing import Any
 
 from bench import canned
 from bench.common import Ratio, at_least, at_most, machine
+from consumer.streams.bench_parse import boto3_path
 
 LIMITS = (
     "see the printed profile: orjson.loads of the body is most of (a); the rest is the per-record "
@@ -46,31 +47,6 @@ REPEATS = 3
 ROOT = str(Path(__file__).resolve().parents[1]) + "/"
 BOTO_SHARDS = 4
 PROFILE_SHARDS = 8
-
-
-def boto3_path() -> Callable[[bytes], Any]:
-    """botocore's parser for GetRecords + TypeDeserializer on every image, as a stock consumer does."""
-    import boto3
-    from boto3.dynamodb.types import TypeDeserializer
-    from botocore.parsers import create_parser
-
-    client = boto3.client(
-        "dynamodbstreams", region_name=canned.REGION, aws_access_key_id="bench", aws_secret_access_key="bench"
-    )
-    shape = client.meta.service_model.operation_model("GetRecords").output_shape
-    parser = create_parser("json")
-    deserializer = TypeDeserializer()
-
-    def parse(body: bytes) -> Any:
-        parsed = parser.parse({"body": body, "headers": {}, "status_code": 200}, shape)
-        for record in parsed["Records"]:
-            stream = record["dynamodb"]
-            for image in ("Keys", "NewImage", "OldImage"):
-                if image in stream:
-                    stream[image] = {k: deserializer.deserialize(v) for k, v in stream[image].items()}
-        return parsed
-
-    return parse
 
 
 def worker_path(stream: canned.CannedStream) -> list[float]:

@@ -58,7 +58,9 @@ def sample_body(records: int, attributes: int = 12) -> bytes:
     return json.dumps({"Records": batch, "NextShardIterator": "next"}).encode()
 
 
-def _boto3_path() -> Callable[[bytes], Any]:
+def boto3_path() -> Callable[[bytes], Any]:
+    """botocore's GetRecords parser + TypeDeserializer on every image, as a stock consumer does
+    (``.parse_only`` skips the deserializer). bench/record_cpu.py measures the same path."""
     import boto3
     from boto3.dynamodb.types import TypeDeserializer
     from botocore.parsers import create_parser
@@ -122,7 +124,7 @@ def run(records: int, batches: int, include_boto3: bool = True) -> list[tuple[st
         ("fast path + Python values of all images", _ours_with_values),
     ]
     if include_boto3:
-        boto = _boto3_path()
+        boto = boto3_path()
         contenders.append(("boto3: botocore parser", boto.parse_only))  # type: ignore[attr-defined]
         contenders.append(("boto3: parser + TypeDeserializer", boto))
     per_record = [(name, measure(f, body, batches) / (records * batches) * 1e6) for name, f in contenders]
