@@ -37,7 +37,8 @@ from bench.fleet_support import (
     Stack,
     Writer,
     bench_stack,
-    lost_writes,
+    drain_lost,
+    lost_writes_ratio,
     read_landed,
     repeated_after,
     spread,
@@ -271,13 +272,7 @@ def run() -> list[Ratio]:
                 print("  " + _describe(stops[-1], failover, taker), flush=True)
         finally:
             writer.stop()
-        # Drain: every acknowledged write must reach a processor.
-        deadline = time.monotonic() + 30
-        lost = lost_writes(writer.acked, stack.deliveries.all)
-        while lost and time.monotonic() < deadline:
-            time.sleep(0.5)
-            stack.deliveries.poll()
-            lost = lost_writes(writer.acked, stack.deliveries.all)
+        lost = drain_lost(stack, writer)  # every acknowledged write must reach a processor
         deliveries = stack.deliveries.all
         landed = read_landed(stack.changelog)
         delivered_copies = [(d.shard, d.seq, d.arrived) for d in deliveries]
@@ -341,13 +336,7 @@ def run() -> list[Ratio]:
             0,
             method + "; (shard, sequence) landed twice in the change log during a graceful stop",
         ),
-        Ratio(
-            "failover_lost_writes",
-            (float(len(lost)),),
-            "<=0",
-            not lost,
-            "acknowledged writes never delivered to a processor (whole run)",
-        ),
+        lost_writes_ratio("failover_lost_writes", lost),
     ]
 
 

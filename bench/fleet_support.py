@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from bench.common import Ratio
 from consumer.processing.api import Batch, BatchResult
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -666,3 +667,26 @@ def lost_writes(acked: dict[tuple[str, int], float], deliveries: list[Delivery])
     """Acknowledged writes that never reached the processor."""
     seen = {(d.key, d.w) for d in deliveries}
     return sorted(k for k in acked if k not in seen)
+
+
+def drain_lost(stack: Stack, writer: Writer, timeout_seconds: float = 30.0) -> list[tuple[str, int]]:
+    """After the writer stopped: wait until every acknowledged write reached a processor, or the
+    timeout; the writes still missing then."""
+    deadline = time.monotonic() + timeout_seconds
+    stack.deliveries.poll()
+    lost = lost_writes(writer.acked, stack.deliveries.all)
+    while lost and time.monotonic() < deadline:
+        time.sleep(0.5)
+        stack.deliveries.poll()
+        lost = lost_writes(writer.acked, stack.deliveries.all)
+    return lost
+
+
+def lost_writes_ratio(name: str, lost: list[tuple[str, int]]) -> Ratio:
+    return Ratio(
+        name,
+        (float(len(lost)),),
+        "<=0",
+        not lost,
+        "acknowledged writes never delivered to a processor (whole run)",
+    )

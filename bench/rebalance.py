@@ -30,7 +30,8 @@ from bench.fleet_support import (
     LeaseEvent,
     Stack,
     bench_stack,
-    lost_writes,
+    drain_lost,
+    lost_writes_ratio,
     read_landed,
     repeated_after,
     spread,
@@ -245,13 +246,7 @@ def run() -> list[Ratio]:
                 )
         finally:
             writer.stop()
-        deadline = time.monotonic() + 30
-        stack.deliveries.poll()
-        lost = lost_writes(writer.acked, stack.deliveries.all)
-        while lost and time.monotonic() < deadline:
-            time.sleep(0.5)
-            stack.deliveries.poll()
-            lost = lost_writes(writer.acked, stack.deliveries.all)
+        lost = drain_lost(stack, writer)  # every acknowledged write must reach a processor
         deliveries = stack.deliveries.all
         landed = read_landed(stack.changelog)
         problems = stack.problems()
@@ -292,13 +287,7 @@ def run() -> list[Ratio]:
             0,
             method + "; (shard, sequence) landed twice in the change log during a join",
         ),
-        Ratio(
-            "rebalance_lost_writes",
-            (float(len(lost)),),
-            "<=0",
-            not lost,
-            "acknowledged writes never delivered to a processor (whole run)",
-        ),
+        lost_writes_ratio("rebalance_lost_writes", lost),
     ]
 
 
