@@ -71,9 +71,9 @@ class EmulatorApp:
             except StreamsApiError as exc:
                 payload = {"__type": ERROR_NAMESPACE + exc.code, "message": exc.message}
                 return _json_response(start_response, exc.status, payload)
-        if target.startswith(DYNAMODB_PREFIX) and target[len(DYNAMODB_PREFIX) :] not in READ_ONLY:
-            with self._write_lock, self.bridge.capture():
-                return [b"".join(self.moto(environ, start_response))]
+            if operation not in READ_ONLY:
+                with self._write_lock, self.bridge.capture():
+                    return [b"".join(self.moto(environ, start_response))]
         response: Iterable[bytes] = self.moto(environ, start_response)
         return response
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +68,7 @@ class FleetEvents:
     lost: int = 0
     shards_ended: int = 0
     _previous_owner: dict[str, str] = field(default_factory=dict)
-    _errors: dict[tuple[str, str], str] = field(default_factory=lambda: defaultdict(str))
+    _errors: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:

@@ -109,7 +109,7 @@ class ShardSyncer:
     def shard_ended(self, shard_id: str) -> None:
         """A shard reached its end: look for its children now rather than at the next periodic sync."""
         log.info("shard %s ended; syncing shards for its children", shard_id)
-        self._wake.set()
+        self.wake()
 
     def wake(self) -> None:
         """Cut the current wait short (a stop was requested, or a shard ended)."""

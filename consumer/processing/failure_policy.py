@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from consumer.clock import Clock
-from consumer.processing.api import Batch, BatchHandler, BatchResult
+from consumer.processing.api import Batch, BatchHandler, BatchResult, _always
 from consumer.processing.dead_letter import DeadLetter, FailedRecords
 from consumer.processing.errors import (
     DeadLetterError,
@@ -38,10 +38,6 @@ from consumer.telemetry.metrics import Metrics, NullMetrics
 log = logging.getLogger("consumer.processing")
 OPERATION = "ProcessTask"
 SLEEP_SLICE_MILLIS = 250
-
-
-def _held() -> bool:
-    return True
 
 
 @dataclass(frozen=True)
@@ -77,7 +73,7 @@ class FailurePolicyRunner:
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
-        lease_held: Callable[[], bool] | None = None,
+        lease_held: Callable[[], bool] = _always,
     ) -> bool:
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 
@@ -104,7 +100,7 @@ class FailurePolicyRunner:
             span = spans[0]
             try:
                 error, failed_from = self._attempt(
-                    shard, span.records, millis_behind_latest, should_stop, lease_held or _held
+                    shard, span.records, millis_behind_latest, should_stop, lease_held
                 )
             except HandlerStoppedError:
                 return False

@@ -19,6 +19,7 @@ from consumer.processing.api import (
     ProcessRecordsInput,
     ShardEndedInput,
     ShutdownRequestedInput,
+    _always,
 )
 from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
@@ -88,7 +89,7 @@ class FunctionProcessor:
         checkpointer: Checkpointer,
         should_stop: Callable[[], bool],
         behind: int = 0,
-        lease_held: Callable[[], bool] | None = None,
+        lease_held: Callable[[], bool] = _always,
     ) -> bool:
         if not self._buffer:
             return True

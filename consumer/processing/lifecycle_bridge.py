@@ -22,16 +22,13 @@ from consumer.processing.api import (
     RecordProcessor,
     ShardEndedInput,
     ShutdownRequestedInput,
+    _always,
 )
 from consumer.records import ShardInfo, StreamRecord
 
 
 def _never() -> bool:
     return False
-
-
-def _always() -> bool:
-    return True
 
 
 class LifecycleBridge:
