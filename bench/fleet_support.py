@@ -367,7 +367,11 @@ class Stack:
         """The leases table now (consumer.leases.model.Snapshot: leases and heartbeat rows)."""
         from consumer.leases.dynamodb import DynamoDBLeaseStore
 
-        return DynamoDBLeaseStore(self.client("dynamodb"), self.settings.leases_table_name).scan()
+        return DynamoDBLeaseStore(
+            self.client("dynamodb"),
+            self.settings.leases_table_name,
+            workers_table_name=self.settings.workers_table_name,
+        ).scan()
 
     def try_snapshot(self) -> Any | None:
         """The snapshot, or None while the leases table does not exist yet (workers create it)."""
@@ -479,14 +483,12 @@ class Stack:
     def registered_at(self, worker_id: str, timeout: float = 60) -> tuple[float, int]:
         """Wall time of the worker's first heartbeat (its row's heartbeatAt, less the renewals since
         when the row is first seen at a later counter), and the counter seen."""
-        from consumer.leases.model import heartbeat_key
-
         client = self.client("dynamodb")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             item = client.get_item(
-                TableName=self.settings.leases_table_name,
-                Key={"leaseKey": {"S": heartbeat_key(worker_id)}},
+                TableName=self.settings.workers_table_name,
+                Key={"workerId": {"S": worker_id}},
                 ConsistentRead=True,
             ).get("Item")
             if item:

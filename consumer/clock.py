@@ -1,7 +1,10 @@
 """Time, passed in: decision code never reads the system clock itself.
 
-``monotonic_millis`` measures intervals on this host (immune to wall-clock jumps); ``wall_millis``
-is comparable across hosts only within the assumed skew bound (``worker.max_clock_skew_millis``).
+``monotonic_millis`` measures intervals on this host (immune to wall-clock jumps) *including time
+the host spent suspended*: fencing is judged on it, and a VM resumed after a suspend must see that
+its heartbeat is old (``CLOCK_MONOTONIC`` stops during a suspend on Linux; ``CLOCK_BOOTTIME`` does
+not). ``wall_millis`` is comparable across hosts only within the assumed skew bound
+(``worker.max_clock_skew_millis``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,18 @@ class Clock(Protocol):
     def sleep(self, millis: float) -> None: ...
 
 
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def _suspend_aware_ns() -> int:
+    if _BOOTTIME is not None:
+        return time.clock_gettime_ns(_BOOTTIME)
+    return time.monotonic_ns()  # macOS / Windows: their monotonic clocks already count sleep
+
+
 class SystemClock:
     def monotonic_millis(self) -> int:
-        return time.monotonic_ns() // 1_000_000
+        return _suspend_aware_ns() // 1_000_000
 
     def wall_millis(self) -> int:
         return time.time_ns() // 1_000_000

@@ -181,6 +181,9 @@ class WorkerSettings(_Model):
     initial_lease_table_read_capacity: int = Field(10, ge=1, description="Leases table RCU (PROVISIONED).")
     initial_lease_table_write_capacity: int = Field(10, ge=1, description="Leases table WCU (PROVISIONED).")
     lease_table_name: str | None = Field(None, description="Leases table name; default application_name.")
+    worker_table_name: str | None = Field(
+        None, description="Heartbeat (workers) table name; default <leases table>-workers."
+    )
     task_backoff_time_millis: int = Field(500, ge=0, description="Back-off after a failed task.")
     on_trimmed: Literal["fail", "skip_to_trim_horizon"] = Field(
         "fail", description="What to do when data was trimmed before it was read (always logged as ERROR)."
@@ -201,12 +204,27 @@ class WorkerSettings(_Model):
             return self.lease_taker_interval_millis
         return self.failover_time_millis // 3
 
+    @property
+    def fence_margin_millis(self) -> int:
+        """How long before anybody may take its leases a worker that cannot renew stops using them."""
+        return max(self.failover_time_millis // 5, self.epsilon_millis)
+
+    @property
+    def fence_after_millis(self) -> int:
+        """A worker whose last good heartbeat started this long ago is fenced (failover - margin)."""
+        return self.failover_time_millis - self.fence_margin_millis
+
     @model_validator(mode="after")
     def _renewal_shorter_than_failover(self) -> WorkerSettings:
-        if self.renewal_interval_millis >= self.failover_time_millis:
+        # A heartbeat and one retry (a third of the interval later) must both fit before the fence;
+        # otherwise a single throttled request, or the interval alone, fences the worker.
+        renewal, fence = self.renewal_interval_millis, self.fence_after_millis
+        if renewal + max(renewal // 3, 1) >= fence:
+            longest = (fence * 3) // 4 - 1
             raise ValueError(
-                f"lease_renewal_interval_millis ({self.renewal_interval_millis}) must be shorter than "
-                f"failover_time_millis ({self.failover_time_millis}); failover/3 is the usual choice"
+                f"lease_renewal_interval_millis ({renewal}) leaves no room for a retried heartbeat "
+                f"before the worker fences itself at failover - failover/5 = {fence} ms: use at most "
+                f"{longest} (failover/3 - epsilon is the usual choice) or raise failover_time_millis"
             )
         if self.max_clock_skew_millis >= self.failover_time_millis // 2:
             raise ValueError(
@@ -492,6 +510,11 @@ class Settings(_Model):
     @property
     def leases_table_name(self) -> str:
         return self.worker.lease_table_name or self.application_name
+
+    @property
+    def workers_table_name(self) -> str:
+        """Where heartbeats live, beside the leases table (which then holds leases only)."""
+        return self.worker.worker_table_name or f"{self.leases_table_name}-workers"
 
     @property
     def metrics_namespace(self) -> str:

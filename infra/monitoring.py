@@ -173,7 +173,8 @@ class Monitoring(Construct):
         )
         self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
 
-        # -- scale-in: leases (heartbeat rows subtracted) back near N for a sustained period
+        # -- scale-in: leases back near N for a sustained period (the leases table holds leases only:
+        # heartbeat rows live in the workers table, so the Scan count needs no correction)
         self.scale_in_policy = autoscaling.CfnScalingPolicy(
             self,
             "ScaleInPolicy",
@@ -183,19 +184,7 @@ class Monitoring(Construct):
             scaling_adjustment=-1,
             cooldown=str(scaling.period_seconds * scaling.scale_in_evaluation_periods),
         )
-        in_service = cloudwatch.Metric(
-            namespace="AWS/AutoScaling",
-            metric_name="GroupInServiceInstances",
-            dimensions_map={"AutoScalingGroupName": group_name},
-            statistic="Average",
-            period=period,
-        )
-        leases_only = cloudwatch.MathExpression(
-            expression=f"scans - instances * {settings.fleet.worker_processes_per_instance}",
-            using_metrics={"scans": self.returned_item_count, "instances": in_service},
-            label="leases (heartbeat rows subtracted)",
-            period=period,
-        )
+        leases_only = self.returned_item_count
         self.scale_in_alarm = cloudwatch.Alarm(
             self,
             "LeasesNearN",
@@ -231,6 +220,14 @@ class Monitoring(Construct):
                 1,
             ),
             self._insights_alarm(
+                "CapacityShortfall",
+                f"{prefix}-ready-shards-unassigned",
+                "Ready shards are left unprocessed because every worker holds worker.max_leases_for_worker "
+                "leases: raise it or fleet.max_size (the workers log a WARN naming how many).",
+                _insights(settings, "MAX", "ReadyLeasesUnassigned", "TakeLeases"),
+                1,
+            ),
+            self._insights_alarm(
                 "DeadLetters",
                 f"{prefix}-dead-letters",
                 "Records were sent to the dead-letter destination: inspect and replay them.",
@@ -240,12 +237,20 @@ class Monitoring(Construct):
             self._alarm(
                 "LeasesTableThrottled",
                 f"{prefix}-leases-table-throttled",
-                "The leases table throttles: workers lose leases (seed 004). Raise its capacity.",
+                "The leases or workers table throttles: workers lose leases (seed 004). Raise its capacity.",
                 cloudwatch.MathExpression(
-                    expression="reads + writes",
+                    expression="reads + writes + workerReads + workerWrites",
                     using_metrics={
-                        "reads": self._leases_table_metric(settings, "ReadThrottleEvents"),
-                        "writes": self._leases_table_metric(settings, "WriteThrottleEvents"),
+                        "reads": self._leases_table_metric(settings.leases_table_name, "ReadThrottleEvents"),
+                        "writes": self._leases_table_metric(
+                            settings.leases_table_name, "WriteThrottleEvents"
+                        ),
+                        "workerReads": self._leases_table_metric(
+                            settings.workers_table_name, "ReadThrottleEvents"
+                        ),
+                        "workerWrites": self._leases_table_metric(
+                            settings.workers_table_name, "WriteThrottleEvents"
+                        ),
                     },
                     label="leases-table throttle events",
                     period=Duration.seconds(60),
@@ -269,11 +274,11 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(*graphs)
 
     @staticmethod
-    def _leases_table_metric(settings: Settings, name: str) -> cloudwatch.Metric:
+    def _leases_table_metric(table: str, name: str) -> cloudwatch.Metric:
         return cloudwatch.Metric(
             namespace=DYNAMODB_NAMESPACE,
             metric_name=name,
-            dimensions_map={"TableName": settings.leases_table_name},
+            dimensions_map={"TableName": table},
             statistic="Sum",
             period=Duration.seconds(60),
         )

@@ -88,7 +88,7 @@ def worker_statements(
     *,
     source_table_arn: str,
     stream_arn: str,
-    leases_table_arn: str,
+    leases_table_arns: list[str],
     log_group_arns: list[str],
     group_name: str,
 ) -> list[iam.PolicyStatement]:
@@ -97,7 +97,7 @@ def worker_statements(
         iam.PolicyStatement(actions=STREAM_ACTIONS, resources=[stream_arn]),
         # The worker finds the stream through the table's LatestStreamArn.
         iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=[source_table_arn]),
-        iam.PolicyStatement(actions=LEASES_ACTIONS, resources=[leases_table_arn]),
+        iam.PolicyStatement(actions=LEASES_ACTIONS, resources=leases_table_arns),
         iam.PolicyStatement(
             actions=LOG_ACTIONS,
             resources=[arn for group in log_group_arns for arn in (group, f"{group}:log-stream:*")],

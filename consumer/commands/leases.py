@@ -75,7 +75,9 @@ def _show(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     client = boto3.client("dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url)
-    snapshot = DynamoDBLeaseStore(client, settings.leases_table_name).scan()
+    snapshot = DynamoDBLeaseStore(
+        client, settings.leases_table_name, workers_table_name=settings.workers_table_name
+    ).scan()
     timing = Timing(settings.worker.failover_time_millis, settings.worker.max_clock_skew_millis)
     console = Console(width=200)
     for table in render(snapshot, time.time_ns() // 1_000_000, timing, show_finished=args.all):

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 CREATE_IF_ABSENT = "attribute_not_exists(leaseKey)"
 
-HEARTBEAT_NEW = "attribute_not_exists(leaseKey)"
-HEARTBEAT_MINE = "workerId = :me AND heartbeatCounter = :expected"
+# Heartbeat rows live in the workers table (hash key workerId); only their worker writes the counter.
+HEARTBEAT_NEW = "attribute_not_exists(workerId)"
+HEARTBEAT_MINE = "heartbeatCounter = :expected"
 HEARTBEAT_STALE = "heartbeatCounter = :seen_counter"
+FIRST_START_ABSENT = "attribute_not_exists(workerId)"
 
 # Taking a lease seen free (no owner) or seen owned by a dead worker.
 TAKE_FREE = "leaseCounter = :seen_counter AND attribute_not_exists(leaseOwner)"

@@ -27,6 +27,7 @@ costs 5 read units).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumer.leases.model import (
@@ -91,9 +92,9 @@ class MeteredStore:
 
     def scan(self) -> Snapshot:
         snapshot = self.inner.scan()
-        total = sum(lease_size(lease) for lease in snapshot.leases.values())
-        total += sum(item_bytes(heartbeat_to_item(beat)) for beat in snapshot.heartbeats.values())
-        self.meter.read_units += scan_units(total)
+        leases = sum(lease_size(lease) for lease in snapshot.leases.values())
+        beats = sum(item_bytes(heartbeat_to_item(beat)) for beat in snapshot.heartbeats.values())
+        self.meter.read_units += scan_units(leases) + scan_units(beats)  # one Scan of each table
         self.meter.scans += 1
         return snapshot
 
@@ -102,13 +103,20 @@ class MeteredStore:
         self.meter.read_units += max(1, math.ceil((lease_size(lease) if lease else 1) / 4096))
         return lease
 
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        beat = self.inner.get_heartbeat(worker_id)
+        self.meter.read_units += 1  # a consistent read of one small row
+        return beat
+
     def create_if_absent(self, lease: Lease) -> bool:
         self._write(lease_size(lease))
         return self.inner.create_if_absent(lease)
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
+    ) -> tuple[HandOverRequest, ...]:
         self._write(item_bytes(heartbeat_to_item(beat)))
-        return self.inner.heartbeat(beat, expected_counter)
+        return self.inner.heartbeat(beat, expected_counter, clear)
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:
         self._write(item_bytes(heartbeat_to_item(beat)))
@@ -163,10 +171,11 @@ def kcl_units_per_second(
 def design_units_per_second(
     leases: int, workers: int, lease_bytes: int, heartbeat_bytes: int, settings: WorkerSettings
 ) -> Units:
-    """This design's steady state: a heartbeat per worker per renewal, a scan per worker per taker round."""
+    """This design's steady state: a heartbeat per worker per renewal, a scan of each table (leases,
+    workers) per worker per taker round."""
     writes = workers * write_units(heartbeat_bytes) / (settings.renewal_interval_millis / 1000)
-    table_bytes = leases * lease_bytes + workers * heartbeat_bytes
-    reads = workers * scan_units(table_bytes) / (settings.taker_interval_millis / 1000)
+    scan = scan_units(leases * lease_bytes) + scan_units(workers * heartbeat_bytes)
+    reads = workers * scan / (settings.taker_interval_millis / 1000)
     return Units(reads, writes)
 
 

@@ -49,6 +49,9 @@ class RoundPlan:
     spillover: int = 0
     expired: int = 0
     mine: int = 0
+    # Ready leases no worker may take because every worker is at max_leases_for_worker: the fleet
+    # is short of capacity (warned about, and the ReadyLeasesUnassigned metric that an alarm watches).
+    unassigned_ready: int = 0
 
 
 def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset[str]:
@@ -180,6 +183,7 @@ def plan_round(
         spillover=spillover,
         expired=expired,
         mine=mine_total,
+        unassigned_ready=max(0, len(ready) - max_leases_for_worker * len(workers)),
     )
 
 

@@ -1,4 +1,4 @@
-"""The leases table in DynamoDB: the only module that talks to it.
+"""The leases table and its workers table in DynamoDB: the only module that talks to them.
 
 Every mutation is a conditional write from :mod:`consumer.leases.conditions` and asks for
 ``ReturnValuesOnConditionCheckFailure=ALL_OLD``, so a lost race tells us the current item without a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from consumer.leases import conditions
 from consumer.leases.errors import (
     CheckpointRefusedError,
+    HeartbeatConflictError,
     LeaseConflictError,
     LeaseLostError,
     LeaseStoreThrottledError,
@@ -28,17 +29,17 @@ from consumer.leases.errors import (
     LeaseTableSchemaError,
 )
 from consumer.leases.model import (
-    FIRST_START_KEY,
     SHARD_END,
     ExtendedSequenceNumber,
     HandOverRequest,
     Heartbeat,
     Lease,
     Snapshot,
+    first_start_item,
     hand_over_attribute,
     hand_over_requests,
     hand_over_value,
-    heartbeat_key,
+    heartbeat_from_item,
     heartbeat_to_item,
     lease_from_item,
     lease_to_item,
@@ -64,14 +65,32 @@ class ConsumedCapacity:
     throttles: int = 0
 
 
-class DynamoDBLeaseStore:
-    """The leases table. ``metrics`` receives LeaseTable ConsumedRead/WriteCapacity per request and
-    LeaseTableThrottles per throttled request (seed 003: a throttled leases table is how fleets lose
-    leases, so it must be visible before it hurts)."""
+def workers_table_for(leases_table: str) -> str:
+    """The workers table's default name: the leases table's with ``-workers``."""
+    return f"{leases_table}-workers"
 
-    def __init__(self, client: Any, table_name: str, *, metrics: Metrics | None = None) -> None:
+
+class DynamoDBLeaseStore:
+    """The leases table and the workers table beside it. ``metrics`` receives LeaseTable
+    ConsumedRead/WriteCapacity per request and LeaseTableThrottles per throttled request (seed 003: a
+    throttled leases table is how fleets lose leases, so it must be visible before it hurts).
+
+    Leases stay in the leases table alone, in KCL's format; heartbeat rows and the first-start marker
+    go to the workers table, so a Java KCL (or its tooling) can read the leases table at any moment
+    and the Scan count that the 2N scale-out alarm watches counts leases only (docs/leases.md).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        *,
+        workers_table_name: str | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._client = client
         self.table_name = table_name
+        self.workers_table_name = workers_table_name or workers_table_for(table_name)
         self._lock = threading.Lock()
         self._metrics: Metrics = metrics or NullMetrics()
         self.consumed = ConsumedCapacity()
@@ -81,32 +100,47 @@ class DynamoDBLeaseStore:
     def ensure_table(
         self, settings: WorkerSettings, *, create: bool = True, timeout_seconds: float = 120
     ) -> None:
-        """Create the table when missing (KCL's shape), wait until ACTIVE, and check its key schema."""
+        """Create both tables when missing, wait until ACTIVE, and check their key schemas."""
+        for table, key, setting in (
+            (self.table_name, "leaseKey", "worker.lease_table_name"),
+            (self.workers_table_name, "workerId", "worker.worker_table_name"),
+        ):
+            self._ensure(table, key, setting, settings, create=create, timeout_seconds=timeout_seconds)
+
+    def _ensure(
+        self,
+        table: str,
+        key: str,
+        setting: str,
+        settings: WorkerSettings,
+        *,
+        create: bool,
+        timeout_seconds: float,
+    ) -> None:
         try:
-            with self._errors("DescribeTable", self.table_name):
-                description = self._client.describe_table(TableName=self.table_name)["Table"]
+            with self._errors("DescribeTable", table, table=table):
+                description = self._client.describe_table(TableName=table)["Table"]
         except LeaseTableMissingError:
             if not create:
                 raise
-            self._create(settings)
-            description = self._wait_active(timeout_seconds)
+            self._create(table, key, settings)
+            description = self._wait_active(table, timeout_seconds)
         key_schema = {(k["AttributeName"], k["KeyType"]) for k in description["KeySchema"]}
         types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
-        if key_schema != {("leaseKey", "HASH")} or types.get("leaseKey") != "S":
+        if key_schema != {(key, "HASH")} or types.get(key) != "S":
             found = ", ".join(f"{name} ({kind}, {types.get(name, '?')})" for name, kind in sorted(key_schema))
             raise LeaseTableSchemaError(
-                f"table {self.table_name} has key schema [{found}]; a leases table needs hash key "
-                "leaseKey (S) and no sort key. Point worker.lease_table_name at another table, or delete "
-                "this one so the worker can create it."
+                f"table {table} has key schema [{found}]; it needs hash key {key} (S) and no sort key. "
+                f"Point {setting} at another table, or delete this one so the worker can create it."
             )
         if description.get("TableStatus") != "ACTIVE":
-            self._wait_active(timeout_seconds)
+            self._wait_active(table, timeout_seconds)
 
-    def _create(self, settings: WorkerSettings) -> None:
+    def _create(self, table: str, key: str, settings: WorkerSettings) -> None:
         request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeySchema": [{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-            "AttributeDefinitions": [{"AttributeName": "leaseKey", "AttributeType": "S"}],
+            "TableName": table,
+            "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"}],
         }
         if settings.lease_table_billing_mode == "PAY_PER_REQUEST":
             request["BillingMode"] = "PAY_PER_REQUEST"
@@ -117,51 +151,57 @@ class DynamoDBLeaseStore:
                 "WriteCapacityUnits": settings.initial_lease_table_write_capacity,
             }
         try:
-            with self._errors("CreateTable", self.table_name):
+            with self._errors("CreateTable", table, table=table):
                 self._client.create_table(**request)
         except LeaseStoreUnavailableError as exc:
             if "ResourceInUseException" not in str(exc):  # another worker created it first: fine
                 raise
 
-    def _wait_active(self, timeout_seconds: float) -> dict[str, Any]:
+    def _wait_active(self, table: str, timeout_seconds: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_seconds
         while True:
-            with self._errors("DescribeTable", self.table_name):
-                table: dict[str, Any] = self._client.describe_table(TableName=self.table_name)["Table"]
-            if table.get("TableStatus") == "ACTIVE":
-                return table
+            with self._errors("DescribeTable", table, table=table):
+                found: dict[str, Any] = self._client.describe_table(TableName=table)["Table"]
+            if found.get("TableStatus") == "ACTIVE":
+                return found
             if time.monotonic() > deadline:
-                raise LeaseStoreUnavailableError(
-                    f"table {self.table_name} not ACTIVE after {timeout_seconds:.0f} s"
-                )
+                raise LeaseStoreUnavailableError(f"table {table} not ACTIVE after {timeout_seconds:.0f} s")
             time.sleep(1)
 
     # ------------------------------------------------------------------------------ reads
 
     def scan(self) -> Snapshot:
+        """Both tables, leases first (eventually consistent, as every Scan here)."""
+        return snapshot_from_items(self._scan_all(self.table_name), self._scan_all(self.workers_table_name))
+
+    def _scan_all(self, table: str) -> list[Mapping[str, Any]]:
         items: list[Mapping[str, Any]] = []
-        request: dict[str, Any] = {"TableName": self.table_name, "ReturnConsumedCapacity": "TOTAL"}
+        request: dict[str, Any] = {"TableName": table, "ReturnConsumedCapacity": "TOTAL"}
         while True:
-            with self._errors("Scan", self.table_name):
+            with self._errors("Scan", table, table=table):
                 page = self._client.scan(**request)
             self._count(page, scan=True)
             items.extend(page.get("Items", []))
             if "LastEvaluatedKey" not in page:
-                break
+                return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return snapshot_from_items(items)
 
     def get(self, shard_id: str) -> Lease | None:
-        with self._errors("GetItem", shard_id):
+        item = self._get_item(self.table_name, {"leaseKey": {"S": shard_id}}, shard_id)
+        return lease_from_item(item) if item else None
+
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        item = self._get_item(self.workers_table_name, {"workerId": {"S": worker_id}}, worker_id)
+        return heartbeat_from_item(item) if item else None
+
+    def _get_item(self, table: str, key: dict[str, Any], name: str) -> Mapping[str, Any] | None:
+        with self._errors("GetItem", name, table=table):
             response = self._client.get_item(
-                TableName=self.table_name,
-                Key={"leaseKey": {"S": shard_id}},
-                ConsistentRead=True,
-                ReturnConsumedCapacity="TOTAL",
+                TableName=table, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
             )
         self._count(response)
-        item = response.get("Item")
-        return lease_from_item(item) if item else None
+        item: Mapping[str, Any] | None = response.get("Item")
+        return item
 
     # ---------------------------------------------------------------------------- writes
 
@@ -172,29 +212,67 @@ class DynamoDBLeaseStore:
             return False
         return True
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
-        if expected_counter is None:
-            condition, values = conditions.HEARTBEAT_NEW, {}
-        else:
-            condition = conditions.HEARTBEAT_MINE
-            values = {":me": {"S": beat.worker_id}, ":expected": {"N": str(expected_counter)}}
-        response = self._put(
-            heartbeat_to_item(beat), condition, values, "heartbeat", heartbeat_key(beat.worker_id)
-        )
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
+    ) -> tuple[HandOverRequest, ...]:
+        """A new row is a conditional put; after that, an update (SET the beat, REMOVE the requests
+        I have dealt with) that returns the whole row: requests stay on it until I clear them, so a
+        lost answer loses none, and a failed condition returns them too (ALL_OLD)."""
+        try:
+            if expected_counter is None:
+                self._put(
+                    heartbeat_to_item(beat),
+                    conditions.HEARTBEAT_NEW,
+                    {},
+                    "heartbeat",
+                    beat.worker_id,
+                    worker_row=True,
+                )
+                return ()
+            names = {f"#c{i}": hand_over_attribute(shard_id) for i, shard_id in enumerate(clear)}
+            expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
+            if names:
+                expression += " REMOVE " + ", ".join(names)
+            request: dict[str, Any] = {
+                "TableName": self.workers_table_name,
+                "Key": {"workerId": {"S": beat.worker_id}},
+                "UpdateExpression": expression,
+                "ConditionExpression": conditions.HEARTBEAT_MINE,
+                "ExpressionAttributeValues": {
+                    ":expected": {"N": str(expected_counter)},
+                    ":counter": {"N": str(beat.counter)},
+                    ":at": {"N": str(beat.at_wall_millis)},
+                    ":count": {"N": str(beat.lease_count)},
+                },
+                "ReturnValues": "ALL_NEW",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                "ReturnConsumedCapacity": "TOTAL",
+            }
+            if names:
+                request["ExpressionAttributeNames"] = names
+            response = self._write(
+                "heartbeat", beat.worker_id, lambda: self._client.update_item(**request), worker_row=True
+            )
+        except LeaseConflictError as exc:
+            row = _row_item(exc)
+            raise HeartbeatConflictError(
+                beat.worker_id, heartbeat_from_item(row) if row else None, hand_over_requests(row)
+            ) from exc
         return hand_over_requests(response.get("Attributes"))
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:
         self._write(
             "delete_heartbeat",
-            heartbeat_key(beat.worker_id),
+            beat.worker_id,
             lambda: self._client.delete_item(
-                TableName=self.table_name,
-                Key={"leaseKey": {"S": heartbeat_key(beat.worker_id)}},
+                TableName=self.workers_table_name,
+                Key={"workerId": {"S": beat.worker_id}},
                 ConditionExpression=conditions.HEARTBEAT_STALE,
                 ExpressionAttributeValues={":seen_counter": {"N": str(beat.counter)}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ReturnConsumedCapacity="TOTAL",
             ),
+            worker_row=True,
         )
 
     def take(self, seen: Lease, new_owner: str) -> Lease:
@@ -222,10 +300,10 @@ class DynamoDBLeaseStore:
     def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
         self._write(
             "ask_hand_over",
-            heartbeat_key(owner),
+            owner,
             lambda: self._client.update_item(
-                TableName=self.table_name,
-                Key={"leaseKey": {"S": heartbeat_key(owner)}},
+                TableName=self.workers_table_name,
+                Key={"workerId": {"S": owner}},
                 UpdateExpression="SET #ask = :ask",
                 ConditionExpression=conditions.HAND_OVER_ASK,
                 ExpressionAttributeNames={"#ask": hand_over_attribute(request.shard_id)},
@@ -233,6 +311,7 @@ class DynamoDBLeaseStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ReturnConsumedCapacity="TOTAL",
             ),
+            worker_row=True,
         )
 
     def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
@@ -307,25 +386,30 @@ class DynamoDBLeaseStore:
         )
 
     def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
-        item = {
-            "leaseKey": {"S": FIRST_START_KEY},
-            "workerId": {"S": worker_id},
-            "claimedAt": {"N": str(at_wall_millis)},
-        }
+        item = first_start_item(worker_id, at_wall_millis)
         try:
-            self._put(item, conditions.CREATE_IF_ABSENT, {}, "claim-first-start", FIRST_START_KEY)
-        except LeaseConflictError:
-            return False
+            self._put(item, conditions.FIRST_START_ABSENT, {}, "claim-first-start", "", worker_row=True)
+        except LeaseConflictError as exc:
+            # A retried put whose first attempt committed finds its own marker: still the winner.
+            old = exc.__cause__.response.get("Item", {}) if isinstance(exc.__cause__, ClientError) else {}
+            return bool(old.get("claimedBy", {}).get("S") == worker_id)
         return True
 
     # --------------------------------------------------------------------------- plumbing
 
     def _put(
-        self, item: dict[str, Any], condition: str, values: dict[str, Any], op: str, key: str
+        self,
+        item: dict[str, Any],
+        condition: str,
+        values: dict[str, Any],
+        op: str,
+        key: str,
+        *,
+        worker_row: bool = False,
     ) -> dict[str, Any]:
         """A conditional put; the response carries the replaced item (ALL_OLD, free with the write)."""
         request: dict[str, Any] = {
-            "TableName": self.table_name,
+            "TableName": self.workers_table_name if worker_row else self.table_name,
             "Item": item,
             "ConditionExpression": condition,
             "ReturnValues": "ALL_OLD",
@@ -334,7 +418,9 @@ class DynamoDBLeaseStore:
         }
         if values:
             request["ExpressionAttributeValues"] = values
-        response: dict[str, Any] = self._write(op, key, lambda: self._client.put_item(**request))
+        response: dict[str, Any] = self._write(
+            op, key, lambda: self._client.put_item(**request), worker_row=worker_row
+        )
         return response
 
     def _update(
@@ -364,13 +450,16 @@ class DynamoDBLeaseStore:
         )
         return lease_from_item(response["Attributes"])
 
-    def _write(self, op: str, key: str, call: Callable[[], Any], *, lost: bool = False) -> Any:
+    def _write(
+        self, op: str, key: str, call: Callable[[], Any], *, lost: bool = False, worker_row: bool = False
+    ) -> Any:
+        table = self.workers_table_name if worker_row else self.table_name
         try:
-            with self._errors(op, key):
+            with self._errors(op, key, table=table):
                 response = call()
         except ClientError as exc:
             old = exc.response.get("Item")
-            current = lease_from_item(old) if old and not key.startswith("__") else None
+            current = lease_from_item(old) if old and not worker_row else None
             error = LeaseLostError if lost else LeaseConflictError
             raise error(op, key, current) from exc
         self._count(response)
@@ -397,8 +486,10 @@ class DynamoDBLeaseStore:
             self._metrics.count("LeaseTable", "LeaseTableConsumedWriteCapacity", writes)
 
     @contextmanager
-    def _errors(self, op: str, key: str) -> Iterator[None]:
+    def _errors(self, op: str, key: str, *, table: str | None = None) -> Iterator[None]:
         """Map botocore errors: conflicts stay ClientErrors for :meth:`_write`, the rest are ours."""
+        table = table or self.table_name
+        kind = "workers table" if table == self.workers_table_name else "leases table"
         try:
             yield
         except ClientError as exc:
@@ -406,21 +497,22 @@ class DynamoDBLeaseStore:
             if code == "ConditionalCheckFailedException":
                 raise
             if code == "ResourceNotFoundException":
-                raise LeaseTableMissingError(
-                    f"leases table {self.table_name} does not exist (during {op} {key})"
-                ) from exc
+                raise LeaseTableMissingError(f"{kind} {table} does not exist (during {op} {key})") from exc
             if code in THROTTLING:
                 with self._lock:
                     self.consumed.throttles += 1
                 self._metrics.count("LeaseTable", "LeaseTableThrottles", 1)
                 raise LeaseStoreThrottledError(
-                    f"{op} {key}: leases table {self.table_name} is throttling ({code}); raise its capacity "
+                    f"{op} {key}: {kind} {table} is throttling ({code}); raise its capacity "
                     "(worker.initial_lease_table_*_capacity or on-demand, see `consumer plan`)"
                 ) from exc
-            raise LeaseStoreUnavailableError(
-                f"{op} {key} on {self.table_name} failed: {code}: {exc}"
-            ) from exc
+            raise LeaseStoreUnavailableError(f"{op} {key} on {kind} {table} failed: {code}: {exc}") from exc
         except BotoCoreError as exc:
-            raise LeaseStoreUnavailableError(
-                f"{op} {key}: leases table {self.table_name} unreachable: {exc}"
-            ) from exc
+            raise LeaseStoreUnavailableError(f"{op} {key}: {kind} {table} unreachable: {exc}") from exc
+
+
+def _row_item(exc: LeaseConflictError) -> Mapping[str, Any] | None:
+    """The item a failed conditional write found (ALL_OLD), or None when there is none."""
+    cause = exc.__cause__
+    item: Mapping[str, Any] | None = cause.response.get("Item") if isinstance(cause, ClientError) else None
+    return item or None

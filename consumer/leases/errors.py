@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from consumer.leases.model import Lease
+    from consumer.leases.model import HandOverRequest, Heartbeat, Lease
 
 
 class LeaseError(Exception):
@@ -28,6 +28,22 @@ class LeaseConflictError(LeaseError):
         owner = current.owner if current else None
         counter = current.counter if current else None
         super().__init__(f"{operation} {shard_id}: condition failed (now owner={owner}, counter={counter})")
+
+
+class HeartbeatConflictError(LeaseError):
+    """My heartbeat row was not as I expected; ``current`` is the row as it is now (None: deleted).
+
+    The caller resolves it by looking at ``current``: my own earlier write that committed and was
+    reported failed (same counter and time), a row I must resynchronise with, or no row at all
+    (another worker judged me dead and removed it).
+    """
+
+    def __init__(
+        self, worker_id: str, current: Heartbeat | None, requests: tuple[HandOverRequest, ...] = ()
+    ) -> None:
+        self.worker_id, self.current, self.requests = worker_id, current, requests
+        seen = f"counter={current.counter}, at={current.at_wall_millis}" if current else "no row"
+        super().__init__(f"heartbeat of {worker_id}: condition failed ({seen})")
 
 
 class LeaseLostError(LeaseConflictError):

@@ -7,9 +7,15 @@ conditions mirror :mod:`consumer.leases.conditions` one for one (named in each m
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 
-from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseLostError
+from consumer.leases.errors import (
+    CheckpointRefusedError,
+    HeartbeatConflictError,
+    LeaseConflictError,
+    LeaseLostError,
+)
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
 
@@ -51,19 +57,30 @@ class InMemoryLeaseStore:
             return True
 
     def heartbeat(  # HEARTBEAT_NEW / _MINE
-        self, beat: Heartbeat, expected_counter: int | None
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
     ) -> tuple[HandOverRequest, ...]:
         with self._lock:
             self._check_available()
             current = self._beats.get(beat.worker_id)
-            if expected_counter is None and current is not None:
-                raise LeaseConflictError("heartbeat", beat.worker_id, None)
-            if expected_counter is not None and (current is None or current.counter != expected_counter):
-                raise LeaseConflictError("heartbeat", beat.worker_id, None)
+            if (expected_counter is None and current is not None) or (
+                expected_counter is not None and (current is None or current.counter != expected_counter)
+            ):
+                raise HeartbeatConflictError(beat.worker_id, current, self._requests(beat.worker_id))
             self._beats[beat.worker_id] = beat
-            asks = self._asks.pop(beat.worker_id, {})
+            asks = self._asks.setdefault(beat.worker_id, {})
+            for shard_id in clear:
+                asks.pop(shard_id, None)
             self.writes += 1
-            return tuple(sorted(asks.values(), key=lambda r: (r.at_wall_millis, r.shard_id)))
+            return self._requests(beat.worker_id)
+
+    def _requests(self, worker_id: str) -> tuple[HandOverRequest, ...]:
+        asks = self._asks.get(worker_id, {})
+        return tuple(sorted(asks.values(), key=lambda r: (r.at_wall_millis, r.shard_id)))
+
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        with self._lock:
+            self._check_available()
+            return self._beats.get(worker_id)
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:  # HEARTBEAT_STALE
         with self._lock:
@@ -175,11 +192,11 @@ class InMemoryLeaseStore:
             del self._leases[lease.shard_id]
             self.writes += 1
 
-    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:  # CREATE_IF_ABSENT
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:  # FIRST_START_ABSENT
         with self._lock:
             self._check_available()
             if self.first_start_by is not None:
-                return False
+                return self.first_start_by == worker_id  # a retried claim finds its own marker
             self.first_start_by = worker_id
             self.writes += 1
             return True

@@ -8,21 +8,26 @@ adopted with its checkpoints:
     checkpointSubSequenceNumber (N)     ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)                  childShardIds (SS)
 
-This product adds ``pendingOwner`` (S) and ``pendingSince`` (N), a steal request the owner honours
-after its in-flight batch, and one heartbeat row per worker under the reserved key prefix
-``__worker__#`` (``workerId`` S, ``heartbeatCounter`` N, ``heartbeatAt`` N wall-clock ms,
-``leaseCount`` N), and — for an application starting at LATEST — one marker row
-``__app__#first-start`` (``workerId`` S, ``claimedAt`` N) written by the worker that did the first
-start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A thief
-that wants one of a worker's leases also writes
-``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``) onto that worker's heartbeat row; the owner's next
-heartbeat (a put returning the old item) reads and clears it. Unknown attributes are kept out of the
-model and never written back.
+This product adds ``pendingOwner`` (S) and ``pendingSince`` (N) to a lease, a steal request the
+owner honours after its in-flight batch. Nothing else lives in the leases table, so every item in it
+parses as a lease by KCL's rules and the table's Scan ``ReturnedItemCount`` counts leases only.
+
+Liveness lives in a second, small table (the *workers table*, ``<leases table>-workers``, hash key
+``workerId`` S): one heartbeat row per worker process (``workerId``, ``heartbeatCounter`` N,
+``heartbeatAt`` N wall-clock ms, ``leaseCount`` N) and — for an application starting at LATEST — one
+marker row ``__app__#first-start`` (``claimedBy`` S, ``claimedAt`` N) written by the worker that did
+the first start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A
+thief that wants one of a worker's leases writes ``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``)
+onto that worker's heartbeat row; the owner's next heartbeat (a put returning the old item) reads and
+clears it. Unknown attributes are kept out of the model and never written back.
+
+Rows an older version of this product wrote into the leases table (``__worker__#…``,
+``__app__#first-start``) are skipped when the table is read (:data:`LEGACY_PREFIXES`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +38,8 @@ LATEST = "LATEST"
 SHARD_END = "SHARD_END"
 AT_TIMESTAMP = "AT_TIMESTAMP"
 SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
-WORKER_PREFIX = "__worker__#"
 FIRST_START_KEY = "__app__#first-start"
+LEGACY_PREFIXES = ("__worker__#", "__app__#")
 HAND_OVER_PREFIX = "handOver#"
 
 
@@ -125,7 +130,7 @@ class Snapshot:
     leases: Mapping[str, Lease]
     heartbeats: Mapping[str, Heartbeat]
     malformed: tuple[MalformedItem, ...] = field(default_factory=tuple)
-    first_start_claimed: bool = False  # the FIRST_START_KEY marker row exists
+    first_start_claimed: bool = False  # the FIRST_START_KEY marker row exists (workers table)
 
 
 # ----------------------------------------------------------------------------------- item codec
@@ -193,14 +198,10 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     return item
 
 
-def heartbeat_key(worker_id: str) -> str:
-    return f"{WORKER_PREFIX}{worker_id}"
-
-
 def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
-    key = _get(item, "leaseKey", "S", "?", required=True)
+    key = _get(item, "workerId", "S", "?", required=True)
     return Heartbeat(
-        worker_id=_get(item, "workerId", "S", key, required=True),
+        worker_id=key,
         counter=_int(item, "heartbeatCounter", key, required=True),
         at_wall_millis=_int(item, "heartbeatAt", key, required=True),
         lease_count=_int(item, "leaseCount", key),
@@ -209,7 +210,6 @@ def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
 
 def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
     return {
-        "leaseKey": {"S": heartbeat_key(beat.worker_id)},
         "workerId": {"S": beat.worker_id},
         "heartbeatCounter": {"N": str(beat.counter)},
         "heartbeatAt": {"N": str(beat.at_wall_millis)},
@@ -217,25 +217,44 @@ def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
     }
 
 
-def snapshot_from_items(items: list[Mapping[str, Any]]) -> Snapshot:
-    """Split a Scan into leases and heartbeats; a malformed item is reported, never dropped silently."""
+def first_start_item(worker_id: str, at_wall_millis: int) -> dict[str, Any]:
+    return {
+        "workerId": {"S": FIRST_START_KEY},
+        "claimedBy": {"S": worker_id},
+        "claimedAt": {"N": str(at_wall_millis)},
+    }
+
+
+def _key_of(item: Mapping[str, Any], name: str) -> str:
+    value = item.get(name, {})
+    return str(value.get("S", "?")) if isinstance(value, Mapping) else "?"
+
+
+def snapshot_from_items(
+    lease_items: Sequence[Mapping[str, Any]], worker_items: Sequence[Mapping[str, Any]] = ()
+) -> Snapshot:
+    """A Scan of each table into one snapshot; a malformed item is reported, never dropped silently."""
     leases: dict[str, Lease] = {}
     beats: dict[str, Heartbeat] = {}
     malformed: list[MalformedItem] = []
     claimed = False
-    for item in items:
-        key_value = item.get("leaseKey", {})
-        key = key_value.get("S", "?") if isinstance(key_value, Mapping) else "?"
+    for item in lease_items:
+        key = _key_of(item, "leaseKey")
+        if key.startswith(LEGACY_PREFIXES):
+            continue  # written by an older version into the leases table; not a lease
+        try:
+            lease = lease_from_item(item)
+            leases[lease.shard_id] = lease
+        except LeaseItemError as exc:
+            malformed.append(MalformedItem(key, str(exc)))
+    for item in worker_items:
+        key = _key_of(item, "workerId")
         if key == FIRST_START_KEY:
             claimed = True
             continue
         try:
-            if key.startswith(WORKER_PREFIX):
-                beat = heartbeat_from_item(item)
-                beats[beat.worker_id] = beat
-            else:
-                lease = lease_from_item(item)
-                leases[lease.shard_id] = lease
+            beat = heartbeat_from_item(item)
+            beats[beat.worker_id] = beat
         except LeaseItemError as exc:
             malformed.append(MalformedItem(key, str(exc)))
     return Snapshot(leases, beats, tuple(malformed), claimed)

@@ -10,6 +10,7 @@ Every method that changes a lease either succeeds and returns the lease as writt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
@@ -26,9 +27,17 @@ class LeaseStore(Protocol):
         """Create the lease unless one exists for the shard; False when it already existed."""
         ...
 
-    def heartbeat(self, beat: Heartbeat, expected_counter: int | None) -> tuple[HandOverRequest, ...]:
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
+    ) -> tuple[HandOverRequest, ...]:
         """Write my heartbeat row: absent, or still at ``expected_counter``. Returns the hand-over
-        requests other workers had written onto the row since my last heartbeat (the write clears them)."""
+        requests on the row after the write. Requests stay on the row until their owner clears them
+        (``clear``: shard ids), so an answer lost to a retried or timed-out write loses none. Raises
+        :class:`~consumer.leases.errors.HeartbeatConflictError` carrying the row and its requests."""
+        ...
+
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        """A strongly consistent read of one worker's heartbeat row (None: it has none)."""
         ...
 
     def delete_heartbeat(self, beat: Heartbeat) -> None:

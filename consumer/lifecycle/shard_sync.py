@@ -5,18 +5,35 @@ in, leases to create and delete out; its docstring has the rules). :class:`Shard
 every ``shard_sync_interval_millis``, and at once when one of this worker's shards ends, so that the
 children get leases without waiting for the next period. DescribeStream's eventual consistency only
 produces warnings (logged as the benign "parent not closed" race); nothing fails the sync.
+
+The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
+pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a
+fresh leases table, whose finished parents are already cleaned up, beside an old listing that lacks
+the descendants proving they are finished (which would re-create the parents' leases at TRIM_HORIZON
+and replay them after their grandchildren).
+
+A plan is only as good as the scan it came from, and a create sent late (the worker paused between
+planning and sending, a slow call, botocore's retries) could re-create a lease that was created,
+finished and cleaned up meanwhile. Two rules close that window:
+
+- a sync sends creates only while its scan is younger than ``failover - margin`` (the same bound after
+  which a worker stops trusting its own liveness); past it, the rest waits for the next sync;
+- a finished lease is deleted only once *this* worker has seen it finished for
+  :data:`CLEANUP_DELAY_FAILOVERS` failover periods — longer than that bound plus a scan's staleness
+  plus the longest a sent create can take to commit (the leases client's timeouts and retries end
+  within one failover period; see ``consumer.lifecycle.worker``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from consumer.clock import Clock
 from consumer.leases.errors import LeaseError
-from consumer.leases.model import LATEST, ExtendedSequenceNumber, Lease
+from consumer.leases.model import LATEST, ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.ports import ReadError
 from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamSourceError
@@ -27,13 +44,27 @@ from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.lifecycle")
 
+CLEANUP_DELAY_FAILOVERS = 3
+
+
+class LeaseTable(Protocol):
+    """What shard sync needs of the leases table (the lease coordinator provides it)."""
+
+    def scan(self) -> Snapshot: ...
+
+    def claim_first_start(self) -> bool: ...
+
+    def create_leases(self, leases: Sequence[Lease]) -> int: ...
+
+    def delete_finished(self, lease: Lease) -> None: ...
+
 
 class ShardSyncer:
     def __init__(
         self,
         *,
         list_shards: Callable[[], Iterable[Shard]],
-        coordinator: Any,
+        coordinator: LeaseTable,
         settings: WorkerSettings,
         clock: Clock,
         metrics: Metrics | None = None,
@@ -44,12 +75,13 @@ class ShardSyncer:
         self._clock = clock
         self._metrics = metrics or NullMetrics()
         self._wake = threading.Event()
+        self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
 
     def sync(self) -> ShardSyncPlan | None:
         started = self._clock.monotonic_millis()
         try:
+            snapshot = self._coordinator.scan()  # first: see the module docstring
             shards = tuple(self._list_shards())
-            snapshot = self._coordinator.store.scan()
             leases = snapshot.leases
             first_start = not leases and not snapshot.first_start_claimed
             # Exactly one worker may plan the first start at LATEST: two doing it from empty scans
@@ -59,9 +91,7 @@ class ShardSyncer:
             if (
                 first_start
                 and self._settings.initial_position == LATEST
-                and not self._coordinator.store.claim_first_start(
-                    self._coordinator.worker_id, self._clock.wall_millis()
-                )
+                and not self._coordinator.claim_first_start()
             ):
                 log.info("shard sync: another worker is doing the first start; syncing next round")
                 return None
@@ -77,20 +107,9 @@ class ShardSyncer:
                     log_parent_not_closed(log, warning.shard_id, warning.parent_shard_id)
                 else:
                     log.warning("shard sync: %s", warning.message)
-            created = self._coordinator.create_leases(
-                [
-                    Lease(
-                        new.shard_id,
-                        None,
-                        0,
-                        ExtendedSequenceNumber(new.checkpoint),
-                        parent_shard_ids=new.parent_shard_ids,
-                    )
-                    for new in plan.leases_to_create
-                ]
-            )
+            created = self._create(plan, started)
             deleted = 0
-            for shard_id in plan.leases_to_delete:
+            for shard_id in self._old_enough(snapshot, plan.leases_to_delete, started):
                 try:
                     self._coordinator.delete_finished(leases[shard_id])
                     deleted += 1
@@ -105,6 +124,31 @@ class ShardSyncer:
             log.info("shard sync: %d leases created, %d finished leases removed", created, deleted)
         self._metrics.timing("ShardSyncTask", "ShardSyncTask", self._clock.monotonic_millis() - started, True)
         return plan
+
+    def _create(self, plan: ShardSyncPlan, scanned_at: int) -> int:
+        created = 0
+        for new in plan.leases_to_create:
+            if self._clock.monotonic_millis() - scanned_at > self._settings.fence_after_millis:
+                log.info("shard sync: its scan is too old to create more leases; the next sync does")
+                break
+            lease = Lease(
+                new.shard_id,
+                None,
+                0,
+                ExtendedSequenceNumber(new.checkpoint),
+                parent_shard_ids=new.parent_shard_ids,
+            )
+            created += self._coordinator.create_leases([lease])
+        return created
+
+    def _old_enough(self, snapshot: Snapshot, candidates: Sequence[str], scanned_at: int) -> list[str]:
+        """The finished leases I have seen finished for long enough to delete (module docstring)."""
+        finished = {shard_id for shard_id, lease in snapshot.leases.items() if lease.finished}
+        self._finished_since = {
+            shard_id: self._finished_since.get(shard_id, scanned_at) for shard_id in finished
+        }
+        delay = CLEANUP_DELAY_FAILOVERS * self._settings.failover_time_millis
+        return [s for s in candidates if scanned_at - self._finished_since.get(s, scanned_at) >= delay]
 
     def shard_ended(self, shard_id: str) -> None:
         """A shard reached its end: look for its children now rather than at the next periodic sync."""

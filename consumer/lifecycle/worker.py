@@ -39,10 +39,24 @@ def new_worker_id(name: str | None = None) -> str:
     return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def lease_client_timeouts(failover_time_millis: int) -> dict[str, Any]:
+    """Timeouts for the leases-table client: every attempt, with its retries, ends within one failover
+    period. botocore's defaults (60 s to connect, 60 s to read) would let a heartbeat hang past the
+    fence and a create planned long ago land long after it was decided (consumer.lifecycle.shard_sync
+    relies on this bound)."""
+    seconds = failover_time_millis / 1000
+    return {
+        "connect_timeout": max(0.2, seconds / 10),
+        "read_timeout": max(0.5, seconds / 5),
+        "retries": {"max_attempts": 3, "mode": "standard"},
+    }
+
+
 @dataclass
 class AwsClients:
     dynamodb: Any
     streams: Any
+    leases: Any = None  # the leases and workers tables' client; ``dynamodb`` when None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AwsClients:
@@ -50,10 +64,14 @@ class AwsClients:
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=64)
+        lease_config = Config(
+            max_pool_connections=16, **lease_client_timeouts(settings.worker.failover_time_millis)
+        )
         session = boto3.session.Session(region_name=settings.region)
         return cls(
             dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
             streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
+            leases=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=lease_config),
         )
 
 
@@ -103,7 +121,11 @@ class Worker:
     def run(self) -> None:
         settings = self.settings
         self.target = resolve_stream(self.clients.dynamodb, self.clients.streams, settings.table)
-        store = DynamoDBLeaseStore(self.clients.dynamodb, settings.leases_table_name)
+        store = DynamoDBLeaseStore(
+            self.clients.leases or self.clients.dynamodb,
+            settings.leases_table_name,
+            workers_table_name=settings.workers_table_name,
+        )
         store.ensure_table(settings.worker)
         reader = self._reader_factory(self.target.stream_arn)
         coordinator = LeaseCoordinator(

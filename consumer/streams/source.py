@@ -86,9 +86,14 @@ class Position:
         """Where to resume from a lease checkpoint: a sentinel as is, digits → just after them.
 
         SHARD_END has no position (the shard is finished: nothing to read), so it is refused.
+        ``AT_TIMESTAMP`` (found in a table a Java KCL application wrote) has no counterpart in
+        DynamoDB Streams, which offers no timestamp iterator: it resumes at TRIM_HORIZON, the choice
+        that loses nothing (records older than the timestamp may be delivered again).
         """
         if checkpoint in _NAMED:
             return cls(checkpoint)  # type: ignore[arg-type]
+        if checkpoint == "AT_TIMESTAMP":
+            return cls.trim_horizon()
         if checkpoint.isdigit():
             return cls.after(checkpoint)
         raise ValueError(

@@ -12,9 +12,11 @@ Rules (KCL's semantics, kcl-semantics.md, without its sharp edges):
    their records are older than the start.
 2. Every other new lease starts at TRIM_HORIZON — a descendant started at LATEST would skip the
    records written between its creation and its lease, which is silent loss.
-3. A shard whose listed descendants already hold a lease that has *started* (any checkpoint but
+3. A shard whose descendants already hold a lease that has *started* (any checkpoint but
    TRIM_HORIZON) is not leased again: the lineage has moved past it (its lease was cleaned up, or it
-   predates a LATEST start). Re-leasing it would replay it after its children.
+   predates a LATEST start). Re-leasing it would replay it after its children. Descendants are
+   found through the listing *and* through the leases' own ``parentShardId``, so a listing that
+   lags behind the leases table (DescribeStream is eventually consistent) still sees a child lease.
 4. Otherwise a listed shard without a lease gets one — in particular the still-readable parent of a
    child that is waiting at TRIM_HORIZON, and it comes first in the list so no worker can see the
    child without its parent's lease (a missing parent lease counts as finished).
@@ -105,10 +107,14 @@ def _leases_to_create(
     first_start: bool,
 ) -> tuple[NewLease, ...]:
     planned: dict[str, NewLease] = {}
+    lease_children: dict[str, set[str]] = {}
+    for lease in leases.values():
+        for parent in lease.parent_shard_ids:
+            lease_children.setdefault(parent, set()).add(lease.shard_id)
     for shard_id in order:
         if shard_id in leases:
             continue
-        descendants = [leases[d] for d in graph.descendants(shard_id) if d in leases]
+        descendants = [leases[d] for d in _descendants(graph, lease_children, shard_id) if d in leases]
         if any(d.started for d in descendants):
             continue  # rule 3: the lineage is already past this shard
         has_leased_ancestor = any(a in leases or a in planned for a in graph.ancestors(shard_id))
@@ -119,9 +125,25 @@ def _leases_to_create(
             start = LATEST
         else:
             continue  # rule 1: closed before the first start with LATEST
-        parent = graph.parent_of(shard_id)
-        planned[shard_id] = NewLease(shard_id, start, frozenset({parent}) if parent else frozenset())
+        parent_id = graph.parent_of(shard_id)
+        planned[shard_id] = NewLease(shard_id, start, frozenset({parent_id}) if parent_id else frozenset())
     return tuple(planned.values())
+
+
+def _descendants(graph: ShardGraph, lease_children: dict[str, set[str]], shard_id: str) -> list[str]:
+    """Every shard below ``shard_id`` known from the listing or from the leases' parent links."""
+    seen = {shard_id}
+    found: list[str] = []
+    frontier = [shard_id]
+    while frontier:
+        current = frontier.pop()
+        listed = graph.children_of(current) if current in graph else ()
+        for child in sorted({*listed, *lease_children.get(current, ())}):
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                frontier.append(child)
+    return found
 
 
 def _leases_to_delete(

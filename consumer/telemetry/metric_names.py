@@ -68,6 +68,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("NumWorkers", "Count", S, LAST, "TakeLeases", "Workers seen in the leases table."),
     MetricSpec("TotalLeases", "Count", S, LAST, "TakeLeases", "Leases in the table (compare with 2N)."),
     MetricSpec("NeededLeases", "Count", D, LAST, "TakeLeases", "Leases this worker still wants."),
+    MetricSpec(
+        "ReadyLeasesUnassigned",
+        "Count",
+        S,
+        LAST,
+        "TakeLeases",
+        "Ready shards no worker may take (at the cap).",
+    ),
     MetricSpec("ShutdownsLeaseLost", "Count", S, SUM, "ShutdownTask", "Shard consumers stopped: LEASE_LOST."),
     MetricSpec(
         "ShardsBlockedOnParent", "Count", D, SUM, "BlockOnParentShardTask", "Child polls while parent runs."

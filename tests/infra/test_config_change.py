@@ -41,7 +41,7 @@ def test_worker_and_capacity_edits_reach_the_template(
     (alarm,) = [
         a
         for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm")
-        if a.get("MetricName") == "ReturnedItemCount"
+        if a.get("MetricName") == "ReturnedItemCount" and a["ComparisonOperator"].startswith("Greater")
     ]
     assert alarm["Threshold"] == 3 * 44
     (template,) = resources_of(edited.raw, "AWS::EC2::LaunchTemplate")

@@ -110,8 +110,11 @@ def test_termination_lifecycle_hook(synth: Synthesized) -> None:
 
 
 def _alarm(synth: Synthesized, metric_name: str) -> dict[str, Any]:
+    """The one alarm that *raises* on ``metric_name`` (scale-in alarms watch the same metric, falling)."""
     found = [
-        a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm") if a.get("MetricName") == metric_name
+        a
+        for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")
+        if a.get("MetricName") == metric_name and a["ComparisonOperator"].startswith("Greater")
     ]
     assert len(found) == 1, f"expected one alarm on {metric_name}, found {len(found)}"
     return found[0]
@@ -154,9 +157,12 @@ def test_scale_in_alarm_removes_one_instance(synth: Synthesized) -> None:
     (scale_in,) = [a for a in alarms if a["AlarmName"].endswith("-leases-near-N")]
     assert scale_in["ComparisonOperator"] == "LessThanOrEqualToThreshold"
     assert scale_in["EvaluationPeriods"] == synth.settings.scaling.scale_in_evaluation_periods
-    expressions = [m for m in scale_in["Metrics"] if "Expression" in m]
-    processes = synth.settings.fleet.worker_processes_per_instance
-    assert expressions[0]["Expression"] == f"scans - instances * {processes}"
+    # The leases table holds leases only (heartbeats live in the workers table): no correction.
+    assert scale_in["MetricName"] == "ReturnedItemCount"
+    assert {d["Name"]: d["Value"] for d in scale_in["Dimensions"]} == {
+        "TableName": synth.settings.leases_table_name,
+        "Operation": "Scan",
+    }
     (action,) = scale_in["AlarmActions"]
     policy = synth.raw["Resources"][action["Fn::GetAtt"][0]]["Properties"]
     assert policy["ScalingAdjustment"] == -1
@@ -170,6 +176,7 @@ def test_health_alarms_beyond_the_seed(synth: Synthesized) -> None:
         "records-lost-to-trimming",
         "dead-letters",
         "leases-table-throttled",
+        "ready-shards-unassigned",
     ):
         assert f"{prefix}-{suffix}" in names
     (lag,) = [
@@ -260,10 +267,6 @@ def _statements(raw: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
 def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> None:
     statements = _statements(synth.raw)
     assert statements
@@ -291,13 +294,14 @@ def test_worker_grants_target_this_stream_and_leases_table(synth: Synthesized) -
     stream = by_action["dynamodb:GetRecords"]["Resource"]
     assert "StreamArn" in str(stream)
     leases = by_action["dynamodb:Scan"]["Resource"]
-    (leases_id,) = [
+    tables = (synth.settings.leases_table_name, synth.settings.workers_table_name)
+    ids = [
         k
+        for name in tables
         for k, r in synth.raw["Resources"].items()
-        if r["Type"] == "AWS::DynamoDB::Table"
-        and r["Properties"]["TableName"] == synth.settings.leases_table_name
+        if r["Type"] == "AWS::DynamoDB::Table" and r["Properties"]["TableName"] == name
     ]
-    assert leases == {"Fn::GetAtt": [leases_id, "Arn"]}
+    assert leases == [{"Fn::GetAtt": [table_id, "Arn"]} for table_id in ids]
     assert "dynamodb:CreateTable" not in by_action
 
 
@@ -329,3 +333,28 @@ def test_cdk_nag_ran_and_reported_no_unacknowledged_error(synth: Synthesized) ->
     assert nag["violations"] == []
     for accepted in nag["suppressedViolations"]:
         assert len(accepted["reason"]) > 40, accepted["acknowledgedId"]
+
+
+def test_the_workers_table_sits_beside_the_leases_table_and_workers_may_use_both(synth: Synthesized) -> None:
+    settings = synth.settings
+    synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "TableName": settings.workers_table_name,
+            "KeySchema": [{"AttributeName": "workerId", "KeyType": "HASH"}],
+        },
+    )
+    policies = resources_of(synth.raw, "AWS::IAM::Policy")
+    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    lease_writes = [s for s in statements if "dynamodb:UpdateItem" in _as_list(s["Action"])]
+    assert lease_writes and len(_as_list(lease_writes[0]["Resource"])) == 2
+    (shortfall,) = [
+        a
+        for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")
+        if a["AlarmName"].endswith("ready-shards-unassigned")
+    ]
+    assert "MAX(ReadyLeasesUnassigned)" in shortfall["Metrics"][0]["Expression"]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]

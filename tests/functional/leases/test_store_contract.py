@@ -10,7 +10,12 @@ import pytest
 from moto import mock_aws
 
 from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseLostError
+from consumer.leases.errors import (
+    CheckpointRefusedError,
+    HeartbeatConflictError,
+    LeaseConflictError,
+    LeaseLostError,
+)
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
 from consumer.settings import WorkerSettings
@@ -104,15 +109,22 @@ def test_renew_after_steal_and_release_frees(store) -> None:  # type: ignore[no-
 
 def test_heartbeats_are_conditional(store) -> None:  # type: ignore[no-untyped-def]
     store.heartbeat(Heartbeat("a", 1, 1000), None)
-    with pytest.raises(LeaseConflictError):
+    with pytest.raises(HeartbeatConflictError) as twice:
         store.heartbeat(Heartbeat("a", 1, 1000), None)  # the row exists: registering twice is a conflict
+    assert twice.value.current == Heartbeat("a", 1, 1000)  # the row as it is: no second read needed
     store.heartbeat(Heartbeat("a", 2, 2000), 1)
-    with pytest.raises(LeaseConflictError):
+    with pytest.raises(HeartbeatConflictError) as stale:
         store.heartbeat(Heartbeat("a", 3, 3000), 1)  # stale expectation
+    assert stale.value.current == Heartbeat("a", 2, 2000)
+    assert store.get_heartbeat("a") == Heartbeat("a", 2, 2000)  # consistent read of one row
     with pytest.raises(LeaseConflictError):
         store.delete_heartbeat(Heartbeat("a", 1, 1000))  # it has beaten since: not dead
     store.delete_heartbeat(Heartbeat("a", 2, 2000))
     assert "a" not in store.scan().heartbeats
+    assert store.get_heartbeat("a") is None
+    with pytest.raises(HeartbeatConflictError) as gone:
+        store.heartbeat(Heartbeat("a", 3, 3000), 2)  # my row was removed: the conflict says so
+    assert gone.value.current is None
 
 
 def test_hand_over_requests_ride_on_the_owners_heartbeat(store) -> None:  # type: ignore[no-untyped-def]
@@ -127,9 +139,15 @@ def test_hand_over_requests_ride_on_the_owners_heartbeat(store) -> None:  # type
         HandOverRequest("shardId-3", "thief-3", 1400),
         HandOverRequest("shardId-7", "thief 2", 1500),
     )
-    assert store.heartbeat(Heartbeat("owner-1", 3, 3000), 2) == ()  # read once: the put cleared them
+    # They stay on the row until the owner clears them: an answer lost to a retry loses none.
+    assert store.heartbeat(Heartbeat("owner-1", 3, 3000), 2) == requests
+    with pytest.raises(HeartbeatConflictError) as retried:
+        store.heartbeat(Heartbeat("owner-1", 3, 3000), 2)  # botocore's retry of a write that landed
+    assert retried.value.current == Heartbeat("owner-1", 3, 3000) and retried.value.requests == requests
+    assert store.heartbeat(Heartbeat("owner-1", 4, 4000), 3, clear=["shardId-3"]) == requests[1:]
+    assert store.heartbeat(Heartbeat("owner-1", 5, 5000), 4, clear=["shardId-7"]) == ()
     beat = store.scan().heartbeats["owner-1"]
-    assert (beat.counter, beat.at_wall_millis) == (3, 3000)
+    assert (beat.counter, beat.at_wall_millis) == (5, 5000)
 
 
 def test_only_finished_leases_are_deleted(store) -> None:  # type: ignore[no-untyped-def]

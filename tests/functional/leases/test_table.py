@@ -13,7 +13,7 @@ from moto import mock_aws
 from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.errors import LeaseStoreUnavailableError, LeaseTableSchemaError
+from consumer.leases.errors import LeaseStoreUnavailableError, LeaseTableMissingError, LeaseTableSchemaError
 from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.settings import WorkerSettings
 
@@ -46,6 +46,14 @@ def test_existing_table_created_elsewhere_is_accepted(client: Any) -> None:
         TableName="from-cdk",
         KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with pytest.raises(LeaseTableMissingError, match="workers table from-cdk-workers does not exist"):
+        DynamoDBLeaseStore(client, "from-cdk").ensure_table(WorkerSettings(), create=False)
+    client.create_table(
+        TableName="from-cdk-workers",
+        KeySchema=[{"AttributeName": "workerId", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "workerId", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
     DynamoDBLeaseStore(client, "from-cdk").ensure_table(WorkerSettings(), create=False)
@@ -161,7 +169,32 @@ def test_consumed_capacity_is_counted_per_request(client: Any) -> None:
     store.create_if_absent(Lease("shardId-1", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
     store.scan()
     store.get("shardId-1")
-    assert store.consumed.requests == 3 and store.consumed.scans == 1
+    assert store.consumed.requests == 4 and store.consumed.scans == 2  # a scan reads both tables
     assert store.consumed.write_units >= 1 and store.consumed.read_units >= 1
     assert metrics.counts["LeaseTableConsumedWriteCapacity"] == store.consumed.write_units
     assert metrics.counts["LeaseTableConsumedReadCapacity"] == store.consumed.read_units
+
+
+def test_the_leases_table_holds_kcl_leases_only_while_workers_run_and_after_a_kill(client: Any) -> None:
+    """Heartbeats and the first-start marker live in the workers table: every item of the leases table
+    parses by the Java KCL's rules, and the Scan the 2N alarm counts returns leases only."""
+    from tests.kcl_format import kcl_problems
+
+    store = DynamoDBLeaseStore(client, "app")
+    store.ensure_table(WorkerSettings())
+    shards = {f"shardId-0000000{i}" for i in range(3)}
+    for shard in sorted(shards):
+        store.create_if_absent(Lease(shard, None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    clock = FakeClock()
+    workers = [LeaseCoordinator(store, name, WorkerSettings(), clock) for name in ("a", "b")]
+    assert store.claim_first_start("a", clock.wall_millis())
+    for worker in workers:
+        worker.heartbeat_once()
+        worker.take_round()
+    workers[0].checkpoint(workers[0].held()[0].shard_id, "1234")
+    # b is killed: nothing is released, its heartbeat row stays behind
+    scan = client.scan(TableName="app")
+    assert scan["Count"] == len(shards)  # what the scale-out alarm's ReturnedItemCount counts
+    assert [p for item in scan["Items"] for p in kcl_problems(item, shards)] == []
+    workers_rows = client.scan(TableName="app-workers")["Items"]
+    assert {row["workerId"]["S"] for row in workers_rows} == {"a", "b", "__app__#first-start"}

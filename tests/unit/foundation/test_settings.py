@@ -89,7 +89,7 @@ MALFORMED = [
         "prod.yaml",
         "worker:\n  lease_renewal_interval_millis: 20000\n",
         "worker",
-        "must be shorter than failover_time_millis",
+        "leaves no room for a retried heartbeat",
     ),
     (
         "prod.yaml",

@@ -51,9 +51,10 @@ def test_listener_hears_lost_when_a_lease_is_taken_after_a_pause() -> None:
     clock.advance(SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis + 1)  # a is frozen
     b, _ = started(store, clock, "b")
     assert [lease.shard_id for lease in b.held()] == ["s1"]
-    assert not a.may_process("s1")  # fenced long before b could take it
     events.clear()
-    a.take_round()  # a wakes up and scans: the lease changed hands
+    assert not a.may_process("s1")  # fenced long before b could take it: dropped at once
+    assert [(e.kind, e.shard_id) for e in events] == [("lost", "s1")]
+    a.take_round()  # a wakes up and scans: nothing more to announce
     assert [(e.kind, e.shard_id) for e in events] == [("lost", "s1")]
     with pytest.raises(LeaseLostError):
         a.checkpoint("s1", "100")

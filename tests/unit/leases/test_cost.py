@@ -35,14 +35,15 @@ def test_metered_store_charges_each_request() -> None:
     store.heartbeat(Heartbeat("w", 1, 1), None)
     store.scan()
     assert store.meter.writes == 2 and store.meter.write_units == 2
-    assert store.meter.scans == 1 and store.meter.read_units == 0.5
+    assert store.meter.scans == 1 and store.meter.read_units == 1.0  # 0.5 per table scanned
 
 
 def test_design_formula() -> None:
     settings = WorkerSettings()  # failover 10 s: renewal 3.308 s, taker 3.333 s
     units = design_units_per_second(300, 4, lease_bytes=250, heartbeat_bytes=100, settings=settings)
     assert units.writes_per_second == 4 * 1 / 3.308  # one 1-unit heartbeat per worker per renewal
-    assert units.reads_per_second == 4 * scan_units(300 * 250 + 4 * 100) / 3.333
+    # one scan of each table per worker per taker round
+    assert units.reads_per_second == 4 * (scan_units(300 * 250) + scan_units(4 * 100)) / 3.333
 
 
 def test_comparison_writes_fall_with_leases_per_worker_and_reads_are_six_times() -> None:

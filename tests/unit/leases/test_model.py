@@ -101,7 +101,7 @@ def test_snapshot_reports_malformed_items_instead_of_dropping_them() -> None:
     good = lease_to_item(Lease("shardId-1", None, 0, ESN("TRIM_HORIZON")))
     bad = {**lease_to_item(Lease("shardId-2", None, 0, ESN("TRIM_HORIZON"))), "leaseCounter": {"S": "oops"}}
     beat = heartbeat_to_item(Heartbeat("w1", 3, 1000, 1))
-    snapshot = snapshot_from_items([good, bad, beat])
+    snapshot = snapshot_from_items([good, bad], [beat])
     assert set(snapshot.leases) == {"shardId-1"}
     assert set(snapshot.heartbeats) == {"w1"}
     assert [m.key for m in snapshot.malformed] == ["shardId-2"]

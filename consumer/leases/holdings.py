@@ -1,0 +1,190 @@
+"""What one worker holds, and until when it may use it: the state the liveness and taking parts share.
+
+One lock guards the held leases, the hand-over marks and the fence. Every reader of the held set goes
+through :meth:`Holdings.expire`, which drops everything the moment the fence deadline has passed:
+fencing takes effect at the deadline itself, not at the next heartbeat or scan. That is what makes a
+heartbeat that started before the deadline and *landed* after it harmless (defect "a late heartbeat
+re-enables a fenced worker"): by the time it extends the deadline, the held set is already empty,
+and the leases come back only through a take that moves their counter (which fails if another worker
+took them meanwhile).
+
+Times: ``fence_at`` is on the worker's monotonic clock (which, in production, counts time the host
+spent suspended: :class:`consumer.clock.SystemClock`); hand-over deadlines are wall-clock ms, because
+they are compared with the thief's request time written in the table.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+
+from consumer.leases.model import Lease
+
+
+@dataclass
+class Holdings:
+    fence_after_millis: int
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _held: dict[str, Lease] = field(default_factory=dict)
+    _handoff: dict[str, str | None] = field(default_factory=dict)
+    # Wall-clock ms after which a lease asked for by a thief may no longer be processed or
+    # checkpointed (request time + failover - margin): the thief may force a take at + failover + skew.
+    _deadline: dict[str, int] = field(default_factory=dict)
+    _fence_at: int | None = None  # monotonic ms; None until the first heartbeat succeeded
+
+    # ----------------------------------------------------------------------------- fence
+
+    def fenced(self, now_mono: int) -> bool:
+        with self._lock:
+            return self._fence_at is None or now_mono >= self._fence_at
+
+    def fence_at(self) -> int | None:
+        with self._lock:
+            return self._fence_at
+
+    def renewed(self, started_mono: int, now_mono: int) -> list[str]:
+        """A heartbeat that started at ``started_mono`` succeeded (we learnt it at ``now_mono``).
+
+        If the deadline passed before we learnt it, whatever we held is dropped first (and returned,
+        for the caller to announce as lost); only then does the deadline move."""
+        with self._lock:
+            dropped = self._expire_locked(now_mono)
+            deadline = started_mono + self.fence_after_millis
+            self._fence_at = deadline if self._fence_at is None else max(self._fence_at, deadline)
+            return dropped
+
+    def expire(self, now_mono: int) -> list[str]:
+        """Drop everything if the fence deadline has passed; the dropped shard ids are returned."""
+        with self._lock:
+            return self._expire_locked(now_mono)
+
+    def _expire_locked(self, now_mono: int) -> list[str]:
+        if self._held and (self._fence_at is None or now_mono >= self._fence_at):
+            return self._clear_locked()
+        return []
+
+    def drop_all(self) -> list[str]:
+        with self._lock:
+            return self._clear_locked()
+
+    def _clear_locked(self) -> list[str]:
+        dropped = sorted(self._held)
+        self._held.clear()
+        self._handoff.clear()
+        self._deadline.clear()
+        return dropped
+
+    # -------------------------------------------------------------------------- leases
+
+    def get(self, shard_id: str, now_mono: int) -> tuple[Lease | None, list[str]]:
+        """The lease if I may still use it, plus anything the fence dropped just now."""
+        with self._lock:
+            dropped = self._expire_locked(now_mono)
+            return self._held.get(shard_id), dropped
+
+    def leases(self) -> list[Lease]:
+        with self._lock:
+            return list(self._held.values())
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def holds(self, shard_id: str) -> bool:
+        with self._lock:
+            return shard_id in self._held
+
+    def add(self, lease: Lease, now_mono: int, sent_fence_at: int | None) -> bool:
+        """Record a lease just taken; refused (False) if the fence has passed meanwhile, in which
+        case the caller must not announce it: the counter it wrote is one nobody else can use, and
+        the next round re-adopts the lease once the worker is alive again. A finished lease is never
+        held (nothing is left to process in it).
+
+        ``sent_fence_at`` is the deadline in force when the take was *sent*: the answer counts only
+        if it arrived before it. A take answered after a pause may have committed long ago, and the
+        lease may have changed hands since; a heartbeat that succeeded in between moved the deadline
+        on, but says nothing about the time the worker spent frozen with the answer in flight."""
+        with self._lock:
+            if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:
+                return False
+            self._held[lease.shard_id] = lease
+            self._deadline.pop(lease.shard_id, None)
+            return True
+
+    def update(self, lease: Lease) -> None:
+        with self._lock:
+            if lease.shard_id in self._held:
+                self._held[lease.shard_id] = lease
+
+    def remove(self, shard_id: str) -> tuple[Lease | None, str | None]:
+        """Forget a lease (lost, released or finished); returns it and the pending hand-over target."""
+        with self._lock:
+            lease = self._held.pop(shard_id, None)
+            to = self._handoff.pop(shard_id, None)
+            self._deadline.pop(shard_id, None)
+            return lease, to
+
+    def reconcile(self, seen: dict[str, Lease | None], me: str) -> list[str]:
+        """Drop leases a scan shows changed hands (never on a scan older than my own write); note
+        pending-owner marks. ``seen`` maps each held shard to what the scan saw (None: absent)."""
+        lost: list[str] = []
+        with self._lock:
+            for shard_id, mine in list(self._held.items()):
+                if shard_id not in seen:
+                    continue
+                found = seen[shard_id]
+                if found is None or found.owner != me or found.counter != mine.counter:
+                    if found is not None and found.counter < mine.counter:
+                        continue  # an eventually consistent scan older than my own write
+                    del self._held[shard_id]
+                    self._handoff.pop(shard_id, None)
+                    self._deadline.pop(shard_id, None)
+                    lost.append(shard_id)
+                elif found.pending_owner != mine.pending_owner:
+                    self._held[shard_id] = replace(
+                        mine, pending_owner=found.pending_owner, pending_since=found.pending_since
+                    )
+        return lost
+
+    # ------------------------------------------------------------------------ hand-over
+
+    def handoff_requested(self, shard_id: str) -> bool:
+        with self._lock:
+            return shard_id in self._handoff
+
+    def mark_shed(self, shard_id: str) -> None:
+        with self._lock:
+            if shard_id in self._held and shard_id not in self._handoff:
+                self._handoff[shard_id] = None
+
+    def ask_hand_over(self, shard_id: str, thief: str | None, deadline_wall: int | None) -> None:
+        """Hand the lease over after the batch in flight; with a deadline, stop processing it then
+        whatever the lifecycle is doing."""
+        with self._lock:
+            if shard_id not in self._held:
+                return
+            if self._handoff.get(shard_id) is None:
+                self._handoff[shard_id] = thief
+            if deadline_wall is not None:
+                self._deadline[shard_id] = min(deadline_wall, self._deadline.get(shard_id, deadline_wall))
+
+    def forget_thief(self, shard_id: str) -> None:
+        with self._lock:
+            if shard_id in self._handoff:
+                self._handoff[shard_id] = None
+
+    def thief(self, shard_id: str) -> str | None:
+        with self._lock:
+            return self._handoff.get(shard_id)
+
+    def hand_over_deadline(self, shard_id: str) -> int | None:
+        with self._lock:
+            return self._deadline.get(shard_id)
+
+    def overdue(self, now_wall: int, grace_millis: int) -> list[str]:
+        with self._lock:
+            return [
+                shard_id
+                for shard_id, deadline in self._deadline.items()
+                if shard_id in self._held and now_wall > deadline + grace_millis
+            ]

@@ -1,0 +1,301 @@
+"""Taking: scan the tables, reconcile what I hold, ask the pure plan what to do, do it.
+
+One round: :meth:`Taker.round` scans (eventually consistent), drops leases the scan shows changed
+hands, re-adopts leases that are still mine after a fence (only while unfenced, and only by a take
+that moves the counter), then asks :func:`~consumer.leases.decisions.plan_round` for takes, steal
+requests and sheds, and performs them with conditional writes.
+
+A scan may be stale: it can show an owner's heartbeat older than it is. So before taking a lease
+from an owner judged dead, the owner's heartbeat row is read again *consistently*; a live owner keeps
+its lease. If the owner's next heartbeat lands after that read, it lands after the owner's own fence
+deadline (the owner's row was already older than failover + skew), and the fence has dropped the
+lease on the owner's side before its heartbeat can extend anything (:mod:`consumer.leases.holdings`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from consumer.clock import Clock
+from consumer.leases.decisions import (
+    KclExpiryTracker,
+    RoundPlan,
+    Timing,
+    dead_heartbeats,
+    live_workers,
+    plan_round,
+)
+from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseStoreUnavailableError
+from consumer.leases.holdings import Holdings
+from consumer.leases.model import HandOverRequest, Heartbeat, Lease, Snapshot
+from consumer.leases.store import LeaseStore
+from consumer.settings import WorkerSettings
+from consumer.telemetry.metrics import Metrics
+
+log = logging.getLogger("consumer.leases")
+
+Notify = Callable[[str, str, Lease | None], None]
+SHORTFALL_LOG_EVERY_MILLIS = 60_000
+
+
+@dataclass
+class Taker:
+    store: LeaseStore
+    me: str
+    settings: WorkerSettings
+    holdings: Holdings
+    clock: Clock
+    metrics: Metrics
+    notify: Notify
+    rng: random.Random
+
+    def __post_init__(self) -> None:
+        self.timing = Timing(self.settings.failover_time_millis, self.settings.max_clock_skew_millis)
+        self.kcl = KclExpiryTracker(self.settings.failover_time_millis)
+        self.latest = Snapshot({}, {})
+        self.last_plan = RoundPlan()
+        self.failures = 0  # consecutive failed scans
+        self.taking = True
+        self._shortfall_logged_at: int | None = None
+
+    def wait_millis(self) -> int:
+        """The pause before the next round: the interval, doubled per consecutive failed scan (a
+        throttled or unreachable table is not hammered), never beyond failover."""
+        interval = self.settings.taker_interval_millis
+        return min(interval << min(self.failures, 8), max(interval, self.timing.failover_millis))
+
+    # ---------------------------------------------------------------------------- round
+
+    def round(self) -> RoundPlan | None:
+        started = self.clock.monotonic_millis()
+        try:
+            snapshot = self.store.scan()
+        except LeaseError as exc:
+            self.failures += 1
+            log.warning(
+                "worker %s: leases-table scan failed (%s); next try in %d ms",
+                self.me,
+                exc,
+                self.wait_millis(),
+            )
+            self.metrics.timing("TakeLeases", "ListLeases", self.clock.monotonic_millis() - started, False)
+            return None
+        self.failures = 0
+        for bad in snapshot.malformed:
+            log.error("leases table: %s (left untouched; fix or delete the item)", bad.problem)
+        self.latest = snapshot
+        self._reconcile(snapshot)
+        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:
+            return None
+        self._adopt(snapshot)
+        self._release_overdue()
+        plan = plan_round(
+            self.me,
+            snapshot,
+            self.clock.wall_millis(),
+            self.timing,
+            max_leases_for_worker=self.settings.max_leases_for_worker,
+            max_leases_to_steal=self.settings.max_leases_to_steal_at_one_time,
+            kcl_expired=self.kcl.observe(snapshot, self.clock.monotonic_millis()),
+            rng=self.rng,
+        )
+        self._execute(plan, snapshot)
+        self._retire_dead_workers(snapshot)
+        self.last_plan = plan
+        self._report(plan, snapshot, self.clock.monotonic_millis() - started)
+        return plan
+
+    def _report(self, plan: RoundPlan, snapshot: Snapshot, elapsed: int) -> None:
+        self.metrics.timing("TakeLeases", "TakeLeases", elapsed, True)
+        self.metrics.count("TakeLeases", "ExpiredLeases", plan.expired)
+        self.metrics.gauge("TakeLeases", "NumWorkers", plan.workers, "Count")
+        self.metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
+        self.metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
+        self.metrics.gauge("TakeLeases", "NeededLeases", max(0, plan.target - plan.mine), "Count")
+        self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", plan.unassigned_ready, "Count")
+        # Items that are not in KCL's format are never taken, changed or deleted: an operator must fix them.
+        self.metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
+        if plan.unassigned_ready:
+            self._warn_shortfall(plan)
+
+    def _warn_shortfall(self, plan: RoundPlan) -> None:
+        """Ready shards nobody may take because every worker is at its cap: say so, once a minute."""
+        now = self.clock.monotonic_millis()
+        if (
+            self._shortfall_logged_at is not None
+            and now - self._shortfall_logged_at < SHORTFALL_LOG_EVERY_MILLIS
+        ):
+            return
+        self._shortfall_logged_at = now
+        log.warning(
+            "%d ready shards are left unprocessed: all %d workers hold worker.max_leases_for_worker=%d "
+            "leases. Raise worker.max_leases_for_worker or add workers (fleet.max_size); "
+            "`consumer plan` suggests values.",
+            plan.unassigned_ready,
+            plan.workers,
+            self.settings.max_leases_for_worker,
+        )
+
+    # ------------------------------------------------------------------------ reconcile
+
+    def _reconcile(self, snapshot: Snapshot) -> None:
+        """Drop leases that changed hands; never on a scan older than my own write."""
+        seen = {lease.shard_id: snapshot.leases.get(lease.shard_id) for lease in self.holdings.leases()}
+        lost = self.holdings.reconcile(seen, self.me)
+        for shard_id in lost:
+            log.warning("worker %s: lease %s was taken by another worker", self.me, shard_id)
+            self.notify("lost", shard_id, snapshot.leases.get(shard_id))
+        if lost:
+            self.metrics.count("RenewAllLeases", "LostLeases", len(lost))
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        """Leases the table says are mine but I do not hold: handed over to me, or mine from before a
+        fence. Adopt each by taking it from myself, which moves the counter: a worker that judged me
+        dead and sends its take late names the old counter and loses. Adopting on a read alone would
+        let that late take succeed while I process the shard again."""
+        for seen in snapshot.leases.values():
+            if seen.owner != self.me or seen.finished or self.holdings.holds(seen.shard_id):
+                continue
+            sent_fence_at = self.holdings.fence_at()
+            try:
+                current = self.store.get(seen.shard_id)
+                if current is None or current.owner != self.me or current.finished:
+                    continue
+                adopted = self._take(current)
+            except LeaseError:
+                continue
+            self._hold(adopted, "re-adopted", sent_fence_at)
+
+    # -------------------------------------------------------------------------- execute
+
+    def _take(self, seen: Lease) -> Lease:
+        """A conditional take. A conflict is never resolved as "my write landed": the same state can
+        come from an earlier take of mine that I have since stopped using (fenced, finished), and
+        holding it again without moving the counter would let a worker that judged me dead take it
+        under me. A take that did land shows up in the next scan as mine and is re-adopted then."""
+        return self.store.take(seen, self.me)
+
+    def _hold(self, lease: Lease, how: str, sent_fence_at: int | None) -> bool:
+        if not self.holdings.add(lease, self.clock.monotonic_millis(), sent_fence_at):
+            log.info("worker %s: %s %s after its fence deadline; not using it", self.me, how, lease.shard_id)
+            return False
+        self.notify("taken", lease.shard_id, lease)
+        return True
+
+    def _owner_still_dead(self, lease: Lease, snapshot: Snapshot, checked: dict[str, bool]) -> bool:
+        """Re-read the owner's heartbeat consistently: the scan that judged it dead may be stale."""
+        owner = lease.owner
+        if owner is None or owner == self.me or owner not in snapshot.heartbeats:
+            return True  # free, mine, or judged by KCL's counter rule (the take's condition covers it)
+        if lease.pending_owner == self.me and lease.pending_since is not None:
+            return True  # a forced take of an overdue hand-over: the owner stopped at its deadline
+        if owner not in checked:
+            # Judge the row by the time the read was *sent*: the read happens at or after it, and an
+            # answer that arrives late (a paused worker, a slow call) says nothing about the time
+            # between. Measured after the answer, a row read long ago would look dead.
+            asked = self.clock.wall_millis()
+            beat = self.store.get_heartbeat(owner)
+            horizon = self.timing.failover_millis + self.timing.skew_millis
+            checked[owner] = beat is None or asked - beat.at_wall_millis > horizon
+        return checked[owner]
+
+    def _execute(self, plan: RoundPlan, snapshot: Snapshot) -> None:
+        taken = 0
+        checked: dict[str, bool] = {}
+        spares = [list(pool) for pool in plan.spare]
+        queue = list(plan.take)
+        while queue:
+            lease = queue.pop(0)
+            sent_fence_at = self.holdings.fence_at()
+            try:
+                if not self._owner_still_dead(lease, snapshot, checked):
+                    log.info(
+                        "worker %s: %s's owner %s is alive after all", self.me, lease.shard_id, lease.owner
+                    )
+                    continue
+                got = self._take(lease)
+            except LeaseConflictError:
+                # Somebody else was faster: try the next free lease of the same pool instead.
+                pool = next((p for p in spares if p), None)
+                if pool is not None:
+                    queue.append(pool.pop(0))
+                continue
+            except LeaseStoreUnavailableError as exc:
+                log.warning("take %s failed: %s", lease.shard_id, exc)
+                break
+            if self._hold(got, "took", sent_fence_at):
+                taken += 1
+                log.info("worker %s took lease %s from %s", self.me, got.shard_id, lease.owner or "(nobody)")
+        self.metrics.count("TakeLeases", "TakenLeases", taken)
+        for lease in plan.steal:
+            self._ask(lease)
+        for lease in plan.shed:
+            self.holdings.mark_shed(lease.shard_id)
+        for lease, to in plan.hand_over:
+            deadline = None
+            if lease.pending_since is not None:
+                deadline = (
+                    lease.pending_since + self.timing.failover_millis - self.settings.fence_margin_millis
+                )
+            self.holdings.ask_hand_over(lease.shard_id, to, deadline)
+
+    def _ask(self, lease: Lease) -> None:
+        try:
+            # Ask on the owner's heartbeat row first; pendingSince is read after that write landed,
+            # so the forced-take timer starts no earlier than the owner's stop timer.
+            asked_at = self.clock.wall_millis()
+            self.store.ask_hand_over(lease.owner or "", HandOverRequest(lease.shard_id, self.me, asked_at))
+            self.store.request_steal(lease, self.me, self.clock.wall_millis())
+            log.info("worker %s asked %s to hand over %s", self.me, lease.owner, lease.shard_id)
+        except LeaseError:
+            return
+
+    # ------------------------------------------------------------------------ overdue
+
+    def hand_over_overdue(self, shard_id: str) -> bool:
+        """A thief asked for this lease longer than failover - margin ago (by my clock): stop."""
+        deadline = self.holdings.hand_over_deadline(shard_id)
+        return deadline is not None and self.clock.wall_millis() > deadline
+
+    def _release_overdue(self) -> None:
+        """Leases asked for long ago and still held: nothing processes them any more, so give them up
+        rather than leave them stranded (e.g. the thief died after asking). Done a margin after the
+        deadline, when a live thief may force anyway."""
+        now = self.clock.wall_millis()
+        live = live_workers(self.latest, now, self.timing)
+        for shard_id in self.holdings.overdue(now, self.settings.fence_margin_millis):
+            if self.holdings.thief(shard_id) not in live:
+                self.holdings.forget_thief(shard_id)  # the thief is gone: free it for anyone
+            log.warning("worker %s: hand-over of %s overdue; releasing it", self.me, shard_id)
+            self.release(shard_id)
+
+    def release(self, shard_id: str) -> None:
+        lease, to = self.holdings.remove(shard_id)
+        if lease is None:
+            return
+        try:
+            released = self.store.release(lease, to)
+        except LeaseConflictError as exc:
+            now = exc.current
+            if now is not None and now.owner == to and now.counter == lease.counter + 1:
+                released = now  # my release landed, then its retry failed the condition
+            else:
+                self.notify("lost", shard_id, now)  # already somebody else's: nothing to release
+                return
+        except LeaseError as exc:
+            log.warning("release %s failed (it will expire instead): %s", shard_id, exc)
+            self.notify("released", shard_id, None)
+            return
+        log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        self.notify("released", shard_id, released)
+
+    def _retire_dead_workers(self, snapshot: Snapshot) -> None:
+        for worker in dead_heartbeats(snapshot, self.clock.wall_millis(), self.timing):
+            beat: Heartbeat = snapshot.heartbeats[worker]
+            try:
+                self.store.delete_heartbeat(beat)
+            except LeaseError:
+                continue

@@ -1,0 +1,238 @@
+"""Regression tests for the lease core under DynamoDB as it really behaves (issue: "Lease core under a
+real DynamoDB"). Each test is named after what it protects, drives the product's own classes on the
+in-memory store and a fake clock, and injects one real-world behaviour: a slow call, a stale scan, a
+write that commits and still fails, a paused worker. Each failed on the code before the fix."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from consumer import clock as clock_module
+from consumer.clock import FakeClock, SystemClock
+from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
+from consumer.leases.errors import LeaseStoreUnavailableError
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import (
+    SHARD_END,
+    ExtendedSequenceNumber,
+    HandOverRequest,
+    Heartbeat,
+    Lease,
+    Snapshot,
+)
+from consumer.settings import WorkerSettings
+from consumer.streams.source import Position
+
+ESN = ExtendedSequenceNumber
+SETTINGS = WorkerSettings()  # failover 10 s, skew 0.5 s, fence at 8 s, renewal 3308 ms
+FAILOVER = SETTINGS.failover_time_millis
+HORIZON = FAILOVER + SETTINGS.max_clock_skew_millis
+
+
+class Hooked(InMemoryLeaseStore):
+    """The in-memory table with a hook around chosen calls: ``hooks[name](call)`` runs instead of the
+    call and decides when (and whether, and how often) the real write happens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: dict[str, Callable[[Callable[[], Any]], Any]] = {}
+        self.stale: Snapshot | None = None
+
+    def _hooked(self, name: str, call: Callable[[], Any]) -> Any:
+        hook = self.hooks.pop(name, None)
+        return hook(call) if hook is not None else call()
+
+    def scan(self) -> Snapshot:
+        return self.stale if self.stale is not None else super().scan()
+
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Any = ()
+    ) -> tuple[HandOverRequest, ...]:
+        return self._hooked("heartbeat", lambda: super(Hooked, self).heartbeat(beat, expected_counter, clear))  # type: ignore[no-any-return]
+
+    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
+        return self._hooked("checkpoint", lambda: super(Hooked, self).checkpoint(held, checkpoint))  # type: ignore[no-any-return]
+
+    def take(self, seen: Lease, new_owner: str) -> Lease:
+        return self._hooked("take", lambda: super(Hooked, self).take(seen, new_owner))  # type: ignore[no-any-return]
+
+
+class RecordingMetrics:
+    """Keeps the last value of every gauge (the Metrics protocol's other calls are ignored)."""
+
+    def __init__(self) -> None:
+        self.gauges: dict[tuple[str, str], float] = {}
+
+    def count(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def timing(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
+        self.gauges[(operation, name)] = value
+
+
+def table(*shards: str) -> Hooked:
+    store = Hooked()
+    for shard in shards:
+        store.create_if_absent(Lease(shard, None, 0, ESN("TRIM_HORIZON")))
+    return store
+
+
+def worker(
+    store: Hooked, clock: FakeClock, name: str, settings: WorkerSettings = SETTINGS
+) -> LeaseCoordinator:
+    coordinator = LeaseCoordinator(store, name, settings, clock)
+    assert coordinator.heartbeat_once()
+    coordinator.take_round()
+    return coordinator
+
+
+def retried_after_commit(call: Callable[[], Any]) -> Any:
+    """HTTP 500 after the write committed: botocore sends it again; the retry's answer is the one seen."""
+    call()
+    return call()
+
+
+def timed_out_after_commit(call: Callable[[], Any]) -> Any:
+    call()
+    raise LeaseStoreUnavailableError("read timeout (the write had committed)")
+
+
+# ------------------------------------------------------------------------------ defect 1
+
+
+def test_a_heartbeat_landing_after_the_fence_deadline_never_re_enables_a_taken_lease() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    assert a.may_process("s1")
+    clock.advance(FAILOVER - 2_500)  # a's heartbeats failed so far; a new one starts before the fence
+
+    def slow_heartbeat(call: Callable[[], Any]) -> Any:
+        clock.advance(3_100)  # the call is slow: the fence passes and b takes the lease meanwhile
+        b = worker(store, clock, "b")
+        assert [lease.shard_id for lease in b.held()] == ["s1"]
+        return call()  # then a's heartbeat lands (its own row: the condition holds)
+
+    store.hooks["heartbeat"] = slow_heartbeat
+    assert a.heartbeat_once()
+    assert not a.may_process("s1"), "a processes s1 while b holds it"
+    assert a.held() == []
+
+
+# ------------------------------------------------------------------------------ defect 2
+
+
+def test_a_take_from_a_stale_scan_rereads_the_owners_heartbeat_and_spares_a_live_owner() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.stale = store.scan()  # b's scans lag behind: a's heartbeat looks as old as this copy
+    for _ in range(4):  # a stays alive, renewing on time
+        clock.advance(SETTINGS.renewal_interval_millis)
+        assert a.heartbeat_once()
+    b = worker(store, clock, "b")
+    assert b.held() == [], "b took a live worker's lease on the word of a stale scan"
+    assert a.may_process("s1")
+
+
+# ------------------------------------------------------------------------------ defect 3
+
+
+@pytest.mark.parametrize("ambiguity", [retried_after_commit, timed_out_after_commit])
+def test_a_heartbeat_that_committed_but_failed_recovers_and_keeps_the_leases(
+    ambiguity: Callable[[Callable[[], Any]], Any],
+) -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    clock.advance(SETTINGS.renewal_interval_millis)
+    store.hooks["heartbeat"] = ambiguity
+    first = a.heartbeat_once()
+    ok = 0
+    for _ in range(200):  # 11 simulated minutes of heartbeats
+        clock.advance(SETTINGS.renewal_interval_millis)
+        ok += a.heartbeat_once()
+    assert ok == 200
+    assert first or ambiguity is timed_out_after_commit
+    assert a.may_process("s1")
+
+
+# ------------------------------------------------------------------------------ defect 6
+
+
+def test_a_fenced_worker_does_not_re_adopt_its_leases_before_its_heartbeat_succeeds() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    counter = store.get("s1").counter  # type: ignore[union-attr]
+    clock.advance(SETTINGS.fence_after_millis + 1)  # no heartbeat since: a is fenced
+    a.take_round()
+    assert store.get("s1").counter == counter, "a fenced worker moved a counter it cannot use"  # type: ignore[union-attr]
+    assert not a.may_process("s1")
+    assert a.heartbeat_once()
+    a.take_round()  # alive again: it re-adopts by a take that moves the counter
+    assert store.get("s1").counter == counter + 1  # type: ignore[union-attr]
+    assert a.may_process("s1")
+
+
+# ------------------------------------------------------------------------------ defect 7
+
+
+def test_a_renewal_interval_that_guarantees_self_fencing_is_refused() -> None:
+    with pytest.raises(ValueError, match="no room for a retried heartbeat"):
+        WorkerSettings(failover_time_millis=10_000, lease_renewal_interval_millis=9_000)
+    with pytest.raises(ValueError, match="use at most 5999"):
+        WorkerSettings(failover_time_millis=10_000, lease_renewal_interval_millis=6_000)
+    assert WorkerSettings(failover_time_millis=10_000, lease_renewal_interval_millis=5_999)
+
+
+# ------------------------------------------------------------------------------ defect 8
+
+
+def test_a_shard_end_checkpoint_that_landed_and_was_retried_finishes_the_lease() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    events: list[LeaseEvent] = []
+    a.add_listener(events.append)
+    store.hooks["checkpoint"] = retried_after_commit  # the retry meets SHARD_END and fails its condition
+    a.checkpoint("s1", SHARD_END)
+    assert [(e.kind, e.shard_id) for e in events] == [("finished", "s1")]
+    assert store.get("s1").finished  # type: ignore[union-attr]
+
+
+def test_an_at_timestamp_checkpoint_from_a_kcl_table_resumes_at_trim_horizon() -> None:
+    assert Position.from_checkpoint("AT_TIMESTAMP") == Position.trim_horizon()
+
+
+def test_fencing_time_counts_the_time_a_suspended_host_was_asleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLOCK_MONOTONIC stops while a VM is suspended; a resumed worker would think its heartbeat recent."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is None:
+        pytest.skip("no CLOCK_BOOTTIME on this platform (its monotonic clock counts sleep)")
+    real = time.clock_gettime_ns
+    monkeypatch.setattr(time, "monotonic_ns", lambda: 1_000 * 1_000_000)  # stopped during the suspend
+    monkeypatch.setattr(
+        time, "clock_gettime_ns", lambda which: 61_000 * 1_000_000 if which == boottime else real(which)
+    )
+    assert clock_module.SystemClock().monotonic_millis() == 61_000
+    assert isinstance(SystemClock().wall_millis(), int)
+
+
+def test_ready_shards_left_free_at_the_cap_are_warned_about_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, clock = table("s1", "s2", "s3", "s4", "s5"), FakeClock()
+    capped = WorkerSettings(max_leases_for_worker=2)
+    metrics = RecordingMetrics()
+    a = LeaseCoordinator(store, "a", capped, clock, metrics=metrics)
+    a.heartbeat_once()
+    with caplog.at_level(logging.WARNING, logger="consumer.leases"):
+        a.take_round()
+    assert len(a.held()) == 2
+    assert "3 ready shards are left unprocessed" in caplog.text
+    assert "max_leases_for_worker=2" in caplog.text
+    assert metrics.gauges[("TakeLeases", "ReadyLeasesUnassigned")] == 3

@@ -1,0 +1,89 @@
+"""Shard sync when its views are not fresh (issue: "Lease core under a real DynamoDB", defect 5): a
+worker paused between reading the leases and listing the shards, a listing that lags the leases
+table, a create sent long after it was planned. None of them may lease a finished shard again."""
+
+from __future__ import annotations
+
+from consumer.clock import FakeClock
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
+from consumer.lifecycle.shard_sync import CLEANUP_DELAY_FAILOVERS, ShardSyncer
+from consumer.settings import WorkerSettings
+from consumer.streams.source import Shard
+
+SETTINGS = WorkerSettings(initial_position="TRIM_HORIZON")
+ESN = ExtendedSequenceNumber
+PARENT, CHILD = "shardId-1", "shardId-2"
+CLOSED_PARENT = Shard(PARENT, ending_sequence_number="90")
+
+
+def finished_parent_and_progressed_child(store: InMemoryLeaseStore) -> None:
+    store.create_if_absent(Lease(CHILD, None, 0, ESN("120"), parent_shard_ids=frozenset({PARENT})))
+
+
+def syncer(store: object, list_shards: object, clock: FakeClock) -> ShardSyncer:
+    coordinator = LeaseCoordinator(store, "me", SETTINGS, clock)  # type: ignore[arg-type]
+    return ShardSyncer(list_shards=list_shards, coordinator=coordinator, settings=SETTINGS, clock=clock)  # type: ignore[arg-type]
+
+
+def test_leases_are_read_before_the_shards_are_listed() -> None:
+    """Paused between the two reads, a worker must hold an older lease view and a newer listing —
+    never a fresh table whose finished parent is cleaned up beside a listing without its child."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    store.create_if_absent(Lease(PARENT, None, 0, ESN("SHARD_END")))  # the parent, finished
+    calls: list[str] = []
+
+    class Watched:
+        def scan(self) -> Snapshot:
+            calls.append("scan")
+            return store.scan()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+    def list_shards() -> list[Shard]:
+        calls.append("list")
+        # The listing is from before the pause: the parent, no descendants yet. While the worker
+        # was paused, two generations finished: the parent's and the child's leases are cleaned up
+        # and only the grandchild's (which names the child, not the parent) is left.
+        store.delete_finished(store.get(PARENT))  # type: ignore[arg-type]
+        store.create_if_absent(Lease("shardId-3", None, 0, ESN("300"), parent_shard_ids=frozenset({CHILD})))
+        return [CLOSED_PARENT]
+
+    syncer(Watched(), list_shards, clock).sync()
+    assert calls[:2] == ["scan", "list"]
+    assert store.get(PARENT) is None or store.get(PARENT).finished  # type: ignore[union-attr]
+
+
+def test_a_listing_that_lags_the_table_still_sees_the_child_through_its_lease() -> None:
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    finished_parent_and_progressed_child(store)  # the parent's lease is already cleaned up
+    syncer(store, lambda: [CLOSED_PARENT], clock).sync()  # DescribeStream has not caught up
+    assert store.get(PARENT) is None, "a finished parent was leased again at TRIM_HORIZON"
+
+
+def test_a_sync_whose_scan_is_too_old_sends_no_creates() -> None:
+    store, clock = InMemoryLeaseStore(), FakeClock()
+
+    def slow_listing() -> list[Shard]:
+        clock.advance(SETTINGS.fence_after_millis + 1)  # paused, throttled, slow: the plan is stale
+        return [Shard(PARENT)]
+
+    syncer(store, slow_listing, clock).sync()
+    assert store.get(PARENT) is None
+    syncer(store, lambda: [Shard(PARENT)], clock).sync()  # a fresh sync creates it
+    assert store.get(PARENT) is not None
+
+
+def test_a_finished_lease_is_cleaned_up_only_after_it_was_seen_finished_for_a_while() -> None:
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    store.create_if_absent(Lease(PARENT, None, 0, ESN("SHARD_END")))
+    finished_parent_and_progressed_child(store)
+    shards = [CLOSED_PARENT, Shard(CHILD, parent_shard_id=PARENT)]
+    sync = syncer(store, lambda: shards, clock)
+    sync.sync()
+    assert store.get(PARENT) is not None  # seen finished just now: a late create could still be in flight
+    clock.advance(CLEANUP_DELAY_FAILOVERS * SETTINGS.failover_time_millis)
+    sync.sync()
+    assert store.get(PARENT) is None
