@@ -9,6 +9,12 @@ gets a consumer, a vanished one tells its consumer the lease is lost.
 Graceful stop: every consumer is asked to shut down (finish the batch in hand, checkpoint through
 its processor, release the lease); the loop keeps running until they have, or until the drain
 deadline passes.
+
+Errors: a consumer's step retries its own transient errors (see
+:mod:`consumer.lifecycle.shard_consumer`), so what leaves a step is fatal by definition (a settings
+error, the stream or the leases table gone) and ends :meth:`Scheduler.run`. A processor factory
+that raises for a new lease, or a failing reconcile, is retried with back-off for that shard (or
+the next tick): a throttle or a user's constructor never takes the worker down.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import functools
 import heapq
 import itertools
 import logging
+import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from consumer.clock import Clock
 from consumer.leases.model import Lease
 from consumer.lifecycle.ports import LeaseOps, ProcessorFactory, StreamReader
-from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.shard_consumer import ShardConsumer, backoff_millis, is_fatal
 from consumer.lifecycle.states import ShutdownReason
 from consumer.records import ShardInfo
 from consumer.settings import WorkerSettings
@@ -63,6 +70,11 @@ class Scheduler:
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
         self._fatal: BaseException | None = None
         self._wake = threading.Event()
+        self._rng = random.Random()
+        # Shards whose processor could not be created: (failures in a row, not before this time).
+        self._start_failures: dict[str, tuple[int, int]] = {}
+        self._reconcile_failures = 0
+        self._next_reconcile = 0
 
     # ---------------------------------------------------------------------------- state
 
@@ -81,6 +93,7 @@ class Scheduler:
         now = self._clock.monotonic_millis()
         with self._lock:
             self._ended &= held.keys()
+            self._start_failures = {s: f for s, f in self._start_failures.items() if s in held}
             for shard_id, lease in held.items():
                 if shard_id in self._consumers or shard_id in self._ended:
                     continue
@@ -89,13 +102,36 @@ class Scheduler:
                 if lease.finished:
                     self._ended.add(shard_id)
                     continue
-                self._consumers[shard_id] = self._new_consumer(lease)
-                self._schedule(shard_id, now)
+                self._start(lease, now)
             for shard_id, consumer in self._consumers.items():
-                if shard_id not in held:
+                if shard_id not in held and not consumer.lease_lost_signalled:
                     consumer.lease_lost()
                     self._schedule(shard_id, now)
             self._metrics.gauge("RenewAllLeases", "CurrentLeases", len(held), "Count")
+
+    def _start(self, lease: Lease, now: int) -> None:
+        """A consumer for a newly held lease; if the processor factory raises, try again later."""
+        failures, not_before = self._start_failures.get(lease.shard_id, (0, now))
+        if now < not_before:
+            return
+        try:
+            consumer = self._new_consumer(lease)
+        except Exception as exc:
+            if is_fatal(exc):
+                raise
+            delay = backoff_millis(failures + 1, self._settings.task_backoff_time_millis, self._rng)
+            self._start_failures[lease.shard_id] = (failures + 1, now + delay)
+            log.error(
+                "shard %s: creating its processor failed: %r; trying again in %d ms",
+                lease.shard_id,
+                exc,
+                delay,
+                exc_info=exc,
+            )
+            return
+        self._start_failures.pop(lease.shard_id, None)
+        self._consumers[lease.shard_id] = consumer
+        self._schedule(lease.shard_id, now)
 
     def _new_consumer(self, lease: Lease) -> ShardConsumer:
         shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
@@ -134,7 +170,7 @@ class Scheduler:
             self._in_flight.discard(consumer.shard_id)
             try:
                 due = future.result()
-            except BaseException as exc:
+            except BaseException as exc:  # a step raises only what ends the worker
                 log.error("shard %s: fatal: %s", consumer.shard_id, exc)
                 self._fatal = exc
                 self._wake.set()
@@ -161,7 +197,7 @@ class Scheduler:
         """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""
         try:
             while not stop.is_set() and self._fatal is None:
-                self.reconcile()
+                self._reconcile_when_due()
                 self._dispatch_due()
                 self._wake.wait(self._next_wait_seconds())
                 self._wake.clear()
@@ -170,6 +206,29 @@ class Scheduler:
             self._pool.shutdown(wait=True, cancel_futures=False)
         if self._fatal is not None:
             raise self._fatal
+
+    def _reconcile_when_due(self) -> None:
+        """Reconcile, but a failure (a lease store that cannot answer) is retried with back-off."""
+        now = self._clock.monotonic_millis()
+        if now < self._next_reconcile:
+            return
+        try:
+            self.reconcile()
+        except Exception as exc:
+            if is_fatal(exc):
+                log.error("fatal: %s", exc)
+                self._fatal = exc
+                return
+            self._reconcile_failures += 1
+            delay = backoff_millis(
+                self._reconcile_failures, self._settings.task_backoff_time_millis, self._rng
+            )
+            self._next_reconcile = now + delay
+            log.error(
+                "reconciling the leases held failed: %r; trying again in %d ms", exc, delay, exc_info=exc
+            )
+            return
+        self._reconcile_failures = 0
 
     def _drain(self, drain_millis: int) -> None:
         with self._lock:

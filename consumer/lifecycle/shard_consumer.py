@@ -9,6 +9,16 @@ Nothing here moves a checkpoint by itself except at SHARD_END (where the process
 checkpointed) — progress is whatever the processor checkpointed through the
 :class:`~consumer.lifecycle.checkpointer.ShardCheckpointer`. A batch the processor fails on is
 delivered again (from just after its last checkpoint) after a back-off: never skipped.
+
+Errors: a step never lets a transient error out. A throttled or unavailable leases table (a parent
+check, a checkpoint while shutting down), a throttled stream, a processor method that raises: each
+is logged with the shard id and the step is tried again after an exponential back-off (per shard,
+so one throttled table slows shards down instead of taking workers down one by one). Only what
+:func:`is_fatal` names — a settings error, the stream or the leases table gone — leaves
+:meth:`ShardConsumer.step`, and the scheduler ends the worker on it.
+
+The processor is told about a shutdown only if its ``initialize`` succeeded: a consumer stopped
+while it waited for its parents (or while ``initialize`` kept failing) just gives the lease back.
 """
 
 from __future__ import annotations
@@ -20,7 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from consumer.clock import Clock
-from consumer.leases.errors import LeaseLostError
+from consumer.leases.errors import (
+    LeaseLostError,
+    LeaseStoreUnavailableError,
+    LeaseTableMissingError,
+    LeaseTableSchemaError,
+)
 from consumer.lifecycle.checkpointer import ShardCheckpointer
 from consumer.lifecycle.ports import (
     SHARD_END,
@@ -35,23 +50,69 @@ from consumer.lifecycle.ports import (
     StreamReader,
 )
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
-from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import WorkerSettings
+from consumer.lifecycle.stream_target import StreamConfigError
+from consumer.records import RecordFormatError, ShardInfo, StreamRecord
+from consumer.settings import ConfigError, WorkerSettings
 from consumer.telemetry.catalogue import log_lease_lost_shutdown, log_trimmed_loss
 from consumer.telemetry.context import shard_context
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.lifecycle")
 
+MAX_BACKOFF_MILLIS = 30_000
+
+# What no amount of retrying fixes: the worker must stop and someone must act. Everything else a
+# step meets is retried for its shard alone.
+FATAL_ERRORS: tuple[type[BaseException], ...] = (
+    StreamGoneError,  # the stream or its table was deleted or disabled
+    LeaseTableMissingError,  # the leases table vanished
+    LeaseTableSchemaError,  # ... or was re-created with a key schema this product cannot use
+    ConfigError,  # settings that cannot work
+    StreamConfigError,
+)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Does ``exc`` end the worker? Only the errors above, and what is not an ``Exception`` at all."""
+    return isinstance(exc, FATAL_ERRORS) or not isinstance(exc, Exception)
+
+
+def backoff_millis(failures: int, base_millis: int, rng: random.Random) -> int:
+    """Exponential back-off with full jitter: between ``base`` and ``base * 2^failures`` (30 s cap).
+
+    The jitter keeps a fleet whose shards all hit the same throttled table from retrying in step.
+    """
+    ceiling = min(MAX_BACKOFF_MILLIS, base_millis * 2 ** min(failures, 10))
+    return max(base_millis, int(rng.uniform(0, ceiling)))
+
+
+def malformation(record: StreamRecord) -> str | None:
+    """Why ``record`` has no usable sequence number (naming the shard and the record), or None."""
+    try:
+        _ = record.sequence_number
+    except RecordFormatError as exc:
+        return str(exc)
+    return None
+
+
+def first_malformed(records: tuple[StreamRecord, ...]) -> int | None:
+    """Index of the first record whose sequence number is not digits, or None."""
+    return next((i for i, record in enumerate(records) if malformation(record) is not None), None)
+
 
 @dataclass
 class _Pending:
-    """A batch the processor has not finished yet (delivered again until it succeeds)."""
+    """A batch the processor has not finished yet (delivered again until it succeeds).
+
+    ``malformed``: the batch was cut before a record with a malformed sequence number; once it is
+    done, the shard is read again from just after it (and stops at that record).
+    """
 
     records: tuple[StreamRecord, ...]
     millis_behind_latest: int
     next_iterator: str | None
     failures: int = 0
+    malformed: bool = False
 
 
 class ShardConsumer:
@@ -85,6 +146,8 @@ class ShardConsumer:
         self._pending: _Pending | None = None
         self._backoff_failures = 0
         self._already_ended = False
+        self._initialized = False  # the processor's initialize returned: it may be told to stop
+        self._processor_stopped = False  # the processor's part of the shutdown is over
         self._shutdown_requested = threading.Event()
         self._lease_lost = threading.Event()
         self.records_delivered = 0
@@ -96,6 +159,10 @@ class ShardConsumer:
 
     def lease_lost(self) -> None:
         self._lease_lost.set()
+
+    @property
+    def lease_lost_signalled(self) -> bool:
+        return self._lease_lost.is_set()
 
     @property
     def awaiting_shutdown(self) -> bool:
@@ -125,38 +192,65 @@ class ShardConsumer:
     # -------------------------------------------------------------------------- the step
 
     def step(self) -> int | None:
-        """Do one unit of work; return the monotonic time (ms) to run again, or None when done."""
-        with shard_context(self.shard_id):
-            return self._step()
+        """Do one unit of work; return the monotonic time (ms) to run again, or None when done.
 
-    def _step(self) -> int | None:
-        now = self._clock.monotonic_millis()
-        if self.life.state is not ShardState.SHUTTING_DOWN and not self.life.finished:
-            if self._lease_lost.is_set() or not self._leases.may_process(self.shard_id):
+        Raises only what :func:`is_fatal` names: anything else is logged and the step retried later.
+        """
+        with shard_context(self.shard_id):
+            now = self._clock.monotonic_millis()
+            try:
+                return self._step(now)
+            except Exception as exc:
+                if is_fatal(exc):
+                    raise
+                return self._failed(exc, now)
+
+    def _step(self, now: int) -> int | None:
+        self._observe_signals()
+        state = self.life.state
+        if state is ShardState.WAITING_ON_PARENT_SHARDS:
+            return self._wait_for_parents(now)
+        if state is ShardState.INITIALIZING:
+            return self._initialize(now)
+        if state is ShardState.PROCESSING:
+            return self._process(now)
+        if state is ShardState.SHUTTING_DOWN:
+            return self._shut_down(now)
+        return None
+
+    def _observe_signals(self) -> None:
+        """Turn a lost lease, a stop or a hand-over request into the lifecycle's event.
+
+        A shutdown being retried (a throttled checkpoint, say) still turns into LEASE_LOST when the
+        lease goes meanwhile: nothing may be checkpointed any more. Not once the processor's part is
+        over, or SHARD_END is checkpointed: the lease was released or finished by this consumer.
+        """
+        if self.life.finished:
+            return
+        lease_gone = self._lease_lost.is_set() or not self._leases.may_process(self.shard_id)
+        if self.life.state is ShardState.SHUTTING_DOWN:
+            past_the_processor = self._processor_stopped or self.checkpointer.last_checkpoint == SHARD_END
+            if lease_gone and self.life.reason is not ShutdownReason.LEASE_LOST and not past_the_processor:
                 self._go(ShardEvent.LEASE_LOST)
-            elif self._shutdown_requested.is_set() or self._leases.handoff_requested(self.shard_id):
-                self._go(ShardEvent.SHUTDOWN_REQUESTED)
-        try:
-            state = self.life.state
-            if state is ShardState.WAITING_ON_PARENT_SHARDS:
-                return self._wait_for_parents(now)
-            if state is ShardState.INITIALIZING:
-                return self._initialize(now)
-            if state is ShardState.PROCESSING:
-                return self._process(now)
-            if state is ShardState.SHUTTING_DOWN:
-                return self._shut_down(now)
-            return None
-        except LeaseLostError:
-            if self.life.state is not ShardState.SHUTDOWN_COMPLETE:
-                self._go(ShardEvent.LEASE_LOST)
+        elif lease_gone:
+            self._go(ShardEvent.LEASE_LOST)
+        elif self._shutdown_requested.is_set() or self._leases.handoff_requested(self.shard_id):
+            self._go(ShardEvent.SHUTDOWN_REQUESTED)
+
+    def _failed(self, exc: Exception, now: int) -> int:
+        """A step that raised: the lease is gone, or try the same step again after a back-off."""
+        if isinstance(exc, LeaseLostError) and not self._processor_stopped:
+            self._go(ShardEvent.LEASE_LOST)  # never checkpoint again; the processor is told next step
             return now
-        except StreamGoneError:
-            raise
-        except ReadError as exc:
-            delay = self._backoff()
-            log.warning("shard %s: %s; retrying in %d ms", self.shard_id, exc, delay)
-            return now + delay
+        delay = self._backoff()
+        state = self.life.state.value
+        if isinstance(exc, ReadError | LeaseStoreUnavailableError):  # throttled: expected now and then
+            log.warning("shard %s: %s: %s; retrying in %d ms", self.shard_id, state, exc, delay)
+        else:
+            log.error(
+                "shard %s: %s failed: %r; retrying in %d ms", self.shard_id, state, exc, delay, exc_info=exc
+            )
+        return now + delay
 
     def _go(self, event: ShardEvent) -> None:
         before = self.life
@@ -173,15 +267,16 @@ class ShardConsumer:
             )
 
     def _backoff(self) -> int:
-        """Exponential back-off with full jitter, from task_backoff_time_millis up to 30 s."""
+        """The next delay after one more failure in a row (from task_backoff_time_millis up to 30 s)."""
         self._backoff_failures += 1
-        ceiling = min(30_000, self._settings.task_backoff_time_millis * 2 ** min(self._backoff_failures, 10))
-        return max(self._settings.task_backoff_time_millis, int(self._rng.uniform(0, ceiling)))
+        return backoff_millis(self._backoff_failures, self._settings.task_backoff_time_millis, self._rng)
 
     # ------------------------------------------------------------------------ the states
 
     def _wait_for_parents(self, now: int) -> int:
+        # A consistent read per parent: it may be throttled, and is then retried by step().
         pending = [p for p in self.shard.parent_shard_ids if not self._leases.is_shard_finished(p)]
+        self._backoff_failures = 0
         if pending:
             self._metrics.count("BlockOnParentShardTask", "ShardsBlockedOnParent", 1, shard_id=self.shard_id)
             self._go(ShardEvent.PARENTS_PENDING)
@@ -190,8 +285,29 @@ class ShardConsumer:
         return now
 
     def _initialize(self, now: int) -> int:
+        """Initialize the processor once, then find where to read.
+
+        ``initialize`` is called again only if it raised; a later part of this step that fails (a
+        throttled GetShardIterator) is retried without initializing the processor a second time.
+        """
         start = self.checkpointer.last_checkpoint
-        self._processor.initialize(self.shard, start)
+        if not self._initialized:
+            try:
+                self._processor.initialize(self.shard, start)
+            except Exception as exc:
+                if is_fatal(exc):
+                    raise
+                delay = self._backoff()
+                log.error(
+                    "shard %s: the processor's initialize failed: %r; calling it again in %d ms",
+                    self.shard_id,
+                    exc,
+                    delay,
+                    exc_info=exc,
+                )
+                return now + delay
+            self._initialized = True
+            self._backoff_failures = 0
         if start == SHARD_END:
             # Finished before we got it (a previous owner checkpointed SHARD_END): nothing to read.
             self.checkpointer.at_shard_end = True
@@ -219,10 +335,44 @@ class ShardConsumer:
             if fetched is None:
                 return now  # a new iterator was acquired: fetch again at once
             records, behind, next_iterator = fetched
+            cut = first_malformed(records)
+            if cut == 0:
+                return self._stuck_on_malformed(records[0], now)
+            if cut is not None:
+                self._pending = _Pending(records[:cut], behind, next_iterator, malformed=True)
+                return self._deliver(now)
+            self._backoff_failures = 0
+            self._gone_since = None
             if not records and not self._settings.call_process_records_even_for_empty_record_list:
                 return self._advance(next_iterator, now, full=False)
             self._pending = _Pending(records, behind, next_iterator)
         return self._deliver(now)
+
+    def _stuck_on_malformed(self, record: StreamRecord, now: int) -> int:
+        """The next record has a sequence number that is not digits: stop the shard before it, loudly.
+
+        Such a record cannot be handled like a poison record. Its sequence number is its only
+        position in the shard: the checkpointer refuses it, a dead letter could not name or order it,
+        and a checkpoint moved past it (to the next good record) would record as done a record that
+        no processor could finish — a silent skip. A malformed number also means the GetRecords body
+        is not what DynamoDB Streams sends (a proxy, an emulator, corruption), so the records around
+        it are suspect too. So: everything before it was delivered and may be checkpointed; it and
+        everything after it are not delivered; the same read is retried with back-off (a corrupt
+        response may read correctly next time) with an ERROR naming the shard and the record every
+        time, until it reads well or an operator acts. Never fatal for the worker: other shards go on.
+        """
+        delay = self._backoff()
+        self._metrics.count("ProcessTask", "RecordsRetried", 1, shard_id=self.shard_id)
+        log.error(
+            "shard %s stuck before record %r: %s; it cannot be processed or checkpointed past, so "
+            "nothing after it is delivered (last checkpoint %s); reading it again in %d ms",
+            self.shard_id,
+            record.event_id,
+            malformation(record),
+            self.checkpointer.last_checkpoint,
+            delay,
+        )
+        return now + delay
 
     def _fetch(self) -> tuple[tuple[StreamRecord, ...], int, str | None] | None:
         if self._iterator is None:
@@ -243,8 +393,6 @@ class ShardConsumer:
             self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, False)
             raise
         self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, True)
-        self._backoff_failures = 0
-        self._gone_since = None
         return result.records, result.millis_behind_latest, result.next_iterator
 
     def _deliver(self, now: int) -> int:
@@ -280,14 +428,17 @@ class ShardConsumer:
         elapsed = self._clock.monotonic_millis() - started
         self._metrics.timing("ProcessTask", "RecordProcessor.processRecords", elapsed, True)
         self._metrics.count("ProcessTask", "RecordsProcessed", len(records), shard_id=self.shard_id)
-        self._metrics.count(
-            "ProcessTask", "DataBytesProcessed", sum(r.size_bytes for r in records), "Bytes", self.shard_id
-        )
+        self._metrics.count("ProcessTask", "DataBytesProcessed", _size_bytes(records), "Bytes", self.shard_id)
         self._metrics.gauge(
             "ProcessTask", "MillisBehindLatest", pending.millis_behind_latest, "Milliseconds", self.shard_id
         )
         self.records_delivered += len(records)
         self._pending = None
+        if pending.malformed:
+            # Read again from just after what was delivered: the read stops at the malformed record.
+            self._iterator = None
+            self._go(ShardEvent.BATCH)
+            return now
         self._backoff_failures = 0
         return self._advance(
             pending.next_iterator, now, full=len(pending.records) >= self._settings.max_records
@@ -330,25 +481,78 @@ class ShardConsumer:
         return now if full else now + self._settings.idle_time_between_reads_millis
 
     def _shut_down(self, now: int) -> int | None:
+        """Tell the processor why it stops (if it was initialized), then finish the lease's part.
+
+        A processor method that raises — a throttled checkpoint in ``shard_ended`` or
+        ``shutdown_requested``, say — leaves the consumer SHUTTING_DOWN and the step is retried with
+        back-off by :meth:`step`, while the lease is held: the checkpoint stays where the processor
+        put it (never past a record it did not finish) and nothing is lost. ``LeaseLostError`` turns
+        the shutdown into LEASE_LOST: no checkpoint any more. ``lease_lost`` raising is logged only:
+        the lease is gone whatever the processor does.
+        """
         reason = self.life.reason
-        if reason is ShutdownReason.SHARD_END:
-            if not self._already_ended:
-                self._processor.shard_ended(self.checkpointer)
-                if self.checkpointer.last_checkpoint != SHARD_END:
-                    log.error(
-                        "shard %s: the processor did not checkpoint SHARD_END in shard_ended; its children "
-                        "stay blocked until it does (retrying)",
-                        self.shard_id,
-                    )
+        if not self._processor_stopped:
+            if reason is ShutdownReason.SHARD_END:  # only ever reached after initialize
+                if not self._shard_end_checkpointed():
                     return now + self._backoff()
+            elif reason is ShutdownReason.LEASE_LOST:
+                self._stop_lease_lost()
+            elif self._initialized:
+                self._processor.shutdown_requested(self.checkpointer)
+            else:
+                log.info("shard %s: stopped before the processor was initialized", self.shard_id)
+            self._processor_stopped = True
+        if reason is ShutdownReason.SHARD_END:
             if self._on_shard_end is not None:
                 self._on_shard_end(self.shard_id)
-        elif reason is ShutdownReason.LEASE_LOST:
-            self._metrics.count("ShutdownTask", "ShutdownsLeaseLost", 1, shard_id=self.shard_id)
-            log_lease_lost_shutdown(log, self.shard_id)
-            self._processor.lease_lost()
-        else:
-            self._processor.shutdown_requested(self.checkpointer)
-            self._leases.release(self.shard_id)
+        elif reason is ShutdownReason.REQUESTED:
+            self._release()
         self._go(ShardEvent.SHUTDOWN_DONE)
         return None
+
+    def _shard_end_checkpointed(self) -> bool:
+        """Have the processor checkpoint SHARD_END (once: not again after it did and then raised)."""
+        if self._already_ended or self.checkpointer.last_checkpoint == SHARD_END:
+            return True
+        self._processor.shard_ended(self.checkpointer)
+        if self.checkpointer.last_checkpoint == SHARD_END:
+            return True
+        log.error(
+            "shard %s: the processor did not checkpoint SHARD_END in shard_ended; its children "
+            "stay blocked until it does (retrying)",
+            self.shard_id,
+        )
+        return False
+
+    def _release(self) -> None:
+        try:
+            self._leases.release(self.shard_id)
+        except LeaseLostError:
+            log.info("shard %s: nothing to release: the lease is another worker's already", self.shard_id)
+
+    def _stop_lease_lost(self) -> None:
+        self._metrics.count("ShutdownTask", "ShutdownsLeaseLost", 1, shard_id=self.shard_id)
+        log_lease_lost_shutdown(log, self.shard_id)
+        if not self._initialized:
+            return  # a processor never initialized is not told anything
+        try:
+            self._processor.lease_lost()
+        except Exception as exc:
+            log.error(
+                "shard %s: the processor's lease_lost failed: %r; shutting it down anyway (the lease is gone)",
+                self.shard_id,
+                exc,
+                exc_info=exc,
+            )
+
+
+def _size_bytes(records: tuple[StreamRecord, ...]) -> int:
+    """SizeBytes of the records, for the metric; a malformed value counts 0 rather than failing a batch
+    the processor already finished (it would be delivered again, forever)."""
+    total = 0
+    for record in records:
+        try:
+            total += record.size_bytes
+        except (TypeError, ValueError):
+            continue
+    return total

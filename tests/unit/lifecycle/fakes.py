@@ -1,13 +1,20 @@
-"""Fakes for driving the lifecycle without AWS: a stream in memory and a recording processor."""
+"""Fakes for driving the lifecycle without AWS: a stream in memory, a recording processor and a
+lease port that fails on cue."""
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from consumer.lifecycle.ports import Checkpointer, Fetched, ReadError
+from consumer.leases.model import Lease
+from consumer.lifecycle.ports import Checkpointer, Fetched, LeaseOps, ReadError
 from consumer.records import ShardInfo, StreamRecord
+
+
+def _faults() -> defaultdict[str, list[Exception]]:
+    return defaultdict(list)
 
 
 def record(shard: str, seq: int, key: str = "k") -> StreamRecord:
@@ -48,8 +55,9 @@ class FakeStream:
             index = 0
         elif position == "LATEST":
             index = len(records)
-        else:
-            index = sum(1 for r in records if int(r.sequence_number) <= int(position))
+        else:  # records with a malformed sequence number have no position: they are not counted
+            numbers = [r.raw["dynamodb"].get("SequenceNumber", "") for r in records]
+            index = sum(1 for n in numbers if n.isdigit() and int(n) <= int(position))
         return f"{shard_id}|{index}"
 
     def fetch(self, shard_id: str, iterator: str, limit: int) -> Fetched:
@@ -64,19 +72,37 @@ class FakeStream:
         return Fetched(batch, None if done else f"{shard}|{end}", 0)
 
 
+def malformed(shard: str, seq: int, sequence_number: str = "not-a-number") -> StreamRecord:
+    """A record like :func:`record` whose SequenceNumber is not digits."""
+    bad = record(shard, seq)
+    bad.raw["dynamodb"]["SequenceNumber"] = sequence_number
+    return bad
+
+
 @dataclass
 class RecordingProcessor:
-    """Checkpoints after every batch; ``fail`` decides, per call, whether to raise instead."""
+    """Checkpoints after every batch; ``fail`` decides, per call, whether to raise instead.
+
+    ``faults[method]``: errors the next calls of ``initialize``/``lease_lost``/``shard_ended``/
+    ``shutdown_requested`` raise, in order (each call is recorded in ``events`` either way).
+    """
 
     shard: ShardInfo | None = None
     seen: list[str] = field(default_factory=list)
     calls: int = 0
     events: list[str] = field(default_factory=list)
     fail: Callable[[int, tuple[StreamRecord, ...]], bool] = lambda call, records: False
+    faults: defaultdict[str, list[Exception]] = field(default_factory=_faults)
+    checkpoint_in_process: bool = True  # False: progress is checkpointed only when told to stop
+
+    def _maybe_fail(self, method: str) -> None:
+        if self.faults[method]:
+            raise self.faults[method].pop(0)
 
     def initialize(self, shard: ShardInfo, checkpoint: str) -> None:
-        self.shard = shard
         self.events.append(f"initialize@{checkpoint}")
+        self._maybe_fail("initialize")
+        self.shard = shard
 
     def process(
         self,
@@ -90,16 +116,69 @@ class RecordingProcessor:
         if self.fail(self.calls, records):
             raise RuntimeError(f"injected failure on call {self.calls}")
         self.seen.extend(r.sequence_number for r in records)
-        if records:
+        if records and self.checkpoint_in_process:
             checkpointer.checkpoint()
 
     def shard_ended(self, checkpointer: Checkpointer) -> None:
         self.events.append("shard_ended")
+        self._maybe_fail("shard_ended")
         checkpointer.checkpoint()
 
     def lease_lost(self) -> None:
         self.events.append("lease_lost")
+        self._maybe_fail("lease_lost")
 
     def shutdown_requested(self, checkpointer: Checkpointer) -> None:
         self.events.append("shutdown_requested")
+        self._maybe_fail("shutdown_requested")
         checkpointer.checkpoint()
+
+
+class FlakyLeases:
+    """A :class:`LeaseOps` that passes every call to ``inner`` but raises ``faults[method]`` first.
+
+    ``faults["checkpoint"] = [LeaseStoreThrottledError(...)] * 3``: the next three checkpoints are
+    throttled (and not written); ``calls`` counts every call per method. Thread-safe (the scheduler
+    calls it from its pool).
+    """
+
+    def __init__(self, inner: LeaseOps) -> None:
+        self.inner = inner
+        self.faults: defaultdict[str, list[Exception]] = _faults()
+        self.calls: defaultdict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def _enter(self, method: str) -> None:
+        with self._lock:
+            self.calls[method] += 1
+            fault = self.faults[method].pop(0) if self.faults[method] else None
+        if fault is not None:
+            raise fault
+
+    def pending(self, method: str) -> int:
+        with self._lock:
+            return len(self.faults[method])
+
+    def held(self) -> Sequence[Lease]:
+        self._enter("held")
+        return self.inner.held()
+
+    def may_process(self, shard_id: str) -> bool:
+        self._enter("may_process")
+        return self.inner.may_process(shard_id)
+
+    def handoff_requested(self, shard_id: str) -> bool:
+        self._enter("handoff_requested")
+        return self.inner.handoff_requested(shard_id)
+
+    def is_shard_finished(self, shard_id: str) -> bool:
+        self._enter("is_shard_finished")
+        return self.inner.is_shard_finished(shard_id)
+
+    def checkpoint(self, shard_id: str, position: str) -> None:
+        self._enter("checkpoint")
+        self.inner.checkpoint(shard_id, position)
+
+    def release(self, shard_id: str) -> None:
+        self._enter("release")
+        self.inner.release(shard_id)

@@ -8,12 +8,14 @@ import time
 
 from consumer.clock import SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.errors import LeaseStoreThrottledError, LeaseStoreUnavailableError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.lifecycle.ports import StreamGoneError
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.records import ShardInfo
 from consumer.settings import WorkerSettings
-from tests.unit.lifecycle.fakes import FakeStream, RecordingProcessor
+from tests.unit.lifecycle.fakes import FakeStream, FlakyLeases, RecordingProcessor
 
 FAST = WorkerSettings(
     failover_time_millis=3000,
@@ -89,3 +91,119 @@ def test_lineage_in_order_every_record_once_then_graceful_drain() -> None:
     assert open_lease.owner is None
     assert open_lease.checkpoint == ExtendedSequenceNumber(stream.shards["open"][-1].sequence_number)
     assert processors["open"].events[-1] == "shutdown_requested"
+
+
+class Run:
+    """``scheduler.run`` on a thread, keeping what it raised (a fatal error ends the worker)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self._scheduler = scheduler
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._scheduler.run(self.stop, drain_millis=3000)
+        except BaseException as exc:
+            self.error = exc
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def lineage_rig(stream: FakeStream) -> tuple[InMemoryLeaseStore, LeaseCoordinator]:
+    store = InMemoryLeaseStore()
+    stream.add("parent", 1000, 30)
+    stream.add("child", 5000, 30)
+    for shard, parents in (("parent", ()), ("child", ("parent",))):
+        store.create_if_absent(
+            Lease(shard, None, 0, ExtendedSequenceNumber("TRIM_HORIZON"), parent_shard_ids=frozenset(parents))
+        )
+    coordinator = LeaseCoordinator(store, "w1", FAST, SystemClock())
+    return store, coordinator
+
+
+def test_throttled_parent_checks_and_checkpoints_do_not_stop_the_scheduler() -> None:
+    stream = FakeStream()
+    store, coordinator = lineage_rig(stream)
+    leases = FlakyLeases(coordinator)
+    leases.faults["is_shard_finished"] = [LeaseStoreThrottledError("throttled")] * 3
+    leases.faults["checkpoint"] = [
+        LeaseStoreThrottledError("throttled"),
+        LeaseStoreUnavailableError("503"),
+    ] * 2
+    processors: dict[str, RecordingProcessor] = {}
+
+    def factory(shard: ShardInfo) -> RecordingProcessor:
+        # Checkpoints only in shard_ended: the throttles hit the SHARD_END checkpoints (hand-overs).
+        return processors.setdefault(shard.shard_id, RecordingProcessor(checkpoint_in_process=False))
+
+    coordinator.start()
+    scheduler = Scheduler(
+        leases=leases, reader=stream, processor_factory=factory, settings=FAST, clock=SystemClock()
+    )
+    run = Run(scheduler)
+    try:
+        assert wait_for(lambda: store.get("child").finished or run.error is not None)
+    finally:
+        run.finish()
+        coordinator.stop()
+    assert run.error is None  # the old scheduler ended the worker on the first throttle
+    assert leases.pending("is_shard_finished") == 0 and leases.pending("checkpoint") == 0
+    for shard in ("parent", "child"):
+        assert processors[shard].seen == [r.sequence_number for r in stream.shards[shard]], shard
+
+
+def test_a_processor_factory_that_raises_is_retried_for_that_shard_only() -> None:
+    stream = FakeStream()
+    store, coordinator = lineage_rig(stream)
+    stream.add("other", 9000, 10)
+    store.create_if_absent(Lease("other", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    failures = {"parent": 2}
+    processors: dict[str, RecordingProcessor] = {}
+
+    def factory(shard: ShardInfo) -> RecordingProcessor:
+        if failures.get(shard.shard_id, 0) > 0:
+            failures[shard.shard_id] -= 1
+            raise ConnectionError(f"cannot build the processor for {shard.shard_id}")
+        return processors.setdefault(shard.shard_id, RecordingProcessor())
+
+    coordinator.start()
+    scheduler = Scheduler(
+        leases=coordinator, reader=stream, processor_factory=factory, settings=FAST, clock=SystemClock()
+    )
+    run = Run(scheduler)
+    try:
+        assert wait_for(lambda: store.get("child").finished or run.error is not None)
+    finally:
+        run.finish()
+        coordinator.stop()
+    assert run.error is None  # the old scheduler let the factory's error end the worker
+    assert failures["parent"] == 0
+    assert processors["parent"].seen == [r.sequence_number for r in stream.shards["parent"]]
+    assert processors["other"].seen == [r.sequence_number for r in stream.shards["other"]]
+
+
+def test_a_vanished_stream_still_ends_the_worker() -> None:
+    stream = FakeStream()
+    _, coordinator = lineage_rig(stream)
+    stream.faults["parent"] = [StreamGoneError("the table was deleted")]
+    coordinator.start()
+    scheduler = Scheduler(
+        leases=coordinator,
+        reader=stream,
+        processor_factory=lambda shard: RecordingProcessor(),
+        settings=FAST,
+        clock=SystemClock(),
+    )
+    run = Run(scheduler)
+    try:
+        assert wait_for(lambda: not run.thread.is_alive())
+    finally:
+        run.finish()
+        coordinator.stop()
+    assert isinstance(run.error, StreamGoneError)

@@ -3,6 +3,8 @@ on the in-memory lease store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from consumer.clock import FakeClock
@@ -12,6 +14,7 @@ from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.lifecycle.ports import (
     DataTrimmedError,
     IteratorExpiredError,
+    LeaseOps,
     ReadThrottledError,
     ShardGoneError,
 )
@@ -39,19 +42,33 @@ class Rig:
         )
 
     def consumer(
-        self, shard: str, processor: RecordingProcessor, parents: tuple[str, ...] = ()
+        self,
+        shard: str,
+        processor: RecordingProcessor,
+        parents: tuple[str, ...] = (),
+        *,
+        leases: LeaseOps | None = None,
+        on_shard_end: Callable[[str], None] | None = None,
     ) -> ShardConsumer:
         self.coordinator.take_round()
         lease = next(lease for lease in self.coordinator.held() if lease.shard_id == shard)
         return ShardConsumer(
             ShardInfo(shard, parents),
             lease.checkpoint.sequence,
-            leases=self.coordinator,
+            leases=leases or self.coordinator,
             reader=self.stream,
             processor=processor,
             settings=self.settings,
             clock=self.clock,
+            on_shard_end=on_shard_end,
         )
+
+    def step(self, consumer: ShardConsumer) -> int | None:
+        """One step, then let the time it asked for pass; returns what the step returned."""
+        due = consumer.step()
+        if due is not None:
+            self.advance(max(0, due - self.clock.monotonic_millis()))
+        return due
 
     def advance(self, millis: int) -> None:
         """Let time pass while the heartbeat thread keeps beating, as it does in a worker."""

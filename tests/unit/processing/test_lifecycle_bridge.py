@@ -5,11 +5,18 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from consumer.processing import function_processor
+from consumer.processing import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+    function_processor,
+)
 from consumer.processing.dead_letter import LocalDeadLetter
 from consumer.processing.lifecycle_bridge import LifecycleBridge
 from consumer.processing.retry import RetryPolicy
-from consumer.records import ShardInfo
+from consumer.records import ShardInfo, StreamRecord
 from consumer.settings import WorkerSettings
 from tests.unit.lifecycle.test_shard_consumer import Rig
 from tests.unit.processing.helpers import ScriptedHandler
@@ -58,3 +65,45 @@ def test_a_stuck_record_gives_control_back_when_the_worker_must_stop_without_che
     rig.drive(consumer)
     assert handler.succeeded == [100, 110]
     assert consumer.checkpointer.last_checkpoint == str(110).zfill(21)
+
+
+class StrictClassForm:
+    """A class-form processor that, like most user code, sets its state up in ``initialize``."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def initialize(self, initialization: InitializationInput) -> None:
+        self.calls.append("initialize")
+        self.sink: list[StreamRecord] = []
+
+    def process_records(self, process: ProcessRecordsInput) -> None:
+        self.sink.extend(process.records)
+
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
+        self.calls.append("lease_lost")
+        self.sink.clear()  # AttributeError when never initialized
+
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
+        self.calls.append("shard_ended")
+        shard_ended.checkpointer.checkpoint_shard_end()
+
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
+        self.calls.append("shutdown_requested")
+        if self.sink:  # AttributeError when never initialized
+            shutdown.checkpointer.checkpoint()
+
+
+def test_a_class_form_processor_stopped_before_its_parents_finished_is_never_called() -> None:
+    rig = Rig(WorkerSettings(max_records=5, idle_time_between_reads_millis=200))
+    rig.stream.add("parent", 100, 5)
+    rig.stream.add("child", 1000, 5)
+    rig.lease("parent")
+    rig.lease("child", parents=("parent",))
+    user = StrictClassForm()
+    child = rig.consumer("child", LifecycleBridge(user, ShardInfo("child", ("parent",))), ("parent",))  # type: ignore[arg-type]
+    assert child.step() is not None  # waiting on its parent
+    child.request_shutdown()
+    rig.drive(child)
+    assert user.calls == []
+    assert rig.store.get("child").owner is None
