@@ -1,0 +1,252 @@
+"""The fault model: a leases table that behaves as DynamoDB does, not as a dictionary does.
+
+:class:`RecordingStore` is the shared table (the in-memory store with DynamoDB's conditions) that also
+keeps its history: every committed change with its simulated time, the versions an eventually
+consistent Scan may return, and the facts the checker needs (checkpoints per shard in commit order,
+shards that reached SHARD_END, leases created).
+
+:class:`FaultyStore` is one worker's connection to it. Under :class:`Faults` every call
+
+- takes time (a seeded distribution with a long tail; the write commits somewhere inside it, the
+  answer comes at its end — and later still if the process is paused meanwhile);
+- may be throttled (refused without effect);
+- if a write, may commit and still fail: answered 500 so that botocore retries it (the retry then
+  meets its own write and usually fails its condition) or answered with a timeout;
+- if a Scan, may return a view of the table up to ``stale_scan_millis`` old.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from consumer.leases.errors import (
+    LeaseError,
+    LeaseStoreThrottledError,
+    LeaseStoreUnavailableError,
+)
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
+from tests.simulation.kernel import Kernel
+
+T = TypeVar("T")
+
+
+@dataclass
+class Faults:
+    """What the table does wrong, and how often (0 disables each)."""
+
+    latency_millis: int = 0  # median-ish call time
+    tail_probability: float = 0.0  # share of calls that are many times slower
+    tail_millis: int = 0  # how slow a slow call is, at most
+    throttle_rate: float = 0.0
+    ambiguous_rate: float = 0.0  # a write commits, then fails (retried 500 or timeout)
+    stale_scan_millis: int = 0
+    active: bool = True
+
+    @classmethod
+    def real_world(cls, rng: random.Random, failover_millis: int) -> Faults:
+        """A seeded mix at the rates an unlucky hour of DynamoDB shows, scaled to the failover time."""
+        return cls(
+            latency_millis=rng.randint(2, 40),
+            tail_probability=rng.choice((0.01, 0.03, 0.08)),
+            tail_millis=rng.randint(failover_millis // 10, failover_millis // 2),
+            throttle_rate=rng.choice((0.0, 0.05, 0.15)),
+            ambiguous_rate=rng.choice((0.0, 0.05, 0.15)),
+            stale_scan_millis=rng.choice((0, failover_millis // 4, failover_millis)),
+        )
+
+
+@dataclass
+class History:
+    """What the table saw, for the checker."""
+
+    checkpoints: dict[str, list[tuple[int, ExtendedSequenceNumber]]] = field(default_factory=dict)
+    finished_at: dict[str, int] = field(default_factory=dict)
+    created: list[tuple[int, str]] = field(default_factory=list)
+
+
+class RecordingStore(InMemoryLeaseStore):
+    """The shared table, with its history and its past versions (for stale scans)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.history = History()
+        self._versions: list[tuple[int, Snapshot]] = []
+        self._times: list[int] = []
+        self._remember()
+
+    def _remember(self) -> None:
+        now = self.kernel.now
+        snapshot = super().scan()
+        if self._times and self._times[-1] == now:
+            self._versions[-1] = (now, snapshot)
+        else:
+            self._versions.append((now, snapshot))
+            self._times.append(now)
+        for shard_id, lease in snapshot.leases.items():
+            marks = self.history.checkpoints.setdefault(shard_id, [])
+            if not marks or marks[-1][1] != lease.checkpoint:
+                marks.append((now, lease.checkpoint))
+            if lease.finished:
+                self.history.finished_at.setdefault(shard_id, now)
+
+    def view_at(self, at: int) -> Snapshot:
+        """The table as it was at simulated time ``at`` (the newest version not after it)."""
+        index = max(0, bisect.bisect_right(self._times, at) - 1)
+        return self._versions[index][1]
+
+    def _mutating(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        finally:
+            self._remember()
+
+    def create_if_absent(self, lease: Lease) -> bool:
+        created = self._mutating(lambda: super(RecordingStore, self).create_if_absent(lease))
+        if created:
+            self.history.created.append((self.kernel.now, lease.shard_id))
+        return created
+
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
+    ) -> tuple[HandOverRequest, ...]:
+        return self._mutating(lambda: super(RecordingStore, self).heartbeat(beat, expected_counter, clear))
+
+    def delete_heartbeat(self, beat: Heartbeat) -> None:
+        self._mutating(lambda: super(RecordingStore, self).delete_heartbeat(beat))
+
+    def take(self, seen: Lease, new_owner: str) -> Lease:
+        return self._mutating(lambda: super(RecordingStore, self).take(seen, new_owner))
+
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
+        self._mutating(lambda: super(RecordingStore, self).ask_hand_over(owner, request))
+
+    def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
+        return self._mutating(lambda: super(RecordingStore, self).request_steal(seen, thief, now_wall_millis))
+
+    def release(self, held: Lease, to: str | None = None) -> Lease:
+        return self._mutating(lambda: super(RecordingStore, self).release(held, to))
+
+    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
+        return self._mutating(lambda: super(RecordingStore, self).checkpoint(held, checkpoint))
+
+    def delete_finished(self, lease: Lease) -> None:
+        self._mutating(lambda: super(RecordingStore, self).delete_finished(lease))
+
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
+        return self._mutating(
+            lambda: super(RecordingStore, self).claim_first_start(worker_id, at_wall_millis)
+        )
+
+
+class FaultyStore:
+    """One worker's view of the shared table, through the fault model."""
+
+    def __init__(self, table: RecordingStore, kernel: Kernel, faults: Faults, rng: random.Random) -> None:
+        self.table, self.kernel, self.faults, self.rng = table, kernel, faults, rng
+        self.injected: dict[str, int] = {
+            "throttled": 0,
+            "retried_after_commit": 0,
+            "timed_out_after_commit": 0,
+        }
+
+    def _latency(self) -> tuple[int, int]:
+        f = self.faults
+        if not f.active:
+            return 0, 0
+        total = int(self.rng.expovariate(1 / f.latency_millis)) if f.latency_millis else 0
+        if f.tail_millis and self.rng.random() < f.tail_probability:
+            total += self.rng.randint(f.tail_millis // 4, f.tail_millis)
+        before = self.rng.randint(0, total) if total else 0
+        return before, total - before
+
+    def _call(self, name: str, call: Callable[[], T], *, write: bool) -> T:
+        # The request is on its way: the server acts on it after ``before`` even if this process is
+        # paused meanwhile; only the answer waits for the process to run again.
+        before, after = self._latency()
+        self.kernel.sleep(before, through_pause=True)
+        if self.faults.active and self.rng.random() < self.faults.throttle_rate:
+            self.injected["throttled"] += 1
+            self.kernel.sleep(after)
+            raise LeaseStoreThrottledError(f"{name}: throttled (fault model)")
+        result, error = _attempt(call)
+        self.kernel.sleep(after)
+        if write and error is None and self.faults.active and self.rng.random() < self.faults.ambiguous_rate:
+            if self.rng.random() < 0.5:
+                # Answered 500 after the commit; botocore sends the same request again.
+                self.injected["retried_after_commit"] += 1
+                self.kernel.sleep(self._latency()[0])
+                result, error = _attempt(call)
+            else:
+                self.injected["timed_out_after_commit"] += 1
+                raise LeaseStoreUnavailableError(f"{name}: read timed out (the write had committed)")
+        if error is not None:
+            raise error
+        return result  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------- the port
+
+    def scan(self) -> Snapshot:
+        def read() -> Snapshot:
+            age = 0
+            if self.faults.active and self.faults.stale_scan_millis:
+                age = self.rng.randint(0, self.faults.stale_scan_millis)
+            return self.table.view_at(self.kernel.now - age)
+
+        return self._call("scan", read, write=False)
+
+    def get(self, shard_id: str) -> Lease | None:
+        return self._call("get", lambda: self.table.get(shard_id), write=False)
+
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        return self._call("get_heartbeat", lambda: self.table.get_heartbeat(worker_id), write=False)
+
+    def create_if_absent(self, lease: Lease) -> bool:
+        return self._call("create", lambda: self.table.create_if_absent(lease), write=True)
+
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
+    ) -> tuple[HandOverRequest, ...]:
+        return self._call(
+            "heartbeat", lambda: self.table.heartbeat(beat, expected_counter, clear), write=True
+        )
+
+    def delete_heartbeat(self, beat: Heartbeat) -> None:
+        self._call("delete_heartbeat", lambda: self.table.delete_heartbeat(beat), write=True)
+
+    def take(self, seen: Lease, new_owner: str) -> Lease:
+        return self._call("take", lambda: self.table.take(seen, new_owner), write=True)
+
+    def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:
+        self._call("ask_hand_over", lambda: self.table.ask_hand_over(owner, request), write=True)
+
+    def request_steal(self, seen: Lease, thief: str, now_wall_millis: int) -> Lease:
+        return self._call(
+            "request_steal", lambda: self.table.request_steal(seen, thief, now_wall_millis), write=True
+        )
+
+    def release(self, held: Lease, to: str | None = None) -> Lease:
+        return self._call("release", lambda: self.table.release(held, to), write=True)
+
+    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
+        return self._call("checkpoint", lambda: self.table.checkpoint(held, checkpoint), write=True)
+
+    def delete_finished(self, lease: Lease) -> None:
+        self._call("delete_finished", lambda: self.table.delete_finished(lease), write=True)
+
+    def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:
+        return self._call(
+            "claim_first_start", lambda: self.table.claim_first_start(worker_id, at_wall_millis), write=True
+        )
+
+
+def _attempt(call: Callable[[], T]) -> tuple[T | None, LeaseError | None]:
+    try:
+        return call(), None
+    except LeaseError as exc:
+        return None, exc

@@ -1,0 +1,263 @@
+"""A fleet under the fault model: real lease coordinators and shard syncers on simulated threads.
+
+Each simulated worker process is a :class:`~tests.simulation.kernel.Group` running four threads —
+heartbeat, taker, shard sync and a processor — with the product's own :class:`LeaseCoordinator` and
+:class:`ShardSyncer`, over a :class:`~tests.simulation.faults.FaultyStore` and a stream whose listing is
+eventually consistent. The processor delivers one record ("unit") of a shard per tick when
+``may_process`` allows it, checkpoints it, and checkpoints SHARD_END after the last record of a closed
+shard. A chaos thread pauses (SIGSTOP / suspend), kills and adds workers while the faults are on. Every
+delivery is recorded with the lease counter it was made under, for :mod:`tests.simulation.checker`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.errors import LeaseError
+from consumer.lifecycle.shard_sync import ShardSyncer
+from consumer.settings import WorkerSettings
+from consumer.streams.source import Shard
+from tests.simulation.faults import Faults, FaultyStore, RecordingStore
+from tests.simulation.kernel import Group, Kernel
+
+TICK = 200  # ms between a processor's steps
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    shard_id: str
+    parent: str | None
+    born: int
+    closes: int
+    length: int  # records written over the shard's life
+
+
+@dataclass(frozen=True)
+class Delivery:
+    at: int
+    shard_id: str
+    worker: str
+    counter: int  # the lease counter the worker held: one value per ownership
+    unit: int
+
+
+class SimClock:
+    """One host's clocks on simulated time: monotonic (counting suspends, as the product's does) and a
+    wall clock off by a fixed skew."""
+
+    def __init__(self, kernel: Kernel, skew_millis: int) -> None:
+        self._kernel, self._skew = kernel, skew_millis
+
+    def monotonic_millis(self) -> int:
+        return self._kernel.now
+
+    def wall_millis(self) -> int:
+        return self._kernel.now + self._skew
+
+    def sleep(self, millis: float) -> None:
+        self._kernel.sleep(millis)
+
+
+def lineage(rng: random.Random, start: int, roots: int = 3, generations: int = 3) -> dict[str, ShardSpec]:
+    """Roots that roll over (one child) or split (two children) ``generations`` times."""
+    shards: dict[str, ShardSpec] = {}
+    counter = 0
+
+    def add(parent: str | None, born: int, depth: int) -> None:
+        nonlocal counter
+        counter += 1
+        shard_id = f"shardId-{counter:04d}"
+        life = rng.randint(8_000, 30_000)
+        shards[shard_id] = ShardSpec(shard_id, parent, born, born + life, rng.randint(5, 40))
+        if depth + 1 < generations:
+            for _ in range(2 if rng.random() < 0.3 else 1):
+                add(shard_id, born + life, depth + 1)
+
+    for _ in range(roots):
+        add(None, start, 0)
+    return shards
+
+
+@dataclass
+class SimWorker:
+    name: str
+    group: Group
+    coordinator: LeaseCoordinator
+    store: FaultyStore
+    syncer: ShardSyncer
+    progress: dict[str, tuple[int, int]] = field(default_factory=dict)  # shard -> (counter, unit)
+
+
+class World:
+    def __init__(
+        self,
+        seed: int,
+        settings: WorkerSettings,
+        faults: Faults,
+        *,
+        listing_lag_millis: int = 1_000,
+        roots: int = 3,
+        generations: int = 3,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.kernel = Kernel(seed)
+        self.settings = settings
+        self.faults = faults
+        self.table = RecordingStore(self.kernel)
+        self.shards = lineage(self.rng, self.kernel.now, roots, generations)
+        self.listing_lag_millis = listing_lag_millis
+        self.workers: dict[str, SimWorker] = {}
+        self.deliveries: list[Delivery] = []
+        self._joined = 0
+        self.chaos = Group("chaos")
+
+    # ------------------------------------------------------------------------- stream
+
+    def available(self, spec: ShardSpec, now: int) -> int:
+        if now >= spec.closes:
+            return spec.length
+        return spec.length * max(0, now - spec.born) // (spec.closes - spec.born)
+
+    def list_shards(self, rng: random.Random) -> tuple[Shard, ...]:
+        """DescribeStream: takes time, and may show the stream as it was a moment ago."""
+        self.kernel.sleep(rng.randint(5, 50))
+        seen = self.kernel.now - rng.randint(0, self.listing_lag_millis)
+        return tuple(
+            Shard(
+                spec.shard_id,
+                spec.parent,
+                "0",
+                str(10 * spec.length) if spec.closes <= seen else None,
+            )
+            for spec in self.shards.values()
+            if spec.born <= seen
+        )
+
+    # ------------------------------------------------------------------------ workers
+
+    def join(self) -> SimWorker:
+        self._joined += 1
+        name = f"w{self._joined}"
+        skew = self.rng.randint(
+            -self.settings.max_clock_skew_millis // 2, self.settings.max_clock_skew_millis // 2
+        )
+        clock = SimClock(self.kernel, skew)
+        rng = random.Random(f"{self.seed}-{name}")
+        store = FaultyStore(self.table, self.kernel, self.faults, rng)
+        coordinator = LeaseCoordinator(store, name, self.settings, clock, rng=rng)
+        syncer = ShardSyncer(
+            list_shards=lambda: self.list_shards(rng),
+            coordinator=coordinator,
+            settings=self.settings,
+            clock=clock,
+        )
+        worker = SimWorker(name, Group(name), coordinator, store, syncer)
+        self.workers[name] = worker
+        self.kernel.spawn(f"{name}-heartbeat", worker.group, lambda: self._heartbeats(worker))
+        self.kernel.spawn(f"{name}-taker", worker.group, lambda: self._taker(worker), delay=1)
+        self.kernel.spawn(f"{name}-sync", worker.group, lambda: self._sync(worker), delay=2)
+        self.kernel.spawn(f"{name}-process", worker.group, lambda: self._process(worker), delay=3)
+        return worker
+
+    def alive(self) -> list[SimWorker]:
+        return [w for w in self.workers.values() if not w.group.crashed]
+
+    def _heartbeats(self, worker: SimWorker) -> None:
+        c = worker.coordinator
+        ok = c.heartbeat_once()
+        while True:
+            self.kernel.sleep(c.liveness.next_wait_millis(ok))
+            ok = c.heartbeat_once()
+
+    def _taker(self, worker: SimWorker) -> None:
+        c = worker.coordinator
+        while True:
+            c.take_round()
+            self.kernel.sleep(c.taker_wait_millis())
+
+    def _sync(self, worker: SimWorker) -> None:
+        while True:
+            worker.syncer.sync()
+            self.kernel.sleep(self.settings.shard_sync_interval_millis)
+
+    def _process(self, worker: SimWorker) -> None:
+        while True:
+            self.kernel.sleep(TICK)
+            for lease in worker.coordinator.held():
+                self._step(worker, lease.shard_id)
+
+    def _step(self, worker: SimWorker, shard_id: str) -> None:
+        c = worker.coordinator
+        spec = self.shards[shard_id]
+        lease = {lease.shard_id: lease for lease in c.held()}.get(shard_id)
+        if lease is None:
+            return
+        counter, done = worker.progress.get(shard_id, (lease.counter, 0))
+        if counter != lease.counter:
+            done = 0  # progress made under an earlier ownership: the checkpoint is what counts now
+        start = int(lease.checkpoint.sequence) // 10 if lease.checkpoint.sequence.isdigit() else 0
+        done = max(done, start)
+        try:
+            if c.handoff_requested(shard_id):
+                if done > start and c.may_process(shard_id):
+                    c.checkpoint(shard_id, str(done * 10))
+                c.release(shard_id)
+                return
+            if spec.parent is not None and not c.is_shard_finished(spec.parent):
+                return
+        except LeaseError:
+            return  # lost (the lease is gone from held()) or transient: next tick
+        if not c.may_process(shard_id):
+            return
+        delivered = done < self.available(spec, self.kernel.now)
+        if delivered:
+            done += 1
+            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, lease.counter, done))
+        worker.progress[shard_id] = (lease.counter, done)
+        ended = done >= spec.length and self.kernel.now >= spec.closes
+        if not delivered and not ended:
+            return  # nothing new to record
+        try:
+            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10))
+        except (LeaseError, ValueError):
+            return  # lost, or transient: the next tick checkpoints what was delivered
+
+    # -------------------------------------------------------------------------- chaos
+
+    def chaos_thread(self, until: int, min_workers: int = 1) -> None:
+        """Once a second: maybe pause a worker (SIGSTOP or a suspend), kill one, or add one."""
+        failover = self.settings.failover_time_millis
+        while self.kernel.now < until:
+            self.kernel.sleep(1_000)
+            alive = [w for w in self.alive() if w.group.paused_until <= self.kernel.now]
+            roll = self.rng.random()
+            if roll < 0.15 and alive:
+                victim = self.rng.choice(alive)
+                victim.group.paused_until = self.kernel.now + int(self.rng.uniform(0.2, 2.5) * failover)
+            elif roll < 0.20 and len(self.alive()) > min_workers:
+                self.rng.choice(self.alive()).group.crashed = True
+            elif roll < 0.26 or not self.alive():
+                self.join()
+        self.faults.active = False
+
+    def run(self, workers: int, chaos_millis: int, settle_millis: int) -> bool:
+        """Chaos for ``chaos_millis`` then calm; True when every shard finished within ``settle_millis``
+        of the end of the chaos."""
+        for _ in range(workers):
+            self.join()
+        end_of_chaos = self.kernel.now + chaos_millis
+        self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
+        try:
+            self.kernel.run_until(end_of_chaos)
+            last_close = max(spec.closes for spec in self.shards.values())
+            deadline = max(self.kernel.now, last_close) + settle_millis
+            self.kernel.run_until(deadline, stop=self.all_finished)
+            return self.all_finished()
+        finally:
+            self.kernel.shutdown()
+
+    def all_finished(self) -> bool:
+        return set(self.table.history.finished_at) >= set(self.shards)
