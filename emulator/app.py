@@ -1,14 +1,18 @@
 """The WSGI application: moto for every service, with three things routed around or through it.
 
 * ``X-Amz-Target: DynamoDBStreams_20120810.*`` goes to the stream engine (never to moto);
-* DynamoDB requests that may write run one at a time inside a :meth:`MotoBridge.capture`, so the
-  order of sequence numbers is the order in which moto applied the writes;
+* DynamoDB requests pass the table faults first (throttle, 500, latency, ambiguous writes, stale
+  scans: :meth:`StreamEngine.admit_table_call`); those that may write then run one at a time inside a
+  :meth:`MotoBridge.capture`, so the order of sequence numbers is the order in which moto applied
+  the writes;
 * ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import threading
 import time
 import uuid
@@ -19,7 +23,7 @@ from urllib.parse import parse_qs
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from emulator.engine import StreamEngine
+from emulator.engine import StreamEngine, TableCall
 from emulator.errors import ControlError, StreamsApiError
 from emulator.moto_bridge import MotoBridge
 from emulator.records import TTL_IDENTITY
@@ -48,6 +52,8 @@ READ_ONLY = frozenset(
     }
 )
 CONTROL_PREFIX = "/_emulator/"
+# The table a PartiQL statement names: SELECT … FROM "t", INSERT INTO "t", UPDATE "t", DELETE FROM "t".
+_PARTIQL_TABLE = re.compile(r"""\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z0-9_.\-]+)"?""", re.IGNORECASE)
 
 
 class EmulatorApp:
@@ -65,17 +71,64 @@ class EmulatorApp:
         if target.startswith(STREAMS_PREFIX):
             return self._streams(environ, start_response, target[len(STREAMS_PREFIX) :])
         if target.startswith(DYNAMODB_PREFIX):
-            operation = target[len(DYNAMODB_PREFIX) :]
-            try:
-                self.engine.admit_table_call(operation)
-            except StreamsApiError as exc:
-                payload = {"__type": ERROR_NAMESPACE + exc.code, "message": exc.message}
-                return _json_response(start_response, exc.status, payload)
-            if operation not in READ_ONLY:
-                with self._write_lock, self.bridge.capture():
-                    return [b"".join(self.moto(environ, start_response))]
+            return self._dynamodb(environ, start_response, target[len(DYNAMODB_PREFIX) :])
         response: Iterable[bytes] = self.moto(environ, start_response)
         return response
+
+    # ---------------------------------------------------------------------------- dynamodb
+
+    def _dynamodb(self, environ: Environ, start_response: StartResponse, operation: str) -> Iterable[bytes]:
+        """One DynamoDB request through the table faults and moto. The body is read here (to know
+        which tables it names) and handed on to moto unchanged."""
+        body = _read_body(environ)
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        params = _json_object(body)
+        tables = tables_of(params)
+        call = self.engine.admit_table_call(operation, tables)
+        _sleep_millis(call.before_millis)
+        if call.refused is not None:
+            _sleep_millis(call.after_millis)
+            payload = {"__type": ERROR_NAMESPACE + call.refused.code, "message": call.refused.message}
+            return _json_response(start_response, call.refused.status, payload)
+        if operation in ("CreateTable", "DeleteTable"):
+            for table in tables:  # a recreated table must not answer with its predecessor's views
+                self.engine.forget_scan_views(table)
+        if operation not in READ_ONLY:
+            with self._write_lock, self.bridge.capture():
+                status, headers, data = self._call_moto(environ)
+        else:
+            status, headers, data = self._call_moto(environ)
+            if _eventually_consistent_scan(operation, call, params) and status.startswith("2"):
+                key = f"{params.get('TableName')}\n{json.dumps(params, sort_keys=True)}"
+                view = self.engine.answer_scan(key, status, headers, data, call.stale_window_millis)
+                status, headers, data = view.status, view.headers, view.body
+        if call.ambiguous and status.startswith("2"):
+            # Applied (moto has committed it and the stream has its record), answered as a failure.
+            self.engine.count_ambiguous(delayed=call.ambiguous_delay_millis > 0)
+            _sleep_millis(call.after_millis + call.ambiguous_delay_millis)
+            payload = {
+                "__type": ERROR_NAMESPACE + "InternalServerError",
+                "message": f"{operation}: injected fault after the write was applied (emulator table_ambiguous_rate).",
+            }
+            return _json_response(start_response, 500, payload)
+        _sleep_millis(call.after_millis)
+        start_response(status, list(headers))
+        return [data]
+
+    def _call_moto(self, environ: Environ) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
+        """Run moto on the request and hold its whole answer, so it can be kept, replaced or sent."""
+        captured: dict[str, Any] = {}
+        written: list[bytes] = []
+
+        def capture(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], None]:
+            captured["status"], captured["headers"] = status, tuple(headers)
+            return written.append
+
+        data = b"".join(self.moto(environ, capture))
+        return str(captured["status"]), captured["headers"], b"".join(written) + data
 
     # ---------------------------------------------------------------------------- streams
 
@@ -168,6 +221,56 @@ def _faults_json(engine: StreamEngine) -> dict[str, Any]:
 def _set_faults(engine: StreamEngine, body: dict[str, Any]) -> dict[str, Any]:
     engine.set_faults({k: v for k, v in body.items() if k != "table"})
     return _faults_json(engine)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        params = json.loads(body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}  # moto answers the malformed request itself
+    return params if isinstance(params, dict) else {}
+
+
+def _table_name(value: object) -> str | None:
+    """A table name, or the name inside a table ARN (``arn:aws:dynamodb:…:table/<name>``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith("arn:") and ":table/" in value:
+        return value.split(":table/", 1)[1].split("/", 1)[0]
+    return value
+
+
+def tables_of(params: dict[str, Any]) -> frozenset[str]:
+    """Every table a DynamoDB request names: ``TableName``, the keys of ``RequestItems`` (batch
+    calls), each entry of ``TransactItems`` and the tables PartiQL statements name."""
+    names: set[str | None] = {_table_name(params.get("TableName"))}
+    request_items = params.get("RequestItems")
+    if isinstance(request_items, dict):
+        names.update(_table_name(name) for name in request_items)
+    statements = [params.get("Statement")]
+    for entry in params.get("TransactItems") or params.get("TransactStatements") or []:
+        if isinstance(entry, dict):
+            statements.append(entry.get("Statement"))
+            for action in entry.values():
+                if isinstance(action, dict):
+                    names.add(_table_name(action.get("TableName")))
+    for entry in params.get("Statements") or []:
+        if isinstance(entry, dict):
+            statements.append(entry.get("Statement"))
+    for statement in statements:
+        if isinstance(statement, str):
+            names.update(_PARTIQL_TABLE.findall(statement))
+    return frozenset(name for name in names if name)
+
+
+def _eventually_consistent_scan(operation: str, call: TableCall, params: dict[str, Any]) -> bool:
+    """A Scan that may be stale: not ConsistentRead (which DynamoDB answers from the leader)."""
+    return operation == "Scan" and call.stale_window_millis > 0 and params.get("ConsistentRead") is not True
+
+
+def _sleep_millis(millis: int) -> None:
+    if millis > 0:
+        time.sleep(millis / 1000)
 
 
 def _json_response(start_response: StartResponse, status: int, payload: Any) -> Iterable[bytes]:

@@ -65,9 +65,13 @@ class EmulatorControl:
         ]
         return trimmed
 
-    def set_faults(self, **changes: float) -> dict[str, Any]:
-        """Change any of error_rate, latency_millis, reads_per_shard_per_second,
-        describe_stream_per_second, consistency_delay_millis, child_visibility_delay_millis."""
+    def set_faults(self, **changes: float | str) -> dict[str, Any]:
+        """Change fault settings live; returns them all. Stream: error_rate, latency_millis,
+        reads_per_shard_per_second, describe_stream_per_second, consistency_delay_millis,
+        child_visibility_delay_millis. DynamoDB tables: table_throttle_rate, table_error_rate,
+        table_latency_millis, table_latency_tail_millis, table_latency_tail_rate,
+        table_ambiguous_rate, table_ambiguous_delay_millis, table_stale_scan_millis and
+        table_fault_tables (comma-separated globs of the table names they hit; ``*`` = all)."""
         result: dict[str, Any] = self._call("POST", "faults", dict(changes))
         return result
 

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from moto.moto_server.werkzeug_app import MotoRequestHandler
@@ -22,6 +23,8 @@ from werkzeug.serving import make_server
 from consumer.settings import ConfigError, EmulatorSettings, load_settings
 from emulator.app import EmulatorApp
 from emulator.engine import EngineConfig, StreamEngine
+from emulator.errors import ControlError
+from emulator.faults import FaultSettings
 from emulator.moto_bridge import MotoBridge
 
 READY_PREFIX = "EMULATOR READY "
@@ -44,12 +47,35 @@ OVERRIDES: dict[str, tuple[str, type]] = {
     "child_visibility_delay_millis": ("faults.child_visibility_delay_millis", int),
 }
 
+# Table faults settable at start-up (flags only: they are not part of config/<env>.yaml; the control
+# API changes them live). Names are FaultSettings fields.
+TABLE_FAULT_FLAGS: dict[str, type] = {
+    "table_throttle_rate": float,
+    "table_error_rate": float,
+    "table_latency_millis": int,
+    "table_latency_tail_millis": int,
+    "table_latency_tail_rate": float,
+    "table_ambiguous_rate": float,
+    "table_ambiguous_delay_millis": int,
+    "table_stale_scan_millis": int,
+    "table_fault_tables": str,
+}
+STARTUP_FLAGS = frozenset(OVERRIDES) | frozenset(TABLE_FAULT_FLAGS)
+
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per emulator setting (``--rollover-seconds 5``...), each overriding the config."""
     for name, (key, kind) in OVERRIDES.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, dest=name, type=kind, default=None, help=f"override emulator.{key}")
+    for name, kind in TABLE_FAULT_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, dest=name, type=kind, default=None, help=f"table fault {name} at start-up")
+
+
+def table_faults_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The table-fault flags that were given, by FaultSettings field name."""
+    return {name: getattr(args, name) for name in TABLE_FAULT_FLAGS if getattr(args, name, None) is not None}
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -72,11 +98,20 @@ def emulator_settings(base: EmulatorSettings, overrides: dict[str, Any]) -> Emul
     return EmulatorSettings.model_validate(data)
 
 
-def serve(settings: EmulatorSettings, announce: Any = print, exit_with_parent: bool = False) -> None:
+def serve(
+    settings: EmulatorSettings,
+    announce: Any = print,
+    exit_with_parent: bool = False,
+    table_faults: dict[str, Any] | None = None,
+) -> None:
     """Run until SIGTERM/SIGINT (or, with ``exit_with_parent``, until the starting process dies, so
-    a test runner killed mid-test leaves no emulator behind). ``announce`` receives the ready line."""
+    a test runner killed mid-test leaves no emulator behind). ``announce`` receives the ready line;
+    ``table_faults`` are FaultSettings table_* values to start with."""
     parent = os.getppid()
-    engine = StreamEngine(EngineConfig.from_settings(settings))
+    config = EngineConfig.from_settings(settings)
+    if table_faults:
+        config = replace(config, faults=config.faults.updated(table_faults))
+    engine = StreamEngine(config)
     bridge = MotoBridge(engine)
     bridge.install()
     app = EmulatorApp(engine, bridge)
@@ -120,10 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         base = load_settings(args.env, args.config_dir).emulator
         settings = emulator_settings(base, overrides_from(args))
+        table_faults = table_faults_from(args)
+        FaultSettings().updated(table_faults)  # refuse a bad value before listening
     except ConfigError as exc:
         print(f"configuration error:\n{exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+    except (ValueError, ControlError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"bad emulator flag: {exc}", file=sys.stderr)
         return 2
     if settings.host not in ("127.0.0.1", "localhost", "::1"):
@@ -134,7 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
-        serve(settings, announce=lambda line: print(line, flush=True), exit_with_parent=args.exit_with_parent)
+        serve(
+            settings,
+            announce=lambda line: print(line, flush=True),
+            exit_with_parent=args.exit_with_parent,
+            table_faults=table_faults,
+        )
     except OSError as exc:
         print(f"cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         return 1

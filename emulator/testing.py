@@ -23,7 +23,7 @@ from typing import Any
 
 from emulator.control import EmulatorControl
 from emulator.errors import StartupError
-from emulator.server import OVERRIDES, READY_PREFIX
+from emulator.server import READY_PREFIX, STARTUP_FLAGS
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,9 +50,9 @@ class RunningEmulator:
 
 
 def emulator_command(env: str, config_dir: str | Path | None, overrides: dict[str, Any]) -> list[str]:
-    unknown = sorted(set(overrides) - set(OVERRIDES))
+    unknown = sorted(set(overrides) - STARTUP_FLAGS)
     if unknown:
-        raise StartupError(f"unknown emulator override(s) {unknown}; allowed: {sorted(OVERRIDES)}")
+        raise StartupError(f"unknown emulator override(s) {unknown}; allowed: {sorted(STARTUP_FLAGS)}")
     command = [sys.executable, "-m", "emulator", "--env", env, "--quiet"]
     if config_dir is not None:
         command += ["--config-dir", str(config_dir)]
@@ -112,7 +112,8 @@ def running_emulator(
     """An emulator on a free port (``port=0`` unless overridden) for the duration of the block.
 
     ``overrides`` are emulator settings by name, e.g. ``partitions=2, rollover_seconds=3600,
-    error_rate=0.1, seed=11`` (see ``python -m emulator --help``).
+    error_rate=0.1, seed=11``, and table faults to start with, e.g. ``table_stale_scan_millis=500,
+    table_fault_tables="app*"`` (see ``python -m emulator --help``).
     """
     overrides.setdefault("port", 0)
     if config_dir is None and (PROJECT_ROOT / "config").is_dir():

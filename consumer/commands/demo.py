@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from consumer.commands import add_env_arguments, settings_from
+from consumer.demo.chaos import SCHEDULES
 
 
 def register(subparsers: Any) -> None:
@@ -32,6 +33,14 @@ def register(subparsers: Any) -> None:
         help="chaos mode: random SIGKILL/SIGSTOP/restarts, stream and table faults, a slow processor "
         "(seeded; default seed 1)",
     )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="chaos schedule (with --chaos): mixed (default: every kind of disruption), dense-pause "
+        "(many overlapping SIGSTOP/SIGCONT around the failover time), slow-table (leases tables slow, "
+        "ambiguous, stale and throttled for long stretches)",
+    )
     parser.add_argument("--workdir", default="var/demo", help="where the demo keeps its oracle and logs")
     parser.set_defaults(handler=_demo)
 
@@ -48,6 +57,9 @@ def _demo(args: argparse.Namespace) -> int:
     from consumer.demo.run import Demo, DemoError, prepare_workdir, start_local_aws, stop_process
 
     settings = settings_from(args)
+    if args.schedule is not None and args.chaos is None:
+        Console().print("[red]--schedule chooses a chaos schedule: give --chaos SEED too")
+        return 2
     # The local endpoint accepts any credentials; a machine with none configured still runs the demo
     # (the worker processes inherit these).
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
@@ -74,9 +86,9 @@ def _demo(args: argparse.Namespace) -> int:
     )
     server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
     try:
-        outcome = Demo(settings, config_dir, workdir, console, chaos_seed=args.chaos).run(
-            workers=args.workers
-        )
+        outcome = Demo(
+            settings, config_dir, workdir, console, chaos_seed=args.chaos, schedule=args.schedule or "mixed"
+        ).run(workers=args.workers)
         cli = [sys.executable, "-m", "consumer.cli"]
         env = ["--env", settings.env, "--config-dir", str(config_dir)]
         snap_code, _ = _step(

@@ -27,7 +27,7 @@ import boto3
 from rich.console import Console
 from rich.live import Live
 
-from consumer.demo.chaos import FAULT_SECONDS, STREAM_FAULTS, TABLE_FAULTS, ChaosAction, chaos_plan
+from consumer.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
 from consumer.demo.events import FleetEvents, LogTail, short_shard
 from consumer.demo.fleet import LocalFleet
 from consumer.demo.load import LoadGenerator
@@ -36,6 +36,7 @@ from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 from consumer.settings import Settings
 from emulator.control import EmulatorControl
 from emulator.errors import StartupError
+from emulator.faults import FaultSettings
 from emulator.testing import emulator_command, wait_until_ready
 from emulator.testing import stop as stop_emulator
 
@@ -92,6 +93,16 @@ def create_source_table(ddb: Any, settings: Settings) -> None:
     )
 
 
+@dataclass(frozen=True, order=True)
+class Undo:
+    """Something a chaos action does later: resume a frozen worker (``resume:<name>``) or put the
+    fault settings ``names`` back to their baseline (``what`` is the action's kind)."""
+
+    due: float
+    what: str
+    names: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class DemoOutcome:
     verdict: Verdict
@@ -109,6 +120,8 @@ class Demo:
         workdir: Path,
         console: Console,
         chaos_seed: int | None = None,
+        *,
+        schedule: Schedule = "mixed",
     ) -> None:
         if not settings.endpoint_url:
             raise DemoError(f"env {settings.env} has no endpoint_url: the demo only runs locally")
@@ -117,6 +130,7 @@ class Demo:
         self.workdir = workdir
         self.console = console
         self.chaos_seed = chaos_seed
+        self.schedule: Schedule = schedule
         self.changelog = Path(str(settings.processing.options.get("destination", workdir / "changelog")))
         self.oracle = workdir / "oracle.jsonl"
         endpoint = settings.endpoint_url
@@ -218,49 +232,84 @@ class Demo:
             self._kill(fleet, victim, "it held leases")
             script["kill"] = 0
 
-    def _chaos(
-        self, fleet: LocalFleet, action: ChaosAction, rng: random.Random, undo: list[tuple[float, str]]
-    ) -> None:
+    def _chaos(self, fleet: LocalFleet, action: ChaosAction, rng: random.Random, undo: list[Undo]) -> None:
         running = [w.name for w in fleet.alive() if not w.paused]
         victim = rng.choice(running) if running else None
         if action.kind == "kill" and victim:
             self._kill(fleet, victim, "chaos")
             self._start(fleet, f"replaces {victim}")
-        elif action.kind == "pause" and victim and len(running) > 1:
-            self.events.fate[victim] = "SIGSTOP"
-            fleet.pause(victim)
-            frozen = 1.5 * self.settings.worker.failover_time_millis / 1000
-            undo.append((self._elapsed() + frozen, f"resume:{victim}"))
-            self._note(f"SIGSTOP {victim} for {frozen:.1f} s (chaos: longer than the failover time)")
+        elif action.kind == "pause" and victim:
+            self._pause(fleet, action, rng, victim=victim, running=running, undo=undo)
         elif action.kind == "restart" and victim:
             self.events.fate[victim] = "SIGTERM"
             code = fleet.terminate(victim)
             self._note(f"SIGTERM {victim}: exited {code} (chaos restart)")
             self._start(fleet, f"replaces {victim}")
         elif action.kind in ("stream-faults", "table-faults"):
-            changes = STREAM_FAULTS if action.kind == "stream-faults" else TABLE_FAULTS
+            changes: dict[str, FaultValue | str] = dict(action.fault_changes)
+            scope = ""
+            if action.scope == "leases":
+                changes["table_fault_tables"] = self._leases_tables()
+                scope = " (leases tables)"
             self.control.set_faults(**changes)
-            undo.append((self._elapsed() + FAULT_SECONDS, action.kind))
-            self._note(f"{action.kind} on for {FAULT_SECONDS:g} s: {changes}")
+            undo.append(Undo(self._elapsed() + action.seconds, action.kind, tuple(action.fault_changes)))
+            self._note(f"{action.kind}{scope} on for {action.seconds:g} s: {action.fault_changes}")
         elif action.kind == "split":
             children = self.control.split(self.settings.table.name)
             self._note(f"split: children {', '.join(short_shard(c) for c in children)}")
 
-    def _undo(self, fleet: LocalFleet, what: str) -> None:
-        if what.startswith("resume:"):
-            name = what.split(":", 1)[1]
+    def _pause(
+        self,
+        fleet: LocalFleet,
+        action: ChaosAction,
+        rng: random.Random,
+        *,
+        victim: str,
+        running: list[str],
+        undo: list[Undo],
+    ) -> None:
+        """SIGSTOP ``victim`` and, for a multi-worker pause, more running workers; a pause freezes
+        the last running worker only when the action asks for the whole fleet."""
+        count = len(running) if action.whole_fleet else min(action.workers, len(running) - 1)
+        if count < 1:
+            return
+        others = [name for name in running if name != victim]
+        victims = [victim, *rng.sample(others, count - 1)]
+        failover = self.settings.worker.failover_time_millis / 1000
+        relation = "longer" if action.seconds > failover else "shorter"
+        for name in victims:
+            self.events.fate[name] = "SIGSTOP"
+            fleet.pause(name)
+            undo.append(Undo(self._elapsed() + action.seconds, f"resume:{name}"))
+            self._note(
+                f"SIGSTOP {name} for {action.seconds:.1f} s "
+                f"(chaos: {action.seconds / failover:.2f} x failover, {relation} than the failover time"
+                f"{'; the whole fleet' if action.whole_fleet else ''})"
+            )
+
+    def _leases_tables(self) -> str:
+        """The emulator's table_fault_tables for this application's leases and workers tables."""
+        leases = self.settings.leases_table_name
+        workers = getattr(self.settings, "workers_table_name", None) or f"{leases}-workers"
+        return f"{leases},{workers}"
+
+    def _baseline(self, name: str) -> FaultValue:
+        """What a fault setting is outside chaos: the configured stream faults, else the default."""
+        configured = self.settings.emulator.faults
+        value: FaultValue = (
+            getattr(configured, name) if hasattr(configured, name) else getattr(FaultSettings(), name)
+        )
+        return value
+
+    def _undo(self, fleet: LocalFleet, item: Undo) -> None:
+        if item.what.startswith("resume:"):
+            name = item.what.split(":", 1)[1]
             if fleet.workers[name].alive:
                 fleet.resume(name)
                 self._note(f"SIGCONT {name}")
         else:
-            faults = self.settings.emulator.faults
-            if what == "stream-faults":
-                self.control.set_faults(
-                    error_rate=faults.error_rate, reads_per_shard_per_second=faults.reads_per_shard_per_second
-                )
-            else:
-                self.control.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
-            self._note(f"{what} off")
+            self.control.set_faults(**{name: self._baseline(name) for name in item.names})
+            self._note(f"{item.what} off")
 
     def _worker_environ(self) -> dict[str, str]:
         if self.chaos_seed is None:
@@ -282,9 +331,14 @@ class Demo:
         load = LoadGenerator(self.ddb, self.settings.table, self.settings.load, self.oracle)
         writer = threading.Thread(target=load.run, args=(duration,), name="load", daemon=True)
         script = {"join": duration * 0.25, "split": duration * 0.35, "kill": duration * 0.5}
-        plan = chaos_plan(self.chaos_seed, duration) if self.chaos_seed is not None else []
+        failover_millis = self.settings.worker.failover_time_millis
+        plan = (
+            schedule_plan(self.schedule, self.chaos_seed, duration, failover_millis)
+            if self.chaos_seed is not None
+            else []
+        )
         rng = random.Random(self.chaos_seed)
-        undo: list[tuple[float, str]] = []
+        undo: list[Undo] = []
         chaos_log: list[str] = []
         fleet = LocalFleet(self.settings.env, self.config_dir, self.workdir / "logs", self._worker_environ())
         with fleet:
@@ -293,26 +347,27 @@ class Demo:
             self._started = time.monotonic()
             self._note(
                 f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s"
-                f" for {duration:g} s){'; chaos seed ' + str(self.chaos_seed) if plan else ''}"
+                f" for {duration:g} s)"
+                f"{f'; chaos seed {self.chaos_seed}, schedule {self.schedule}' if self.chaos_seed is not None else ''}"
             )
             writer.start()
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 while writer.is_alive():
                     elapsed = self._elapsed()
-                    if plan:
+                    if self.chaos_seed is not None:  # chaos: the plan only, never the script
                         while plan and elapsed >= plan[0].at_seconds:
                             action = plan.pop(0)
                             chaos_log.append(f"t+{elapsed:.0f}s {action.kind}")
                             self._chaos(fleet, action, rng, undo)
                     else:
                         self._scripted(fleet, script, elapsed)
-                    for due, what in [u for u in undo if u[0] <= elapsed]:
-                        undo.remove((due, what))
-                        self._undo(fleet, what)
+                    for item in [u for u in undo if u.due <= elapsed]:
+                        undo.remove(item)
+                        self._undo(fleet, item)
                     live.update(render(self._snapshot(fleet, load)))
                     time.sleep(0.5)
-                for _, what in sorted(undo):
-                    self._undo(fleet, what)
+                for item in sorted(undo):
+                    self._undo(fleet, item)
                 self._note(f"load stopped after {load.writes} writes; draining")
                 deadline = time.monotonic() + 180
                 while time.monotonic() < deadline:

@@ -1,0 +1,441 @@
+"""The lease core under a misbehaving DynamoDB, end to end on the emulator with `consumer run`
+processes.
+
+* Total outage: three workers run while every call to the leases tables (leases and ``-workers``)
+  and every stream call fails — throttled or HTTP 500, alternating — for 2 × the failover time.
+  A transient error must never end a worker: all three are alive afterwards and stop cleanly, and
+  every record written during the run is delivered exactly once (no (shard, sequence number) twice
+  in the change log, and no record handed to a processor twice) and in per-item order.
+* KCL's reading of the leases table: during a fleet run and after a SIGKILL, every item in the
+  leases table must parse by the Java KCL's rules (:func:`parse_kcl_lease`) and name a shard of the
+  stream — a KCL application pointed at this table (or a tool built on KCL's serializer) would
+  otherwise fail its ListLeases or try to process a "shard" that is not one.
+* ``CHAOS_SCHEDULES=dense-pause,slow-table`` additionally runs ``consumer demo --chaos`` with those
+  schedules (long: a couple of minutes each) and requires its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumer.demo.fleet import LocalFleet
+from consumer.demo.load import LoadGenerator
+from consumer.demo.verdict import judge, read_changelog, read_oracle
+from consumer.settings import LoadSettings, load_settings
+from emulator.testing import RunningEmulator, running_emulator
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+APP = "lease-faults"
+FAILOVER_MILLIS = 3000
+CHAOS_SCHEDULES = [s.strip() for s in os.environ.get("CHAOS_SCHEDULES", "").split(",") if s.strip()]
+
+
+# ----------------------------------------------------------------------------- KCL's parsing rules
+
+KCL_SENTINELS = frozenset({"TRIM_HORIZON", "LATEST", "SHARD_END", "AT_TIMESTAMP"})
+
+
+class KclParseError(ValueError):
+    """An item the Java KCL could not turn into a lease (or would turn into a broken one)."""
+
+
+@dataclass(frozen=True)
+class KclLease:
+    lease_key: str
+    lease_owner: str | None
+    lease_counter: int
+    checkpoint: str
+    checkpoint_sub_sequence_number: int
+    owner_switches_since_checkpoint: int
+    parent_shard_ids: frozenset[str]
+    child_shard_ids: frozenset[str]
+
+
+def _kcl_long(item: dict[str, Any], name: str, *, required: bool) -> int | None:
+    """KCL's ``DynamoUtils.safeGetLong``: absent -> null; present -> ``Long.parseLong(av.getN())``,
+    which throws for an attribute of another type or a non-integer number."""
+    value = item.get(name)
+    if value is None:
+        if required:
+            raise KclParseError(f"{name} is missing (KCL: verifyNotNull)")
+        return None
+    if set(value) != {"N"}:
+        raise KclParseError(f"{name} must be N, got {sorted(value)} (KCL: Long.parseLong(null))")
+    text = value["N"]
+    if not text.lstrip("-").isdigit():
+        raise KclParseError(f"{name} must be an integer, got {text!r} (KCL: NumberFormatException)")
+    return int(text)
+
+
+def _kcl_string(item: dict[str, Any], name: str, *, required: bool) -> str | None:
+    """``safeGetString``: ``av.getS()``, silently null for another type — a wrong type is as bad
+    as a missing value and, for an owner, silently makes the lease look free."""
+    value = item.get(name)
+    if value is None:
+        if required:
+            raise KclParseError(f"{name} is missing")
+        return None
+    if set(value) != {"S"}:
+        raise KclParseError(f"{name} must be S, got {sorted(value)} (KCL would read null)")
+    text: str = value["S"]
+    return text
+
+
+def _kcl_string_set(item: dict[str, Any], name: str) -> frozenset[str]:
+    """``safeGetSS``: absent -> empty; another type -> null -> ``verifyNotNull`` throws."""
+    value = item.get(name)
+    if value is None:
+        return frozenset()
+    if set(value) != {"SS"} or not value["SS"]:
+        raise KclParseError(f"{name} must be a non-empty SS, got {value!r}")
+    return frozenset(value["SS"])
+
+
+def _kcl_checkpoint(text: str | None, name: str) -> str:
+    if text is None:
+        raise KclParseError(f"{name} is missing (KCL: Checkpoint should not be null)")
+    if text not in KCL_SENTINELS and not text.isdigit():
+        raise KclParseError(f"{name} {text!r} is neither digits nor one of {sorted(KCL_SENTINELS)}")
+    return text
+
+
+def parse_kcl_lease(item: dict[str, Any]) -> KclLease:
+    """One leases-table item read as the Java KCL reads it (``KinesisClientLeaseSerializer
+    .fromDynamoRecord`` on top of ``LeaseSerializer``; KCL 2's ``DynamoDBLeaseSerializer`` adds
+    ``childShardIds``). Required: ``leaseKey`` S, ``leaseCounter`` N, ``checkpoint`` S (digits or a
+    sentinel), ``ownerSwitchesSinceCheckpoint`` N (``setOwnerSwitchesSinceCheckpoint`` refuses null
+    and a take adds one to it). Optional with a fixed type: ``leaseOwner`` S,
+    ``checkpointSubSequenceNumber`` N (null means 0), ``parentShardId`` / ``childShardIds`` SS,
+    ``pendingCheckpoint`` S and ``pendingCheckpointSubSequenceNumber`` N. Other attributes are
+    ignored, as KCL ignores them."""
+    lease_key = _kcl_string(item, "leaseKey", required=True)
+    assert lease_key is not None
+    counter = _kcl_long(item, "leaseCounter", required=True)
+    switches = _kcl_long(item, "ownerSwitchesSinceCheckpoint", required=True)
+    assert counter is not None and switches is not None
+    checkpoint = _kcl_checkpoint(_kcl_string(item, "checkpoint", required=True), "checkpoint")
+    pending = _kcl_string(item, "pendingCheckpoint", required=False)
+    if pending:
+        _kcl_checkpoint(pending, "pendingCheckpoint")
+    _kcl_long(item, "pendingCheckpointSubSequenceNumber", required=False)
+    return KclLease(
+        lease_key=lease_key,
+        lease_owner=_kcl_string(item, "leaseOwner", required=False),
+        lease_counter=counter,
+        checkpoint=checkpoint,
+        checkpoint_sub_sequence_number=_kcl_long(item, "checkpointSubSequenceNumber", required=False) or 0,
+        owner_switches_since_checkpoint=switches,
+        parent_shard_ids=_kcl_string_set(item, "parentShardId"),
+        child_shard_ids=_kcl_string_set(item, "childShardIds"),
+    )
+
+
+def test_the_kcl_parser_accepts_kcl_items_and_refuses_what_kcl_cannot_read() -> None:
+    """The parser itself: a lease as KCL writes it parses; each kind of item KCL chokes on is refused."""
+    good = {
+        "leaseKey": {"S": "shardId-00000001-abc"},
+        "leaseOwner": {"S": "w1"},
+        "leaseCounter": {"N": "7"},
+        "checkpoint": {"S": "49600000000000000000001"},
+        "checkpointSubSequenceNumber": {"N": "0"},
+        "ownerSwitchesSinceCheckpoint": {"N": "1"},
+        "parentShardId": {"SS": ["shardId-00000000-abc"]},
+        "pendingOwner": {"S": "w2"},  # this product's addition: ignored by KCL
+    }
+    lease = parse_kcl_lease(good)
+    assert (lease.lease_counter, lease.parent_shard_ids) == (7, frozenset({"shardId-00000000-abc"}))
+    assert parse_kcl_lease({**good, "checkpoint": {"S": "SHARD_END"}}).checkpoint == "SHARD_END"
+    without_owner = {k: v for k, v in good.items() if k not in ("leaseOwner", "checkpointSubSequenceNumber")}
+    assert parse_kcl_lease(without_owner).lease_owner is None
+    broken: list[dict[str, Any]] = [
+        {k: v for k, v in good.items() if k != "leaseCounter"},
+        {k: v for k, v in good.items() if k != "ownerSwitchesSinceCheckpoint"},
+        {k: v for k, v in good.items() if k != "checkpoint"},
+        {**good, "leaseCounter": {"S": "7"}},
+        {**good, "leaseCounter": {"N": "7.5"}},
+        {**good, "checkpoint": {"S": "soon"}},
+        {**good, "leaseOwner": {"N": "1"}},
+        {**good, "parentShardId": {"S": "shardId-00000000-abc"}},
+        {**good, "childShardIds": {"L": []}},
+        {"workerId": {"S": "w1"}, "heartbeatAt": {"N": "1"}},  # a heartbeat row
+    ]
+    for item in broken:
+        with pytest.raises(KclParseError):
+            parse_kcl_lease(item)
+
+
+# ----------------------------------------------------------------------------------- the fleet
+
+
+def write_config(directory: Path, endpoint: str, changelog: Path, seen: Path) -> None:
+    (directory / "e2e.yaml").write_text(
+        f"""
+application_name: {APP}
+region: us-east-1
+endpoint_url: {endpoint}
+table:
+  name: orders
+  partition_key: {{name: pk, type: S}}
+worker:
+  failover_time_millis: {FAILOVER_MILLIS}
+  max_clock_skew_millis: 100
+  idle_time_between_reads_millis: 100
+  parent_shard_poll_interval_millis: 200
+  shard_sync_interval_millis: 2000
+  task_backoff_time_millis: 100
+  initial_position: TRIM_HORIZON
+metrics:
+  destination: logs
+  flush_interval_seconds: 1
+logs:
+  retention_days: 1
+processing:
+  processor: tests.e2e.processors:CountingChangelog
+  options:
+    destination: {changelog}
+    table: orders
+    seen_dir: {seen}
+"""
+    )
+
+
+def create_source(emu: RunningEmulator) -> None:
+    emu.client("dynamodb").create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def lease_items(emu: RunningEmulator) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for page in emu.client("dynamodb").get_paginator("scan").paginate(TableName=APP, ConsistentRead=True):
+        items.extend(page["Items"])
+    return items
+
+
+def owners(emu: RunningEmulator) -> dict[str, str]:
+    """shard id -> owner of every unfinished lease that has one."""
+    try:
+        items = lease_items(emu)
+    except Exception:  # the table may not exist yet
+        return {}
+    return {
+        i["leaseKey"]["S"]: i["leaseOwner"]["S"]
+        for i in items
+        if "leaseOwner" in i and i.get("checkpoint", {}).get("S") != "SHARD_END"
+    }
+
+
+@dataclass
+class Fleet:
+    emu: RunningEmulator
+    fleet: LocalFleet
+    load: LoadGenerator
+    writer: threading.Thread
+    tmp: Path
+
+    @property
+    def changelog(self) -> Path:
+        return self.tmp / "changelog"
+
+    def delivered(self) -> int:
+        return len({(c.shard_id, c.sequence_number) for c in read_changelog(self.changelog, "pk")})
+
+    def handled(self) -> int:
+        """Records the workers' processors were handed and landed, counted per handling."""
+        return sum(int(n) for path in (self.tmp / "seen").glob("*.txt") for n in path.read_text().split())
+
+    def redelivery_lines(self) -> list[str]:
+        return [
+            line
+            for process in self.fleet.workers.values()
+            for line in process.log_path.read_text(errors="replace").splitlines()
+            if "already landed by an earlier delivery" in line
+        ]
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """Three `consumer run` workers on a 3-partition stream that rolls over every 8 s, with a
+    steady load already running; everything is stopped whatever the test did."""
+    config = tmp_path / "config"
+    config.mkdir()
+    environ = {
+        "PYTHONPATH": str(REPO),
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    with running_emulator(partitions=3, rollover_seconds=8, reads_per_shard_per_second=20, seed=13) as emu:
+        write_config(config, emu.endpoint, tmp_path / "changelog", tmp_path / "seen")
+        create_source(emu)
+        settings = load_settings("e2e", config)
+        load = LoadGenerator(
+            emu.client("dynamodb"),
+            settings.table,
+            LoadSettings(writes_per_second=25, keys=40, seed=17, duration_seconds=600),
+            tmp_path / "oracle.jsonl",
+        )
+        writer = threading.Thread(target=load.run, args=(600,), name="load", daemon=True)
+        with LocalFleet("e2e", config, tmp_path / "logs", environ) as local:
+            for _ in range(3):
+                local.start_worker()
+            writer.start()
+            try:
+                yield Fleet(emu, local, load, writer, tmp_path)
+            finally:
+                load.stop()
+                writer.join(timeout=30)
+
+
+def _all_held(run: Fleet) -> Callable[[], bool]:
+    def check() -> bool:
+        held = owners(run.emu)
+        return len(held) >= 3 and run.delivered() > 0
+
+    return check
+
+
+OUTAGE_PHASES: tuple[dict[str, float | str], ...] = (
+    # Leases tables throttled, every stream call answered 500.
+    {"table_throttle_rate": 1.0, "table_error_rate": 0.0, "error_rate": 1.0},
+    # Leases tables answered 500; GetRecords and DescribeStream throttled (a hundredth of a call per
+    # second), the other stream calls 500.
+    {
+        "table_throttle_rate": 0.0,
+        "table_error_rate": 1.0,
+        "error_rate": 1.0,
+        "reads_per_shard_per_second": 0.01,
+        "describe_stream_per_second": 0.01,
+    },
+)
+LIFTED: dict[str, float | str] = {
+    "table_throttle_rate": 0.0,
+    "table_error_rate": 0.0,
+    "error_rate": 0.0,
+    "reads_per_shard_per_second": 20.0,
+    "describe_stream_per_second": 10.0,
+}
+
+
+def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_stream_fail_for_two_failover_times(
+    fleet: Fleet,
+) -> None:
+    run = fleet
+    wait_for(_all_held(run), 90, "three workers holding every lease and delivering")
+    control = run.emu.control
+    before = control.counters()
+    control.set_faults(table_fault_tables=f"{APP},{APP}-workers")
+    phase_seconds = FAILOVER_MILLIS / 1000  # two phases: 2 × the failover time in all
+    try:
+        for phase in OUTAGE_PHASES:
+            control.set_faults(**phase)
+            time.sleep(phase_seconds)
+    finally:
+        control.set_faults(**LIFTED)
+    during = control.counters()
+    # The outage really hit both: refused lease-table calls of both kinds, failed stream calls.
+    for counter in ("table_throttled", "table_faults_injected", "faults_injected"):
+        assert during.get(counter, 0) > before.get(counter, 0), counter
+    dead = {p.name: p.popen.returncode for p in run.fleet.workers.values() if not p.alive}
+    assert not dead, f"workers ended by transient errors: {dead}"
+
+    time.sleep(2 * FAILOVER_MILLIS / 1000)  # records written after the recovery too
+    run.load.stop()
+    run.writer.join(timeout=30)
+    written = run.load.writes
+    wait_for(lambda: run.delivered() >= written, 120, f"{written} changes in the change log")
+    wait_for(_all_held(run), 60, "every lease held again")
+    dead = {p.name: p.popen.returncode for p in run.fleet.workers.values() if not p.alive}
+    assert not dead, f"workers ended after the outage: {dead}"
+    codes = {p.name: run.fleet.terminate(p.name) for p in run.fleet.alive()}
+    assert codes == {"worker-1": 0, "worker-2": 0, "worker-3": 0}, codes
+
+    verdict = judge(read_oracle(run.tmp / "oracle.jsonl"), read_changelog(run.changelog, "pk"))
+    assert verdict.written == written > 300
+    assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), verdict.lost_examples
+    assert verdict.duplicates == 0, verdict.duplicate_objects
+    # Exactly once to the processors too: a replay that overwrote its own object, or that the sink
+    # skipped as already landed, still counts here.
+    assert run.handled() == verdict.delivered, run.redelivery_lines()[:5]
+
+
+def kcl_problems(emu: RunningEmulator) -> list[str]:
+    """Every way the leases table, read now, breaks KCL's reading of it."""
+    shards = {s["shardId"] for s in emu.control.shards("orders")}
+    problems = []
+    for item in lease_items(emu):
+        try:
+            lease = parse_kcl_lease(item)
+        except KclParseError as exc:
+            problems.append(f"{item}: {exc}")
+            continue
+        if lease.lease_key not in shards:
+            problems.append(f"leaseKey {lease.lease_key!r} is not a shard of the stream")
+    return problems
+
+
+def test_every_leases_table_item_is_a_kcl_lease_of_a_real_shard_during_a_run_and_after_a_kill(
+    fleet: Fleet,
+) -> None:
+    run = fleet
+    wait_for(_all_held(run), 90, "three workers holding every lease and delivering")
+    problems: list[str] = []
+    for _ in range(6):  # while leases are taken, balanced and checkpointed
+        problems += kcl_problems(run.emu)
+        time.sleep(0.5)
+    held = owners(run.emu)
+    assert held, "no lease is held"
+    victim = sorted(held.values())[0].split("@", 1)[0]  # worker-N@host:pid:nonce -> worker-N
+    run.fleet.kill(victim)
+
+    def taken_over() -> bool:
+        held = owners(run.emu)
+        return bool(held) and not any(owner.startswith(f"{victim}@") for owner in held.values())
+
+    wait_for(taken_over, 60, f"the leases of the SIGKILLed {victim} to be taken over")
+    for _ in range(4):
+        problems += kcl_problems(run.emu)
+        time.sleep(0.5)
+    assert not sorted(set(problems)), sorted(set(problems))[:10]
+    assert lease_items(run.emu), "the leases table is empty"
+
+
+# ------------------------------------------------------------------------- chaos demo schedules
+
+
+@pytest.mark.skipif(not CHAOS_SCHEDULES, reason="long: set CHAOS_SCHEDULES=dense-pause,slow-table")
+@pytest.mark.parametrize("schedule", CHAOS_SCHEDULES or ["dense-pause"])
+def test_chaos_schedule_demo_verdict(tmp_path: Path, schedule: str) -> None:
+    from tests.e2e.test_demo import figure, run_demo
+
+    output = run_demo(tmp_path, 40, "--chaos", "1", "--schedule", schedule)
+    assert f"schedule {schedule}" in output
+    if schedule == "dense-pause":
+        assert "SIGSTOP worker-" in output and "SIGCONT worker-" in output
+        assert "shorter than the failover time" in output and "the whole fleet" in output
+    elif schedule == "slow-table":
+        assert "table-faults (leases tables) on" in output
+    assert figure(output, "  of which unexplained") == "0"
+    assert figure(output, "changes written") == figure(output, "changes delivered (distinct)")
