@@ -25,7 +25,7 @@ from typing import Literal
 
 from consumer.clock import Clock
 from consumer.leases.decisions import RoundPlan, Timing
-from consumer.leases.errors import LeaseConflictError, LeaseLostError
+from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError
 from consumer.leases.holdings import Holdings
 from consumer.leases.liveness import Liveness
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
@@ -243,10 +243,20 @@ class LeaseCoordinator:
             self._metrics.timing(
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
+            self.holdings.written(shard_id)
             had, _ = self.holdings.remove(shard_id)
             if had is not None:
                 self._notify_kind("lost", shard_id, exc.current)
             raise
+        except LeaseError:
+            self._metrics.timing(
+                "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
+            )
+            # Throttled or timed out: if this worker is fenced before it can write it, and takes the
+            # lease back untouched, the position is written then instead of replaying the records.
+            self.holdings.note_unwritten(lease, target)
+            raise
+        self.holdings.written(shard_id)
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         if updated.finished:
             # A finished lease needs no owner: it stays in the table (children check it) until cleanup.

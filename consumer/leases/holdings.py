@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field, replace
 
-from consumer.leases.model import Lease
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 
 
 @dataclass
@@ -31,6 +31,9 @@ class Holdings:
     # checkpointed (request time + failover - margin): the thief may force a take at + failover + skew.
     _deadline: dict[str, int] = field(default_factory=dict)
     _fence_at: int | None = None  # monotonic ms; None until the first heartbeat succeeded
+    # Checkpoints asked for and not written (the table throttled, timed out): shard -> (the lease as
+    # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
+    _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- fence
 
@@ -145,6 +148,33 @@ class Holdings:
                         mine, pending_owner=found.pending_owner, pending_since=found.pending_since
                     )
         return lost
+
+    # -------------------------------------------------------------- unwritten checkpoints
+
+    def note_unwritten(self, lease: Lease, position: ExtendedSequenceNumber) -> None:
+        """A checkpoint of ``lease`` failed for a transient reason: remember the furthest position."""
+        with self._lock:
+            known = self._unwritten.get(lease.shard_id)
+            if known is None or known[0].counter != lease.counter or known[1] < position:
+                self._unwritten[lease.shard_id] = (lease, position)
+
+    def written(self, shard_id: str) -> None:
+        with self._lock:
+            self._unwritten.pop(shard_id, None)
+
+    def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
+        """The position I processed to but could not record, if ``current`` (read consistently, just
+        before I take it back from myself) proves nobody else held the lease since: same owner (me)
+        and the same counter as when I held it. Every change of hands moves the counter, so then the
+        records up to that position were processed by me alone and need not be delivered again."""
+        with self._lock:
+            known = self._unwritten.pop(current.shard_id, None)
+        if known is None:
+            return None
+        held, position = known
+        if current.owner != held.owner or current.counter != held.counter or current.checkpoint > position:
+            return None
+        return position
 
     # ------------------------------------------------------------------------ hand-over
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from consumer.clock import Clock
 from consumer.leases.decisions import (
@@ -30,7 +30,7 @@ from consumer.leases.decisions import (
 )
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseStoreUnavailableError
 from consumer.leases.holdings import Holdings
-from consumer.leases.model import HandOverRequest, Heartbeat, Lease, Snapshot
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
@@ -164,10 +164,30 @@ class Taker:
                 current = self.store.get(seen.shard_id)
                 if current is None or current.owner != self.me or current.finished:
                     continue
+                unwritten = self.holdings.unwritten_for(current)
                 adopted = self._take(current)
             except LeaseError:
                 continue
+            if unwritten is not None:
+                adopted = self._resume_at(adopted, unwritten)
             self._hold(adopted, "re-adopted", sent_fence_at)
+
+    def _resume_at(self, adopted: Lease, position: ExtendedSequenceNumber) -> Lease:
+        """Only I held the lease since I processed to ``position``: record it rather than replay the
+        records. If the table still refuses, the position is kept on the held lease (the lifecycle
+        starts after it) and written with the next checkpoint."""
+        try:
+            adopted = self.store.checkpoint(adopted, position)
+        except LeaseError:
+            adopted = replace(adopted, checkpoint=position)
+            self.holdings.note_unwritten(adopted, position)
+        log.info(
+            "worker %s: %s resumes after %s, where it was when it was fenced",
+            self.me,
+            adopted.shard_id,
+            position,
+        )
+        return adopted
 
     # -------------------------------------------------------------------------- execute
 

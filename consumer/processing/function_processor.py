@@ -9,9 +9,11 @@ makes the next owner read them again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from consumer.clock import Clock
+from consumer.leases.errors import LeaseError, LeaseLostError
 from consumer.processing.api import (
     Checkpointer,
     InitializationInput,
@@ -24,6 +26,8 @@ from consumer.processing.api import (
 from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
 from consumer.records import ShardInfo, StreamRecord
+
+log = logging.getLogger("consumer.processing")
 
 
 class FunctionProcessor:
@@ -46,6 +50,7 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started: int | None = None
         self._high_water = -1  # largest sequence number buffered or checkpointed (as an int)
+        self._unrecorded: str | None = None  # processed, but its checkpoint was refused for now
 
     @property
     def buffered(self) -> tuple[StreamRecord, ...]:
@@ -96,7 +101,17 @@ class FunctionProcessor:
         done: list[str] = []
 
         def checkpoint(sequence_number: str) -> None:
-            checkpointer.checkpoint(sequence_number)
+            try:
+                checkpointer.checkpoint(sequence_number)
+                self._unrecorded = None
+            except LeaseLostError:
+                raise
+            except LeaseError as exc:
+                # The records are processed; only their checkpoint waits (a throttled or timed-out
+                # leases table). Processing them again would hand them to the handler twice: the next
+                # checkpoint covers them, and a stop or shard end writes this one before it returns.
+                log.info("shard %s: checkpoint %s deferred: %s", self._shard.shard_id, sequence_number, exc)
+                self._unrecorded = sequence_number
             done.append(sequence_number)
 
         finished = self._runner.run(
@@ -117,6 +132,7 @@ class FunctionProcessor:
 
     def lease_lost(self, lease_lost: LeaseLostInput) -> None:
         # The next owner reads everything after the last checkpoint again: drop, never checkpoint.
+        self._unrecorded = None
         self._buffer.clear()
         self._kept = 0
         self._buffer_started = None
@@ -124,6 +140,12 @@ class FunctionProcessor:
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
             shard_ended.checkpointer.checkpoint_shard_end()
+            self._unrecorded = None
 
     def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
         self._flush(shutdown.checkpointer, shutdown.should_stop)
+        if self._unrecorded is not None:
+            # The lease is about to be handed on: its position must be recorded first (an error here
+            # makes the lifecycle retry this step while the lease is held).
+            shutdown.checkpointer.checkpoint(self._unrecorded)
+            self._unrecorded = None

@@ -236,3 +236,44 @@ def test_ready_shards_left_free_at_the_cap_are_warned_about_and_counted(
     assert "3 ready shards are left unprocessed" in caplog.text
     assert "max_leases_for_worker=2" in caplog.text
     assert metrics.gauges[("TakeLeases", "ReadyLeasesUnassigned")] == 3
+
+
+def throttled(call: Callable[[], Any]) -> Any:
+    from consumer.leases.errors import LeaseStoreThrottledError
+
+    raise LeaseStoreThrottledError("ProvisionedThroughputExceededException")
+
+
+def test_a_checkpoint_the_outage_refused_is_written_when_the_worker_takes_its_untouched_lease_back() -> None:
+    """A leases-table outage fences a worker after it processed records it could not checkpoint. If
+    it takes its lease back and nobody held it meanwhile, it records that position instead of
+    replaying the records."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # the outage lasts: a is fenced
+    assert not a.may_process("s1")
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_an_unwritten_checkpoint_is_dropped_when_another_worker_held_the_lease_meanwhile() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(HORIZON + 1)
+    b = worker(store, clock, "b")  # a looked dead: b took s1 and released it again
+    b.checkpoint("s1", "150")
+    b.release("s1")
+    store.take(store.get("s1"), "a")  # handed to a (as a hand-over would)  # type: ignore[arg-type]
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("150")  # b's progress, not a's stale position

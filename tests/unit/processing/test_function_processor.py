@@ -138,3 +138,43 @@ def test_initialize_resumes_after_the_checkpoint() -> None:
     checkpointer.last_checkpoint = seq(5)
     poll(processor, checkpointer, records(4, 7))
     assert seen == [6, 7]
+
+
+class ThrottledOnce(WatchingCheckpointer):
+    """The leases table refuses the first ``refusals`` checkpoints (throttled), then accepts."""
+
+    def __init__(self, finished: object, refusals: int) -> None:
+        super().__init__(finished)  # type: ignore[arg-type]
+        self.refusals = refusals
+
+    def checkpoint(self, sequence_number: str | None = None) -> None:
+        if self.refusals:
+            from consumer.leases.errors import LeaseStoreThrottledError
+
+            self.refusals -= 1
+            raise LeaseStoreThrottledError("ProvisionedThroughputExceededException")
+        super().checkpoint(sequence_number)
+
+
+def test_a_throttled_checkpoint_never_hands_processed_records_to_the_handler_again() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=3, max_window_millis=60_000
+    )
+    checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
+    poll(processor, checkpointer, records(1, 3))  # processed; its checkpoint is throttled
+    poll(processor, checkpointer, records(1, 3))  # the same poll again (a retried step): nothing new
+    assert handler.succeeded == [1, 2, 3] and checkpointer.history == []
+    poll(processor, checkpointer, records(4, 6))
+    assert handler.succeeded == [1, 2, 3, 4, 5, 6] and checkpointer.history == [seq(6)]
+
+
+def test_a_deferred_checkpoint_is_written_before_the_lease_is_handed_on() -> None:
+    handler = ScriptedHandler()
+    processor = function_processor(
+        handler, clock=FakeClock(), max_buffered_records=3, max_window_millis=60_000
+    )
+    checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
+    poll(processor, checkpointer, records(1, 3))
+    processor.shutdown_requested(ShutdownRequestedInput(INFO, checkpointer))
+    assert checkpointer.history == [seq(3)] and handler.calls == 1
