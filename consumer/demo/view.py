@@ -14,8 +14,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-WORKER_PREFIX = "__worker__#"
-
 
 @dataclass(frozen=True)
 class LeaseRow:
@@ -42,11 +40,12 @@ class FleetSnapshot:
 
 
 def lease_rows_from_items(items: list[dict[str, dict[str, object]]]) -> tuple[LeaseRow, ...]:
-    """Leases-table items (low-level attribute values) to rows; heartbeat rows are skipped."""
+    """Leases-table items (low-level attribute values) to rows; rows an older version wrote there
+    (heartbeats, the first-start marker: keys starting ``__``) are skipped."""
     rows = []
     for item in items:
         key = str(item["leaseKey"]["S"])
-        if key.startswith("__"):  # heartbeat rows (WORKER_PREFIX) and the first-start marker
+        if key.startswith("__"):
             continue
         owner = item.get("leaseOwner", {}).get("S")
         parents = item.get("parentShardId", {}).get("SS") or ()

@@ -2,18 +2,24 @@
 
 The timeline these conditions protect (one shard, two workers A and B; time flows right)::
 
-    A: take(c=4→5) ──process── checkpoint(owner=A, c=5) ─ hb ─ hb ─╳ (dies)
-    B:                                              scan: A's heartbeat older than
-                                                    failover + skew ──> take(c=5→6)
+    A: take(c=4→5) ──process── checkpoint(owner=A, c=5) ─ hb(t) ─╳ (paused, partitioned or dead)
+    A's fence:                               t + failover − margin ──┤ A drops every lease here
+    B:                              scan: A's heartbeat looks older than failover + skew
+                                    ─> consistent GetItem of A's row: still t, still too old
+                                    ─> take(c=5→6)
     A (a zombie that wakes up): checkpoint(owner=A, c=5) ──> ConditionalCheckFailed: lease lost
+    A's heartbeat sent before the fence that lands after B's read: lands after A's fence; A holds
+    nothing by then and takes leases back only by a take naming the counter (which B moved).
 
 - ``leaseCounter`` changes on every change of ownership (take, hand-off, release). A write that
   assumes ownership names the counter it saw, so a worker acting on a stale view always loses.
 - A checkpoint needs ``leaseOwner = me AND leaseCounter = counter-at-take``: after anybody took the
   lease, the old owner can never record progress again; and ``checkpoint <> SHARD_END`` so a finished
   shard can never be reopened (its children may already be running).
-- Heartbeat rows are written only by their worker (absent, or at the counter it last wrote), and
-  deleted by others only if still at the counter they judged stale.
+- Heartbeat rows (the workers table) are written only by their worker (absent, or at the counter it
+  last wrote), and deleted by others only if still at the counter they judged stale. A thief adds a
+  ``handOver#`` attribute to the owner's row; the owner's heartbeat update leaves it there until the
+  owner removes it, so an answer lost to a retried write loses no request.
 
 Hand-over requests (balancing) and the forced take. Thief T wants a lease of live owner O::
 
