@@ -1,0 +1,125 @@
+"""The two small parts of the lease coordinator on their own: Holdings (what a worker holds and until
+when it may use it) and Liveness (its heartbeat row, including writes that committed and failed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumer.clock import FakeClock
+from consumer.leases.errors import HeartbeatConflictError, LeaseStoreUnavailableError
+from consumer.leases.holdings import Holdings
+from consumer.leases.liveness import Liveness
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
+from consumer.telemetry.metrics import NullMetrics
+
+FENCE = 8_000
+LEASE = Lease("s1", "me", 3, ExtendedSequenceNumber("100"))
+
+
+def test_nothing_is_held_before_the_first_heartbeat_nor_after_the_deadline() -> None:
+    holdings = Holdings(FENCE)
+    assert not holdings.add(LEASE, now_mono=0, sent_fence_at=holdings.fence_at())  # never renewed
+    holdings.renewed(started_mono=1_000, now_mono=1_050)
+    assert holdings.add(LEASE, now_mono=1_100, sent_fence_at=holdings.fence_at())
+    assert holdings.get("s1", 8_999) == (LEASE, [])
+    assert holdings.get("s1", 9_000) == (None, ["s1"])  # dropped at the deadline itself
+
+
+def test_a_renewal_learnt_after_the_deadline_drops_first_then_extends() -> None:
+    holdings = Holdings(FENCE)
+    holdings.renewed(0, 10)
+    holdings.add(LEASE, 20, holdings.fence_at())
+    assert holdings.renewed(started_mono=7_000, now_mono=9_500) == ["s1"]  # started in time, landed late
+    assert holdings.leases() == [] and not holdings.fenced(9_500)  # alive again, holding nothing
+
+
+def test_a_take_answered_after_the_deadline_it_was_sent_under_is_refused() -> None:
+    holdings = Holdings(FENCE)
+    holdings.renewed(0, 10)
+    sent = holdings.fence_at()  # 8 000
+    holdings.renewed(9_000, 9_010)  # a pause, then a heartbeat moved the deadline on
+    assert not holdings.add(LEASE, now_mono=9_020, sent_fence_at=sent)
+    assert holdings.add(LEASE, now_mono=9_030, sent_fence_at=holdings.fence_at())
+    assert not holdings.add(
+        Lease("s2", "me", 1, ExtendedSequenceNumber("SHARD_END")), 9_040, holdings.fence_at()
+    )
+
+
+def test_a_scan_older_than_my_own_write_never_drops_a_lease() -> None:
+    holdings = Holdings(FENCE)
+    holdings.renewed(0, 10)
+    holdings.add(LEASE, 20, holdings.fence_at())
+    older = Lease("s1", "other", 2, ExtendedSequenceNumber("50"))  # before my take moved it to 3
+    assert holdings.reconcile({"s1": older}, "me") == []
+    assert holdings.reconcile({"s1": Lease("s1", "other", 4, ExtendedSequenceNumber("50"))}, "me") == ["s1"]
+
+
+class Answers(InMemoryLeaseStore):
+    """The table, with the next heartbeat's answer replaced by ``fault`` (after the write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fault: str | None = None
+
+    def heartbeat(
+        self, beat: Heartbeat, expected_counter: int | None, clear: Any = ()
+    ) -> tuple[HandOverRequest, ...]:
+        fault, self.fault = self.fault, None
+        answer = super().heartbeat(beat, expected_counter, clear)
+        if fault == "retried":
+            return super().heartbeat(beat, expected_counter, clear)  # the retry meets its own write
+        if fault == "timeout":
+            raise LeaseStoreUnavailableError("read timeout")
+        return answer
+
+
+def liveness(store: InMemoryLeaseStore, clock: FakeClock) -> tuple[Liveness, Holdings]:
+    holdings = Holdings(FENCE)
+    return (
+        Liveness(
+            store=store,
+            worker_id="me",
+            holdings=holdings,
+            clock=clock,
+            metrics=NullMetrics(),
+            renewal_interval_millis=3_000,
+            stale_request_millis=10_500,
+        ),
+        holdings,
+    )
+
+
+def test_a_retried_heartbeat_that_meets_its_own_write_is_a_success_with_its_requests() -> None:
+    store, clock = Answers(), FakeClock()
+    live, _ = liveness(store, clock)
+    assert live.beat().ok
+    store.ask_hand_over("me", HandOverRequest("s1", "thief", clock.wall_millis()))
+    store.fault = "retried"
+    result = live.beat()
+    assert result.ok and [r.shard_id for r in result.requests] == ["s1"]
+    assert live.counter == 2
+
+
+def test_a_timed_out_heartbeat_resynchronises_on_the_next_one() -> None:
+    store, clock = Answers(), FakeClock()
+    live, _ = liveness(store, clock)
+    assert live.beat().ok
+    store.fault = "timeout"
+    assert not live.beat().ok  # it landed (counter 2), the answer did not
+    clock.advance(1_000)
+    assert live.beat().ok and live.counter == 3  # conflict -> my own row at 2 -> put again at 3
+
+
+def test_a_removed_row_drops_everything_and_starts_a_new_one() -> None:
+    store, clock = Answers(), FakeClock()
+    live, holdings = liveness(store, clock)
+    assert live.beat().ok
+    holdings.add(LEASE, clock.monotonic_millis(), holdings.fence_at())
+    store.delete_heartbeat(Heartbeat("me", 1, 0))  # another worker judged me dead
+    result = live.beat()
+    assert result.ok and result.dropped == ("s1",) and holdings.leases() == []
+    try:
+        store.heartbeat(Heartbeat("me", 1, 0), None)
+    except HeartbeatConflictError as exc:
+        assert exc.current is not None and exc.current.counter == 1  # the new row
