@@ -61,6 +61,9 @@ class Hooked(InMemoryLeaseStore):
     def take(self, seen: Lease, new_owner: str) -> Lease:
         return self._hooked("take", lambda: super(Hooked, self).take(seen, new_owner))  # type: ignore[no-any-return]
 
+    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
+        return self._hooked("get_heartbeat", lambda: super(Hooked, self).get_heartbeat(worker_id))  # type: ignore[no-any-return]
+
 
 class RecordingMetrics:
     """Keeps the last value of every gauge (the Metrics protocol's other calls are ignored)."""
@@ -139,6 +142,49 @@ def test_a_take_from_a_stale_scan_rereads_the_owners_heartbeat_and_spares_a_live
     b = worker(store, clock, "b")
     assert b.held() == [], "b took a live worker's lease on the word of a stale scan"
     assert a.may_process("s1")
+
+
+def test_an_owner_is_judged_by_the_time_its_row_was_read_not_by_when_the_answer_arrived() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.stale = store.scan()  # b's scans show a's first heartbeat only
+    clock.advance(4_600)
+    assert a.heartbeat_once()  # a's row now says t0 + 4.6 s
+    clock.advance(6_000)  # b plans at t0 + 10.6 s: from its stale scan, a looks dead
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+    assert b.heartbeat_once()
+
+    def slow_answer(call: Callable[[], Any]) -> Any:
+        row = call()  # read at t0 + 10.6 s: 6 s old, a is alive
+        clock.advance(1_000)
+        assert a.heartbeat_once()  # a renews in time (its deadline is t0 + 12.6 s)
+        clock.advance(4_000)  # the answer reaches b 5 s after the read: the row is now 11 s old
+        return row
+
+    store.hooks["get_heartbeat"] = slow_answer
+    b.take_round()
+    assert b.held() == [], "b took a live owner's lease on an answer that arrived late"
+    assert a.may_process("s1")
+
+
+def test_a_take_answered_after_a_pause_is_not_used_even_if_a_heartbeat_landed_first() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = LeaseCoordinator(store, "a", SETTINGS, clock)
+    assert a.heartbeat_once()
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+
+    def paused_after_commit(call: Callable[[], Any]) -> Any:
+        taken = call()  # a's take commits; then a is frozen with the answer in flight
+        clock.advance(HORIZON + 1)
+        assert b.heartbeat_once()
+        b.take_round()  # a looks dead: b takes s1 from it
+        assert [lease.shard_id for lease in b.held()] == ["s1"]
+        assert a.heartbeat_once()  # a thaws: its heartbeat thread runs first
+        return taken
+
+    store.hooks["take"] = paused_after_commit
+    a.take_round()
+    assert not a.may_process("s1"), "a uses a take that committed before b took the lease"
 
 
 # ------------------------------------------------------------------------------ defect 3
