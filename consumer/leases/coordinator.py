@@ -232,7 +232,8 @@ class LeaseCoordinator:
         lease, dropped = self.holdings.get(shard_id, self._clock.monotonic_millis())
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
         if lease is None:
-            why = "checkpoint (fenced: heartbeats are failing)" if dropped else "checkpoint"
+            fenced = self.holdings.refused_by_fence(shard_id, target)
+            why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
         if self.taker.hand_over_overdue(shard_id):
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)

@@ -34,6 +34,7 @@ class Holdings:
     # Checkpoints asked for and not written (the table throttled, timed out): shard -> (the lease as
     # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
     _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
+    _fenced: dict[str, Lease] = field(default_factory=dict)  # what the last fence dropped
 
     # ----------------------------------------------------------------------------- fence
 
@@ -63,6 +64,7 @@ class Holdings:
 
     def _expire_locked(self, now_mono: int) -> list[str]:
         if self._held and (self._fence_at is None or now_mono >= self._fence_at):
+            self._fenced = dict(self._held)  # for a checkpoint that arrives just too late
             return self._clear_locked()
         return []
 
@@ -157,6 +159,16 @@ class Holdings:
             known = self._unwritten.get(lease.shard_id)
             if known is None or known[0].counter != lease.counter or known[1] < position:
                 self._unwritten[lease.shard_id] = (lease, position)
+
+    def refused_by_fence(self, shard_id: str, position: ExtendedSequenceNumber) -> bool:
+        """A checkpoint of a lease the fence dropped: the records up to ``position`` were processed
+        under it, so remember the position as unwritten (True) — the lease may come back untouched."""
+        with self._lock:
+            lease = self._fenced.get(shard_id)
+        if lease is None:
+            return False
+        self.note_unwritten(lease, position)
+        return True
 
     def written(self, shard_id: str) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ import pytest
 from consumer import clock as clock_module
 from consumer.clock import FakeClock, SystemClock
 from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
-from consumer.leases.errors import LeaseStoreUnavailableError
+from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import (
     SHARD_END,
@@ -323,3 +323,15 @@ def test_an_unwritten_checkpoint_is_dropped_when_another_worker_held_the_lease_m
     a.take_round()
     (lease,) = a.held()
     assert lease.checkpoint == ESN("150")  # b's progress, not a's stale position
+
+
+def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_lease_comes_back() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # the batch landed; its checkpoint comes just too late
+    with pytest.raises(LeaseLostError, match="fenced"):
+        a.checkpoint("s1", "300")
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("300")  # not replayed from TRIM_HORIZON
