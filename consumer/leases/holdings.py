@@ -176,17 +176,21 @@ class Holdings:
 
     def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
         """The position I processed to but could not record, if ``current`` (read consistently, just
-        before I take it back from myself) proves nobody else held the lease since: same owner (me)
-        and the same counter as when I held it. Every change of hands moves the counter, so then the
-        records up to that position were processed by me alone and need not be delivered again."""
+        before I take it back from myself) proves nobody else held the lease since: owned by me at
+        the counter I held it at, or one above it — which only my own take-back can have written (a
+        take-back that landed but was reported failed; any other worker's take needs a second change
+        to give it back to me). The records up to that position were then processed by me alone and
+        need not be delivered again. Kept until written (:meth:`written`) or disproved."""
         with self._lock:
-            known = self._unwritten.pop(current.shard_id, None)
-        if known is None:
-            return None
-        held, position = known
-        if current.owner != held.owner or current.counter != held.counter or current.checkpoint > position:
-            return None
-        return position
+            known = self._unwritten.get(current.shard_id)
+            if known is None:
+                return None
+            held, position = known
+            untouched = current.owner == held.owner and current.counter in (held.counter, held.counter + 1)
+            if not untouched or current.checkpoint > position:
+                del self._unwritten[current.shard_id]
+                return None
+            return position
 
     # ------------------------------------------------------------------------ hand-over
 

@@ -178,6 +178,7 @@ class Taker:
         starts after it) and written with the next checkpoint."""
         try:
             adopted = self.store.checkpoint(adopted, position)
+            self.holdings.written(adopted.shard_id)
         except LeaseError:
             adopted = replace(adopted, checkpoint=position)
             self.holdings.note_unwritten(adopted, position)

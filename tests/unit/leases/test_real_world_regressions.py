@@ -335,3 +335,19 @@ def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_
     a.take_round()
     (lease,) = a.held()
     assert lease.checkpoint == ESN("300")  # not replayed from TRIM_HORIZON
+
+
+def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)
+    assert a.heartbeat_once()
+    store.hooks["take"] = timed_out_after_commit  # the take-back lands; its answer is a timeout
+    a.take_round()
+    assert a.held() == []
+    a.take_round()  # the table says the lease is mine, one counter up: only my own take did that
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
