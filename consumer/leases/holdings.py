@@ -170,6 +170,17 @@ class Holdings:
         self.note_unwritten(lease, position)
         return True
 
+    def unwritten_unheld(self) -> list[tuple[Lease, ExtendedSequenceNumber]]:
+        """Positions processed under leases I no longer hold (fenced, lost), not yet recorded."""
+        with self._lock:
+            return [
+                (lease, pos) for shard, (lease, pos) in self._unwritten.items() if shard not in self._held
+            ]
+
+    def forget_unwritten(self, shard_id: str) -> None:
+        with self._lock:
+            self._unwritten.pop(shard_id, None)
+
     def written(self, shard_id: str) -> None:
         with self._lock:
             self._unwritten.pop(shard_id, None)

@@ -28,7 +28,12 @@ from consumer.leases.decisions import (
     live_workers,
     plan_round,
 )
-from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseStoreUnavailableError
+from consumer.leases.errors import (
+    CheckpointRefusedError,
+    LeaseConflictError,
+    LeaseError,
+    LeaseStoreUnavailableError,
+)
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.store import LeaseStore
@@ -87,6 +92,7 @@ class Taker:
         for bad in snapshot.malformed:
             log.error("leases table: %s (left untouched; fix or delete the item)", bad.problem)
         self.latest = snapshot
+        self._record_unwritten()
         self._reconcile(snapshot)
         if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:
             return None
@@ -171,6 +177,24 @@ class Taker:
             if unwritten is not None:
                 adopted = self._resume_at(adopted, unwritten)
             self._hold(adopted, "re-adopted", sent_fence_at)
+
+    def _record_unwritten(self) -> None:
+        """Record positions processed under leases I lost hold of (the fence dropped them while the
+        table refused their checkpoints). The write names the counter I held: it lands only if nobody
+        took the lease since, so the next owner starts after those records instead of replaying them;
+        it is about records already processed, so the fence (which stops processing) allows it."""
+        for lease, position in self.holdings.unwritten_unheld():
+            try:
+                self.store.checkpoint(lease, position)
+            except (LeaseConflictError, CheckpointRefusedError):
+                self.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it, or it moved on
+                continue
+            except LeaseError:
+                continue  # still refused: next round
+            self.holdings.forget_unwritten(lease.shard_id)
+            log.info(
+                "worker %s: recorded %s of %s after losing hold of it", self.me, position, lease.shard_id
+            )
 
     def _resume_at(self, adopted: Lease, position: ExtendedSequenceNumber) -> Lease:
         """Only I held the lease since I processed to ``position``: record it rather than replay the

@@ -351,3 +351,21 @@ def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out(
     a.take_round()  # the table says the lease is mine, one counter up: only my own take did that
     (lease,) = a.held()
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_fenced_worker_records_what_it_processed_so_the_next_owner_does_not_replay_it() -> None:
+    """The table throttled a's checkpoint, then a was fenced. Once the table answers again, a records
+    that position under the counter it held (nobody took the lease yet), and b, taking over from the
+    silent a, starts after it."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)
+    a.take_round()  # fenced: it takes nothing, but it records what it processed
+    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
+    clock.advance(HORIZON)
+    b = worker(store, clock, "b")
+    (lease,) = b.held()
+    assert lease.checkpoint == ESN("200")
