@@ -186,22 +186,18 @@ class Holdings:
             self._unwritten.pop(shard_id, None)
 
     def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
-        """The position I processed to but could not record, if ``current`` (read consistently, just
-        before I take it back from myself) proves nobody else held the lease since: owned by me at
-        the counter I held it at, or one above it — which only my own take-back can have written (a
-        take-back that landed but was reported failed; any other worker's take needs a second change
-        to give it back to me). The records up to that position were then processed by me alone and
-        need not be delivered again. Kept until written (:meth:`written`) or disproved."""
+        """The position I processed to but could not record, for a lease I am taking back
+        (``current``, read consistently just before). Writing it is right whoever held the lease
+        meanwhile: a checkpoint says the records up to it are processed, and I processed them; it is
+        only never written backwards (someone who got further wins). Kept until written."""
         with self._lock:
             known = self._unwritten.get(current.shard_id)
             if known is None:
                 return None
-            held, position = known
-            untouched = current.owner == held.owner and current.counter in (held.counter, held.counter + 1)
-            if not untouched or current.checkpoint > position:
+            if not current.checkpoint < known[1]:
                 del self._unwritten[current.shard_id]
                 return None
-            return position
+            return known[1]
 
     # ------------------------------------------------------------------------ hand-over
 
