@@ -238,6 +238,7 @@ class LeaseCoordinator:
         if self.taker.hand_over_overdue(shard_id):
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
         started = self._clock.monotonic_millis()
+        self.holdings.writing(shard_id, +1)
         try:
             updated = self._write_checkpoint(lease, target)
         except LeaseLostError as exc:
@@ -257,6 +258,8 @@ class LeaseCoordinator:
             # lease back untouched, the position is written then instead of replaying the records.
             self.holdings.note_unwritten(lease, target)
             raise
+        finally:
+            self.holdings.writing(shard_id, -1)
         self.holdings.written(shard_id)
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         if updated.finished:

@@ -35,6 +35,9 @@ class Holdings:
     # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
     _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
     _fenced: dict[str, Lease] = field(default_factory=dict)  # what the last fence dropped
+    # Checkpoint writes in flight from this process, per shard: the only other writer that can land
+    # under my owner and counter, so recording an unwritten position waits until none is.
+    _in_flight: dict[str, int] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- fence
 
@@ -171,11 +174,23 @@ class Holdings:
         return True
 
     def unwritten_unheld(self) -> list[tuple[Lease, ExtendedSequenceNumber]]:
-        """Positions processed under leases I no longer hold (fenced, lost), not yet recorded."""
+        """Positions processed under leases I no longer hold (fenced, lost), not yet recorded, with no
+        checkpoint of mine in flight for them (it could land after mine and move the checkpoint back)."""
         with self._lock:
             return [
-                (lease, pos) for shard, (lease, pos) in self._unwritten.items() if shard not in self._held
+                (lease, pos)
+                for shard, (lease, pos) in self._unwritten.items()
+                if shard not in self._held and not self._in_flight.get(shard)
             ]
+
+    def writing(self, shard_id: str, delta: int) -> None:
+        """A checkpoint write of ``shard_id`` starts (+1) or has its answer (-1)."""
+        with self._lock:
+            count = self._in_flight.get(shard_id, 0) + delta
+            if count:
+                self._in_flight[shard_id] = count
+            else:
+                self._in_flight.pop(shard_id, None)
 
     def forget_unwritten(self, shard_id: str) -> None:
         with self._lock:
