@@ -119,8 +119,11 @@ def _nothing_lost(world: World, verdict: Verdict) -> None:
 
 
 def settings_for(rng: random.Random) -> WorkerSettings:
-    """Default timing (failover 10 s, skew 0.5 s), a short shard sync, and a cap drawn per history."""
+    """Default timing (failover 10 s, skew 0.5 s), a short shard sync, and a cap drawn per history.
+    TRIM_HORIZON: the checker requires every record of every shard, which a LATEST first start
+    rightly skips for shards that closed before it (found by the long form: seeds 1 001 377, 1 001 619)."""
     return WorkerSettings(
+        initial_position="TRIM_HORIZON",
         failover_time_millis=10_000,
         max_clock_skew_millis=500,
         shard_sync_interval_millis=5_000,
