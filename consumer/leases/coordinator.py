@@ -184,10 +184,9 @@ class LeaseCoordinator:
         self._expire()
         result = self.liveness.beat()
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
-        wall_deadline_base = self.timing.failover_millis - self.fence_margin_millis
         for request in result.requests:
             self.holdings.ask_hand_over(
-                request.shard_id, request.thief, request.at_wall_millis + wall_deadline_base
+                request.shard_id, request.thief, self.taker.stop_by(request.at_wall_millis)
             )
         return result.ok
 

@@ -280,12 +280,13 @@ class Taker:
         for lease in plan.shed:
             self.holdings.mark_shed(lease.shard_id)
         for lease, to in plan.hand_over:
-            deadline = None
-            if lease.pending_since is not None:
-                deadline = (
-                    lease.pending_since + self.timing.failover_millis - self.settings.fence_margin_millis
-                )
-            self.holdings.ask_hand_over(lease.shard_id, to, deadline)
+            asked = lease.pending_since
+            self.holdings.ask_hand_over(lease.shard_id, to, None if asked is None else self.stop_by(asked))
+
+    def stop_by(self, asked_at_wall: int) -> int:
+        """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -
+        margin later): the thief may force a take only at failover + skew (conditions.py)."""
+        return asked_at_wall + self.timing.failover_millis - self.settings.fence_margin_millis
 
     def _ask(self, lease: Lease) -> None:
         try:

@@ -39,6 +39,14 @@ def steps_until(rig: Rig, consumer: ShardConsumer, state: ShardState, max_steps:
     raise AssertionError(f"consumer still in {consumer.life.state}, not {state}")
 
 
+def parent_and_child(rig: Rig) -> None:
+    """Two shards of five records each, the child leased with the parent as its parent."""
+    rig.stream.add("parent", 100, 5)
+    rig.stream.add("child", 1000, 5)
+    rig.lease("parent")
+    rig.lease("child", parents=("parent",))
+
+
 def sequence(shard: str, seq: int) -> str:
     return record(shard, seq).sequence_number
 
@@ -68,10 +76,7 @@ def test_backoff_is_exponential_capped_and_never_below_the_task_backoff() -> Non
 
 def test_a_throttled_parent_check_is_retried_with_backoff_not_raised() -> None:
     rig = Rig()
-    rig.stream.add("parent", 100, 5)
-    rig.stream.add("child", 1000, 5)
-    rig.lease("parent")
-    rig.lease("child", parents=("parent",))
+    parent_and_child(rig)
     leases = FlakyLeases(rig.coordinator)
     leases.faults["is_shard_finished"] = [throttled(), LeaseStoreUnavailableError("timeout"), throttled()]
     processor = RecordingProcessor()
@@ -304,10 +309,7 @@ def test_initialize_is_called_once_when_getting_the_iterator_is_throttled() -> N
 
 def test_a_graceful_stop_while_waiting_on_parents_releases_without_calling_the_processor() -> None:
     rig = Rig()
-    rig.stream.add("parent", 100, 5)
-    rig.stream.add("child", 1000, 5)
-    rig.lease("parent")
-    rig.lease("child", parents=("parent",))
+    parent_and_child(rig)
     processor = RecordingProcessor()
     child = rig.consumer("child", processor, parents=("parent",))
     for _ in range(2):
@@ -323,10 +325,7 @@ def test_a_graceful_stop_while_waiting_on_parents_releases_without_calling_the_p
 
 def test_a_lease_lost_while_waiting_on_parents_does_not_call_the_processor() -> None:
     rig = Rig()
-    rig.stream.add("parent", 100, 5)
-    rig.stream.add("child", 1000, 5)
-    rig.lease("parent")
-    rig.lease("child", parents=("parent",))
+    parent_and_child(rig)
     processor = RecordingProcessor()
     child = rig.consumer("child", processor, parents=("parent",))
     rig.step(child)
