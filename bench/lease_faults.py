@@ -1,12 +1,14 @@
 """The lease protocol under the fault model, long form: tens of thousands of seeded histories.
 
 Method: tests/simulation (the short form runs 200 histories in ``make test``). Each history runs three
-workers (more join during the chaos), each with the real LeaseCoordinator and ShardSyncer on simulated threads for a minute of chaos —
-a leases table that is slow with a long tail, stale on scans (up to a failover period), throttling
-and answering committed writes with a 500 (retried) or a timeout; workers paused for 0.2-2.5 x
-failover, killed and added; clocks skewed — then calm. The checker counts, per history: two owners of
-one shard at once, a checkpoint moving back, a finished shard leased again, a record never delivered
-or delivered before its parent finished, a shard not finished within five minutes of the calm. The
+workers (more join during the chaos), each with the real LeaseCoordinator and ShardSyncer on simulated
+threads for a minute of chaos — a leases table that is slow with a long tail (up to a failover
+period, mostly before the commit), stale on scans (up to a failover period), throttling and answering
+committed writes with a 500 (retried) or a timeout; whole processes stopped just before a call goes
+out; workers paused (mostly 0.2-2.5 x failover, one pause in five 2.5-8 x), killed and added; clocks
+skewed — then calm. The checker counts, per history: two owners of one shard at once, a checkpoint
+moving back, a finished shard leased again, a record never delivered or delivered before its parent
+finished, a shard not finished within five minutes of the calm, a take sent by a fenced worker. The
 ratio is histories with any violation over histories run (goal: 0). Seeds 1 000 000 and up, so they
 do not repeat the short form's. ``BENCH_SCALE`` scales the count (default 20 000).
 """

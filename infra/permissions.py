@@ -1,7 +1,7 @@
 """The instance role's grants, each limited to the one resource the worker needs.
 
 Written as explicit statements rather than CDK's ``grant_*`` helpers because those add actions the
-worker never calls (``dynamodb:BatchWriteItem``, ``ConditionCheckItem`` ...). The only ``*``
+worker never calls (``dynamodb:BatchWriteItem``, ``BatchGetItem`` ...). The only ``*``
 resource is ``cloudwatch:PutMetricData``, which IAM cannot scope to a resource; its
 ``cloudwatch:namespace`` condition limits it to the application's namespace instead.
 """
@@ -18,7 +18,10 @@ from infra.errors import InfraConfigError
 
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
 # Exactly the calls consumer/leases/dynamodb.py makes (the table is created here, not by the worker).
+# A lease create is a TransactWriteItems, which IAM authorises item by item: PutItem on the leases
+# table, ConditionCheckItem on the workers table's lineage row.
 LEASES_ACTIONS = [
+    "dynamodb:ConditionCheckItem",
     "dynamodb:DescribeTable",
     "dynamodb:GetItem",
     "dynamodb:PutItem",

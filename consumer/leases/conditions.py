@@ -35,6 +35,18 @@ most failover − margin + skew (true time) after t0 ≤ t1, and T takes no earl
 after t1: O has stopped ``margin`` before T starts. A hand-over O does make in time moves the counter,
 so T's forced take, which names the counter it saw, then fails.
 
+Creates and cleanup: the lineage generation. Shard sync plans a create from a view of the table
+(no lease for shard X, no descendant of X that has started); cleanup deletes X's finished lease once
+its children have progressed. A create planned from a view taken *before* that delete and sent after
+it — the creator stopped in between for any length of time: GC, SIGSTOP, a suspended VM, slow
+retries — would re-create X at TRIM_HORIZON and replay it after its children. No check made before
+sending can close that gap, so the table does: every cleanup first moves ``generation`` on the
+``__app__#lineage`` row (workers table), then deletes; every create is a transaction whose
+condition check requires the generation the creator read *before* its scan. A create planned before
+any cleanup it could not see therefore fails. (A scan staler than the cleanup delay could still hide
+a lease created and cleaned up entirely before the read; the delay, three failover periods of being
+seen finished, keeps that out of reach.)
+
 Each entry is (ConditionExpression, the names it uses); values are bound by the store.
 """
 
@@ -64,3 +76,7 @@ HELD = "leaseOwner = :me AND leaseCounter = :held_counter"
 CHECKPOINT = f"{HELD} AND checkpoint <> :shard_end"
 
 DELETE_FINISHED = "checkpoint = :shard_end"
+
+# The lineage row (workers table): absent until the first cleanup, then its generation only grows.
+LINEAGE_UNCHANGED = "generation = :generation"
+LINEAGE_NEVER_MOVED = "attribute_not_exists(workerId)"

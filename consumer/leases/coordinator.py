@@ -206,10 +206,13 @@ class LeaseCoordinator:
         self._expire()
         return self.holdings.leases()
 
-    def may_process(self, shard_id: str) -> bool:
+    def may_process(self, shard_id: str, counter: int | None = None) -> bool:
+        """Held, not fenced, no overdue hand-over, and (with ``counter``) the same ownership."""
         lease, dropped = self.holdings.get(shard_id, self._clock.monotonic_millis())
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
-        return lease is not None and not self.taker.hand_over_overdue(shard_id)
+        if lease is None or (counter is not None and lease.counter != counter):
+            return False
+        return not self.taker.hand_over_overdue(shard_id)
 
     def handoff_requested(self, shard_id: str) -> bool:
         return self.holdings.handoff_requested(shard_id)
@@ -221,8 +224,11 @@ class LeaseCoordinator:
         current = self.store.get(shard_id)
         return current is None or current.finished
 
-    def checkpoint(self, shard_id: str, position: str | ExtendedSequenceNumber) -> None:
-        """Record progress. Raises LeaseLostError when the lease is not (provably) mine any more,
+    def checkpoint(
+        self, shard_id: str, position: str | ExtendedSequenceNumber, counter: int | None = None
+    ) -> None:
+        """Record progress. Raises LeaseLostError when the lease is not (provably) mine any more or,
+        with ``counter``, is held under a later ownership than the caller's;
         CheckpointRefusedError when ``position`` is behind the last checkpoint or the shard ended,
         ValueError for text that is neither digits nor a KCL sentinel."""
         target = (
@@ -234,6 +240,8 @@ class LeaseCoordinator:
             fenced = self.holdings.refused_by_fence(shard_id, target)
             why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
+        if counter is not None and lease.counter != counter:
+            raise LeaseLostError("checkpoint (held under a later ownership now)", shard_id, lease)
         if self.taker.hand_over_overdue(shard_id):
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
         started = self._clock.monotonic_millis()
@@ -284,8 +292,8 @@ class LeaseCoordinator:
                 return now
             raise
 
-    def release(self, shard_id: str) -> None:
-        self.taker.release(shard_id)
+    def release(self, shard_id: str, counter: int | None = None) -> None:
+        self.taker.release(shard_id, counter)
 
     def release_all(self) -> None:
         for lease in self.holdings.leases():
@@ -299,8 +307,13 @@ class LeaseCoordinator:
     def claim_first_start(self) -> bool:
         return self.store.claim_first_start(self.worker_id, self._clock.wall_millis())
 
-    def create_leases(self, leases: Sequence[Lease]) -> int:
-        return sum(1 for lease in leases if self.store.create_if_absent(lease))
+    def lineage_generation(self) -> int:
+        return self.store.lineage_generation()
+
+    def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int:
+        """Create each lease unless it exists; with ``generation``, only while no cleanup has
+        happened since it was read (raises LineageChangedError at the first that finds one)."""
+        return sum(1 for lease in leases if self.store.create_if_absent(lease, generation))
 
     def delete_finished(self, lease: Lease) -> None:
         self.store.delete_finished(lease)

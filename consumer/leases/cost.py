@@ -108,9 +108,17 @@ class MeteredStore:
         self.meter.read_units += 1  # a consistent read of one small row
         return beat
 
-    def create_if_absent(self, lease: Lease) -> bool:
-        self._write(lease_size(lease))
-        return self.inner.create_if_absent(lease)
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+        if generation is None:
+            self._write(lease_size(lease))
+        else:  # a transaction: every item in it (the condition check too) at twice the write price
+            self.meter.write_units += 2 * write_units(lease_size(lease)) + 2
+            self.meter.writes += 1
+        return self.inner.create_if_absent(lease, generation)
+
+    def lineage_generation(self) -> int:
+        self.meter.read_units += 1
+        return self.inner.lineage_generation()
 
     def heartbeat(
         self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
@@ -143,6 +151,7 @@ class MeteredStore:
         return self.inner.checkpoint(held, checkpoint)
 
     def delete_finished(self, lease: Lease) -> None:
+        self._write(100)  # the lineage row's generation moves first
         self._write(lease_size(lease))
         self.inner.delete_finished(lease)
 

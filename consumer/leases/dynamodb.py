@@ -27,8 +27,10 @@ from consumer.leases.errors import (
     LeaseStoreUnavailableError,
     LeaseTableMissingError,
     LeaseTableSchemaError,
+    LineageChangedError,
 )
 from consumer.leases.model import (
+    LINEAGE_KEY,
     SHARD_END,
     ExtendedSequenceNumber,
     HandOverRequest,
@@ -205,12 +207,62 @@ class DynamoDBLeaseStore:
 
     # ---------------------------------------------------------------------------- writes
 
-    def create_if_absent(self, lease: Lease) -> bool:
-        try:
-            self._put(lease_to_item(lease), conditions.CREATE_IF_ABSENT, {}, "create", lease.shard_id)
-        except LeaseConflictError:
-            return False
+    def lineage_generation(self) -> int:
+        item = self._get_item(self.workers_table_name, {"workerId": {"S": LINEAGE_KEY}}, LINEAGE_KEY)
+        return int(item["generation"]["N"]) if item and "generation" in item else 0
+
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+        if generation is None:
+            try:
+                self._put(lease_to_item(lease), conditions.CREATE_IF_ABSENT, {}, "create", lease.shard_id)
+            except LeaseConflictError:
+                return False
+            return True
+        check: dict[str, Any] = {
+            "TableName": self.workers_table_name,
+            "Key": {"workerId": {"S": LINEAGE_KEY}},
+            "ConditionExpression": conditions.LINEAGE_NEVER_MOVED,
+        }
+        if generation:
+            check["ConditionExpression"] = conditions.LINEAGE_UNCHANGED
+            check["ExpressionAttributeValues"] = {":generation": {"N": str(generation)}}
+        put = {
+            "TableName": self.table_name,
+            "Item": lease_to_item(lease),
+            "ConditionExpression": conditions.CREATE_IF_ABSENT,
+        }
+        # botocore fills ClientRequestToken, so its own retry of a transaction that committed and
+        # still failed is answered as the first attempt was, not as a conflict.
+        with self._errors("create", lease.shard_id):
+            try:
+                response = self._client.transact_write_items(
+                    TransactItems=[{"Put": put}, {"ConditionCheck": check}], ReturnConsumedCapacity="TOTAL"
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                return self._cancelled_create(exc, lease.shard_id, generation)
+        self._count(response)
         return True
+
+    def _cancelled_create(self, exc: ClientError, shard_id: str, generation: int) -> bool:
+        """Read a cancelled create's reasons (one per item: the lease put, the lineage check)."""
+        reasons = [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", [])]
+        if reasons[:1] == ["ConditionalCheckFailed"]:
+            return False  # the lease exists
+        if reasons[1:2] == ["ConditionalCheckFailed"]:
+            raise LineageChangedError(shard_id, generation) from exc
+        if any(
+            code in THROTTLING or code in ("ThrottlingError", "ProvisionedThroughputExceeded")
+            for code in reasons
+        ):
+            with self._lock:
+                self.consumed.throttles += 1
+            self._metrics.count("LeaseTable", "LeaseTableThrottles", 1)
+            raise LeaseStoreThrottledError(f"create {shard_id}: throttled ({', '.join(reasons)})") from exc
+        raise LeaseStoreUnavailableError(
+            f"create {shard_id}: transaction cancelled ({', '.join(reasons)})"
+        ) from exc
 
     def heartbeat(
         self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
@@ -372,6 +424,19 @@ class DynamoDBLeaseStore:
         )
 
     def delete_finished(self, lease: Lease) -> None:
+        # The generation moves first: a create planned before this delete must fail (conditions.py).
+        self._write(
+            "lineage",
+            LINEAGE_KEY,
+            lambda: self._client.update_item(
+                TableName=self.workers_table_name,
+                Key={"workerId": {"S": LINEAGE_KEY}},
+                UpdateExpression="ADD generation :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+                ReturnConsumedCapacity="TOTAL",
+            ),
+            worker_row=True,
+        )
         self._write(
             "delete",
             lease.shard_id,

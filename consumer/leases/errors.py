@@ -46,6 +46,18 @@ class HeartbeatConflictError(LeaseError):
         super().__init__(f"heartbeat of {worker_id}: condition failed ({seen})")
 
 
+class LineageChangedError(LeaseError):
+    """A lease create refused because a finished lease was cleaned up after the creator read the
+    lineage generation: its plan may rest on a view in which that shard had not finished yet."""
+
+    def __init__(self, shard_id: str, generation: int) -> None:
+        self.shard_id, self.generation = shard_id, generation
+        super().__init__(
+            f"create {shard_id}: a finished lease was cleaned up since lineage generation {generation} "
+            "was read; the next shard sync plans again"
+        )
+
+
 class LeaseLostError(LeaseConflictError):
     """This worker no longer holds the lease: stop processing, never checkpoint it again."""
 

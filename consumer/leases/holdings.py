@@ -124,10 +124,14 @@ class Holdings:
             if lease.shard_id in self._held:
                 self._held[lease.shard_id] = lease
 
-    def remove(self, shard_id: str) -> tuple[Lease | None, str | None]:
-        """Forget a lease (lost, released or finished); returns it and the pending hand-over target."""
+    def remove(self, shard_id: str, counter: int | None = None) -> tuple[Lease | None, str | None]:
+        """Forget a lease (lost, released or finished); returns it and the pending hand-over target.
+        With ``counter``, only if it is still held under that ownership (else nothing is removed)."""
         with self._lock:
-            lease = self._held.pop(shard_id, None)
+            held = self._held.get(shard_id)
+            if held is None or (counter is not None and held.counter != counter):
+                return None, None
+            lease = self._held.pop(shard_id)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)
             return lease, to

@@ -15,6 +15,7 @@ from consumer.leases.errors import (
     HeartbeatConflictError,
     LeaseConflictError,
     LeaseLostError,
+    LineageChangedError,
 )
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
@@ -28,6 +29,7 @@ class InMemoryLeaseStore:
         self.writes = 0
         self.scans = 0
         self.first_start_by: str | None = None
+        self._generation = 0  # the lineage row's generation
         self.unavailable = False  # simulate an unreachable table
 
     def _check_available(self) -> None:
@@ -42,16 +44,23 @@ class InMemoryLeaseStore:
             self.scans += 1
             return Snapshot(dict(self._leases), dict(self._beats), (), self.first_start_by is not None)
 
+    def lineage_generation(self) -> int:
+        with self._lock:
+            self._check_available()
+            return self._generation
+
     def get(self, shard_id: str) -> Lease | None:
         with self._lock:
             self._check_available()
             return self._leases.get(shard_id)
 
-    def create_if_absent(self, lease: Lease) -> bool:  # CREATE_IF_ABSENT
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:  # CREATE_IF_ABSENT
         with self._lock:
             self._check_available()
             if lease.shard_id in self._leases:
                 return False
+            if generation is not None and generation != self._generation:  # LINEAGE_UNCHANGED
+                raise LineageChangedError(lease.shard_id, generation)
             self._leases[lease.shard_id] = lease
             self.writes += 1
             return True
@@ -189,6 +198,7 @@ class InMemoryLeaseStore:
             current = self._current("delete", lease.shard_id)
             if not current.checkpoint.is_shard_end:
                 raise LeaseConflictError("delete", lease.shard_id, current)
+            self._generation += 1  # first, as the DynamoDB store does
             del self._leases[lease.shard_id]
             self.writes += 1
 

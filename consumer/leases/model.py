@@ -39,6 +39,8 @@ SHARD_END = "SHARD_END"
 AT_TIMESTAMP = "AT_TIMESTAMP"
 SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
 FIRST_START_KEY = "__app__#first-start"
+# The workers-table row whose ``generation`` moves before every cleanup delete (conditions.py).
+LINEAGE_KEY = "__app__#lineage"
 LEGACY_PREFIXES = ("__worker__#", "__app__#")
 HAND_OVER_PREFIX = "handOver#"
 
@@ -252,6 +254,8 @@ def snapshot_from_items(
         if key == FIRST_START_KEY:
             claimed = True
             continue
+        if key == LINEAGE_KEY:
+            continue  # read consistently on its own (store.lineage_generation), never from a scan
         try:
             beat = heartbeat_from_item(item)
             beats[beat.worker_id] = beat

@@ -23,8 +23,15 @@ class LeaseStore(Protocol):
         """A strongly consistent read of one lease."""
         ...
 
-    def create_if_absent(self, lease: Lease) -> bool:
-        """Create the lease unless one exists for the shard; False when it already existed."""
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+        """Create the lease unless one exists for the shard; False when it already existed. With
+        ``generation`` (read by :meth:`lineage_generation` before the view the create was planned
+        from), only if no cleanup has happened since: else
+        :class:`~consumer.leases.errors.LineageChangedError` (conditions.py, "the lineage generation")."""
+        ...
+
+    def lineage_generation(self) -> int:
+        """A strongly consistent read of the lineage generation (0 before the first cleanup)."""
         ...
 
     def heartbeat(
@@ -67,7 +74,8 @@ class LeaseStore(Protocol):
         ...
 
     def delete_finished(self, lease: Lease) -> None:
-        """Delete a lease whose checkpoint is SHARD_END (shard-sync cleanup)."""
+        """Delete a lease whose checkpoint is SHARD_END (shard-sync cleanup), after moving the
+        lineage generation on (so that creates planned before the delete fail)."""
         ...
 
     def claim_first_start(self, worker_id: str, at_wall_millis: int) -> bool:

@@ -170,6 +170,8 @@ class Taker:
                 current = self.store.get(seen.shard_id)
                 if current is None or current.owner != self.me or current.finished:
                     continue
+                if self._fenced_now():
+                    return
                 unwritten = self.holdings.unwritten_for(current)
                 adopted = self._take(current)
             except LeaseError:
@@ -216,6 +218,11 @@ class Taker:
 
     # -------------------------------------------------------------------------- execute
 
+    def _fenced_now(self) -> bool:
+        """Checked again just before each take: a round's reads can be slow, and a take sent while
+        fenced moves a counter this worker cannot use, under a worker that may be taking it."""
+        return self.holdings.fenced(self.clock.monotonic_millis())
+
     def _take(self, seen: Lease) -> Lease:
         """A conditional take. A conflict is never resolved as "my write landed": the same state can
         come from an earlier take of mine that I have since stopped using (fenced, finished), and
@@ -261,6 +268,8 @@ class Taker:
                         "worker %s: %s's owner %s is alive after all", self.me, lease.shard_id, lease.owner
                     )
                     continue
+                if self._fenced_now():
+                    break
                 got = self._take(lease)
             except LeaseConflictError:
                 # Somebody else was faster: try the next free lease of the same pool instead.
@@ -318,8 +327,8 @@ class Taker:
             log.warning("worker %s: hand-over of %s overdue; releasing it", self.me, shard_id)
             self.release(shard_id)
 
-    def release(self, shard_id: str) -> None:
-        lease, to = self.holdings.remove(shard_id)
+    def release(self, shard_id: str, counter: int | None = None) -> None:
+        lease, to = self.holdings.remove(shard_id, counter)
         if lease is None:
             return
         try:

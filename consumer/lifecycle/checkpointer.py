@@ -21,9 +21,12 @@ def position_rank(position: str) -> tuple[int, int, int]:
 
 
 class ShardCheckpointer:
-    def __init__(self, shard_id: str, leases: LeaseOps, last_checkpoint: str) -> None:
+    def __init__(
+        self, shard_id: str, leases: LeaseOps, last_checkpoint: str, counter: int | None = None
+    ) -> None:
         self._shard_id = shard_id
         self._leases = leases
+        self._counter = counter  # the ownership the consumer runs under: checkpoints only under it
         self._lock = threading.Lock()
         self.last_checkpoint = last_checkpoint
         self.largest_delivered: str | None = None
@@ -38,14 +41,14 @@ class ShardCheckpointer:
             target = self._target(sequence_number)
             if target is None:
                 return
-            self._leases.checkpoint(self._shard_id, target)
+            self._leases.checkpoint(self._shard_id, target, self._counter)
             self.last_checkpoint = target
 
     def checkpoint_shard_end(self) -> None:
         with self._lock:
             if not self.at_shard_end:
                 raise CheckpointRefusedError(f"{self._shard_id} has not reached its end")
-            self._leases.checkpoint(self._shard_id, SHARD_END)
+            self._leases.checkpoint(self._shard_id, SHARD_END, self._counter)
             self.last_checkpoint = SHARD_END
 
     def _target(self, sequence_number: str | None) -> str | None:

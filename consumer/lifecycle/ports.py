@@ -22,8 +22,11 @@ class LeaseOps(Protocol):
         """The leases this worker holds."""
         ...
 
-    def may_process(self, shard_id: str) -> bool:
-        """Held and not fenced: false as soon as the worker cannot prove it still owns the lease."""
+    def may_process(self, shard_id: str, counter: int | None = None) -> bool:
+        """Held and not fenced: false as soon as the worker cannot prove it still owns the lease.
+        With ``counter``, only under the ownership that began at that lease counter: a consumer
+        started under an earlier ownership of the same shard (before a fence and a take-back, say)
+        must stop, not carry on from its own, older position."""
         ...
 
     def handoff_requested(self, shard_id: str) -> bool: ...
@@ -32,12 +35,14 @@ class LeaseOps(Protocol):
         """The shard's lease is at SHARD_END, or there is no lease (a missing parent is finished)."""
         ...
 
-    def checkpoint(self, shard_id: str, position: str) -> None:
-        """Write a checkpoint (digits or SHARD_END); raises LeaseLostError when the lease is gone."""
+    def checkpoint(self, shard_id: str, position: str, counter: int | None = None) -> None:
+        """Write a checkpoint (digits or SHARD_END); raises LeaseLostError when the lease is gone
+        (or, with ``counter``, held under another ownership)."""
         ...
 
-    def release(self, shard_id: str) -> None:
-        """Give the lease up after a graceful stop (checkpoint first)."""
+    def release(self, shard_id: str, counter: int | None = None) -> None:
+        """Give the lease up after a graceful stop (checkpoint first); with ``counter``, only the
+        ownership that began at it."""
         ...
 
 

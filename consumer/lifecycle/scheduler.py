@@ -104,7 +104,9 @@ class Scheduler:
                     continue
                 self._start(lease, now)
             for shard_id, consumer in self._consumers.items():
-                if shard_id not in held and not consumer.lease_lost_signalled:
+                mine = held.get(shard_id)
+                later = mine is not None and consumer.counter is not None and mine.counter != consumer.counter
+                if (mine is None or later) and not consumer.lease_lost_signalled:
                     consumer.lease_lost()
                     self._schedule(shard_id, now)
             self._metrics.gauge("RenewAllLeases", "CurrentLeases", len(held), "Count")
@@ -145,6 +147,7 @@ class Scheduler:
             clock=self._clock,
             metrics=self._metrics,
             on_shard_end=self._on_shard_end,
+            counter=lease.counter,
         )
 
     # ----------------------------------------------------------------------------- run

@@ -129,8 +129,13 @@ class ShardConsumer:
         metrics: Metrics | None = None,
         on_shard_end: Callable[[str], None] | None = None,
         rng: random.Random | None = None,
+        counter: int | None = None,
     ) -> None:
         self.shard = shard
+        # The lease counter this consumer's ownership began at: if the worker loses the lease and
+        # takes it back (a fence, then a take-back), the counter moves and this consumer stops; a
+        # new one starts from the table's checkpoint instead of this one's older position.
+        self._counter = counter
         self.life = Lifecycle()
         self._leases = leases
         self._reader = reader
@@ -140,7 +145,7 @@ class ShardConsumer:
         self._metrics = metrics or NullMetrics()
         self._on_shard_end = on_shard_end
         self._rng = rng or random.Random()
-        self.checkpointer = ShardCheckpointer(shard.shard_id, leases, checkpoint)
+        self.checkpointer = ShardCheckpointer(shard.shard_id, leases, checkpoint, counter)
         self._iterator: str | None = None
         self._gone_since: int | None = None
         self._pending: _Pending | None = None
@@ -175,11 +180,16 @@ class ShardConsumer:
         return (
             self._lease_lost.is_set()
             or self._shutdown_requested.is_set()
-            or not self._leases.may_process(self.shard.shard_id)
+            or not self._leases.may_process(self.shard.shard_id, self._counter)
         )
 
     def _lease_held(self) -> bool:
-        return not self._lease_lost.is_set() and self._leases.may_process(self.shard.shard_id)
+        return not self._lease_lost.is_set() and self._leases.may_process(self.shard.shard_id, self._counter)
+
+    @property
+    def counter(self) -> int | None:
+        """The lease counter this consumer's ownership began at (None: not bound to one)."""
+        return self._counter
 
     @property
     def shard_id(self) -> str:
@@ -227,7 +237,7 @@ class ShardConsumer:
         """
         if self.life.finished:
             return
-        lease_gone = self._lease_lost.is_set() or not self._leases.may_process(self.shard_id)
+        lease_gone = self._lease_lost.is_set() or not self._leases.may_process(self.shard_id, self._counter)
         if self.life.state is ShardState.SHUTTING_DOWN:
             past_the_processor = self._processor_stopped or self.checkpointer.last_checkpoint == SHARD_END
             if lease_gone and self.life.reason is not ShutdownReason.LEASE_LOST and not past_the_processor:
@@ -526,7 +536,7 @@ class ShardConsumer:
 
     def _release(self) -> None:
         try:
-            self._leases.release(self.shard_id)
+            self._leases.release(self.shard_id, self._counter)
         except LeaseLostError:
             log.info("shard %s: nothing to release: the lease is another worker's already", self.shard_id)
 

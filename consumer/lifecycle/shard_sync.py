@@ -12,16 +12,16 @@ fresh leases table, whose finished parents are already cleaned up, beside an old
 the descendants proving they are finished (which would re-create the parents' leases at TRIM_HORIZON
 and replay them after their grandchildren).
 
-A plan is only as good as the scan it came from, and a create sent late (the worker paused between
-planning and sending, a slow call, botocore's retries) could re-create a lease that was created,
-finished and cleaned up meanwhile. Two rules close that window:
-
-- a sync sends creates only while its scan is younger than ``failover - margin`` (the same bound after
-  which a worker stops trusting its own liveness); past it, the rest waits for the next sync;
-- a finished lease is deleted only once *this* worker has seen it finished for
-  :data:`CLEANUP_DELAY_FAILOVERS` failover periods — longer than that bound plus a scan's staleness
-  plus the longest a sent create can take to commit (the leases client's timeouts and retries end
-  within one failover period; see ``consumer.lifecycle.worker``).
+A plan is only as good as the scan it came from, and a create sent late — the worker stopped
+between planning and sending for any length of time (GC, SIGSTOP, a suspended VM), a slow call,
+botocore's retries — could re-create a lease that was created, finished and cleaned up meanwhile,
+and replay that shard after its children. No check the worker makes before sending can close that
+gap (it can stop right after the check), so the table does: the sync reads the *lineage generation*
+before its scan, and every create is conditional on it; every cleanup moves it before deleting
+(:mod:`consumer.leases.conditions`). A create planned before a cleanup it could not see fails, and
+the next sync plans again from a fresh view. A finished lease is deleted only once *this* worker has
+seen it finished for :data:`CLEANUP_DELAY_FAILOVERS` failover periods, longer than any scan is stale,
+so no scan read after the generation can predate a lease that was created and cleaned up before it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from consumer.clock import Clock
-from consumer.leases.errors import LeaseError
+from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import LATEST, ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.ports import ReadError
 from consumer.settings import WorkerSettings
@@ -54,7 +54,9 @@ class LeaseTable(Protocol):
 
     def claim_first_start(self) -> bool: ...
 
-    def create_leases(self, leases: Sequence[Lease]) -> int: ...
+    def lineage_generation(self) -> int: ...
+
+    def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int: ...
 
     def delete_finished(self, lease: Lease) -> None: ...
 
@@ -80,7 +82,8 @@ class ShardSyncer:
     def sync(self) -> ShardSyncPlan | None:
         started = self._clock.monotonic_millis()
         try:
-            snapshot = self._coordinator.scan()  # first: see the module docstring
+            generation = self._coordinator.lineage_generation()  # before the scan: module docstring
+            snapshot = self._coordinator.scan()  # before the listing: module docstring
             shards = tuple(self._list_shards())
             leases = snapshot.leases
             first_start = not leases and not snapshot.first_start_claimed
@@ -107,7 +110,7 @@ class ShardSyncer:
                     log_parent_not_closed(log, warning.shard_id, warning.parent_shard_id)
                 else:
                     log.warning("shard sync: %s", warning.message)
-            created = self._create(plan, started)
+            created = self._create(plan, generation)
             deleted = 0
             for shard_id in self._old_enough(snapshot, plan.leases_to_delete, started):
                 try:
@@ -125,12 +128,9 @@ class ShardSyncer:
         self._metrics.timing("ShardSyncTask", "ShardSyncTask", self._clock.monotonic_millis() - started, True)
         return plan
 
-    def _create(self, plan: ShardSyncPlan, scanned_at: int) -> int:
+    def _create(self, plan: ShardSyncPlan, generation: int) -> int:
         created = 0
         for new in plan.leases_to_create:
-            if self._clock.monotonic_millis() - scanned_at > self._settings.fence_after_millis:
-                log.info("shard sync: its scan is too old to create more leases; the next sync does")
-                break
             lease = Lease(
                 new.shard_id,
                 None,
@@ -138,7 +138,11 @@ class ShardSyncer:
                 ExtendedSequenceNumber(new.checkpoint),
                 parent_shard_ids=new.parent_shard_ids,
             )
-            created += self._coordinator.create_leases([lease])
+            try:
+                created += self._coordinator.create_leases([lease], generation)
+            except LineageChangedError as exc:
+                log.info("shard sync: %s", exc)
+                break
         return created
 
     def _old_enough(self, snapshot: Snapshot, candidates: Sequence[str], scanned_at: int) -> list[str]:

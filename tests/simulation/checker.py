@@ -8,6 +8,9 @@
 4. **Nothing is lost**: every record of every shard is delivered, and all of a parent's deliveries
    come before any of its children's (a replayed parent shows up here).
 5. **Progress**: after the faults stop, every shard finishes within the bound the caller ran for.
+6. **A fenced worker takes nothing.** It could not use the lease, and the take moves the counter
+   under a worker that may be taking it (issue 15, defect 6). A take decided while unfenced and
+   held up by a stop before it goes out is the fault model's, not the worker's, and is allowed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Verdict:
     order: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
+    fenced_takes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -43,6 +47,7 @@ class Verdict:
                 self.order,
                 self.unfinished,
                 self.crashes,
+                self.fenced_takes,
             )
         )
 
@@ -61,6 +66,10 @@ def check(world: World, finished: bool) -> Verdict:
     _one_owner(world, verdict)
     _checkpoints(world, verdict)
     _nothing_lost(world, verdict)
+    verdict.fenced_takes = [
+        f"{worker} sent a take of {shard_id} at {at} while fenced"
+        for at, worker, shard_id in world.table.history.fenced_takes
+    ]
     if not finished:
         verdict.unfinished = sorted(set(world.shards) - set(world.table.history.finished_at))
     return verdict

@@ -8,7 +8,11 @@ shards that reached SHARD_END, leases created).
 :class:`FaultyStore` is one worker's connection to it. Under :class:`Faults` every call
 
 - takes time (a seeded distribution with a long tail; the write commits somewhere inside it, the
-  answer comes at its end — and later still if the process is paused meanwhile);
+  answer comes at its end — and later still if the process is paused meanwhile). Most of a slow
+  call's tail falls *before* the commit — the server queueing it, botocore's own throttle retries —
+  so a slow write usually lands late and is answered just after;
+- may find its process stopped just before it is sent (a stop-the-world pause: GC, CPU starvation,
+  SIGSTOP), holding every thread of that process, between any two calls;
 - may be throttled (refused without effect);
 - if a write, may commit and still fail: answered 500 so that botocore retries it (the retry then
   meets its own write and usually fails its condition) or answered with a timeout;
@@ -45,6 +49,7 @@ class Faults:
     throttle_rate: float = 0.0
     ambiguous_rate: float = 0.0  # a write commits, then fails (retried 500 or timeout)
     stale_scan_millis: int = 0
+    pause_rate: float = 0.0  # share of calls before which the whole process stops (pause_millis long)
     active: bool = True
 
     @classmethod
@@ -53,11 +58,21 @@ class Faults:
         return cls(
             latency_millis=rng.randint(2, 40),
             tail_probability=rng.choice((0.01, 0.03, 0.08)),
-            tail_millis=rng.randint(failover_millis // 10, failover_millis // 2),
+            # Up to the leases client's own bound: its timeouts and retries end within one failover.
+            tail_millis=rng.randint(failover_millis // 10, failover_millis),
             throttle_rate=rng.choice((0.0, 0.05, 0.15)),
             ambiguous_rate=rng.choice((0.0, 0.05, 0.15)),
             stale_scan_millis=rng.choice((0, failover_millis // 4, failover_millis)),
+            pause_rate=rng.choice((0.0, 0.002, 0.01)),
         )
+
+
+def pause_millis(rng: random.Random, failover_millis: int) -> int:
+    """How long a process stays stopped: mostly a GC pause or a short SIGSTOP (0.2-2.5 x failover),
+    sometimes a suspended VM or a stopped process that comes back long after its leases were taken
+    (2.5-8 x failover)."""
+    factor = rng.uniform(0.2, 2.5) if rng.random() < 0.8 else rng.uniform(2.5, 8.0)
+    return int(factor * failover_millis)
 
 
 @dataclass
@@ -67,6 +82,7 @@ class History:
     checkpoints: dict[str, list[tuple[int, ExtendedSequenceNumber]]] = field(default_factory=dict)
     finished_at: dict[str, int] = field(default_factory=dict)
     created: list[tuple[int, str]] = field(default_factory=list)
+    fenced_takes: list[tuple[int, str, str]] = field(default_factory=list)  # (time, worker, shard)
 
 
 class RecordingStore(InMemoryLeaseStore):
@@ -106,8 +122,8 @@ class RecordingStore(InMemoryLeaseStore):
         finally:
             self._remember()
 
-    def create_if_absent(self, lease: Lease) -> bool:
-        created = self._mutating(lambda: super(RecordingStore, self).create_if_absent(lease))
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+        created = self._mutating(lambda: super(RecordingStore, self).create_if_absent(lease, generation))
         if created:
             self.history.created.append((self.kernel.now, lease.shard_id))
         return created
@@ -147,8 +163,17 @@ class RecordingStore(InMemoryLeaseStore):
 class FaultyStore:
     """One worker's view of the shared table, through the fault model."""
 
-    def __init__(self, table: RecordingStore, kernel: Kernel, faults: Faults, rng: random.Random) -> None:
+    def __init__(
+        self,
+        table: RecordingStore,
+        kernel: Kernel,
+        faults: Faults,
+        rng: random.Random,
+        failover_millis: int,
+    ) -> None:
         self.table, self.kernel, self.faults, self.rng = table, kernel, faults, rng
+        self.failover_millis = failover_millis
+        self.fenced: Callable[[], bool] = lambda: False  # the worker's own view, set by the world
         self.injected: dict[str, int] = {
             "throttled": 0,
             "retried_after_commit": 0,
@@ -159,15 +184,30 @@ class FaultyStore:
         f = self.faults
         if not f.active:
             return 0, 0
-        total = int(self.rng.expovariate(1 / f.latency_millis)) if f.latency_millis else 0
+        base = int(self.rng.expovariate(1 / f.latency_millis)) if f.latency_millis else 0
+        before = self.rng.randint(0, base) if base else 0
+        after = base - before
         if f.tail_millis and self.rng.random() < f.tail_probability:
-            total += self.rng.randint(f.tail_millis // 4, f.tail_millis)
-        before = self.rng.randint(0, total) if total else 0
-        return before, total - before
+            tail = self.rng.randint(f.tail_millis // 4, f.tail_millis)
+            if self.rng.random() < 0.75:
+                before += tail  # queued on the server or retried by botocore: it commits late
+            else:
+                after += tail  # the answer is slow to come back
+        return before, after
+
+    def _maybe_stop(self) -> None:
+        """A stop-the-world pause of this whole process, just before a call goes out."""
+        f = self.faults
+        if f.active and f.pause_rate and self.rng.random() < f.pause_rate:
+            group = self.kernel.current.group
+            stop = pause_millis(self.rng, self.failover_millis)
+            group.paused_until = max(group.paused_until, self.kernel.now + stop)
+            self.kernel.sleep(0)  # held (with every other thread of the process) until it resumes
 
     def _call(self, name: str, call: Callable[[], T], *, write: bool) -> T:
         # The request is on its way: the server acts on it after ``before`` even if this process is
         # paused meanwhile; only the answer waits for the process to run again.
+        self._maybe_stop()
         before, after = self._latency()
         self.kernel.sleep(before, through_pause=True)
         if self.faults.active and self.rng.random() < self.faults.throttle_rate:
@@ -206,8 +246,11 @@ class FaultyStore:
     def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
         return self._call("get_heartbeat", lambda: self.table.get_heartbeat(worker_id), write=False)
 
-    def create_if_absent(self, lease: Lease) -> bool:
-        return self._call("create", lambda: self.table.create_if_absent(lease), write=True)
+    def lineage_generation(self) -> int:
+        return self._call("lineage_generation", self.table.lineage_generation, write=False)
+
+    def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+        return self._call("create", lambda: self.table.create_if_absent(lease, generation), write=True)
 
     def heartbeat(
         self, beat: Heartbeat, expected_counter: int | None, clear: Sequence[str] = ()
@@ -220,6 +263,8 @@ class FaultyStore:
         self._call("delete_heartbeat", lambda: self.table.delete_heartbeat(beat), write=True)
 
     def take(self, seen: Lease, new_owner: str) -> Lease:
+        if self.fenced():  # decided while fenced (a stop after this point is the fault model's)
+            self.table.history.fenced_takes.append((self.kernel.now, new_owner, seen.shard_id))
         return self._call("take", lambda: self.table.take(seen, new_owner), write=True)
 
     def ask_hand_over(self, owner: str, request: HandOverRequest) -> None:

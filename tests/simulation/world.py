@@ -4,7 +4,8 @@ Each simulated worker process is a :class:`~tests.simulation.kernel.Group` runni
 heartbeat, taker, shard sync and a processor — with the product's own :class:`LeaseCoordinator` and
 :class:`ShardSyncer`, over a :class:`~tests.simulation.faults.FaultyStore` and a stream whose listing is
 eventually consistent. The processor delivers one record ("unit") of a shard per tick when
-``may_process`` allows it, checkpoints it, and checkpoints SHARD_END after the last record of a closed
+``may_process`` allows it under the ownership (lease counter) it read, as the lifecycle's shard
+consumers do, checkpoints it, and checkpoints SHARD_END after the last record of a closed
 shard. A chaos thread pauses (SIGSTOP / suspend), kills and adds workers while the faults are on. Every
 delivery is recorded with the lease counter it was made under, for :mod:`tests.simulation.checker`.
 """
@@ -19,7 +20,7 @@ from consumer.leases.errors import LeaseError
 from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
-from tests.simulation.faults import Faults, FaultyStore, RecordingStore
+from tests.simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
 from tests.simulation.kernel import Group, Kernel
 
 TICK = 200  # ms between a processor's steps
@@ -122,9 +123,11 @@ class World:
         return spec.length * max(0, now - spec.born) // (spec.closes - spec.born)
 
     def list_shards(self, rng: random.Random) -> tuple[Shard, ...]:
-        """DescribeStream: takes time, and may show the stream as it was a moment ago."""
-        self.kernel.sleep(rng.randint(5, 50))
+        """DescribeStream: takes time, and may show the stream as it was a moment ago. The listing is
+        made when the request reaches the server; a process paused meanwhile gets it late."""
+        self.kernel.sleep(rng.randint(5, 30), through_pause=True)
         seen = self.kernel.now - rng.randint(0, self.listing_lag_millis)
+        self.kernel.sleep(rng.randint(0, 20))
         return tuple(
             Shard(
                 spec.shard_id,
@@ -146,8 +149,9 @@ class World:
         )
         clock = SimClock(self.kernel, skew)
         rng = random.Random(f"{self.seed}-{name}")
-        store = FaultyStore(self.table, self.kernel, self.faults, rng)
+        store = FaultyStore(self.table, self.kernel, self.faults, rng, self.settings.failover_time_millis)
         coordinator = LeaseCoordinator(store, name, self.settings, clock, rng=rng)
+        store.fenced = coordinator.fenced
         syncer = ShardSyncer(
             list_shards=lambda: self.list_shards(rng),
             coordinator=coordinator,
@@ -202,16 +206,16 @@ class World:
         done = max(done, start)
         try:
             if c.handoff_requested(shard_id):
-                if done > start and c.may_process(shard_id):
-                    c.checkpoint(shard_id, str(done * 10))
-                c.release(shard_id)
+                if done > start and c.may_process(shard_id, lease.counter):
+                    c.checkpoint(shard_id, str(done * 10), lease.counter)
+                c.release(shard_id, lease.counter)
                 return
             if spec.parent is not None and not c.is_shard_finished(spec.parent):
                 return
         except LeaseError:
             return  # lost (the lease is gone from held()) or transient: next tick
-        if not c.may_process(shard_id):
-            return
+        if not c.may_process(shard_id, lease.counter):
+            return  # gone, fenced, or held under a later ownership than the one read above
         delivered = done < self.available(spec, self.kernel.now)
         if delivered:
             done += 1
@@ -221,7 +225,7 @@ class World:
         if not delivered and not ended:
             return  # nothing new to record
         try:
-            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10))
+            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10), lease.counter)
         except (LeaseError, ValueError):
             return  # lost, or transient: the next tick checkpoints what was delivered
 
@@ -236,7 +240,7 @@ class World:
             roll = self.rng.random()
             if roll < 0.15 and alive:
                 victim = self.rng.choice(alive)
-                victim.group.paused_until = self.kernel.now + int(self.rng.uniform(0.2, 2.5) * failover)
+                victim.group.paused_until = self.kernel.now + pause_millis(self.rng, failover)
             elif roll < 0.20 and len(self.alive()) > min_workers:
                 self.rng.choice(self.alive()).group.crashed = True
             elif roll < 0.26 or not self.alive():

@@ -15,6 +15,7 @@ from consumer.leases.errors import (
     HeartbeatConflictError,
     LeaseConflictError,
     LeaseLostError,
+    LineageChangedError,
 )
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
@@ -157,6 +158,22 @@ def test_only_finished_leases_are_deleted(store) -> None:  # type: ignore[no-unt
         store.delete_finished(held)
     store.delete_finished(store.checkpoint(held, ESN("SHARD_END")))
     assert store.get("shardId-1") is None
+
+
+def test_a_create_planned_before_a_cleanup_is_refused_and_one_planned_after_lands(store) -> None:  # type: ignore[no-untyped-def]
+    before = store.lineage_generation()
+    assert before == 0  # no cleanup yet: the lineage row does not exist
+    assert store.create_if_absent(fresh(), before)
+    store.delete_finished(store.checkpoint(store.take(fresh(), "a"), ESN("SHARD_END")))
+    after = store.lineage_generation()
+    assert after > before
+    with pytest.raises(LineageChangedError):
+        store.create_if_absent(fresh(), before)  # planned from a view that predates the cleanup
+    assert store.get("shardId-1") is None
+    assert store.create_if_absent(fresh("shardId-2"), after)
+    assert not store.create_if_absent(fresh("shardId-2"), after)  # exists: False, not a lineage error
+    snapshot = store.scan()
+    assert set(snapshot.leases) == {"shardId-2"} and not snapshot.heartbeats and not snapshot.malformed
 
 
 def test_scan_pages_through_many_items(store) -> None:  # type: ignore[no-untyped-def]

@@ -225,6 +225,28 @@ def test_a_fenced_worker_does_not_re_adopt_its_leases_before_its_heartbeat_succe
     assert a.may_process("s1")
 
 
+def test_a_take_is_not_sent_once_the_fence_passed_during_the_round() -> None:
+    """The round began unfenced, but its reads were slow: by the time the take would go out, the
+    worker is fenced. Sent anyway, it would move the counter of a lease the worker may not use, under
+    a worker that may be taking it (found by the fault model's sixth promise)."""
+    store, clock = table("s1"), FakeClock()
+    dead = worker(store, clock, "dead")  # takes s1, then dies
+    counter = store.get("s1").counter  # type: ignore[union-attr]
+    clock.advance(HORIZON + 1)
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+    assert b.heartbeat_once()
+
+    def slow_read(call: Callable[[], Any]) -> Any:
+        row = call()
+        clock.advance(SETTINGS.fence_after_millis + 1)  # b's own heartbeats fail meanwhile
+        return row
+
+    store.hooks["get_heartbeat"] = slow_read
+    b.take_round()
+    assert store.get("s1").counter == counter, "a fenced worker sent a take"  # type: ignore[union-attr]
+    assert b.held() == [] and dead.held() == []
+
+
 # ------------------------------------------------------------------------------ defect 7
 
 

@@ -163,9 +163,9 @@ class FlakyLeases:
         self._enter("held")
         return self.inner.held()
 
-    def may_process(self, shard_id: str) -> bool:
+    def may_process(self, shard_id: str, counter: int | None = None) -> bool:
         self._enter("may_process")
-        return self.inner.may_process(shard_id)
+        return self.inner.may_process(shard_id, counter)
 
     def handoff_requested(self, shard_id: str) -> bool:
         self._enter("handoff_requested")
@@ -175,10 +175,10 @@ class FlakyLeases:
         self._enter("is_shard_finished")
         return self.inner.is_shard_finished(shard_id)
 
-    def checkpoint(self, shard_id: str, position: str) -> None:
+    def checkpoint(self, shard_id: str, position: str, counter: int | None = None) -> None:
         self._enter("checkpoint")
-        self.inner.checkpoint(shard_id, position)
+        self.inner.checkpoint(shard_id, position, counter)
 
-    def release(self, shard_id: str) -> None:
+    def release(self, shard_id: str, counter: int | None = None) -> None:
         self._enter("release")
-        self.inner.release(shard_id)
+        self.inner.release(shard_id, counter)

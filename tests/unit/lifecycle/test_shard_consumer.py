@@ -61,6 +61,7 @@ class Rig:
             settings=self.settings,
             clock=self.clock,
             on_shard_end=on_shard_end,
+            counter=lease.counter,  # as the scheduler starts them: bound to this ownership
         )
 
     def step(self, consumer: ShardConsumer) -> int | None:
@@ -243,3 +244,25 @@ def test_graceful_shutdown_checkpoints_then_releases() -> None:
     lease = rig.store.get("s1")
     assert consumer.life.reason is ShutdownReason.REQUESTED
     assert lease.owner is None and lease.checkpoint == ExtendedSequenceNumber(processor.seen[-1])
+
+
+def test_a_consumer_stops_when_its_shard_comes_back_under_a_new_ownership() -> None:
+    """The worker is stopped mid-shard (SIGSTOP) past its fence; on resume its taker takes the shard
+    back (a take that moves the counter) before anything tells the old consumer. The old consumer
+    must not carry on from its own, older position under the new ownership: that replays whatever
+    another worker processed meanwhile (found by the fault model, seed 622 of its long sweep). It
+    stops; the scheduler starts a new one from the table's checkpoint."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 250, closed=False)
+    rig.lease("s1")
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    rig.until_delivered(consumer, processor)
+    delivered = len(processor.seen)
+    rig.clock.advance(SETTINGS.fence_after_millis + 1)  # stopped: fenced, everything dropped
+    assert rig.coordinator.heartbeat_once()
+    rig.coordinator.take_round()  # takes its own lease back: the counter moves
+    assert rig.coordinator.may_process("s1")
+    rig.drive(consumer)
+    assert consumer.life.reason is ShutdownReason.LEASE_LOST
+    assert len(processor.seen) == delivered, "the old consumer delivered under the new ownership"

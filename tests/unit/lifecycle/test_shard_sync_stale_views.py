@@ -63,17 +63,33 @@ def test_a_listing_that_lags_the_table_still_sees_the_child_through_its_lease() 
     assert store.get(PARENT) is None, "a finished parent was leased again at TRIM_HORIZON"
 
 
-def test_a_sync_whose_scan_is_too_old_sends_no_creates() -> None:
+def test_a_create_sent_after_any_pause_never_re_creates_a_cleaned_up_shard() -> None:
+    """The worker stops just before its create goes out (GC, SIGSTOP, a suspended VM: no check made
+    before sending can see it). Meanwhile the shard was leased, finished, its child progressed and its
+    lease was cleaned up. The create must not land: it would replay the shard after its child.
+    Found by the fault model (a stop before a call; tests/simulation/faults.py)."""
     store, clock = InMemoryLeaseStore(), FakeClock()
+    shards = [CLOSED_PARENT, Shard(CHILD, parent_shard_id=PARENT)]
 
-    def slow_listing() -> list[Shard]:
-        clock.advance(SETTINGS.fence_after_millis + 1)  # paused, throttled, slow: the plan is stale
-        return [Shard(PARENT)]
+    class StoppedBeforeTheCreate:
+        stopped = False
 
-    syncer(store, slow_listing, clock).sync()
-    assert store.get(PARENT) is None
-    syncer(store, lambda: [Shard(PARENT)], clock).sync()  # a fresh sync creates it
-    assert store.get(PARENT) is not None
+        def create_if_absent(self, lease: Lease, generation: int | None = None) -> bool:
+            if not self.stopped:
+                self.stopped = True
+                clock.advance(3_600_000)  # an hour, longer than any timer of the protocol
+                store.create_if_absent(Lease(PARENT, "other", 1, ESN("SHARD_END")))
+                finished_parent_and_progressed_child(store)
+                store.delete_finished(store.get(PARENT))  # type: ignore[arg-type]
+            return store.create_if_absent(lease, generation)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+    syncer(StoppedBeforeTheCreate(), lambda: shards, clock).sync()
+    assert store.get(PARENT) is None, "a finished, cleaned-up shard was leased again at TRIM_HORIZON"
+    syncer(store, lambda: shards, clock).sync()  # the next sync plans from a fresh view
+    assert store.get(PARENT) is None and store.get(CHILD) is not None
 
 
 def test_a_finished_lease_is_cleaned_up_only_after_it_was_seen_finished_for_a_while() -> None:
