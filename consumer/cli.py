@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from consumer.commands import CommandError
 from consumer.leases.errors import LeaseError
 from consumer.settings import ConfigError
 
@@ -25,13 +26,12 @@ COMMAND_MODULES = (
     "consumer.commands.run",
     "consumer.commands.demo",
     "consumer.commands.local",
+    "consumer.commands.new",
 )
 
 EXIT_USAGE = 2
 
-
-class CommandError(Exception):
-    """A failure the user can fix; printed without a traceback."""
+__all__ = ["CommandError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,15 @@
-"""Capacity planner: the seed articles' sizing formulas applied to one environment's settings.
+"""Capacity planner: the usual sizing formulas for DynamoDB Streams consumers applied to one
+environment's settings.
 
-Every figure carries the formula it came from, so ``consumer plan`` can be checked by hand. Pure:
-settings in, a :class:`Plan` out.
+Every figure carries the formula it came from, so ``consumer plan`` can be checked by hand; the
+settings it read are listed as its inputs, and a configured value that contradicts its advice is
+flagged next to the advice. Pure: settings in, a :class:`Plan` out.
+
+The formulas: DynamoDB gives a partition 3 000 RCU, 1 000 WCU and 10 GB; each partition writes one
+open shard, and with rollovers every ~4 h and 24 h retention up to 6N shards are readable; a worker
+should hold between N/M and 6N/M leases (N/M alone lets every worker fill up with children waiting
+for parents nobody may take); the KCL defaults want tuning above 50 partitions or 100 writes/s per
+partition; the leases table's default 10 RCU/WCU is often too low, and its throttling loses leases.
 """
 
 from __future__ import annotations
@@ -10,8 +18,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from consumer.settings import Settings
+from consumer.settings import UNBOUNDED, Settings
 
+# Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).
+PARTITIONS_TO_TUNE = 50
+WRITES_PER_PARTITION_TO_TUNE = 100
 # Size of one lease item in the leases table, in bytes (key, owner, counter, checkpoint, parents).
 LEASE_ITEM_BYTES = 300
 # Size of one worker heartbeat row.
@@ -52,6 +63,8 @@ class Plan:
     env: str
     figures: list[Figure]
     warnings: list[str] = field(default_factory=list)
+    # The settings the figures were computed from, as (key, value) in the order they are used.
+    inputs: list[tuple[str, str]] = field(default_factory=list)
 
     def value(self, name: str) -> float:
         for figure in self.figures:
@@ -60,7 +73,12 @@ class Plan:
         raise KeyError(name)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"env": self.env, "figures": [asdict(f) for f in self.figures], "warnings": self.warnings}
+        return {
+            "env": self.env,
+            "inputs": dict(self.inputs),
+            "figures": [asdict(f) for f in self.figures],
+            "warnings": self.warnings,
+        }
 
 
 def scan_read_units(items: float, item_bytes: float) -> float:
@@ -94,10 +112,16 @@ def make_plan(settings: Settings) -> Plan:
     add("shards_min", n, "shards", "N (one open shard per partition)")
     add("shards_during_rollover", 2 * n, "shards", "2N (old and new shard both readable)")
     add("shards_max", 6 * n, "shards", "6N (24 h of 4 h rollovers still readable)")
-    if n > 50 or per_partition > 100:
+    beyond = []
+    if n > PARTITIONS_TO_TUNE:
+        beyond.append(f"N = {n} partitions is more than {PARTITIONS_TO_TUNE}")
+    if per_partition > WRITES_PER_PARTITION_TO_TUNE:
+        beyond.append(f"{per_partition:.0f} WCU/s per partition is more than {WRITES_PER_PARTITION_TO_TUNE}")
+    if beyond:
         warnings.append(
-            f"N = {n} partitions, {per_partition:.0f} WCU/s per partition: above seed 002's thresholds "
-            "(50 partitions / 100 writes/s per partition), tune max_leases_for_worker and the fleet size"
+            f"{' and '.join(beyond)}: past the point where the KCL defaults need tuning "
+            f"(more than {PARTITIONS_TO_TUNE} partitions or {WRITES_PER_PARTITION_TO_TUNE} writes/s per "
+            "partition); size max_leases_for_worker and the fleet from the figures above"
         )
 
     processes_per_instance = fleet.worker_processes_per_instance
@@ -152,8 +176,8 @@ def make_plan(settings: Settings) -> Plan:
         )
 
     low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
-    add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
-    add(
+    high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    suggested = add(
         "max_leases_for_worker_suggested",
         2 * low,
         "leases",
@@ -163,6 +187,23 @@ def make_plan(settings: Settings) -> Plan:
         warnings.append(
             f"max_leases_for_worker {worker.max_leases_for_worker} < N/M = {low}: the fleet cannot hold "
             "every open shard"
+        )
+    elif high < worker.max_leases_for_worker < UNBOUNDED:
+        warnings.append(
+            f"configured worker.max_leases_for_worker {worker.max_leases_for_worker} is above the advised "
+            f"range {low:.0f}..{high:.0f} (N/M to 6N/M; suggested {suggested:.0f}): one worker may take "
+            "far more than its share while the others idle"
+        )
+    if fleet.desired_instances > recommended:
+        warnings.append(
+            f"configured fleet.desired_instances {fleet.desired_instances} is more than the "
+            f"{recommended:.0f} recommended (see recommended_instances): fine for headroom, but it is "
+            "paid for"
+        )
+    elif fleet.desired_instances < recommended:
+        warnings.append(
+            f"configured fleet.desired_instances {fleet.desired_instances} is fewer than the "
+            f"{recommended:.0f} recommended (see recommended_instances): the fleet may fall behind"
         )
 
     # Leases-table traffic. Steady state holds about 2N leases (open shards plus finished ones
@@ -206,12 +247,12 @@ def make_plan(settings: Settings) -> Plan:
         if ours_w > worker.initial_lease_table_write_capacity:
             warnings.append(
                 f"leases table needs ~{ours_w:.1f} WCU/s but initial_lease_table_write_capacity is "
-                f"{worker.initial_lease_table_write_capacity}: throttling loses leases (seed 004)"
+                f"{worker.initial_lease_table_write_capacity}: throttling of the leases table loses leases"
             )
         if ours_r > worker.initial_lease_table_read_capacity:
             warnings.append(
                 f"leases table needs ~{ours_r:.1f} RCU/s but initial_lease_table_read_capacity is "
-                f"{worker.initial_lease_table_read_capacity}: throttling loses leases (seed 004)"
+                f"{worker.initial_lease_table_read_capacity}: throttling of the leases table loses leases"
             )
 
     add(
@@ -221,4 +262,37 @@ def make_plan(settings: Settings) -> Plan:
         "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
     )
     warnings.extend(settings.warnings())
-    return Plan(settings.env, figures, warnings)
+    return Plan(settings.env, figures, warnings, plan_inputs(settings))
+
+
+def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
+    """The configured values the plan reads, so its advice can be compared with them."""
+    table, worker, fleet = settings.table, settings.worker, settings.fleet
+
+    def shown(value: object) -> str:
+        return "unbounded" if value == UNBOUNDED else "—" if value is None else str(value)
+
+    keys: list[tuple[str, object]] = [
+        ("table.billing_mode", table.billing_mode),
+        ("table.read_capacity", table.read_capacity if table.billing_mode == "PROVISIONED" else None),
+        ("table.write_capacity", table.write_capacity if table.billing_mode == "PROVISIONED" else None),
+        ("table.peak_writes_per_second", table.peak_writes_per_second),
+        ("table.peak_reads_per_second", table.peak_reads_per_second),
+        ("table.average_item_kb", table.average_item_kb),
+        ("table.storage_gb", table.storage_gb),
+        ("table.partitions", table.partitions),
+        ("table.stream_view_type", table.stream_view_type),
+        ("fleet.instance_type", fleet.instance_type),
+        ("fleet.desired_instances", fleet.desired_instances),
+        ("fleet.max_instances", fleet.max_instances),
+        ("fleet.worker_processes_per_instance", fleet.worker_processes_per_instance),
+        ("fleet.records_per_second_per_process", fleet.records_per_second_per_process),
+        ("fleet.max_shards_per_process", fleet.max_shards_per_process),
+        ("worker.max_leases_for_worker", worker.max_leases_for_worker),
+        ("worker.max_records", worker.max_records),
+        ("worker.failover_time_millis", worker.failover_time_millis),
+        ("worker.lease_table_billing_mode", worker.lease_table_billing_mode),
+        ("worker.initial_lease_table_read_capacity", worker.initial_lease_table_read_capacity),
+        ("worker.initial_lease_table_write_capacity", worker.initial_lease_table_write_capacity),
+    ]
+    return [(key, shown(value)) for key, value in keys]

@@ -126,7 +126,7 @@ class TableSettings(_Model):
         return self.peak_reads_per_second * math.ceil(self.average_item_kb / 4)
 
     def expected_partitions(self) -> tuple[int, str]:
-        """N and the formula it came from (seed 000/002: 3000 RCU, 1000 WCU, 10 GB per partition)."""
+        """N and the formula it came from (a DynamoDB partition serves 3000 RCU, 1000 WCU, 10 GB)."""
         if self.partitions is not None:
             return self.partitions, "table.partitions (given)"
         by_throughput = math.ceil(self.read_units_per_second() / 3000 + self.write_units_per_second() / 1000)
@@ -241,7 +241,7 @@ class MetricsSettings(_Model):
     namespace: str | None = Field(None, description="CloudWatch namespace; default application_name.")
     level: Literal["NONE", "SUMMARY", "DETAILED"] = Field("DETAILED", description="As KCL's metricsLevel.")
     shard_id_dimension: bool = Field(
-        False, description="Add the ShardId dimension (costly on large streams, seed 002 turns it off)."
+        False, description="Add the ShardId dimension (one series per shard: costly on large streams)."
     )
     flush_interval_seconds: float = Field(60.0, gt=0, le=3600, description="How often metrics are flushed.")
     destination: Literal["agent", "logs", "stdout", "none"] = Field(
@@ -406,7 +406,19 @@ class ProcessingSettings(_Model):
         "changelog",
         description="Built-in sink (changelog, dynamodb_replica) or a user processor 'package.module:Name'.",
     )
-    options: dict[str, Any] = Field(default_factory=dict, description="Passed to the processor.")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Options of this processor; a file or variable that changes processor starts from none."
+        ),
+    )
+    import_paths: list[str] = Field(
+        default_factory=lambda: ["."],
+        description=(
+            "Directories user processors are imported from, ahead of installed packages "
+            "(relative ones: from the working directory)."
+        ),
+    )
     retry: RetrySettings = Field(default_factory=RetrySettings)
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
     filter: FilterSettings = Field(default_factory=FilterSettings)
@@ -544,7 +556,7 @@ class Settings(_Model):
         if capacity < n:
             found.append(
                 f"worker.max_leases_for_worker x worker processes = {capacity} < N = {n}: the fleet cannot "
-                "hold every active shard and will fall behind (seed 002)"
+                "hold every active shard and will fall behind (each of M workers must be able to hold N/M)"
             )
         if self.endpoint_url is None and self.env == "local":
             found.append("env local without endpoint_url talks to real AWS")
@@ -602,10 +614,20 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _merge(
     target: dict[str, Any], overlay: Mapping[str, Any], source: str, origins: dict[str, str], prefix: str = ""
 ) -> None:
-    """Deep-merge ``overlay`` into ``target``, recording which source set each leaf."""
+    """Deep-merge ``overlay`` into ``target``, recording which source set each leaf.
+
+    An empty mapping replaces what was there: it is the only way to say "none of these" (for
+    example ``CONSUMER_PROCESSING__OPTIONS='{}'``), and merging nothing into something would
+    silently keep the lower layer's keys.
+    """
     for key, value in overlay.items():
         path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+        if isinstance(value, Mapping) and not value:
+            target[key] = {}
+            for stale in [leaf for leaf in origins if leaf.startswith(f"{path}.")]:
+                del origins[stale]
+            origins[path] = source
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
             _merge(target[key], value, source, origins, f"{path}.")
         else:
             target[key] = dict(value) if isinstance(value, Mapping) else value
@@ -637,6 +659,31 @@ def _environment_overrides(environ: Mapping[str, str]) -> list[tuple[str, dict[s
             nested = {part: nested}
         overrides.append((f"environment variable {name}", nested))
     return overrides
+
+
+def _forget_options_of_another_processor(
+    merged: dict[str, Any], overlay: Mapping[str, Any], origins: dict[str, str]
+) -> str | None:
+    """Options belong to the processor they were written for.
+
+    When ``overlay`` names a different ``processing.processor`` than the layers below it, the
+    options those layers gave (for the processor they named) are dropped before ``overlay`` is
+    merged, so ``CONSUMER_PROCESSING__PROCESSOR=mine:handle`` over ``config/local.yaml`` does not
+    hand ``mine:handle`` the changelog sink's ``destination``. Returns the processor whose options
+    were dropped, if any, so the caller can say so.
+    """
+    processing = overlay.get("processing")
+    below = merged.get("processing")
+    if not isinstance(processing, Mapping) or not isinstance(below, dict):
+        return None
+    if "processor" not in processing or processing["processor"] == below.get("processor"):
+        return None
+    if not below.get("options"):
+        return None
+    below.pop("options")
+    for stale in [leaf for leaf in origins if leaf.startswith("processing.options")]:
+        del origins[stale]
+    return str(below.get("processor", "changelog"))
 
 
 def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
@@ -711,8 +758,18 @@ def load_settings(
     if base.is_file():
         layers.append((str(base), _read_yaml(base)))
     layers.append((str(env_file), _read_yaml(env_file)))
+    files = len(layers)
     layers.extend(_environment_overrides(environ))
-    for source, overlay in layers:
+    for source, overlay in layers[:files]:
+        _forget_options_of_another_processor(merged, overlay, origins)
+        _merge(merged, overlay, source, origins)
+    # The variables are one layer as far as options go: CONSUMER_PROCESSING__OPTIONS__X sorts before
+    # CONSUMER_PROCESSING__PROCESSOR, and must still count as an option of the processor it names.
+    variables: dict[str, Any] = {}
+    for _, overlay in layers[files:]:
+        _merge(variables, overlay, "", {})
+    _forget_options_of_another_processor(merged, variables, origins)
+    for source, overlay in layers[files:]:
         _merge(merged, overlay, source, origins)
     merged["env"] = env
     ranks = {source: rank for rank, (source, _) in enumerate(layers)}
@@ -724,6 +781,21 @@ def load_settings(
             path, message = _describe(error)
             problems.append(Problem(_source_of(path, origins, ranks, str(env_file)), path, message))
         raise ConfigError(problems) from None
+
+
+def loaded_sources(
+    env: str, directory: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The files and variables :func:`load_settings` reads for ``env``, lowest precedence first
+    (what a command prints first, so nobody has to guess which configuration it used)."""
+    environ = os.environ if environ is None else environ
+    folder = config_dir(directory, environ)
+    sources = [str(folder / "base.yaml")] if (folder / "base.yaml").is_file() else []
+    sources.append(str(folder / f"{env}.yaml"))
+    sources.extend(
+        name for name in sorted(environ) if name.startswith(ENV_PREFIX) and name != CONFIG_DIR_VARIABLE
+    )
+    return sources
 
 
 def json_schema() -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The README's settings table, generated from the models so it cannot drift from the code.
+"""The settings table of docs/settings.md, generated from the models so it cannot drift from the code.
 
-``python -m consumer.settings_doc`` prints the table; a test checks that README.md contains it.
-The *advice* column cites the seed articles and KCL facts each default follows.
+``python -m consumer.settings_doc`` prints the table; ``scripts/update-readme.py`` writes it into
+docs/settings.md and a test checks that it is current. The *advice* column states the advice each
+default follows and where it comes from (DynamoDB's limits, the KCL's behaviour, AWS Lambda's).
 """
 
 from __future__ import annotations
@@ -16,34 +17,34 @@ from consumer.settings import UNBOUNDED, Settings
 
 ADVICE: dict[str, str] = {
     "application_name": "KCL: the application name names the leases table and the metric namespace",
-    "table.stream_view_type": "seed 002: NEW_AND_OLD_IMAGES lets a replica apply and verify every change",
-    "table.partitions": "seed 000/002: N = max(ceil(RCU/3000 + WCU/1000), ceil(GB/10))",
-    "worker.failover_time_millis": "KCL default 10 000; raise it if GC or slow I/O causes lost leases (seed 004)",
+    "table.stream_view_type": "NEW_AND_OLD_IMAGES: each record carries both images, so a replica can apply and verify every change",
+    "table.partitions": "a DynamoDB partition serves 3000 RCU, 1000 WCU, 10 GB: N = max(ceil(RCU/3000 + WCU/1000), ceil(GB/10))",
+    "worker.failover_time_millis": "KCL default 10 000; raise it if GC pauses or slow I/O make workers lose leases they still use",
     "worker.lease_renewal_interval_millis": "KCL renews every failover/3 − ε; must stay below failover",
     "worker.lease_taker_interval_millis": "KCL: 2 × (failover + ε); failover/3 resumes a dead worker's shards in ≤ 1.4 × failover",
-    "worker.shard_sync_interval_millis": "KCL default 60 000; shard end also triggers a sync (seed 003)",
-    "worker.max_leases_for_worker": "seed 002: between N/M and 6N/M; N/M alone risks the lineage deadlock; start at N/M + b",
+    "worker.shard_sync_interval_millis": "KCL default 60 000; reaching a shard's end also triggers a sync, so children start without waiting",
+    "worker.max_leases_for_worker": "between N/M and 6N/M (up to 6N shards readable in 24 h); N/M alone can fill every worker with children waiting for parents nobody may take; start at N/M + b",
     "worker.max_leases_to_steal_at_one_time": "KCL default 1; surplus is also handed off voluntarily, so joins converge fast",
-    "worker.max_records": "seed 000: 1000 (DynamoDB Streams' GetRecords maximum)",
+    "worker.max_records": "1000: DynamoDB Streams' GetRecords maximum",
     "worker.idle_time_between_reads_millis": "KCL 1.x default 1000; lower it for latency, mind 5 reads/s per shard",
     "worker.parent_shard_poll_interval_millis": "KCL default 10 000",
-    "worker.call_process_records_even_for_empty_record_list": "seed 002: needed for time-based flushes of buffered records",
+    "worker.call_process_records_even_for_empty_record_list": "as KCL's callProcessRecordsEvenForEmptyRecordList: needed for time-based flushes of buffered records",
     "worker.cleanup_leases_upon_shard_completion": "KCL default true: keeps the leases table, and its Scan cost, small",
     "worker.initial_position": "KCL default LATEST; descendants always start at TRIM_HORIZON or records are lost",
-    "worker.initial_lease_table_read_capacity": "seed 004: KCL's default 10 is often too low; see `consumer plan`",
-    "worker.initial_lease_table_write_capacity": "seed 004: KCL's default 10 is often too low; see `consumer plan`",
-    "worker.on_trimmed": "seed 003: records older than 24 h are gone; never continue silently",
+    "worker.initial_lease_table_read_capacity": "KCL's default 10 is often too low, and a throttled leases table loses leases; see `consumer plan`",
+    "worker.initial_lease_table_write_capacity": "KCL's default 10 is often too low, and a throttled leases table loses leases; see `consumer plan`",
+    "worker.on_trimmed": "stream records are trimmed after 24 h; never continue silently past data that is gone",
     "metrics.level": "KCL metricsLevel (NONE, SUMMARY, DETAILED)",
-    "metrics.shard_id_dimension": "seed 002: turn per-shard metrics off for large streams (cost)",
-    "logs.worker_log_group": "seed 003: keep the lease worker's logs apart from the application's",
-    "logs.application_log_group": "seed 003: keep the lease worker's logs apart from the application's",
-    "scaling.returned_item_count_multiplier": "seed 003: leases ≥ 2N for 5 minutes means the fleet is falling behind",
-    "scaling.period_seconds": "seed 003: 5 minutes",
-    "scaling.evaluation_periods": "seed 003: 1 period",
+    "metrics.shard_id_dimension": "one CloudWatch series per shard: turn it off for large streams (cost)",
+    "logs.worker_log_group": "keep the lease worker's logs apart from the application's, so lease trouble is found without wading through processor output",
+    "logs.application_log_group": "keep the lease worker's logs apart from the application's, so lease trouble is found without wading through processor output",
+    "scaling.returned_item_count_multiplier": "KCL on DynamoDB Streams: leases ≥ 2N for 5 minutes (a Scan ReturnedItemCount alarm) means the fleet is falling behind",
+    "scaling.period_seconds": "the 2N alarm above: over 5 minutes",
+    "scaling.evaluation_periods": "the 2N alarm above: one period",
     "fleet.worker_processes_per_instance": "one process per core: Python threads share one core for CPU work",
-    "processing.retry.max_retry_attempts": "peers: Lambda retries until success by default; KCL skips the batch (seed 003)",
+    "processing.retry.max_retry_attempts": "Lambda retries until success by default; KCL moves past a batch whose processing failed, losing it",
     "processing.retry.bisect_on_error": "peers: Lambda's BisectBatchOnFunctionError isolates a poison record",
-    "processing.dead_letter.type": "seed 001: non-retryable records need their own path, not silent loss",
+    "processing.dead_letter.type": "as Lambda's on-failure destination: records that can never succeed need their own path, not silent loss",
 }
 
 

@@ -9,6 +9,7 @@ one line ``EMULATOR READY <endpoint>`` on stdout, which is what :mod:`emulator.t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -140,6 +141,25 @@ def serve(
         server.server_close()
 
 
+def announce_ready(line: str) -> None:
+    """Write the ready line in one ``write`` and then let go of stdout.
+
+    ``print`` writes the text and its newline separately when Python runs unbuffered
+    (``PYTHONUNBUFFERED=1``), and whoever waits for the line may close its end of the pipe as soon as
+    it has the text: the newline then fails with EPIPE and, before this, took the emulator down with
+    it. One ``os.write`` of the whole line is atomic for a pipe (well under PIPE_BUF), and pointing
+    stdout at /dev/null afterwards means nothing printed later can hit the closed pipe.
+    """
+    data = (line + "\n").encode()
+    with contextlib.suppress(OSError):  # a reader that already left is not the emulator's problem
+        os.write(sys.stdout.fileno(), data)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m emulator", description=__doc__)
     parser.add_argument("--env", default="local", help="environment: config/<env>.yaml (default: local)")
@@ -173,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         serve(
             settings,
-            announce=lambda line: print(line, flush=True),
+            announce=announce_ready,
             exit_with_parent=args.exit_with_parent,
             table_faults=table_faults,
         )

@@ -77,7 +77,9 @@ def wait_until_ready(process: subprocess.Popen[bytes], timeout: float, log_path:
             if not chunk:
                 break
             buffer += chunk
-            for line in buffer.decode(errors="replace").splitlines():
+            # Only whole lines count: a line without its newline may still be arriving.
+            complete, _, _ = buffer.rpartition(b"\n")
+            for line in complete.decode(errors="replace").splitlines():
                 if line.startswith(READY_PREFIX):
                     return line[len(READY_PREFIX) :].strip()
     finally:

@@ -1,4 +1,8 @@
-"""Regenerate the generated sections of README.md (the settings table)."""
+"""Regenerate the generated section of docs/settings.md (the settings table).
+
+The table used to sit in README.md; it moved to docs/settings.md so the README reads as a user's
+guide. The script keeps its name so that habits and links keep working.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from consumer.settings_doc import settings_markdown_table
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS_DOC = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"
 
-text = README.read_text(encoding="utf-8")
+text = SETTINGS_DOC.read_text(encoding="utf-8")
 pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
-README.write_text(pattern.sub(f"{START}\n{settings_markdown_table()}{END}", text), encoding="utf-8")
+if not pattern.search(text):
+    sys.exit(f"{SETTINGS_DOC} has no {START} ... {END} section")
+SETTINGS_DOC.write_text(
+    pattern.sub(lambda _: f"{START}\n{settings_markdown_table()}{END}", text), encoding="utf-8"
+)
+print(f"updated {SETTINGS_DOC}")

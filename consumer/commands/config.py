@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from consumer.commands import add_env_arguments, settings_from
-from consumer.settings import json_schema
+from consumer.settings import Settings, config_dir, json_schema
 
 
 def register(subparsers: Any) -> None:
@@ -25,15 +25,44 @@ def register(subparsers: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from consumer.cli import CommandError
+    from consumer.processing.errors import ProcessingConfigError
+
     settings = settings_from(args)
+    try:
+        _check_processing(settings)
+    except ProcessingConfigError as exc:
+        raise CommandError(str(exc)) from None
     for warning in settings.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     if args.show:
         print(json.dumps(settings.model_dump(mode="json"), indent=2))
     else:
-        what = f"application {settings.application_name}, table {settings.table.name}"
-        print(f"config/{args.env}.yaml is valid ({what})")
+        what = (
+            f"application {settings.application_name}, table {settings.table.name}, "
+            f"processor {settings.processing.processor}"
+        )
+        print(f"{config_dir(args.config_dir) / f'{args.env}.yaml'} is valid ({what})")
     return 0
+
+
+def _check_processing(settings: Settings) -> None:
+    """Everything ``consumer run`` checks about ``processing.*`` before its first lease: the
+    built-in's name and options, or that the user's processor imports and accepts its options.
+
+    The clients are created (which needs no network) but never called.
+    """
+    import boto3
+
+    from consumer.processing.factory import ProcessingClients, build_processor_factory
+
+    session = boto3.session.Session(region_name=settings.region)
+    clients = ProcessingClients(
+        s3=session.client("s3", endpoint_url=settings.endpoint_url),
+        sqs=session.client("sqs", endpoint_url=settings.endpoint_url),
+        dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url),
+    )
+    build_processor_factory(settings, clients=clients)
 
 
 def _schema(args: argparse.Namespace) -> int:

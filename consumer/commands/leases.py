@@ -1,4 +1,4 @@
-"""``consumer leases``: the leases table as a person wants to see it (like the console view of seed 004).
+"""``consumer leases``: the leases table as a person wants to see it (readable, unlike raw items).
 
 One row per lease (shard, owner, checkpoint, counter, parents, state), then per-worker counts with the
 age of each worker's heartbeat. States: free, held, expired (owner's heartbeat too old), pending-steal

@@ -1,8 +1,11 @@
-"""``consumer local up|down|status``: the local AWS emulator as a background process.
+"""``consumer local up|write|down|status``: the local AWS emulator as a background process.
 
-``up`` starts ``python -m emulator`` in its own session, waits for its ready line and records its
-pid and endpoint in ``var/emulator.json``; ``down`` terminates that process group (SIGTERM, then
-SIGKILL) and removes the file, so nothing is left running; ``status`` says whether it answers.
+``up`` starts ``python -m emulator`` in its own session, waits for its ready line, records its
+pid and endpoint in ``var/emulator.json`` and creates the tables the environment's configuration
+names (the source table with its key schema and stream; a replica table for ``dynamodb_replica``),
+so ``consumer run --env X`` finds everything it expects. ``write`` puts a few sample items into the
+source table. ``down`` terminates the process group (SIGTERM, then SIGKILL) and removes the file, so
+nothing is left running; ``status`` says whether it answers. None of them needs AWS credentials.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumer.commands import add_env_arguments
+from consumer.commands import add_env_arguments, settings_from
+from consumer.settings import Settings
 
 STATE_FILE = Path("var/emulator.json")
 LOG_FILE = Path("var/emulator.log")
@@ -40,6 +44,11 @@ def register(subparsers: Any) -> None:
         "--error-rate", type=float, default=None, help="share of stream calls answered with HTTP 500"
     )
     up.set_defaults(handler=_up)
+    write = actions.add_parser("write", help="put sample items into the environment's source table")
+    add_env_arguments(write)
+    write.add_argument("--count", type=int, default=5, help="how many items (default 5)")
+    write.add_argument("--first", type=int, default=1, help="number of the first item (default 1)")
+    write.set_defaults(handler=_write)
     down = actions.add_parser("down", help="stop the emulator started by `local up`")
     down.set_defaults(handler=_down)
     status = actions.add_parser("status", help="is the emulator running, and where")
@@ -68,10 +77,11 @@ def _up(args: argparse.Namespace) -> int:
     from emulator.errors import StartupError
     from emulator.testing import emulator_command, wait_until_ready
 
+    settings = settings_from(args)
     state = _read_state()
     if state and _alive(int(state["pid"])):
         print(f"the emulator is already running at {state['endpoint']} (pid {state['pid']})")
-        return 0
+        return _create_tables(settings, str(state["endpoint"]))
     overrides = {
         name: getattr(args, name)
         for name in ("port", "seed", "partitions", "rollover_seconds", "split_every_seconds", "error_rate")
@@ -89,16 +99,82 @@ def _up(args: argparse.Namespace) -> int:
             process.wait()
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    assert process.stdout is not None
-    process.stdout.close()
+    finally:
+        # The emulator writes its ready line in one write and then lets go of stdout, so closing
+        # this end cannot take it down (it did, when the newline came in a second write).
+        assert process.stdout is not None
+        process.stdout.close()
     STATE_FILE.write_text(json.dumps({"pid": process.pid, "endpoint": endpoint}))
     print(f"emulator running at {endpoint} (pid {process.pid}, log {LOG_FILE})")
+    code = _create_tables(settings, endpoint)
     print("point the AWS CLI at it:")
     print(f"  aws --endpoint-url {endpoint} dynamodbstreams list-streams")
     print("  (any credentials work: export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local)")
     print("and boto3:")
-    print(f'  boto3.client("dynamodbstreams", endpoint_url="{endpoint}", region_name="us-east-1")')
+    print(f'  boto3.client("dynamodbstreams", endpoint_url="{endpoint}", region_name="{settings.region}")')
     print(f"control API: {endpoint}/_emulator/counters, POST /_emulator/rollover|split|trim|faults")
+    return code
+
+
+def _dynamodb(settings: Settings, endpoint: str) -> Any:
+    import boto3
+
+    return boto3.session.Session(region_name=settings.region).client("dynamodb", endpoint_url=endpoint)
+
+
+def _create_tables(settings: Settings, endpoint: str) -> int:
+    """Create what config/<env>.yaml names, so that `consumer run` finds it; say what was done."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from consumer.local_aws import create_local_tables
+
+    try:
+        for line in create_local_tables(settings, _dynamodb(settings, endpoint)):
+            print(line)
+    except (BotoCoreError, ClientError, TimeoutError) as exc:
+        print(f"error: cannot create the tables of env {settings.env} at {endpoint}: {exc}", file=sys.stderr)
+        return 1
+    if settings.endpoint_url != endpoint:
+        print(
+            f"note: config/{settings.env}.yaml has endpoint_url {settings.endpoint_url}, which "
+            f"`consumer run --env {settings.env}` uses; this emulator is at {endpoint}"
+        )
+    return 0
+
+
+def _write(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from consumer.cli import CommandError
+    from consumer.local_aws import endpoint_answers, is_local_endpoint, write_sample_items
+
+    settings = settings_from(args)
+    endpoint = settings.endpoint_url
+    if not is_local_endpoint(endpoint) or endpoint is None:
+        raise CommandError(
+            f"env {settings.env} has no local endpoint_url: `consumer local write` only writes to the emulator"
+        )
+    if not endpoint_answers(endpoint):
+        raise CommandError(
+            f"nothing answers at {endpoint} (endpoint_url of env {settings.env}): "
+            f"start the emulator: `consumer local up --env {settings.env}`"
+        )
+    if args.count < 1:
+        raise CommandError("--count must be at least 1")
+    try:
+        items = write_sample_items(settings, _dynamodb(settings, endpoint), args.count, args.first)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            raise CommandError(
+                f"table {settings.table.name} does not exist at {endpoint}: create it: "
+                f"`consumer local up --env {settings.env}`"
+            ) from exc
+        raise CommandError(f"cannot write to {settings.table.name}: {exc}") from exc
+    except BotoCoreError as exc:
+        raise CommandError(f"cannot write to {settings.table.name}: {exc}") from exc
+    key = settings.table.partition_key.name
+    names = [str(next(iter(item[key].values()))) for item in items]
+    print(f"wrote {len(items)} items to {settings.table.name}: {key} {names[0]} .. {names[-1]}")
     return 0
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from consumer.commands import add_env_arguments, settings_from
+from consumer.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.leases.errors import LeaseError
     from consumer.lifecycle.ports import StreamGoneError
     from consumer.lifecycle.stream_binding import SourceReader
-    from consumer.lifecycle.stream_target import StreamConfigError
+    from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream
     from consumer.lifecycle.worker import AwsClients, Worker, new_worker_id
     from consumer.processing.errors import ProcessingConfigError
     from consumer.processing.factory import ProcessingClients, build_processor_factory
@@ -37,9 +38,11 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.telemetry.sinks import sink_from_settings
 
     settings = settings_from(args)
+    # Start-up checks run before logging and metrics start, so that a mistake gives one line on
+    # stderr, with the next step, instead of being buried under telemetry about an endpoint that is
+    # not there (and is not printed a second time as a log line).
+    _check_local_endpoint(settings)
     worker_id = args.worker_id or new_worker_id(args.worker_name)
-    logging_handle = configure_logging(settings, worker_id)
-    log = logging.getLogger("consumer.worker")
     clients = AwsClients.from_settings(settings)
     metrics = MetricsRecorder(settings, worker_id, sink_from_settings(settings, worker_id))
     try:
@@ -49,6 +52,13 @@ def _run(args: argparse.Namespace) -> int:
         )
         # Everything in processing.* is checked here, before the worker takes a single lease.
         factory = bridged(build_processor_factory(settings, clients=processing, metrics=metrics))
+        resolve_stream(clients.dynamodb, clients.streams, settings.table)
+    except (ProcessingConfigError, StreamConfigError) as exc:
+        print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
+        return 2
+    logging_handle = configure_logging(settings, worker_id)
+    log = logging.getLogger("consumer.worker")
+    try:
         worker = Worker(
             settings,
             clients=clients,
@@ -61,9 +71,8 @@ def _run(args: argparse.Namespace) -> int:
         worker.install_signal_handlers()
         metrics.start()
         worker.run()
-    except (ProcessingConfigError, StreamConfigError) as exc:
-        log.error("cannot start: %s", exc)
-        print(f"error: {exc}", file=sys.stderr)
+    except StreamConfigError as exc:  # the stream changed between the check and the start
+        print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
         return 2
     except (StreamGoneError, LeaseError) as exc:
         log.error("worker stopped: %s", exc)
@@ -73,3 +82,27 @@ def _run(args: argparse.Namespace) -> int:
         metrics.stop()
         logging_handle.close()
     return 0
+
+
+def _check_local_endpoint(settings: Settings) -> None:
+    """With a local endpoint that nobody answers on, say how to start the emulator, and stop."""
+    from consumer.cli import CommandError
+    from consumer.local_aws import endpoint_answers, is_local_endpoint
+
+    endpoint = settings.endpoint_url
+    if endpoint is not None and is_local_endpoint(endpoint) and not endpoint_answers(endpoint):
+        raise CommandError(
+            f"nothing answers at {endpoint} (endpoint_url of env {settings.env}): "
+            f"start the emulator: `consumer local up --env {settings.env}`"
+        )
+
+
+def _next_step(settings: Settings, message: str) -> str:
+    """The command that fixes a start-up error on the local emulator, when there is one."""
+    from consumer.local_aws import is_local_endpoint
+
+    if not is_local_endpoint(settings.endpoint_url):
+        return ""
+    if message.startswith("table ") and "does not exist" in message:
+        return f"; create the tables env {settings.env} names: `consumer local up --env {settings.env}`"
+    return ""

@@ -8,6 +8,9 @@
 * a class with a ``handle(batch)`` method → function form, one instance per shard with ``options``;
 * a plain function ``handle(batch)`` → function form (``options`` must be empty).
 
+User code is imported from ``processing.import_paths`` (default: the working directory) before the
+installed packages, so a processor in the project ``consumer run`` is started from just works.
+
 The function form is wrapped with the failure policy, filter and batching. Every problem (unknown
 sink, missing destination, a path that does not import, bad options) raises ProcessingConfigError
 here, naming the key to fix.
@@ -15,11 +18,14 @@ here, naming the key to fix.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import random
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from consumer.clock import Clock, SystemClock
@@ -117,22 +123,52 @@ def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingCli
     return lambda shard: sink
 
 
-def import_processor(path: str) -> Any:
+def _search_path(import_paths: Sequence[str]) -> list[str]:
+    """``processing.import_paths`` as absolute directories, put ahead of the installed packages.
+
+    The user's project is where ``consumer run`` is started (the working directory; on the fleet
+    the systemd unit's WorkingDirectory), so ``myproc.counter:handle`` imports ``./myproc/counter.py``
+    without anybody having to know about PYTHONPATH.
+    """
+    directories = [str(Path(entry).expanduser().resolve()) for entry in import_paths]
+    for directory in reversed(directories):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    return directories
+
+
+def import_processor(path: str, import_paths: Sequence[str] = (".",)) -> Any:
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise ProcessingConfigError(
             f"processing.processor {path!r} is neither a built-in ({', '.join(BUILT_INS)}) nor "
             "'package.module:Name' (a RecordProcessor class, a class with handle(batch), or a function)"
         )
+    directories = _search_path(import_paths)
+    importlib.invalidate_caches()  # a module written a moment ago (the scaffold) must be found
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            expected = module_name.replace(".", "/") + ".py"
+            raise ProcessingConfigError(
+                f"processing.processor {path!r}: module {module_name} does not import: no {expected} "
+                f"in {', '.join(directories)} (processing.import_paths) or the installed packages; "
+                "run from your project's directory or add it to processing.import_paths"
+            ) from exc
+        raise ProcessingConfigError(
+            f"processing.processor {path!r}: module {module_name} does not import: {exc!r}"
+        ) from exc
     except Exception as exc:
         raise ProcessingConfigError(
             f"processing.processor {path!r}: module {module_name} does not import: {exc!r}"
         ) from exc
     found = getattr(module, attribute, None)
     if found is None:
-        raise ProcessingConfigError(f"processing.processor {path!r}: {module_name} has no {attribute}")
+        raise ProcessingConfigError(
+            f"processing.processor {path!r}: {module_name} ({getattr(module, '__file__', '?')}) "
+            f"has no {attribute}"
+        )
     return found
 
 
@@ -162,9 +198,11 @@ def _handler_of(instance: Any) -> BatchHandler:
     return handle
 
 
-def _user(path: str, options: dict[str, Any]) -> ProcessorFactory | HandlerFactory:
+def _user(
+    path: str, options: dict[str, Any], import_paths: Sequence[str]
+) -> ProcessorFactory | HandlerFactory:
     """A factory of RecordProcessors (class form) or of handlers (function form)."""
-    found = import_processor(path)
+    found = import_processor(path, import_paths)
     if inspect.isclass(found):
         if all(callable(getattr(found, m, None)) for m in CLASS_METHODS):
             _instantiate(path, found, options)  # bad options fail now, not at the first lease
@@ -179,8 +217,8 @@ def _user(path: str, options: dict[str, Any]) -> ProcessorFactory | HandlerFacto
     if callable(found):
         if options:
             raise ProcessingConfigError(
-                f"processing.options {sorted(options)} cannot be passed to the function {path!r}; "
-                "use a class with handle(batch) to receive options"
+                f"processing.options {sorted(options)} cannot be passed to the function {path!r}: "
+                "remove processing.options, or use a class with handle(batch) to receive options"
             )
         return lambda shard: found
     raise ProcessingConfigError(f"processing.processor {path!r} is not a class or a function")
@@ -205,12 +243,14 @@ def build_processor_factory(
     elif processing.processor == "dynamodb_replica":
         make = _replica(settings, options, clients)
     elif ":" not in processing.processor:
+        close = difflib.get_close_matches(processing.processor, BUILT_INS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         raise ProcessingConfigError(
             f"processing.processor {processing.processor!r} is not a built-in ({', '.join(BUILT_INS)}); "
-            "a processor of your own is given as 'package.module:Name'"
+            f"{hint}a processor of your own is given as 'package.module:Name'"
         )
     else:
-        make = _user(processing.processor, options)
+        make = _user(processing.processor, options, processing.import_paths)
     if isinstance(make, _ClassForm):
         return make
     handlers: HandlerFactory = make  # type: ignore[assignment]

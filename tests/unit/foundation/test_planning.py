@@ -26,7 +26,7 @@ table:
   storage_gb: 2
 """
 
-# More than 50 partitions and more than 100 writes/s per partition (seed 002's tuning thresholds).
+# More than 50 partitions and more than 100 writes/s per partition (where the KCL defaults need tuning).
 LARGE = """
 table:
   billing_mode: PROVISIONED
@@ -74,7 +74,7 @@ def test_small_table(tmp_path: Path) -> None:
     }
     for name, value in expected.items():
         assert plan.value(name) == pytest.approx(value, rel=1e-6), name
-    assert not any("seed 002's thresholds" in w for w in plan.warnings)
+    assert not any("past the point where the KCL defaults need tuning" in w for w in plan.warnings)
 
 
 def test_large_table(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_large_table(tmp_path: Path) -> None:
     }
     for name, value in expected.items():
         assert plan.value(name) == pytest.approx(value, rel=1e-6), name
-    assert any("seed 002's thresholds" in w for w in plan.warnings)
+    assert any("past the point where the KCL defaults need tuning" in w for w in plan.warnings)
     # Default 10/10 leases-table capacity cannot carry this fleet.
     assert any("initial_lease_table_write_capacity is 10" in w for w in plan.warnings)
 
@@ -117,3 +117,38 @@ def test_plan_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     figures = {f["name"]: f for f in out["figures"]}
     assert figures["partitions_N"]["value"] == 70
     assert "ceil" in figures["partitions_N"]["formula"]
+
+
+def test_configured_values_that_contradict_the_advice_are_flagged() -> None:
+    """config/prod.yaml: N = 44, M = 6 x 4 = 24; advice 2..11 leases per worker (suggested 4) and 2
+    instances, against a configured 40 and 6."""
+    plan = make_plan(load_settings("prod", Path(__file__).resolve().parents[3] / "config", environ={}))
+    assert plan.value("partitions_N") == 44
+    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "40"
+    assert dict(plan.inputs)["fleet.desired_instances"] == "6"
+    assert any(
+        "configured worker.max_leases_for_worker 40 is above the advised range 2..11" in w
+        and "suggested 4" in w
+        for w in plan.warnings
+    )
+    assert any(
+        "configured fleet.desired_instances 6 is more than the 2 recommended" in w for w in plan.warnings
+    )
+    # 44 partitions is under the 50 threshold: only the per-partition rate is named as past it.
+    tuning = next(w for w in plan.warnings if "KCL defaults need tuning" in w)
+    assert "909 WCU/s per partition is more than 100" in tuning
+    assert "44 partitions is more than" not in tuning
+
+
+def test_unbounded_cap_and_matching_fleet_are_not_flagged(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, SMALL + "fleet: {min_instances: 1, desired_instances: 1, max_instances: 2}\n")
+    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "unbounded"
+    assert not any("configured" in w for w in plan.warnings)
+
+
+def test_plan_prints_its_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "test.yaml").write_text(LARGE)
+    assert main(["plan", "--env", "test", "--config-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Inputs" in out and "fleet.desired_instances" in out and "max_leases_for_worker" in out

@@ -163,3 +163,79 @@ def test_settings_are_immutable() -> None:
     s: Settings = load_settings("local", REPO_CONFIG)
     with pytest.raises(Exception, match="frozen"):
         s.worker.max_records = 5  # type: ignore[misc]
+
+
+# ------------------------------------------------------------ options belong to their processor
+
+
+def test_naming_another_processor_drops_the_options_of_the_one_below() -> None:
+    """local.yaml gives the changelog sink a destination; a variable naming a function processor
+    must not hand it that destination (it used to: "cannot be passed to the function")."""
+    local = load_settings("local", REPO_CONFIG, environ={})
+    assert local.processing.options == {"destination": "var/changelog"}
+    mine = load_settings(
+        "local", REPO_CONFIG, environ={"CONSUMER_PROCESSING__PROCESSOR": "examples.function_form:handle"}
+    )
+    assert mine.processing.processor == "examples.function_form:handle"
+    assert mine.processing.options == {}
+
+
+def test_options_stay_with_the_processor_they_were_written_for(config_copy: Path) -> None:
+    # Naming the same processor again keeps its options.
+    same = load_settings("local", config_copy, environ={"CONSUMER_PROCESSING__PROCESSOR": "changelog"})
+    assert same.processing.options == {"destination": "var/changelog"}
+    # A file that names another processor with its own options gets only those.
+    (config_copy / "mine.yaml").write_text(
+        (config_copy / "local.yaml").read_text()
+        + "\n"  # a later mapping for the same key replaces the earlier one in YAML
+        + "processing:\n  processor: examples.class_form:AuditTrail\n  options: {checkpoint_every: 10}\n"
+    )
+    (config_copy / "base.yaml").write_text(
+        (config_copy / "base.yaml")
+        .read_text()
+        .replace("processor: changelog", "processor: changelog\n  options: {format: jsonl}")
+    )
+    mine = load_settings("mine", config_copy, environ={})
+    assert mine.processing.options == {"checkpoint_every": 10}
+    # Options set by a variable for the processor of the file below are merged as before.
+    more = load_settings("local", config_copy, environ={"CONSUMER_PROCESSING__OPTIONS__FORMAT": "parquet"})
+    assert more.processing.options == {"destination": "var/changelog", "format": "parquet"}
+
+
+def test_an_empty_mapping_clears_what_the_files_set() -> None:
+    cleared = load_settings("local", REPO_CONFIG, environ={"CONSUMER_PROCESSING__OPTIONS": "{}"})
+    assert cleared.processing.options == {}
+
+
+def test_user_code_is_imported_from_the_working_directory_by_default() -> None:
+    assert load_settings("local", REPO_CONFIG, environ={}).processing.import_paths == ["."]
+
+
+def test_loaded_sources_name_files_and_variables() -> None:
+    from consumer.settings import loaded_sources
+
+    sources = loaded_sources(
+        "prod", REPO_CONFIG, environ={"CONSUMER_FLEET__MAX_INSTANCES": "9", "HOME": "/x"}
+    )
+    assert sources == [
+        str(REPO_CONFIG / "base.yaml"),
+        str(REPO_CONFIG / "prod.yaml"),
+        "CONSUMER_FLEET__MAX_INSTANCES",
+    ]
+
+
+def test_commands_say_which_environment_they_loaded(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "validate", "--config-dir", str(REPO_CONFIG)]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("env local (the default: pass --env to choose) from ")
+    assert str(REPO_CONFIG / "local.yaml") in first
+
+
+def test_variables_naming_a_processor_and_its_options_together_keep_them() -> None:
+    # OPTIONS__TABLE sorts before PROCESSOR; it is still an option of the processor the variables name.
+    environ = {
+        "CONSUMER_PROCESSING__PROCESSOR": "dynamodb_replica",
+        "CONSUMER_PROCESSING__OPTIONS__TABLE": "orders-replica",
+    }
+    replica = load_settings("local", REPO_CONFIG, environ=environ)
+    assert replica.processing.options == {"table": "orders-replica"}

@@ -1,0 +1,194 @@
+"""``consumer new processor NAME``: the files of a first processor, ready to run locally.
+
+Three files, each small enough to read in a minute, and nothing else:
+
+* ``processors/NAME.py`` — a function-form processor class: ``handle(batch)`` appends one JSON line
+  per record to a file (its ``output`` option), so "my records arrived" is something to look at;
+* ``tests/test_NAME.py`` — a test of that class on a hand-made batch, no AWS and no emulator;
+* ``config/NAME.yaml`` — an environment on the local emulator that uses it, with the processor's
+  option in its own block.
+
+Existing files are never overwritten: the scaffold refuses and names them.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,40}$")
+DEFAULT_PORT = 4599
+
+
+class ScaffoldError(Exception):
+    """The scaffold cannot write its files; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ScaffoldFile:
+    path: Path
+    text: str
+    what: str
+
+
+def check_name(name: str) -> None:
+    if not NAME_PATTERN.match(name) or keyword.iskeyword(name):
+        raise ScaffoldError(
+            f"processor name {name!r}: use 2 to 41 lower-case letters, digits and _, starting with a "
+            "letter (it becomes a Python module and an environment name)"
+        )
+
+
+def processor_module(name: str) -> str:
+    return f'''"""{name}: processes the records of the source table's stream.
+
+Written by `consumer new processor {name}`; replace the body of ``handle`` with your own work.
+`consumer run --env {name}` creates one ``Processor`` per shard (with ``processing.options`` from
+config/{name}.yaml as keyword arguments) and calls ``handle`` with each batch of that shard's
+records, in stream order. A normal return checkpoints the batch; an exception delivers it again
+(``processing.retry``), so ``handle`` must be safe to repeat for the same records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from consumer.processing import Batch
+
+
+class Processor:
+    def __init__(self, output: str = "var/{name}.jsonl") -> None:
+        self.output = Path(output)
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+
+    def handle(self, batch: Batch) -> None:
+        lines = [
+            json.dumps(
+                {{
+                    "event": record.event_name,
+                    "keys": record.keys,
+                    "new_image": record.new_image,
+                    "shard": batch.shard_id,
+                    "sequence_number": record.sequence_number,
+                }},
+                default=str,  # numbers arrive as Decimal
+            )
+            for record in batch.records
+        ]
+        if lines:
+            with self.output.open("a", encoding="utf-8") as out:
+                out.write("\\n".join(lines) + "\\n")  # one write per batch
+'''
+
+
+def processor_test(name: str) -> str:
+    return f'''"""The {name} processor on a hand-made batch: no AWS, no emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from consumer.processing import Batch
+from consumer.records import ShardInfo, StreamRecord
+from processors.{name} import Processor
+
+
+def test_each_record_becomes_one_line(tmp_path: Path) -> None:
+    output = tmp_path / "out.jsonl"
+    record = StreamRecord(
+        {{
+            "eventID": "1",
+            "eventName": "INSERT",
+            "dynamodb": {{
+                "Keys": {{"pk": {{"S": "item-1"}}, "sk": {{"S": "v1"}}}},
+                "NewImage": {{"pk": {{"S": "item-1"}}, "sk": {{"S": "v1"}}, "quantity": {{"N": "3"}}}},
+                "SequenceNumber": "100",
+                "SizeBytes": 30,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+            }},
+        }},
+        "shardId-1",
+    )
+    Processor(output=str(output)).handle(Batch(ShardInfo("shardId-1"), (record,)))
+    (line,) = output.read_text().splitlines()
+    assert json.loads(line)["keys"] == {{"pk": "item-1", "sk": "v1"}}
+    assert json.loads(line)["new_image"]["quantity"] == "3"
+'''
+
+
+def environment_file(name: str, port: int = DEFAULT_PORT) -> str:
+    return f"""# Environment `{name}`: the processor processors/{name}.py on the local emulator.
+# Written by `consumer new processor {name}`. `consumer local up --env {name}` starts the emulator
+# and creates the table below; `consumer run --env {name}` runs a worker with the processor.
+application_name: {name}-consumer
+region: us-east-1
+endpoint_url: http://127.0.0.1:{port}
+
+table:
+  name: orders
+  partition_key: {{name: pk, type: S}}
+  sort_key: {{name: sk, type: S}}
+  stream_view_type: NEW_AND_OLD_IMAGES
+
+worker:
+  # Short timers, so shards change hands within seconds on one machine.
+  failover_time_millis: 3000
+  shard_sync_interval_millis: 5000
+  idle_time_between_reads_millis: 200
+  parent_shard_poll_interval_millis: 500
+  max_clock_skew_millis: 100
+  task_backoff_time_millis: 100
+  initial_position: TRIM_HORIZON
+
+metrics:
+  destination: logs
+  flush_interval_seconds: 5
+
+logs:
+  retention_days: 1
+
+processing:
+  processor: processors.{name}:Processor
+  # The options of processors.{name}:Processor (its constructor's keyword arguments). Options
+  # belong to the processor named beside them: naming another processor elsewhere starts from none.
+  options:
+    output: var/{name}.jsonl
+  # Imported from the directory `consumer run` is started in.
+  import_paths: ["."]
+
+emulator:
+  port: {port}
+  partitions: 2
+  rollover_seconds: 60
+"""
+
+
+def scaffold_files(name: str, project: Path) -> list[ScaffoldFile]:
+    check_name(name)
+    files = [
+        ScaffoldFile(project / "processors" / f"{name}.py", processor_module(name), "the processor"),
+        ScaffoldFile(project / "tests" / f"test_{name}.py", processor_test(name), "its test"),
+        ScaffoldFile(
+            project / "config" / f"{name}.yaml", environment_file(name), "an environment that uses it"
+        ),
+    ]
+    package = project / "processors" / "__init__.py"
+    if not package.exists():
+        files.insert(0, ScaffoldFile(package, '"""Stream processors of this project."""\n', "the package"))
+    return files
+
+
+def write_scaffold(name: str, project: Path) -> list[ScaffoldFile]:
+    """Write the files, or none of them if any already exists."""
+    files = scaffold_files(name, project)
+    existing = [str(f.path) for f in files if f.path.exists()]
+    if existing:
+        raise ScaffoldError(f"not overwriting {', '.join(existing)}: choose another name or remove them")
+    for file in files:
+        file.path.parent.mkdir(parents=True, exist_ok=True)
+        file.path.write_text(file.text, encoding="utf-8")
+    return files

@@ -1,0 +1,150 @@
+"""`consumer config validate` checks what `consumer run` would refuse (the processor imports, a
+built-in's name, options that fit), each as one line naming the fix; `consumer new processor`
+writes a processor, its test and an environment that validates; the local helpers need no AWS."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from consumer.cli import main
+from consumer.local_aws import configured_tables, is_local_endpoint, use_local_credentials
+from consumer.settings import load_settings
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project directory with a copy of config/, as the working directory."""
+    shutil.copytree(REPO_CONFIG, tmp_path / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def validate(env: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:
+    code = main(["config", "validate", "--env", env, "--config-dir", "config"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.splitlines()
+
+
+def write_env(project: Path, name: str, processing: str) -> None:
+    text = (project / "config" / "local.yaml").read_text()
+    start, end = text.index("processing:"), text.index("emulator:")
+    (project / "config" / f"{name}.yaml").write_text(text[:start] + processing + text[end:])
+
+
+def test_processor_that_does_not_import(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_env(project, "bad", "processing:\n  processor: myproc.counter:handle\n")
+    code, _, err = validate("bad", capsys)
+    assert code == 1
+    assert err[0].startswith("env bad from ")
+    assert len(err) == 2 and err[1].startswith("error: ")
+    assert f"no myproc/counter.py in {project.resolve()} (processing.import_paths)" in err[1]
+
+
+def test_processor_in_the_project_directory_validates(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "myproc").mkdir()
+    (project / "myproc" / "__init__.py").write_text("")
+    (project / "myproc" / "counter_ok.py").write_text("def handle(batch):\n    return None\n")
+    write_env(project, "good", "processing:\n  processor: myproc.counter_ok:handle\n")
+    try:
+        code, out, err = validate("good", capsys)
+    finally:
+        for name in [m for m in sys.modules if m == "myproc" or m.startswith("myproc.")]:
+            del sys.modules[name]
+    assert code == 0, err
+    assert "processor myproc.counter_ok:handle" in out
+
+
+def test_misspelt_built_in(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_env(project, "typo", "processing:\n  processor: changelogg\n")
+    code, _, err = validate("typo", capsys)
+    assert code == 1 and len(err) == 2
+    assert "did you mean 'changelog'?" in err[1]
+
+
+def test_options_that_do_not_fit_name_the_key(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_env(project, "opts", "processing:\n  processor: changelog\n  options: {destinaton: var/x}\n")
+    code, _, err = validate("opts", capsys)
+    assert code == 1 and len(err) == 2
+    assert "processing.options for changelog: unknown destinaton (allowed: destination, format)" in err[1]
+
+
+def test_scaffold_writes_files_that_validate_and_pass_their_test(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["new", "processor", "audit"]) == 0
+    out = capsys.readouterr().out
+    for path in ("processors/audit.py", "tests/test_audit.py", "config/audit.yaml"):
+        assert (project / path).is_file() and path in out
+    try:
+        code, out, err = validate("audit", capsys)
+    finally:
+        for name in [m for m in sys.modules if m == "processors" or m.startswith("processors.")]:
+            del sys.modules[name]
+    assert code == 0, err
+    assert "processor processors.audit:Processor" in out
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    test = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_audit.py"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert test.returncode == 0, test.stdout + test.stderr
+    # A second scaffold of the same name overwrites nothing.
+    before = (project / "processors" / "audit.py").read_text()
+    assert main(["new", "processor", "audit"]) == 1
+    assert "not overwriting" in capsys.readouterr().err
+    assert (project / "processors" / "audit.py").read_text() == before
+
+
+def test_scaffold_refuses_a_name_that_is_no_module(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", "processor", "My-Proc"]) == 1
+    assert "lower-case letters" in capsys.readouterr().err
+    assert not (project / "processors").exists()
+
+
+def test_local_endpoints_get_dummy_credentials_and_nothing_else_does() -> None:
+    local = load_settings("local", REPO_CONFIG, environ={})
+    prod = load_settings("prod", REPO_CONFIG, environ={})
+    assert is_local_endpoint(local.endpoint_url) and not is_local_endpoint(prod.endpoint_url)
+    empty: dict[str, str] = {}
+    assert use_local_credentials(local, empty) and empty["AWS_ACCESS_KEY_ID"] == "local"
+    chosen = {"AWS_PROFILE": "mine"}
+    assert not use_local_credentials(local, chosen) and "AWS_ACCESS_KEY_ID" not in chosen
+    nothing: dict[str, str] = {}
+    assert not use_local_credentials(prod, nothing) and nothing == {}
+
+
+def test_configured_tables_follow_the_processor() -> None:
+    local = load_settings("local", REPO_CONFIG, environ={})
+    (source,) = configured_tables(local)
+    assert (source.name, source.partition_key.name, source.sort_key and source.sort_key.name) == (
+        "orders",
+        "pk",
+        "sk",
+    )
+    assert source.create_arguments()["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    replica = load_settings(
+        "local",
+        REPO_CONFIG,
+        environ={
+            "CONSUMER_PROCESSING__PROCESSOR": "dynamodb_replica",
+            "CONSUMER_PROCESSING__OPTIONS__TABLE": "copy",
+        },
+    )
+    names = [(spec.name, spec.role) for spec in configured_tables(replica)]
+    assert names == [("orders", "source table"), ("copy", "replica table")]
+    assert "StreamSpecification" not in configured_tables(replica)[1].create_arguments()
