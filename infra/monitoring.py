@@ -70,10 +70,16 @@ class _PolicyAction:
 
 
 def _graph_metric(spec: MetricSpec, period: int, index: int) -> cloudwatch.IMetric:
+    """One line (or one per worker): a rate per second is FILL(x, 0) / the period, so a period
+    without data points reads zero (the local dashboard draws the same)."""
     if spec.per is not None:
         search = spec.search_expression(period)
+        expression = f"SUM({search})" if spec.total else search
+        if spec.per_second:
+            # PERIOD() takes a metric, not an expression's result: the SEARCH fixes the period.
+            expression = f"FILL({expression}, 0) / {period}"
         return cloudwatch.MathExpression(
-            expression=f"SUM({search})" if spec.total else search,
+            expression=expression,
             using_metrics={},
             label=spec.label,
             period=Duration.seconds(period),
@@ -88,7 +94,7 @@ def _graph_metric(spec: MetricSpec, period: int, index: int) -> cloudwatch.IMetr
     )
     if spec.per_second:
         return cloudwatch.MathExpression(
-            expression=f"m{index} / PERIOD(m{index})",
+            expression=f"FILL(m{index}, 0) / PERIOD(m{index})",
             using_metrics={f"m{index}": metric},
             label=spec.label,
             period=Duration.seconds(period),

@@ -15,8 +15,13 @@ Shape (all frozen dataclasses):
   ``statistic`` (CloudWatch statistic over one period), ``label``, ``per`` (``None`` for one line, or a
   dimension name -- ``WorkerIdentifier`` / ``InstanceId`` -- to draw one line per value of it, for which
   CloudWatch needs a SEARCH expression), ``total`` (sum the lines of every worker into one),
-  ``per_second`` (divide the period's Sum by the period, which is how DynamoDB capacity is compared
-  with the provisioned per-second figure).
+  ``per_second`` (a rate: the period's Sum divided by the period, with zero for a period without
+  data points, so that a counter reads the same whatever the dashboard's period -- 60 s here, 5 s
+  in ``consumer dashboard`` -- and a quiet period shows as zero instead of a line across it; it is
+  also how DynamoDB capacity is compared with the provisioned per-second figure).
+
+Every counter on the dashboard is a rate per second, as in the local dashboard
+(``consumer/telemetry/dashboard.py``); gauges (leases, lag, CPU, memory) are drawn as published.
 """
 
 from __future__ import annotations
@@ -72,7 +77,14 @@ class WidgetSpec:
 
 
 def _worker_metric(
-    settings: Settings, operation: str, name: str, statistic: Statistic, label: str, *, total: bool
+    settings: Settings,
+    operation: str,
+    name: str,
+    statistic: Statistic,
+    label: str,
+    *,
+    total: bool,
+    per_second: bool = False,
 ) -> MetricSpec:
     return MetricSpec(
         namespace=settings.metrics_namespace,
@@ -82,7 +94,13 @@ def _worker_metric(
         dimensions=(("Operation", operation),),
         per="WorkerIdentifier",
         total=total,
+        per_second=per_second,
     )
+
+
+def _worker_rate(settings: Settings, operation: str, name: str, label: str) -> MetricSpec:
+    """A worker counter summed over the fleet, as a rate per second."""
+    return _worker_metric(settings, operation, name, "Sum", label, total=True, per_second=True)
 
 
 def _table_metric(
@@ -132,14 +150,16 @@ def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
     return (
         WidgetSpec(
             "Records processed vs table writes",
-            "Count",
-            "records / period",
+            "Count/Second",
+            "records/s",
             (
-                _worker_metric(
-                    settings, "ProcessTask", "RecordsProcessed", "Sum", "records processed", total=True
-                ),
+                _worker_rate(settings, "ProcessTask", "RecordsProcessed", "records processed/s"),
                 _table_metric(
-                    source_table, "ConsumedWriteCapacityUnits", "Sum", "table writes (consumed WCU)"
+                    source_table,
+                    "ConsumedWriteCapacityUnits",
+                    "Sum",
+                    "table writes (consumed WCU/s)",
+                    per_second=True,
                 ),
             ),
         ),
@@ -172,19 +192,14 @@ def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
         ),
         WidgetSpec(
             "Leases table throttles",
-            "Count",
-            "throttled requests",
+            "Count/Second",
+            "throttled requests/s",
             (
-                _table_metric(leases_table, "ReadThrottleEvents", "Sum", "read throttles"),
-                _table_metric(leases_table, "WriteThrottleEvents", "Sum", "write throttles"),
-                _worker_metric(
-                    settings,
-                    "LeaseTable",
-                    "LeaseTableThrottles",
-                    "Sum",
-                    "throttles seen by workers",
-                    total=True,
+                _table_metric(leases_table, "ReadThrottleEvents", "Sum", "read throttles/s", per_second=True),
+                _table_metric(
+                    leases_table, "WriteThrottleEvents", "Sum", "write throttles/s", per_second=True
                 ),
+                _worker_rate(settings, "LeaseTable", "LeaseTableThrottles", "throttles seen by workers/s"),
             ),
         ),
         WidgetSpec(
@@ -211,23 +226,17 @@ def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
         ),
         WidgetSpec(
             "Retries and dead letters",
-            "Count",
-            "records / period",
+            "Count/Second",
+            "records/s",
             (
-                _worker_metric(settings, "ProcessTask", "RecordsRetried", "Sum", "retried", total=True),
-                _worker_metric(
-                    settings, "ProcessTask", "RecordsSentToDeadLetter", "Sum", "dead-lettered", total=True
-                ),
+                _worker_rate(settings, "ProcessTask", "RecordsRetried", "retried/s"),
+                _worker_rate(settings, "ProcessTask", "RecordsSentToDeadLetter", "dead-lettered/s"),
             ),
         ),
         WidgetSpec(
             "Records lost to trimming",
-            "Count",
-            "trim events",
-            (
-                _worker_metric(
-                    settings, "Fetcher", "RecordsTrimmedLost", "Sum", "lost to trimming", total=True
-                ),
-            ),
+            "Count/Second",
+            "trim events/s",
+            (_worker_rate(settings, "Fetcher", "RecordsTrimmedLost", "lost to trimming/s"),),
         ),
     )

@@ -76,7 +76,9 @@ def canonical_item(item: Mapping[str, Any] | None) -> str | None:
     return json.dumps({name: _canonical_attribute(item[name]) for name in sorted(item)}, sort_keys=True)
 
 
-_canonical_udf = F.udf(canonical_item, T.StringType())
+# A plain row-at-a-time UDF, said explicitly: left to infer, PySpark tries (and fails) to read a
+# pandas UDF type out of the hints, warning twice per process (driver and every Python worker).
+_canonical_udf = F.udf(canonical_item, T.StringType(), useArrow=False)
 
 
 def _wire_json(value: Any) -> Any:

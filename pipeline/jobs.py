@@ -401,22 +401,25 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument(
         "--tolerate-bad-lines", type=int, default=None, help="override pipeline.tolerate_bad_lines"
     )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show Spark's own warnings and log4j banners"
+    )
     return parser
 
 
 def execute(args: argparse.Namespace, settings: Settings, master: str | None) -> int:
     """Run one job in a fresh session; the exit code is non-zero when verify finds a difference."""
-    spark = build_session_for(master)
+    spark = build_session_for(master, verbose=bool(getattr(args, "verbose", False)))
     try:
         return _execute(spark, args, settings)
     finally:
         spark.stop()
 
 
-def build_session_for(master: str | None) -> SparkSession:
+def build_session_for(master: str | None, *, verbose: bool = False) -> SparkSession:
     from pipeline.session import build_session
 
-    return build_session(master)
+    return build_session(master, verbose=verbose)
 
 
 def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> int:

@@ -29,6 +29,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="only documents from the last N minutes (Logs source)",
     )
+    parser.add_argument(
+        "--start-millis",
+        type=int,
+        default=None,
+        help="epoch milliseconds drawn as t+0 on the time axis (`consumer demo` passes its own start; "
+        "default: the start of the first document's period)",
+    )
     parser.set_defaults(handler=_dashboard)
 
 
@@ -59,6 +66,7 @@ def _dashboard(args: argparse.Namespace) -> int:
             bucket_seconds=settings.metrics.flush_interval_seconds,
             expected_partitions=n,
             title=f"{settings.application_name} ({settings.env}) - from {source}",
+            start_millis=args.start_millis,
         )
     except TelemetryError as exc:
         raise CommandError(str(exc)) from exc

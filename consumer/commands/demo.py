@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
         "ambiguous, stale and throttled for long stretches)",
     )
     parser.add_argument("--workdir", default="var/demo", help="where the demo keeps its oracle and logs")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Spark's own warnings and log4j banners (hidden by default; errors always show)",
+    )
     parser.set_defaults(handler=_demo)
 
 
@@ -49,7 +55,7 @@ def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
     console.rule(title)
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     output = (result.stdout + result.stderr).strip()
-    console.print(output[-4000:])
+    console.print(output[-4000:], markup=False, highlight=False)
     return result.returncode, output
 
 
@@ -91,14 +97,28 @@ def _demo(args: argparse.Namespace) -> int:
         ).run(workers=args.workers)
         cli = [sys.executable, "-m", "consumer.cli"]
         env = ["--env", settings.env, "--config-dir", str(config_dir)]
+        spark = ["-v"] if args.verbose else []
         snap_code, _ = _step(
-            console, "Spark: change log -> current state of the table", [*cli, "pipeline", "snapshot", *env]
+            console,
+            "Spark: change log -> current state of the table",
+            [*cli, "pipeline", "snapshot", *env, *spark],
         )
         verify_code, _ = _step(
-            console, "Spark: snapshot vs a scan of the table", [*cli, "pipeline", "verify", *env]
+            console, "Spark: snapshot vs a scan of the table", [*cli, "pipeline", "verify", *env, *spark]
         )
+        # The dashboard's time axis is the demo's clock (t+0 when the load started), as in the events.
         dash_code, _ = _step(
-            console, "dashboard", [*cli, "dashboard", *env, "--out", str(workdir / "dashboard.png")]
+            console,
+            "dashboard",
+            [
+                *cli,
+                "dashboard",
+                *env,
+                "--out",
+                str(workdir / "dashboard.png"),
+                "--start-millis",
+                str(outcome.started_millis),
+            ],
         )
     except DemoError as exc:
         console.print(f"[red]demo failed: {exc}")

@@ -1,7 +1,8 @@
 """``consumer pipeline snapshot|stats|verify``: the Spark jobs over the change log, in local mode.
 
 The same jobs run on a cluster with ``spark-submit pipeline/jobs.py <job> --env X``; this command
-only starts one quiet local session (``pipeline.spark_master``) and prints a line per stage.
+only starts one quiet local session (``pipeline.spark_master``) and prints a line per stage. Spark's
+warnings and log4j banners are hidden (errors are not); ``-v`` shows them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def register(subparsers: Any) -> None:
             type=int,
             default=None,
             help="malformed change-log lines allowed (default: pipeline.tolerate_bad_lines)",
+        )
+        job.add_argument(
+            "-v", "--verbose", action="store_true", help="show Spark's own warnings and log4j banners"
         )
         if name == "snapshot":
             job.add_argument("--full", action="store_true", help="rebuild from the whole change log")

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from consumer.clock import Clock, SystemClock
 from consumer.settings import LoadSettings, TableSettings
+from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
+from consumer.telemetry.metrics import Metrics, NullMetrics
 
 Event = Literal["INSERT", "MODIFY", "REMOVE"]
 
@@ -91,7 +93,8 @@ def _key_value(name_type: str, text: str) -> dict[str, str]:
 
 
 class LoadGenerator:
-    """Applies a :class:`LoadPlan` to the source table at a steady rate, recording the oracle."""
+    """Applies a :class:`LoadPlan` to the source table at a steady rate, recording the oracle and
+    counting each write as ``TableWrites`` (the dashboard's "records processed vs table writes")."""
 
     def __init__(
         self,
@@ -100,8 +103,11 @@ class LoadGenerator:
         settings: LoadSettings,
         oracle_path: Path,
         clock: Clock | None = None,
+        *,
+        metrics: Metrics | None = None,
     ) -> None:
         self._ddb = dynamodb
+        self._metrics: Metrics = metrics or NullMetrics()
         self._table = table
         self._plan = LoadPlan(settings)
         self._rate = settings.writes_per_second
@@ -154,6 +160,9 @@ class LoadGenerator:
                 oracle.flush()
                 self.writes += 1
                 this_run += 1
+                # Locally this stands in for the source table's ConsumedWriteCapacityUnits (CloudWatch's
+                # "table writes"), which the emulator does not publish.
+                self._metrics.count(LOAD_GENERATOR_OPERATION, "TableWrites", 1)
                 if on_write is not None:
                     on_write(write)
         return this_run

@@ -34,6 +34,8 @@ from consumer.demo.load import LoadGenerator
 from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 from consumer.settings import Settings
+from consumer.telemetry.metrics import MetricsRecorder
+from consumer.telemetry.sinks import sink_from_settings
 from emulator.control import EmulatorControl
 from emulator.errors import StartupError
 from emulator.faults import FaultSettings
@@ -108,6 +110,8 @@ class DemoOutcome:
     verdict: Verdict
     events: FleetEvents
     chaos: tuple[str, ...]
+    # Wall-clock epoch milliseconds of the demo's t+0 (the events' "t+Ns" and the dashboard's axis).
+    started_millis: int
 
 
 class Demo:
@@ -140,6 +144,7 @@ class Demo:
         self.events = FleetEvents()
         self._tail = LogTail()
         self._started = time.monotonic()
+        self._started_millis = time.time_ns() // 1_000_000
 
     # ------------------------------------------------------------------ observing
 
@@ -325,10 +330,20 @@ class Demo:
 
     # ------------------------------------------------------------------ the run
 
+    def _load_metrics(self) -> MetricsRecorder:
+        """The load generator's ``TableWrites``, shipped where the workers ship their metrics."""
+        name = "load-generator"
+        return MetricsRecorder(
+            self.settings, name, sink_from_settings(self.settings, name), sample_process=False
+        )
+
     def run(self, workers: int = 3) -> DemoOutcome:
         duration = self.settings.load.duration_seconds
         create_source_table(self.ddb, self.settings)
-        load = LoadGenerator(self.ddb, self.settings.table, self.settings.load, self.oracle)
+        load_metrics = self._load_metrics()
+        load = LoadGenerator(
+            self.ddb, self.settings.table, self.settings.load, self.oracle, metrics=load_metrics
+        )
         writer = threading.Thread(target=load.run, args=(duration,), name="load", daemon=True)
         script = {"join": duration * 0.25, "split": duration * 0.35, "kill": duration * 0.5}
         failover_millis = self.settings.worker.failover_time_millis
@@ -345,12 +360,38 @@ class Demo:
             for _ in range(workers):
                 fleet.start_worker()
             self._started = time.monotonic()
+            self._started_millis = time.time_ns() // 1_000_000
+            load_metrics.start()
             self._note(
                 f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s"
                 f" for {duration:g} s)"
                 f"{f'; chaos seed {self.chaos_seed}, schedule {self.schedule}' if self.chaos_seed is not None else ''}"
             )
             writer.start()
+            try:
+                self._live(
+                    fleet, load, writer, script=script, plan=plan, rng=rng, undo=undo, chaos_log=chaos_log
+                )
+            finally:
+                load_metrics.stop(timeout_seconds=10)
+        self._read_logs(fleet)
+        verdict = judge(read_oracle(self.oracle), read_changelog(self.changelog, self._key()))
+        return DemoOutcome(verdict, self.events, tuple(chaos_log), self._started_millis)
+
+    def _live(
+        self,
+        fleet: LocalFleet,
+        load: LoadGenerator,
+        writer: threading.Thread,
+        *,
+        script: dict[str, float],
+        plan: list[ChaosAction],
+        rng: random.Random,
+        undo: list[Undo],
+        chaos_log: list[str],
+    ) -> None:
+        """The live view, from the load's start to the fleet's graceful stop."""
+        try:
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 while writer.is_alive():
                     elapsed = self._elapsed()
@@ -380,9 +421,11 @@ class Demo:
                     code = fleet.terminate(process.name)
                     self._note(f"SIGTERM {process.name}: exited {code}")
                 live.update(render(self._snapshot(fleet, load)))
-        self._read_logs(fleet)
-        verdict = judge(read_oracle(self.oracle), read_changelog(self.changelog, self._key()))
-        return DemoOutcome(verdict, self.events, tuple(chaos_log))
+        finally:
+            # Off a terminal rich prints the last frame without ending its line: end it here, so
+            # what follows the live view starts on a line of its own.
+            if not self.console.is_terminal:
+                self.console.line()
 
 
 def prepare_workdir(workdir: Path, changelog: Path) -> None:

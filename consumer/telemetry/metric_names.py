@@ -46,6 +46,10 @@ class MetricSpec:
     description: str
 
 
+# The demo's load generator publishes ``TableWrites`` under this operation, with its own
+# ``WorkerIdentifier``: a publisher of metrics, not a worker of the fleet.
+LOAD_GENERATOR_OPERATION = "LoadGenerator"
+
 S, D = Level.SUMMARY, Level.DETAILED
 SUM, LAST, MAX, SAMPLES = Aggregation.SUM, Aggregation.LAST, Aggregation.MAX, Aggregation.SAMPLES
 
@@ -92,7 +96,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("LeaseTableThrottles", "Count", S, SUM, "LeaseTable", "Throttled leases-table requests."),
     # --- demo / load generator (compared with RecordsProcessed on the dashboard)
-    MetricSpec("TableWrites", "Count", S, SUM, "LoadGenerator", "Item writes made to the source table."),
+    MetricSpec(
+        "TableWrites", "Count", S, SUM, LOAD_GENERATOR_OPERATION, "Item writes made to the source table."
+    ),
     # --- process (CPU and memory per worker, sampled at each flush)
     MetricSpec(
         "CpuUtilization", "Percent", S, LAST, "Process", "CPU of this worker process (100 = one core)."

@@ -45,6 +45,13 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     assert "VERDICT: nothing lost, nothing reordered" in output
     assert "0 missing, 0 extra, 0 stale" in output
     assert (tmp_path / "demo" / "dashboard.png").stat().st_size > 10_000
+    # Quiet: no warnings from Spark, log4j, the JVM or pandas (`consumer demo -v` shows them) ...
+    noise = [line for line in output.splitlines() if re.search(r"WARN|Warning|log4j|setLogLevel", line)]
+    assert not noise, noise
+    # ... and the live view's last frame ends its line: the next step's rule starts a line of its own.
+    assert re.search(r"^─+ Spark: change log -> current state of the table ─+$", output, re.MULTILINE)
+    # The dashboard's writes line: the load generator published TableWrites alongside the workers.
+    assert "<td>TableWrites</td>" in (tmp_path / "demo" / "dashboard.html").read_text()
     return output
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -225,6 +226,37 @@ def test_every_dashboard_widget_shows_its_metrics(synth: Synthesized) -> None:
         for line in spec.lines:
             values = [a["value"] for a in widget["properties"]["annotations"]["horizontal"]]
             assert line.value in values
+
+
+def test_dashboard_counters_are_rates_per_second_with_zero_for_empty_periods(synth: Synthesized) -> None:
+    """Every counter (a Sum) is FILL(x, 0) / period, as the local dashboard draws it: the same panel
+    reads the same at 60 s and at 5 s periods, and a quiet period shows as zero, not as a line."""
+    body = dashboard_body(synth.raw)
+    by_title = {w["properties"].get("title"): w for w in body["widgets"]}
+    counters = 0
+    for spec in dashboard_widgets(synth.settings):
+        arrays = _metric_arrays(by_title[spec.title])
+        expressions = [m[0]["expression"] for m in arrays if isinstance(m[0], dict)]
+        # The metrics a PERIOD-based rate divides: id -> [namespace, name, ...].
+        by_id = {m[-1].get("id"): m for m in arrays if isinstance(m[0], str)}
+        rated = {
+            tuple(by_id[match.group(1)][:2])
+            for e in expressions
+            if (match := re.fullmatch(r"FILL\((m\d+), 0\) / PERIOD\(\1\)", e))
+        }
+        for metric in spec.metrics:
+            if metric.statistic != "Sum":
+                continue
+            counters += 1
+            assert metric.per_second, (spec.title, metric.name)
+            assert spec.unit == "Count/Second" and "/s" in spec.y_label, spec.title
+            if metric.per is not None:
+                inner = metric.search_expression(60)
+                inner = f"SUM({inner})" if metric.total else inner
+                assert f"FILL({inner}, 0) / 60" in expressions, (spec.title, metric.name)
+            else:
+                assert (metric.namespace, metric.name) in rated, (spec.title, metric.name)
+    assert counters >= 8  # processed, writes, RCU, WCU, throttles x3, retries, dead letters, trimmed
 
 
 def test_dashboard_leases_widget_against_config(synth: Synthesized) -> None:

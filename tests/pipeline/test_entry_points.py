@@ -22,7 +22,9 @@ def test_cli_and_spark_submit_take_the_same_arguments() -> None:
         ["pipeline", "snapshot", "--env", "dev", "--full", "--tolerate-bad-lines", "3"]
     )
     submit = submit_parser().parse_args(["snapshot", "--env", "dev", "--full", "--tolerate-bad-lines", "3"])
-    for name in ("job", "env", "full", "tolerate_bad_lines"):
+    cli_verbose = build_parser().parse_args(["pipeline", "stats", "-v"])
+    assert cli_verbose.verbose and submit_parser().parse_args(["stats", "--verbose"]).verbose
+    for name in ("job", "env", "full", "tolerate_bad_lines", "verbose"):
         assert getattr(cli, name) == getattr(submit, name)
     assert build_parser().parse_args(["pipeline", "verify"]).job == "verify"
 
@@ -54,3 +56,7 @@ def test_consumer_pipeline_snapshot_in_a_fresh_process(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "[4/4] pointer" in run.stdout and "(2 items)" in run.stdout
+    # Quiet by default: no Spark, log4j, JVM or pandas warnings (`-v` shows them).
+    output = run.stdout + run.stderr
+    for noise in ("WARN", "log4j", "Warning", "Setting default log level", "incubator"):
+        assert noise not in output, output

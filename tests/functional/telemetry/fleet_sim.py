@@ -1,9 +1,10 @@
 """A small simulated fleet that publishes through the real MetricsRecorder into a JSONL file.
 
 Three workers share 8 leases (N = 4, so 2N = 8); the third worker joins a third of the way in and
-leases converge. Used by the dashboard test; run as a module to redraw docs/dashboard.png:
-``.venv/bin/python -m tests.functional.telemetry.fleet_sim var/sim.jsonl``, then
-``consumer dashboard --from-file var/sim.jsonl --out docs/dashboard.png``.
+leases converge. Used by the dashboard test; run as a module for a quick picture without the
+emulator: ``.venv/bin/python -m tests.functional.telemetry.fleet_sim var/sim.jsonl``, then
+``consumer dashboard --from-file var/sim.jsonl --out var/sim.png``. (docs/dashboard.png comes from a
+``make demo`` run: see docs/observability.md.)
 """
 
 from __future__ import annotations
