@@ -253,7 +253,7 @@ class LeaseCoordinator:
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
             self.holdings.written(shard_id)
-            had, _ = self.holdings.remove(shard_id)
+            had, _ = self.holdings.remove(shard_id, lease.counter)
             if had is not None:
                 self._notify_kind("lost", shard_id, exc.current)
             raise
@@ -271,7 +271,7 @@ class LeaseCoordinator:
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         if updated.finished:
             # A finished lease needs no owner: it stays in the table (children check it) until cleanup.
-            self.holdings.remove(shard_id)
+            self.holdings.remove(shard_id, lease.counter)
             self._notify_kind("finished", shard_id, updated)
         else:
             self.holdings.update(updated)

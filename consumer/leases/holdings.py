@@ -120,8 +120,12 @@ class Holdings:
             return True
 
     def update(self, lease: Lease) -> None:
+        """The lease as a write of mine just left it, if I still hold it under the same ownership:
+        a checkpoint answered late (the process stopped with it in flight) must not put an earlier
+        ownership's lease back over one taken since."""
         with self._lock:
-            if lease.shard_id in self._held:
+            held = self._held.get(lease.shard_id)
+            if held is not None and held.counter == lease.counter:
                 self._held[lease.shard_id] = lease
 
     def remove(self, shard_id: str, counter: int | None = None) -> tuple[Lease | None, str | None]:

@@ -187,6 +187,28 @@ def test_a_take_answered_after_a_pause_is_not_used_even_if_a_heartbeat_landed_fi
     assert not a.may_process("s1"), "a uses a take that committed before b took the lease"
 
 
+def test_a_checkpoint_answered_after_a_take_back_does_not_restore_the_earlier_ownership() -> None:
+    """The worker stops with a checkpoint in flight (committed under the ownership it had), is fenced,
+    and takes the lease back (the counter moves) before the old answer arrives. That answer must not
+    put the earlier ownership's lease back in place of the new one: a shard consumer bound to the old
+    counter would carry on from its older position (found by the fault model, seed 622)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    first = a.held()[0].counter
+
+    def paused_with_the_answer_in_flight(call: Callable[[], Any]) -> Any:
+        written = call()
+        clock.advance(SETTINGS.fence_after_millis + 1)
+        assert a.heartbeat_once()
+        a.take_round()  # takes its own lease back under a new counter
+        return written
+
+    store.hooks["checkpoint"] = paused_with_the_answer_in_flight
+    a.checkpoint("s1", "100", first)
+    assert [lease.counter for lease in a.held()] == [first + 1]
+    assert not a.may_process("s1", first) and a.may_process("s1", first + 1)
+
+
 # ------------------------------------------------------------------------------ defect 3
 
 
