@@ -88,7 +88,8 @@ class SimWorker:
     coordinator: LeaseCoordinator
     store: FaultyStore
     syncer: ShardSyncer
-    progress: dict[str, tuple[int, int]] = field(default_factory=dict)  # shard -> (counter, unit)
+    # shard -> its consumer: (the counter it is bound to, where it started, the last unit delivered)
+    progress: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 class World:
@@ -194,38 +195,44 @@ class World:
                 self._step(worker, lease.shard_id)
 
     def _step(self, worker: SimWorker, shard_id: str) -> None:
+        """One tick of the shard's consumer, modelled on the lifecycle's: a consumer starts from the
+        lease's checkpoint, bound to the counter it was held under, keeps its own position, and ends
+        the moment ``may_process`` refuses it (lost, fenced, or held under another ownership); the
+        next tick starts a new one. Whether an old consumer may carry on is the product's call."""
         c = worker.coordinator
         spec = self.shards[shard_id]
         lease = {lease.shard_id: lease for lease in c.held()}.get(shard_id)
         if lease is None:
+            worker.progress.pop(shard_id, None)
             return
-        counter, done = worker.progress.get(shard_id, (lease.counter, 0))
-        if counter != lease.counter:
-            done = 0  # progress made under an earlier ownership: the checkpoint is what counts now
-        start = int(lease.checkpoint.sequence) // 10 if lease.checkpoint.sequence.isdigit() else 0
-        done = max(done, start)
+        if shard_id not in worker.progress:
+            start = int(lease.checkpoint.sequence) // 10 if lease.checkpoint.sequence.isdigit() else 0
+            worker.progress[shard_id] = (lease.counter, start, start)
+        counter, start, done = worker.progress[shard_id]
         try:
             if c.handoff_requested(shard_id):
-                if done > start and c.may_process(shard_id, lease.counter):
-                    c.checkpoint(shard_id, str(done * 10), lease.counter)
-                c.release(shard_id, lease.counter)
+                if done > start and c.may_process(shard_id, counter):
+                    c.checkpoint(shard_id, str(done * 10), counter)
+                c.release(shard_id, counter)
+                worker.progress.pop(shard_id, None)
                 return
             if spec.parent is not None and not c.is_shard_finished(spec.parent):
                 return
         except LeaseError:
             return  # lost (the lease is gone from held()) or transient: next tick
-        if not c.may_process(shard_id, lease.counter):
-            return  # gone, fenced, or held under a later ownership than the one read above
+        if not c.may_process(shard_id, counter):
+            worker.progress.pop(shard_id, None)  # this consumer ends; a new one may start next tick
+            return
         delivered = done < self.available(spec, self.kernel.now)
         if delivered:
             done += 1
-            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, lease.counter, done))
-        worker.progress[shard_id] = (lease.counter, done)
+            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, counter, done))
+            worker.progress[shard_id] = (counter, start, done)
         ended = done >= spec.length and self.kernel.now >= spec.closes
         if not delivered and not ended:
             return  # nothing new to record
         try:
-            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10), lease.counter)
+            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10), counter)
         except (LeaseError, ValueError):
             return  # lost, or transient: the next tick checkpoints what was delivered
 
