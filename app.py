@@ -45,7 +45,7 @@ def main() -> int:
     from infra.errors import InfraError
 
     app = App()
-    env = app.node.try_get_context("env") or "local"
+    env = app.node.try_get_context("env") or ""
     config_dir = app.node.try_get_context("config_dir")
     try:
         build_app(str(env), config_dir=config_dir, app=app)

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -107,12 +108,29 @@ class TableSettings(_Model):
     existing_stream_arn: str | None = Field(
         None, description="Stream ARN of the imported table (required with existing_table_name)."
     )
+    create: bool = Field(
+        False,
+        description=(
+            "CDK: create the table `name` (opt-in). By default the stack imports the existing table "
+            "(existing_table_name, else name) and never creates, replaces or deletes it."
+        ),
+    )
 
     @model_validator(mode="after")
     def _existing_table_has_stream(self) -> TableSettings:
         if self.existing_table_name and not self.existing_stream_arn:
             raise ValueError("existing_table_name needs existing_stream_arn (the table's stream ARN)")
+        if self.create and self.existing_table_name:
+            raise ValueError(
+                "create: true and existing_table_name contradict each other: create a new table named "
+                "table.name, or import the existing one (drop create)"
+            )
         return self
+
+    @property
+    def source_table_name(self) -> str:
+        """The table whose stream the fleet reads: the imported one, or ``name``."""
+        return self.existing_table_name or self.name
 
     def write_units_per_second(self) -> float:
         """Write throughput in WCU/s: provisioned capacity, or peak writes x ceil(item KB)."""
@@ -180,7 +198,9 @@ class WorkerSettings(_Model):
     )
     initial_lease_table_read_capacity: int = Field(10, ge=1, description="Leases table RCU (PROVISIONED).")
     initial_lease_table_write_capacity: int = Field(10, ge=1, description="Leases table WCU (PROVISIONED).")
-    lease_table_name: str | None = Field(None, description="Leases table name; default application_name.")
+    lease_table_name: str | None = Field(
+        None, description="Leases table name; default the name prefix (see scope_names_by_env)."
+    )
     worker_table_name: str | None = Field(
         None, description="Heartbeat (workers) table name; default <leases table>-workers."
     )
@@ -238,7 +258,9 @@ class WorkerSettings(_Model):
 
 
 class MetricsSettings(_Model):
-    namespace: str | None = Field(None, description="CloudWatch namespace; default application_name.")
+    namespace: str | None = Field(
+        None, description="CloudWatch namespace; default the name prefix (see scope_names_by_env)."
+    )
     level: Literal["NONE", "SUMMARY", "DETAILED"] = Field("DETAILED", description="As KCL's metricsLevel.")
     shard_id_dimension: bool = Field(
         False, description="Add the ShardId dimension (one series per shard: costly on large streams)."
@@ -249,16 +271,32 @@ class MetricsSettings(_Model):
     )
     agent_endpoint: str = Field("tcp://127.0.0.1:25888", description="CloudWatch agent EMF endpoint.")
     log_group: str | None = Field(
-        None, description="Log group for EMF documents (destination logs); default /<app>/metrics."
+        None,
+        description=(
+            "Log group of the EMF documents (destination logs, and agent: named in each document); "
+            "default /<prefix>/metrics."
+        ),
     )
+
+    @field_validator("agent_endpoint")
+    @classmethod
+    def _agent_endpoint(cls, endpoint: str) -> str:
+        parts = urlsplit(endpoint)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme not in ("tcp", "udp") or not parts.hostname or port is None:
+            raise ValueError("must look like tcp://127.0.0.1:25888 or udp://127.0.0.1:25888")
+        return endpoint
 
 
 class LogsSettings(_Model):
     worker_log_group: str | None = Field(
-        None, description="Lease-worker log group; default /<app>/lease-worker."
+        None, description="Lease-worker log group; default /<prefix>/lease-worker."
     )
     application_log_group: str | None = Field(
-        None, description="Application (processor) log group; default /<app>/application."
+        None, description="Application (processor) log group; default /<prefix>/application."
     )
     retention_days: int = Field(30, description="Retention of both log groups (a CloudWatch Logs value).")
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -505,8 +543,24 @@ class Settings(_Model):
         pattern=r"^[A-Za-z0-9_.-]{3,200}$",
         description="Names the leases table, the metric namespace and the log groups.",
     )
-    region: str = Field("us-east-1", description="AWS region.")
-    account: str | None = Field(None, description="AWS account for the CDK stacks (synth needs none).")
+    region: str = Field(
+        "us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$", description="AWS region (e.g. eu-west-1)."
+    )
+    account: str | None = Field(
+        None,
+        pattern=r"^\d{12}$",
+        description=(
+            "AWS account (12 digits) the CDK stack deploys to; required by every environment without "
+            "endpoint_url, so a deploy with another account's credentials is refused."
+        ),
+    )
+    scope_names_by_env: bool = Field(
+        False,
+        description=(
+            "Derive the leases and workers tables, log groups and metric namespace from "
+            "<application_name>-<env>, so environments can share an account (names set explicitly win)."
+        ),
+    )
     endpoint_url: str | None = Field(None, description="Endpoint of the local emulator (local only).")
     table: TableSettings
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
@@ -519,9 +573,27 @@ class Settings(_Model):
     load: LoadSettings = Field(default_factory=LoadSettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
 
+    @field_validator("account", mode="before")
+    @classmethod
+    def _account_as_text(cls, value: object) -> object:
+        # YAML reads an unquoted account as a number (and drops its leading zeros).
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+            if len(text) != 12:
+                raise ValueError(f'{value} is not 12 digits: quote the account, e.g. account: "012345678901"')
+            return text
+        return value
+
+    @property
+    def name_prefix(self) -> str:
+        """What derived names start with: the application name, plus ``-<env>`` when scoped."""
+        if self.scope_names_by_env:
+            return f"{self.application_name}-{self.env}"
+        return self.application_name
+
     @property
     def leases_table_name(self) -> str:
-        return self.worker.lease_table_name or self.application_name
+        return self.worker.lease_table_name or self.name_prefix
 
     @property
     def workers_table_name(self) -> str:
@@ -530,19 +602,19 @@ class Settings(_Model):
 
     @property
     def metrics_namespace(self) -> str:
-        return self.metrics.namespace or self.application_name
+        return self.metrics.namespace or self.name_prefix
 
     @property
     def worker_log_group(self) -> str:
-        return self.logs.worker_log_group or f"/{self.application_name}/lease-worker"
+        return self.logs.worker_log_group or f"/{self.name_prefix}/lease-worker"
 
     @property
     def application_log_group(self) -> str:
-        return self.logs.application_log_group or f"/{self.application_name}/application"
+        return self.logs.application_log_group or f"/{self.name_prefix}/application"
 
     @property
     def metrics_log_group(self) -> str:
-        return self.metrics.log_group or f"/{self.application_name}/metrics"
+        return self.metrics.log_group or f"/{self.name_prefix}/metrics"
 
     @property
     def total_worker_processes(self) -> int:

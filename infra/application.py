@@ -11,23 +11,47 @@ from infra.errors import InfraConfigError
 from infra.stack import ConsumerStack, stack_name
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-# Never shipped to instances: environments, build output, caches, local data, history.
-ASSET_EXCLUDE = [
-    ".venv",
-    "node_modules",
-    "cdk.out",
-    "var",
-    ".git",
-    "tests",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".hypothesis",
-    "**/__pycache__",
-    "*.egg-info",
-    "spark-warehouse",
-    "metastore_db",
-]
+# What an instance needs from the repository, and nothing else: the product, the user's processors
+# (``consumer new processor`` writes processors/NAME.py; the units run in the unpacked asset, whose
+# directory is on ``processing.import_paths``), the configuration, and what pip installs from. The
+# asset's hash is taken over these only, so a README or docs edit leaves the launch template (and the
+# running instances) alone, while a code, config or dependency change rolls the fleet.
+ASSET_INCLUDE = ("consumer", "processors", "config", "pyproject.toml", "requirements.txt")
+# Never shipped even inside those: caches and build output.
+ASSET_NEVER = ("__pycache__/", "*.pyc", "*.egg-info/", "build/")
+
+
+def asset_exclude() -> list[str]:
+    """``.gitignore``-style patterns (``IgnoreMode.GIT``): everything at the top, except the
+    allow-list above."""
+    allowed = [f"!/{name}/" if name.isidentifier() else f"!/{name}" for name in ASSET_INCLUDE]
+    return ["/*", *allowed, *ASSET_NEVER]
+
+
+class EnvironmentNotChosenError(InfraConfigError):
+    """``cdk deploy`` / ``cdk synth`` without ``-c env=<name>``."""
+
+
+def chosen_environment(app: App) -> str:
+    """The ``-c env=...`` of this CDK invocation; refused when there is none, so that a plain
+    ``cdk deploy`` never deploys some default environment (local's workers point at 127.0.0.1)."""
+    env = app.node.try_get_context("env")
+    if not env:
+        raise EnvironmentNotChosenError(
+            "no environment chosen: run `cdk deploy -c env=<name>` (or `cdk synth -c env=<name>`) "
+            "where config/<name>.yaml describes it, e.g. -c env=dev or -c env=prod"
+        )
+    return str(env)
+
+
+def require_deployable(settings: Settings) -> None:
+    """An environment deployed to AWS pins its account, so credentials of another account fail."""
+    if settings.endpoint_url is None and settings.account is None:
+        raise InfraConfigError(
+            f"env {settings.env}: set `account:` (the 12-digit AWS account it deploys to) in "
+            f"config/{settings.env}.yaml, or CONSUMER_ACCOUNT for one command; the region is "
+            f"{settings.region} (`region:`)"
+        )
 
 
 def load_environment(env: str, config_dir: str | Path | None = None) -> Settings:
@@ -45,14 +69,21 @@ def build_app(
     source_path: str | Path = REPOSITORY_ROOT,
     app: App | None = None,
 ) -> tuple[App, ConsumerStack]:
-    """The app and its one stack for ``env``; synth needs no credentials and makes no look-ups."""
+    """The app and its one stack for ``env``; synth needs no credentials and makes no look-ups.
+
+    Given the CDK CLI's ``app`` (``app.py``), the environment must have been chosen on the command
+    line (``-c env=...``): ``env`` is then only what ``app.py`` fell back to.
+    """
+    if app is not None:
+        env = chosen_environment(app)
     settings = load_environment(env, config_dir)
+    require_deployable(settings)
     app = app or App(outdir=str(outdir) if outdir is not None else None)
     stack = ConsumerStack(
         app,
         stack_name(settings),
         settings=settings,
         source_path=str(source_path),
-        asset_exclude=ASSET_EXCLUDE,
+        asset_exclude=asset_exclude(),
     )
     return app, stack

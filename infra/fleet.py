@@ -8,7 +8,7 @@ scale-in or a rolling deploy hands shards over instead of waiting for them to ex
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, IgnoreMode
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -65,7 +65,10 @@ class WorkerFleet(Construct):
             description=f"{settings.application_name} {settings.env} worker instances",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
-        self.asset = s3_assets.Asset(self, "Source", path=source_path, exclude=asset_exclude)
+        # .gitignore semantics: the exclude list is an allow-list of what instances need.
+        self.asset = s3_assets.Asset(
+            self, "Source", path=source_path, exclude=asset_exclude, ignore_mode=IgnoreMode.GIT
+        )
         # Exactly this asset object, not the whole CDK assets bucket.
         self.role.add_to_policy(
             iam.PolicyStatement(

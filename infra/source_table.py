@@ -1,13 +1,16 @@
-"""The stream-enabled source table: created here, or imported when the team already has one.
+"""The stream-enabled source table: imported by default, created only when asked (``table.create``).
 
 Most teams adopt this product for a table that already exists and holds data; recreating it is
-never an option, so ``table.existing_table_name`` + ``table.existing_stream_arn`` import it instead
-(the fleet's grants then target exactly that table and stream).
+never an option, so importing is the default: the table ``table.existing_table_name`` (with its
+``existing_stream_arn``) or else ``table.name``. Without a stream ARN the grants cover the streams
+of that one table (``table/<name>/stream/*``: a stream's label changes when it is re-enabled), and
+the worker finds the current one through the table's ``LatestStreamArn``. ``table.create: true``
+makes the stack create (and retain) a new table instead.
 """
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
@@ -30,6 +33,16 @@ def _attribute(key: KeyAttribute) -> dynamodb.Attribute:
     return dynamodb.Attribute(name=key.name, type=_ATTRIBUTE_TYPES[key.type])
 
 
+def imported_streams_arn(stack: Stack, table_name: str) -> str:
+    """Every stream of the table ``table_name`` in the stack's account and region."""
+    return stack.format_arn(
+        service="dynamodb",
+        resource="table",
+        resource_name=f"{table_name}/stream/*",
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+
+
 class SourceTable(Construct):
     """``table`` (ITable) and ``stream_arn`` of the table whose stream the fleet processes."""
 
@@ -37,16 +50,14 @@ class SourceTable(Construct):
         self, scope: Construct, construct_id: str, *, settings: TableSettings, protect: bool
     ) -> None:
         super().__init__(scope, construct_id)
-        self.created = settings.existing_table_name is None
-        if settings.existing_table_name is not None:
-            assert settings.existing_stream_arn is not None  # the settings model guarantees it
+        self.created = settings.create
+        if not settings.create:
+            name = settings.source_table_name
+            stream_arn = settings.existing_stream_arn or imported_streams_arn(Stack.of(self), name)
             self.table: dynamodb.ITable = dynamodb.Table.from_table_attributes(
-                self,
-                "Imported",
-                table_name=settings.existing_table_name,
-                table_stream_arn=settings.existing_stream_arn,
+                self, "Imported", table_name=name, table_stream_arn=stream_arn
             )
-            self.stream_arn: str = settings.existing_stream_arn
+            self.stream_arn: str = stream_arn
             return
         provisioned = settings.billing_mode == "PROVISIONED"
         table = dynamodb.Table(
@@ -70,6 +81,6 @@ class SourceTable(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.table = table
-        stream_arn = table.table_stream_arn
-        assert stream_arn is not None  # a stream was requested above
-        self.stream_arn = stream_arn
+        created_stream = table.table_stream_arn
+        assert created_stream is not None  # a stream was requested above
+        self.stream_arn = created_stream

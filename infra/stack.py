@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Environment, Stack, Tags
+from aws_cdk import Environment, Fn, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -18,6 +18,8 @@ from infra.suppressions import suppress_accepted_findings
 
 # Environments where throw-away resources are fine: no deletion protection, destroyed with the stack.
 DISPOSABLE_ENVIRONMENTS = ("local", "dev")
+# The fleet's VPC spans this many zones (fleet.py).
+FLEET_AZS = 2
 
 
 def stack_name(settings: Settings) -> str:
@@ -36,13 +38,14 @@ class ConsumerStack(Stack):
         source_path: str,
         asset_exclude: list[str],
     ) -> None:
+        # Before super(): CDK may ask for availability_zones while it builds the stack.
+        self.settings = settings
         super().__init__(
             scope,
             construct_id,
             env=Environment(account=settings.account, region=settings.region),
             description=f"{settings.application_name} stream consumer fleet ({settings.env})",
         )
-        self.settings = settings
         protect = settings.env not in DISPOSABLE_ENVIRONMENTS
         self.source = SourceTable(self, "Source", settings=settings.table, protect=protect)
         self.leases = LeasesTable(
@@ -83,3 +86,14 @@ class ConsumerStack(Stack):
         Tags.of(self).add("environment", settings.env)
         suppress_accepted_findings(self, settings)
         apply_nag(self)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """Two zones chosen by CloudFormation (``Fn::GetAZs``), or those of the configured VPC.
+
+        A stack pinned to an account would otherwise look its zones up at synth time, which needs
+        credentials and a network, and the offline synth of every environment has neither.
+        """
+        if self.settings.fleet.vpc is not None:
+            return list(self.settings.fleet.vpc.availability_zones)
+        return [Fn.select(index, Fn.get_azs()) for index in range(FLEET_AZS)]

@@ -24,6 +24,8 @@ def _ack(construct: IConstruct | None, rule: str, reason: str) -> None:
 def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     """Attach the reasons to the constructs of ``stack`` (call after the constructs exist)."""
     region = settings.region
+    # How cdk-nag prints the account in an ARN: the pinned account, or the pseudo parameter.
+    account = settings.account or "<AWS::AccountId>"
     fleet = stack.node.try_find_child("Fleet")
     policy = stack.node.try_find_child("WorkerPolicy")
     pipeline = stack.node.try_find_child("Pipeline")
@@ -49,7 +51,7 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     for group in (settings.worker_log_group, settings.application_log_group, settings.metrics_log_group):
         _ack(
             policy,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:<AWS::AccountId>:log-group:"
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region}:{account}:log-group:"
             f"{group}:log-stream:*]",
             "Log stream names are created at run time (one per worker process); the grant is limited to "
             "streams of this one log group.",
@@ -62,10 +64,19 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     )
     _ack(
         policy,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{region}:<AWS::AccountId>:"
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{region}:{account}:"
         f"autoScalingGroup:*:autoScalingGroupName/{settings.application_name}-{settings.env}-workers]",
         "The group's ARN contains a UUID only known after deployment; the grant names the group.",
     )
+    table = settings.table
+    if not table.create and table.existing_stream_arn is None:
+        _ack(
+            policy,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:dynamodb:{region}:{account}:table/"
+            f"{table.source_table_name}/stream/*]",
+            "The imported table's stream label is not known at synth time and changes when the stream is "
+            "re-enabled; the grant covers the streams of this one table (read-only stream actions).",
+        )
     uris = [settings.processing.options.get("destination"), settings.processing.dead_letter.uri]
     for uri in uris:
         if isinstance(uri, str) and uri.startswith("s3://"):

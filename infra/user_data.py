@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from consumer.settings import Settings
+from infra.errors import InfraConfigError
 
 INSTALL_ROOT = "/opt/consumer"
 SOURCE_DIR = f"{INSTALL_ROOT}/src"
@@ -22,7 +24,6 @@ VENV_DIR = f"{INSTALL_ROOT}/venv"
 CONFIG_DIR = f"{SOURCE_DIR}/config"
 UNIT_NAME = "consumer-worker"
 WATCHER_NAME = "consumer-lifecycle"
-EMF_PORT = 25888
 # Imported by the worker at run time; pip resolves the rest under the repository's constraints.
 RUNTIME_PACKAGES = ("boto3", "pydantic", "PyYAML", "orjson", "rich", "watchtower", "aws-embedded-metrics")
 # Leave the hook this long after the units stopped to complete the lifecycle action itself.
@@ -61,8 +62,6 @@ def worker_unit(settings: Settings) -> str:
             "User=consumer",
             f"WorkingDirectory={SOURCE_DIR}",
             f"Environment=AWS_DEFAULT_REGION={settings.region}",
-            f"Environment=AWS_EMF_LOG_GROUP_NAME={settings.metrics_log_group}",
-            f"Environment=AWS_EMF_NAMESPACE={settings.metrics_namespace}",
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",
@@ -77,11 +76,28 @@ def worker_unit(settings: Settings) -> str:
     )
 
 
+def agent_listener(settings: Settings) -> str:
+    """The EMF listener's address, the one the workers send to (``metrics.agent_endpoint``).
+
+    Workers name the log group in every document (``_aws.LogGroupName``: ``settings.metrics_log_group``,
+    which the stack creates and the instance role may write), so the agent needs no group of its own.
+    """
+    parts = urlsplit(settings.metrics.agent_endpoint)
+    if parts.hostname not in ("127.0.0.1", "localhost"):
+        raise InfraConfigError(
+            f"metrics.agent_endpoint {settings.metrics.agent_endpoint!r}: the agent on each instance "
+            "listens on the loopback interface only (tcp://127.0.0.1:25888)"
+        )
+    return f"{parts.scheme}://127.0.0.1:{parts.port}"
+
+
 def agent_config(settings: Settings) -> dict[str, object]:
     """CloudWatch agent: EMF listener for the workers' metrics, CPU/memory/disk per instance.
 
     The agent publishes under the application's namespace (so the role's PutMetricData grant can be
-    limited to that one namespace) with an ``InstanceId`` roll-up, which the dashboard searches.
+    limited to that one namespace) with an ``InstanceId`` roll-up, which the dashboard searches. The
+    workers' EMF documents carry their log group, so the agent writes them where the stack created
+    the group and granted the role (``settings.metrics_log_group``), not to ``emf/logs/default``.
     """
     return {
         "agent": {"metrics_collection_interval": 60, "run_as_user": "cwagent", "region": settings.region},
@@ -97,7 +113,7 @@ def agent_config(settings: Settings) -> dict[str, object]:
         },
         "logs": {
             "metrics_collected": {
-                "emf": {"service_address": f"tcp://127.0.0.1:{EMF_PORT}"},
+                "emf": {"service_address": agent_listener(settings)},
             },
             "log_stream_name": "{instance_id}",
         },

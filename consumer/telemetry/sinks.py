@@ -117,25 +117,59 @@ class JsonlFileSink:
 class AgentSink:
     """The CloudWatch agent's EMF listener (``tcp://host:port`` or ``udp://host:port``, port 25888).
 
-    TCP keeps one connection and reconnects after a failure; each document is one line.
+    Each document names its destination in its ``_aws`` metadata, as aws-embedded-metrics' own
+    agent sink does: ``LogGroupName`` (without it the agent writes to ``emf/logs/default``, which
+    the instance role may neither create nor write) and ``LogStreamName`` when given. TCP keeps one
+    connection and reconnects after a failure; each document is one line.
     """
 
     name = "agent"
 
-    def __init__(self, endpoint: str, timeout_seconds: float = 2.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        timeout_seconds: float = 2.0,
+        *,
+        log_group: str,
+        log_stream: str | None = None,
+    ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("tcp", "udp") or not parts.hostname or parts.port is None:
             raise SinkError(
                 f"metrics.agent_endpoint {endpoint!r} must look like tcp://127.0.0.1:25888 or "
                 "udp://127.0.0.1:25888"
             )
+        if not log_group:
+            raise SinkError("the agent sink needs the log group its documents go to (metrics.log_group)")
         self._scheme = parts.scheme
         self._address = (parts.hostname, parts.port)
         self._timeout = timeout_seconds
+        self._destination = {"LogGroupName": log_group}
+        if log_stream:
+            self._destination["LogStreamName"] = log_stream
         self._socket: socket.socket | None = None
         self._lock = threading.Lock()
 
+    def addressed(self, document: str) -> str:
+        """``document`` with the log group (and stream) in its ``_aws`` metadata.
+
+        A line that is not a JSON object is passed on unchanged rather than refused: a refused
+        document would be retried for ever and hold up every document queued behind it.
+        """
+        try:
+            body = json.loads(document)
+        except ValueError:
+            return document
+        if not isinstance(body, dict):
+            return document
+        meta = body.get("_aws")
+        if not isinstance(meta, dict):
+            meta = body["_aws"] = {}
+        meta.update(self._destination)
+        return json.dumps(body, separators=(",", ":"))
+
     def send(self, documents: Sequence[str]) -> None:
+        documents = [self.addressed(d) for d in documents]
         with self._lock:
             try:
                 if self._scheme == "udp":
@@ -269,14 +303,24 @@ def logs_client_for(settings: Settings) -> Any:
     )
 
 
+def log_stream_name(worker_id: str) -> str:
+    """The log stream of a worker: its id, without the ``:`` and ``*`` CloudWatch Logs refuses."""
+    return worker_id.replace(":", "_").replace("*", "_")
+
+
 def sink_from_settings(settings: Settings, worker_id: str, logs_client: Any | None = None) -> MetricsSink:
-    """The sink ``metrics.destination`` names; the log stream of ``logs`` is the worker id."""
+    """The sink ``metrics.destination`` names. ``agent`` and ``logs`` both write into
+    ``settings.metrics_log_group`` (the group the stack creates and grants), one log stream per
+    worker (:func:`log_stream_name`)."""
     destination = settings.metrics.destination
+    stream = log_stream_name(worker_id)
     if destination == "agent":
-        return AgentSink(settings.metrics.agent_endpoint)
+        return AgentSink(
+            settings.metrics.agent_endpoint, log_group=settings.metrics_log_group, log_stream=stream
+        )
     if destination == "logs":
         client = logs_client if logs_client is not None else logs_client_for(settings)
-        return CloudWatchLogsSink(client, settings.metrics_log_group, worker_id)
+        return CloudWatchLogsSink(client, settings.metrics_log_group, stream)
     if destination == "stdout":
         return StdoutSink()
     return NullSink()

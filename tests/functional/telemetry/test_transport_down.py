@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -26,7 +27,11 @@ def _closed_port() -> int:
 
 def test_agent_not_listening_warns_and_counts(caplog: pytest.LogCaptureFixture) -> None:
     settings = settings_with(destination="agent", agent_endpoint=f"tcp://127.0.0.1:{_closed_port()}")
-    recorder = MetricsRecorder(settings, "w-down", AgentSink(settings.metrics.agent_endpoint, 0.5))
+    recorder = MetricsRecorder(
+        settings,
+        "w-down",
+        AgentSink(settings.metrics.agent_endpoint, 0.5, log_group=settings.metrics_log_group),
+    )
     done = threading.Event()
 
     def worker() -> None:
@@ -53,9 +58,9 @@ def test_agent_sink_delivers_lines_to_a_listening_agent() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         server.settimeout(10)
-        sink = AgentSink(f"tcp://127.0.0.1:{server.getsockname()[1]}")
+        sink = AgentSink(f"tcp://127.0.0.1:{server.getsockname()[1]}", log_group="/app/metrics")
         try:
-            sink.send(['{"a": 1}', '{"b": 2}'])
+            sink.send(['{"a": 1, "_aws": {"Timestamp": 5}}', '{"b": 2}'])
             connection, _ = server.accept()
             with connection:
                 connection.settimeout(10)
@@ -64,12 +69,16 @@ def test_agent_sink_delivers_lines_to_a_listening_agent() -> None:
                     received += connection.recv(4096)
         finally:
             sink.close()
-    assert received.decode().splitlines() == ['{"a": 1}', '{"b": 2}']
+    # Each line names the log group the agent must write it to (aws-embedded-metrics does the same).
+    assert [json.loads(line) for line in received.decode().splitlines()] == [
+        {"a": 1, "_aws": {"Timestamp": 5, "LogGroupName": "/app/metrics"}},
+        {"b": 2, "_aws": {"LogGroupName": "/app/metrics"}},
+    ]
 
 
 def test_bad_agent_endpoint_is_refused_with_the_setting_name() -> None:
     with pytest.raises(SinkError, match=r"metrics\.agent_endpoint"):
-        AgentSink("127.0.0.1:25888")
+        AgentSink("127.0.0.1:25888", log_group="/app/metrics")
 
 
 class FlakySink:

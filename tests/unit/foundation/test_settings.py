@@ -44,7 +44,8 @@ def test_kcl_defaults_hold_where_nothing_overrides() -> None:
     assert (w.failover_time_millis, w.max_leases_to_steal_at_one_time, w.max_records) == (10_000, 1, 1000)
     assert w.call_process_records_even_for_empty_record_list is False
     assert w.renewal_interval_millis == 10_000 // 3 - 25
-    assert s.leases_table_name == s.application_name == s.metrics_namespace
+    # KCL's rule (the application name names the leases table and the namespace), scoped by env.
+    assert s.leases_table_name == s.metrics_namespace == f"{s.application_name}-dev"
 
 
 def test_environment_variables_override_files() -> None:
