@@ -207,10 +207,12 @@ class LeaseCoordinator:
         return self.holdings.leases()
 
     def may_process(self, shard_id: str, counter: int | None = None) -> bool:
-        """Held, not fenced, no overdue hand-over, and (with ``counter``) the same ownership."""
+        """Held, not fenced, no overdue hand-over, and (with ``counter``) still under the ownership
+        that counter belongs to: a take-back of an untouched lease continues it, any other take
+        (somebody else held the shard meanwhile) starts a new one."""
         lease, dropped = self.holdings.get(shard_id, self._clock.monotonic_millis())
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
-        if lease is None or (counter is not None and lease.counter != counter):
+        if lease is None or (counter is not None and not self.holdings.within(shard_id, counter)):
             return False
         return not self.taker.hand_over_overdue(shard_id)
 
@@ -240,7 +242,7 @@ class LeaseCoordinator:
             fenced = self.holdings.refused_by_fence(shard_id, target)
             why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
-        if counter is not None and lease.counter != counter:
+        if counter is not None and not self.holdings.within(shard_id, counter):
             raise LeaseLostError("checkpoint (held under a later ownership now)", shard_id, lease)
         if self.taker.hand_over_overdue(shard_id):
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)

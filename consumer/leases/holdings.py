@@ -35,6 +35,11 @@ class Holdings:
     # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
     _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
     _fenced: dict[str, Lease] = field(default_factory=dict)  # what the last fence dropped
+    # Per held shard, the counter its *continuous* ownership began at. A take-back of a lease nobody
+    # touched since the fence dropped it (the table still shows the counter I held) continues that
+    # ownership: work begun under it may go on. Any other take starts a new one (since = counter).
+    _since: dict[str, int] = field(default_factory=dict)
+    _fenced_since: dict[str, int] = field(default_factory=dict)
     # Checkpoint writes in flight from this process, per shard: the only other writer that can land
     # under my owner and counter, so recording an unwritten position waits until none is.
     _in_flight: dict[str, int] = field(default_factory=dict)
@@ -68,6 +73,7 @@ class Holdings:
     def _expire_locked(self, now_mono: int) -> list[str]:
         if self._held and (self._fence_at is None or now_mono >= self._fence_at):
             self._fenced = dict(self._held)  # for a checkpoint that arrives just too late
+            self._fenced_since = {s: self._since.get(s, lease.counter) for s, lease in self._held.items()}
             return self._clear_locked()
         return []
 
@@ -78,6 +84,7 @@ class Holdings:
     def _clear_locked(self) -> list[str]:
         dropped = sorted(self._held)
         self._held.clear()
+        self._since.clear()
         self._handoff.clear()
         self._deadline.clear()
         return dropped
@@ -102,7 +109,23 @@ class Holdings:
         with self._lock:
             return shard_id in self._held
 
-    def add(self, lease: Lease, now_mono: int, sent_fence_at: int | None) -> bool:
+    def continuing(self, current: Lease) -> int | None:
+        """Where the ownership began if taking ``current`` back continues it: the fence dropped it
+        and the table (read consistently) still shows it mine at the counter I held then, so nobody
+        took it in between. None: a take of it starts a new ownership."""
+        with self._lock:
+            dropped = self._fenced.get(current.shard_id)
+            if dropped is None or dropped.counter != current.counter or dropped.owner != current.owner:
+                return None
+            return self._fenced_since.get(current.shard_id, dropped.counter)
+
+    def within(self, shard_id: str, counter: int) -> bool:
+        """Held under the ownership that began at or before ``counter`` (and is still going on)."""
+        with self._lock:
+            held = self._held.get(shard_id)
+            return held is not None and self._since.get(shard_id, held.counter) <= counter <= held.counter
+
+    def add(self, lease: Lease, now_mono: int, sent_fence_at: int | None, since: int | None = None) -> bool:
         """Record a lease just taken; refused (False) if the fence has passed meanwhile, in which
         case the caller must not announce it: the counter it wrote is one nobody else can use, and
         the next round re-adopts the lease once the worker is alive again. A finished lease is never
@@ -116,6 +139,7 @@ class Holdings:
             if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:
                 return False
             self._held[lease.shard_id] = lease
+            self._since[lease.shard_id] = lease.counter if since is None else since
             self._deadline.pop(lease.shard_id, None)
             return True
 
@@ -130,12 +154,15 @@ class Holdings:
 
     def remove(self, shard_id: str, counter: int | None = None) -> tuple[Lease | None, str | None]:
         """Forget a lease (lost, released or finished); returns it and the pending hand-over target.
-        With ``counter``, only if it is still held under that ownership (else nothing is removed)."""
+        With ``counter``, only if it is still held under the ownership ``counter`` belongs to."""
         with self._lock:
             held = self._held.get(shard_id)
-            if held is None or (counter is not None and held.counter != counter):
+            if held is None:
+                return None, None
+            if counter is not None and not self._since.get(shard_id, held.counter) <= counter <= held.counter:
                 return None, None
             lease = self._held.pop(shard_id)
+            self._since.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)
             return lease, to
@@ -153,6 +180,7 @@ class Holdings:
                     if found is not None and found.counter < mine.counter:
                         continue  # an eventually consistent scan older than my own write
                     del self._held[shard_id]
+                    self._since.pop(shard_id, None)
                     self._handoff.pop(shard_id, None)
                     self._deadline.pop(shard_id, None)
                     lost.append(shard_id)

@@ -173,12 +173,13 @@ class Taker:
                 if self._fenced_now():
                     return
                 unwritten = self.holdings.unwritten_for(current)
+                since = self.holdings.continuing(current)
                 adopted = self._take(current)
             except LeaseError:
                 continue
             if unwritten is not None:
                 adopted = self._resume_at(adopted, unwritten)
-            self._hold(adopted, "re-adopted", sent_fence_at)
+            self._hold(adopted, "re-adopted", sent_fence_at, since)
 
     def _record_unwritten(self) -> None:
         """Record positions processed under leases I lost hold of (the fence dropped them while the
@@ -230,8 +231,8 @@ class Taker:
         under me. A take that did land shows up in the next scan as mine and is re-adopted then."""
         return self.store.take(seen, self.me)
 
-    def _hold(self, lease: Lease, how: str, sent_fence_at: int | None) -> bool:
-        if not self.holdings.add(lease, self.clock.monotonic_millis(), sent_fence_at):
+    def _hold(self, lease: Lease, how: str, sent_fence_at: int | None, since: int | None = None) -> bool:
+        if not self.holdings.add(lease, self.clock.monotonic_millis(), sent_fence_at, since):
             log.info("worker %s: %s %s after its fence deadline; not using it", self.me, how, lease.shard_id)
             return False
         self.notify("taken", lease.shard_id, lease)

@@ -105,7 +105,11 @@ class Scheduler:
                 self._start(lease, now)
             for shard_id, consumer in self._consumers.items():
                 mine = held.get(shard_id)
-                later = mine is not None and consumer.counter is not None and mine.counter != consumer.counter
+                later = (
+                    mine is not None
+                    and consumer.counter is not None
+                    and not self._leases.may_process(shard_id, consumer.counter)
+                )
                 if (mine is None or later) and not consumer.lease_lost_signalled:
                     consumer.lease_lost()
                     self._schedule(shard_id, now)

@@ -246,12 +246,12 @@ def test_graceful_shutdown_checkpoints_then_releases() -> None:
     assert lease.owner is None and lease.checkpoint == ExtendedSequenceNumber(processor.seen[-1])
 
 
-def test_a_consumer_stops_when_its_shard_comes_back_under_a_new_ownership() -> None:
-    """The worker is stopped mid-shard (SIGSTOP) past its fence; on resume its taker takes the shard
-    back (a take that moves the counter) before anything tells the old consumer. The old consumer
-    must not carry on from its own, older position under the new ownership: that replays whatever
-    another worker processed meanwhile (found by the fault model, seed 622 of its long sweep). It
-    stops; the scheduler starts a new one from the table's checkpoint."""
+def test_a_consumer_stops_when_its_shard_comes_back_after_another_worker_held_it() -> None:
+    """The worker is stopped mid-shard (SIGSTOP) past its fence; another worker takes the shard,
+    works on it and dies; on resume this worker takes it back before anything tells the old consumer.
+    The old consumer must not carry on from its own, older position: that replays what the other
+    worker processed (found by the fault model, seed 622 of its long sweep). It stops; the scheduler
+    starts a new one from the table's checkpoint."""
     rig = Rig()
     rig.stream.add("s1", 100, 250, closed=False)
     rig.lease("s1")
@@ -259,10 +259,38 @@ def test_a_consumer_stops_when_its_shard_comes_back_under_a_new_ownership() -> N
     consumer = rig.consumer("s1", processor)
     rig.until_delivered(consumer, processor)
     delivered = len(processor.seen)
-    rig.clock.advance(SETTINGS.fence_after_millis + 1)  # stopped: fenced, everything dropped
+    horizon = SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis
+    rig.clock.advance(horizon + 1)  # stopped: fenced, and dead to the others
+    other = LeaseCoordinator(rig.store, "other", SETTINGS, rig.clock)
+    assert other.heartbeat_once()
+    other.take_round()
+    assert [lease.shard_id for lease in other.held()] == ["s1"]
+    rig.clock.advance(horizon + 1)  # the other worker dies in turn
     assert rig.coordinator.heartbeat_once()
-    rig.coordinator.take_round()  # takes its own lease back: the counter moves
+    rig.coordinator.take_round()  # takes the shard back: a new ownership
     assert rig.coordinator.may_process("s1")
     rig.drive(consumer)
     assert consumer.life.reason is ShutdownReason.LEASE_LOST
     assert len(processor.seen) == delivered, "the old consumer delivered under the new ownership"
+
+
+def test_a_consumer_carries_on_when_its_untouched_lease_is_taken_back() -> None:
+    """Fenced and back before anybody took the lease (the table still shows it at the counter this
+    worker held): the take-back continues the same ownership, so the consumer goes on from where it
+    was — stopping it would replay the batch it had processed but not yet checkpointed (found by the
+    slow-table chaos schedule, seed 2: 7 records delivered twice)."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 250, closed=False)
+    rig.lease("s1")
+    processor = RecordingProcessor()
+    consumer = rig.consumer("s1", processor)
+    rig.until_delivered(consumer, processor)
+    rig.clock.advance(SETTINGS.fence_after_millis + 1)  # fenced: everything dropped
+    assert not rig.coordinator.held()
+    assert rig.coordinator.heartbeat_once()
+    rig.coordinator.take_round()  # re-adopts: the counter moves, nobody else held it
+    for _ in range(5):
+        rig.step(consumer)
+    assert consumer.life.state is ShardState.PROCESSING
+    assert len(processor.seen) == len(set(processor.seen)) == len(rig.stream.shards["s1"])
+    assert rig.store.get("s1").checkpoint.sequence == processor.seen[-1]  # type: ignore[union-attr]
