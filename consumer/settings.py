@@ -58,6 +58,8 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
+# DynamoDB Streams keeps records for 24 hours.
+STREAM_RETENTION_HOURS = 24
 # Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
 UNBOUNDED = 2_147_483_647
 
@@ -327,7 +329,14 @@ class VpcAttributes(_Model):
 class FleetSettings(_Model):
     instance_type: str = Field("c7i.large", description="EC2 instance type of the workers.")
     min_instances: int = Field(1, ge=0, description="Auto Scaling group minimum.")
-    desired_instances: int = Field(2, ge=0, description="Auto Scaling group desired capacity.")
+    desired_instances: int = Field(
+        2,
+        ge=0,
+        description=(
+            "Planning figure: the fleet's usual size (`consumer plan`). Not set on the Auto Scaling group, "
+            "whose size the scaling alarms own between min_instances and max_instances."
+        ),
+    )
     max_instances: int = Field(4, ge=1, description="Auto Scaling group maximum.")
     worker_processes_per_instance: int = Field(2, ge=1, description="`consumer run` services per instance.")
     records_per_second_per_process: float = Field(
@@ -337,8 +346,31 @@ class FleetSettings(_Model):
         500, ge=1, description="Planning figure: shards one worker process holds comfortably."
     )
     vpc: VpcAttributes | None = Field(None, description="Existing VPC; a new one is created when empty.")
+    nat_gateway_per_az: bool = Field(
+        False,
+        description=(
+            "CDK, new VPC only: one NAT gateway in each zone (an AZ failure leaves the other zone's "
+            "workers their egress) instead of one shared by both zones (cheaper; dev)."
+        ),
+    )
+    interface_endpoints: list[Literal["dynamodb-streams", "monitoring", "logs"]] = Field(
+        default_factory=list,
+        description=(
+            "CDK, new VPC only: interface endpoints (PrivateLink) for DynamoDB Streams, CloudWatch "
+            "metrics and CloudWatch Logs, so that traffic skips the NAT gateway. Gateway endpoints for "
+            "S3 and DynamoDB are always created."
+        ),
+    )
     lifecycle_hook_timeout_seconds: int = Field(
         120, ge=30, le=7200, description="Time a terminating instance gets to release its leases."
+    )
+    ami_id: str | None = Field(
+        None,
+        pattern=r"^ami-[0-9a-f]{8,17}$",
+        description=(
+            "CDK: the AMI the instances run in this environment's region, pinned per release. Empty: "
+            "Amazon Linux 2023 looked up once by the CDK CLI and pinned in cdk.context.json."
+        ),
     )
 
     @model_validator(mode="after")
@@ -363,10 +395,30 @@ class ScalingSettings(_Model):
     scale_in_evaluation_periods: int = Field(
         6, ge=1, description="Periods of low lease count before scale-in."
     )
-    lag_alarm_hours: float = Field(
-        12.0, gt=0, lt=24, description="Alarm when MillisBehindLatest nears the 24 h retention."
+    lag_alarm_retention_fraction: float = Field(
+        0.25,
+        gt=0,
+        le=0.5,
+        description=(
+            "Alarm when MillisBehindLatest reaches this fraction of the stream's 24 h retention "
+            "(0.25: 6 h, leaving 18 h to act before records are trimmed)."
+        ),
     )
-    alarm_topic_email: str | None = Field(None, description="Email subscribed to the alarm topic, if any.")
+    alarm_topic_email: str | None = Field(
+        None, description="CDK: email subscribed to a new alarm topic (confirm the subscription once)."
+    )
+    alarm_topic_arn: str | None = Field(
+        None,
+        pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$",
+        description="CDK: an existing SNS topic every alarm notifies (e.g. the on-call pager's).",
+    )
+    require_alarm_topic: bool = Field(
+        False,
+        description=(
+            "CDK: refuse to synthesize without alarm_topic_arn or alarm_topic_email, so the "
+            "environment's alarms always page someone. Always on outside local and dev (prod)."
+        ),
+    )
     lease_table_max_capacity: int | None = Field(
         None,
         ge=1,
@@ -385,6 +437,15 @@ class ScalingSettings(_Model):
         if seconds < 60 or seconds % 60:
             raise ValueError("must be 60 or a multiple of 60")
         return seconds
+
+    @property
+    def lag_alarm_millis(self) -> float:
+        """The lag alarm's threshold: the configured fraction of the stream's retention."""
+        return self.lag_alarm_retention_fraction * STREAM_RETENTION_HOURS * 3_600_000
+
+    @property
+    def has_alarm_topic(self) -> bool:
+        return bool(self.alarm_topic_arn or self.alarm_topic_email)
 
     @model_validator(mode="after")
     def _scale_in_below_scale_out(self) -> ScalingSettings:

@@ -8,7 +8,7 @@ scale-in or a rolling deploy hands shards over instead of waiting for them to ex
 
 from __future__ import annotations
 
-from aws_cdk import Duration, IgnoreMode
+from aws_cdk import Duration, Fn, IgnoreMode
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -21,8 +21,82 @@ from infra.user_data import BootParameters, boot_script
 ROOT_VOLUME_GB = 20
 
 
-def fleet_vpc(scope: Construct, settings: Settings) -> tuple[ec2.IVpc, ec2.SubnetSelection]:
-    """The existing VPC by attributes (no look-up at synth), or a new two-AZ VPC with one NAT."""
+# Zones of the VPC created for the fleet.
+FLEET_AZS = 2
+# fleet.interface_endpoints names -> the AWS services behind them.
+INTERFACE_ENDPOINTS = {
+    "dynamodb-streams": ec2.InterfaceVpcEndpointAwsService.DYNAMODB_STREAMS,
+    "monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+}
+
+
+def machine_image(settings: Settings) -> ec2.IMachineImage:
+    """The AMI pinned for this release: ``fleet.ami_id`` in the environment's region.
+
+    Not the SSM parameter of the latest Amazon Linux, which CloudFormation re-resolves at each
+    deploy (a new image AWS publishes would replace every instance), nor a CDK context look-up
+    (``cached_in_context``), which needs credentials at the first synth and leaves a dummy image id
+    in an offline synth. Every AWS environment must set it (:func:`infra.application.require_pinned_ami`);
+    only the emulator's environment, synthesized for inspection and never deployed, falls back to
+    the parameter.
+    """
+    if settings.fleet.ami_id is not None:
+        return ec2.MachineImage.generic_linux({settings.region: settings.fleet.ami_id})
+    return ec2.MachineImage.latest_amazon_linux2023()
+
+
+def add_gateway_endpoints(vpc: ec2.Vpc) -> None:
+    """Gateway endpoints for S3 and DynamoDB (free): table, leases and asset traffic skip the NAT."""
+    private = [ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)]
+    vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=private)
+    vpc.add_gateway_endpoint(
+        "DynamoDbEndpoint", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB, subnets=private
+    )
+
+
+def add_interface_endpoints(
+    scope: Construct, vpc: ec2.Vpc, settings: Settings, workers: ec2.ISecurityGroup
+) -> str | None:
+    """``fleet.interface_endpoints``, reachable on 443 from the workers' security group only.
+
+    Returns the URL the workers' stream client must use when there is a DynamoDB Streams endpoint:
+    that endpoint supports no private DNS (AWS PrivateLink for DynamoDB Streams), so the regional
+    ``streams.dynamodb`` name would still resolve to the public endpoint through the NAT gateway.
+    """
+    names = settings.fleet.interface_endpoints
+    if not names:
+        return None
+    endpoints_group = ec2.SecurityGroup(
+        scope,
+        "EndpointsSecurityGroup",
+        vpc=vpc,
+        description="Interface endpoints: HTTPS from the consumer workers only",
+        allow_all_outbound=False,
+    )
+    endpoints_group.add_ingress_rule(workers, ec2.Port.tcp(443), "HTTPS from the workers")
+    streams_url: str | None = None
+    for name in names:
+        logical = "".join(part.capitalize() for part in name.split("-"))
+        streams = name == "dynamodb-streams"
+        endpoint = vpc.add_interface_endpoint(
+            f"{logical}Endpoint",
+            service=INTERFACE_ENDPOINTS[name],
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            private_dns_enabled=not streams,
+            security_groups=[endpoints_group],
+            open=False,
+        )
+        if streams:
+            # DnsEntries: "<hosted zone id>:<name>", the regional name first.
+            regional = Fn.select(0, endpoint.vpc_endpoint_dns_entries)
+            streams_url = "https://" + Fn.select(1, Fn.split(":", regional))
+    return streams_url
+
+
+def fleet_vpc(scope: Construct, settings: Settings) -> tuple[ec2.IVpc | ec2.Vpc, ec2.SubnetSelection]:
+    """The existing VPC by attributes (no look-up at synth), or a new two-AZ VPC with its endpoints
+    and one NAT gateway (``fleet.nat_gateway_per_az``: one per zone)."""
     given = settings.fleet.vpc
     if given is not None:
         vpc = ec2.Vpc.from_vpc_attributes(
@@ -37,7 +111,9 @@ def fleet_vpc(scope: Construct, settings: Settings) -> tuple[ec2.IVpc, ec2.Subne
             for i, subnet_id in enumerate(given.private_subnet_ids)
         ]
         return vpc, ec2.SubnetSelection(subnets=subnets)
-    vpc = ec2.Vpc(scope, "Vpc", max_azs=2, nat_gateways=1)
+    nat_gateways = FLEET_AZS if settings.fleet.nat_gateway_per_az else 1
+    vpc = ec2.Vpc(scope, "Vpc", max_azs=FLEET_AZS, nat_gateways=nat_gateways)
+    add_gateway_endpoints(vpc)
     return vpc, ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
 
 
@@ -76,6 +152,16 @@ class WorkerFleet(Construct):
                 resources=[self.asset.bucket.arn_for_objects(self.asset.s3_object_key)],
             )
         )
+        security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="Consumer workers: no inbound; outbound to AWS APIs and package mirrors",
+            allow_all_outbound=True,
+        )
+        streams_endpoint_url: str | None = None
+        if isinstance(vpc, ec2.Vpc):
+            streams_endpoint_url = add_interface_endpoints(self, vpc, settings, security_group)
         user_data = ec2.UserData.for_linux()
         user_data.add_commands(
             *boot_script(
@@ -84,21 +170,15 @@ class WorkerFleet(Construct):
                     asset_url=self.asset.s3_object_url,
                     auto_scaling_group_name=self.group_name,
                     lifecycle_hook_name=self.lifecycle_hook_name,
+                    streams_endpoint_url=streams_endpoint_url,
                 ),
             )
-        )
-        security_group = ec2.SecurityGroup(
-            self,
-            "SecurityGroup",
-            vpc=vpc,
-            description="Consumer workers: no inbound; outbound to AWS APIs and package mirrors",
-            allow_all_outbound=True,
         )
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
             instance_type=ec2.InstanceType(fleet.instance_type),
-            machine_image=ec2.MachineImage.latest_amazon_linux2023(),
+            machine_image=machine_image(settings),
             role=self.role,
             user_data=user_data,
             security_group=security_group,
@@ -121,10 +201,11 @@ class WorkerFleet(Construct):
             vpc=vpc,
             vpc_subnets=subnets,
             launch_template=self.launch_template,
+            # No desired capacity: the group starts at min_capacity and the scaling alarms own its
+            # size, so a deploy never resets a scaled-out fleet to a configured number.
             min_capacity=fleet.min_instances,
-            desired_capacity=fleet.desired_instances,
             max_capacity=fleet.max_instances,
-            # GroupInServiceInstances lets the scale-in alarm subtract the workers' heartbeat rows.
+            # GroupInServiceInstances feeds the group-at-max alarm (monitoring.py).
             group_metrics=[autoscaling.GroupMetrics.all()],
             health_checks=autoscaling.HealthChecks.ec2(),
             update_policy=autoscaling.UpdatePolicy.rolling_update(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 
 from consumer.settings import Settings
@@ -49,11 +49,11 @@ def sqs_queue_arn(url: str, key: str) -> str:
         raise InfraConfigError(
             f"{key}: expected https://sqs.<region>.amazonaws.com/<account>/<queue>, got {url!r}"
         )
-    return f"arn:aws:sqs:{host[1]}:{parts[0]}:{parts[1]}"
+    return f"arn:{Aws.PARTITION}:sqs:{host[1]}:{parts[0]}:{parts[1]}"
 
 
 def _s3_write(bucket: str, prefix: str, *, listing: bool) -> list[iam.PolicyStatement]:
-    objects = f"arn:aws:s3:::{bucket}/{prefix + '/' if prefix else ''}*"
+    objects = f"arn:{Aws.PARTITION}:s3:::{bucket}/{prefix + '/' if prefix else ''}*"
     statements = [iam.PolicyStatement(actions=["s3:PutObject"], resources=[objects])]
     if listing:
         # The change log lists what already landed for a shard so that replays never duplicate.
@@ -61,7 +61,7 @@ def _s3_write(bucket: str, prefix: str, *, listing: bool) -> list[iam.PolicyStat
             iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]),
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
-                resources=[f"arn:aws:s3:::{bucket}"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"],
                 conditions={"StringLike": {"s3:prefix": [f"{prefix}/*" if prefix else "*"]}},
             ),
         ]

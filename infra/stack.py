@@ -1,52 +1,74 @@
-"""One stack per environment: composes the constructs and grants the fleet what it needs."""
+"""Two stacks per environment: the stateful one (tables, log groups, the pipeline's bucket) and the
+stateless one (fleet, grants, monitoring), which depends on it.
+
+The stateless stack ``<app>-<env>`` can be replaced, rolled back or deleted freely; the stateful
+stack ``<app>-<env>-data`` holds what must survive that. The stateless stack refers to the stateful
+resources by their configured names (ARNs built from the names), not through CloudFormation
+exports, so neither stack is locked by an export the other imports.
+"""
 
 from __future__ import annotations
 
-from aws_cdk import Environment, Fn, Stack, Tags
+from aws_cdk import ArnFormat, CfnOutput, Environment, Fn, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from consumer.settings import Settings
-from infra.fleet import WorkerFleet
+from infra.fleet import FLEET_AZS, WorkerFleet
 from infra.leases_table import LeasesTable
-from infra.monitoring import LogGroups, Monitoring
+from infra.monitoring import LogGroups, Monitoring, log_group_arn
 from infra.nag import apply_nag
 from infra.permissions import worker_statements
-from infra.pipeline_resources import PipelineResources
-from infra.source_table import SourceTable
+from infra.pipeline_resources import (
+    ChangeLogBucket,
+    PipelineResources,
+    bucket_arn_by_name,
+    changelog_bucket_name,
+)
+from infra.source_table import SourceTable, imported_streams_arn
 from infra.suppressions import suppress_accepted_findings
 
 # Environments where throw-away resources are fine: no deletion protection, destroyed with the stack.
 DISPOSABLE_ENVIRONMENTS = ("local", "dev")
-# The fleet's VPC spans this many zones (fleet.py).
-FLEET_AZS = 2
 
 
 def stack_name(settings: Settings) -> str:
+    """The stateless stack (fleet, monitoring): the name ``cdk deploy`` users know."""
     return f"{settings.application_name}-{settings.env}"
 
 
-class ConsumerStack(Stack):
-    """Tables, fleet, logs, dashboard, alarms (and pipeline resources) of one environment."""
+def data_stack_name(settings: Settings) -> str:
+    """The stateful stack (tables, log groups, the change-log bucket)."""
+    return f"{stack_name(settings)}-data"
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        settings: Settings,
-        source_path: str,
-        asset_exclude: list[str],
-    ) -> None:
-        # Before super(): CDK may ask for availability_zones while it builds the stack.
+
+def _outputs(stack: Stack, outputs: dict[str, tuple[str, str]]) -> None:
+    """What a user needs after a deploy (``cdk deploy --outputs-file``, the console's Outputs)."""
+    for output_id, (value, description) in outputs.items():
+        CfnOutput(stack, output_id, value=value, description=description)
+
+
+def _finish(stack: Stack, settings: Settings) -> None:
+    Tags.of(stack).add("application", settings.application_name)
+    Tags.of(stack).add("environment", settings.env)
+    suppress_accepted_findings(stack, settings)
+    apply_nag(stack)
+
+
+class StatefulStack(Stack):
+    """Source table (created or imported), leases and workers tables, log groups, pipeline bucket."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
         self.settings = settings
+        protect = settings.env not in DISPOSABLE_ENVIRONMENTS
         super().__init__(
             scope,
             construct_id,
             env=Environment(account=settings.account, region=settings.region),
-            description=f"{settings.application_name} stream consumer fleet ({settings.env})",
+            description=f"{settings.application_name} stream consumer data ({settings.env})",
+            # A stack holding an environment's tables is not deleted by one mistaken command.
+            termination_protection=protect,
         )
-        protect = settings.env not in DISPOSABLE_ENVIRONMENTS
         self.source = SourceTable(self, "Source", settings=settings.table, protect=protect)
         self.leases = LeasesTable(
             self,
@@ -59,19 +81,66 @@ class ConsumerStack(Stack):
             target_utilization_percent=settings.scaling.lease_table_target_utilization_percent,
         )
         self.log_groups = LogGroups(self, "Logs", settings=settings, retain=protect)
+        self.changelog: ChangeLogBucket | None = None
+        if settings.pipeline.emr_serverless:
+            self.changelog = ChangeLogBucket(self, "Pipeline", settings=settings, retain=protect)
+        outputs: dict[str, tuple[str, str]] = {
+            "SourceTableName": (self.source.table.table_name, "The table whose stream the fleet reads."),
+            "SourceTableArn": (self.source.table.table_arn, "ARN of that table."),
+            "StreamArn": (self.source.stream_arn, "The stream the workers read (a pattern when imported)."),
+            "LeasesTableName": (self.leases.table.table_name, "The leases table (one row per shard)."),
+            "LeasesTableArn": (self.leases.table.table_arn, "ARN of the leases table."),
+            "WorkersTableName": (self.leases.workers_table.table_name, "The workers' heartbeat table."),
+        }
+        if self.changelog is not None:
+            outputs["ChangeLogBucketName"] = (self.changelog.bucket.bucket_name, "The change-log bucket.")
+        _outputs(self, outputs)
+        _finish(self, settings)
+
+
+class ConsumerStack(Stack):
+    """Fleet, the instance role's grants, dashboard, alarms and scaling policies of one environment."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        data: StatefulStack,
+        source_path: str,
+        asset_exclude: list[str],
+    ) -> None:
+        # Before super(): CDK may ask for availability_zones while it builds the stack.
+        self.settings = settings
+        super().__init__(
+            scope,
+            construct_id,
+            env=Environment(account=settings.account, region=settings.region),
+            description=f"{settings.application_name} stream consumer fleet ({settings.env})",
+            termination_protection=settings.env not in DISPOSABLE_ENVIRONMENTS,
+        )
+        self.data = data
+        self.add_stack_dependency(data, "the workers use its tables and log groups")
         self.fleet = WorkerFleet(
             self, "Fleet", settings=settings, source_path=source_path, asset_exclude=asset_exclude
         )
+        table = settings.table
         self.worker_policy = iam.Policy(
             self,
             "WorkerPolicy",
             statements=worker_statements(
                 self,
                 settings,
-                source_table_arn=self.source.table.table_arn,
-                stream_arn=self.source.stream_arn,
-                leases_table_arns=[self.leases.table.table_arn, self.leases.workers_table.table_arn],
-                log_group_arns=self.log_groups.arns,
+                source_table_arn=self._table_arn(table.source_table_name),
+                # The stream's label is only known in the account (and changes when the stream is
+                # re-enabled): any stream of this one table, unless the ARN is configured.
+                stream_arn=table.existing_stream_arn or imported_streams_arn(self, table.source_table_name),
+                leases_table_arns=[
+                    self._table_arn(settings.leases_table_name),
+                    self._table_arn(settings.workers_table_name),
+                ],
+                log_group_arns=[log_group_arn(self, name) for name in data.log_groups.names],
                 group_name=self.fleet.group_name,
             ),
         )
@@ -80,12 +149,38 @@ class ConsumerStack(Stack):
             self, "Monitoring", settings=settings, group=self.fleet.group, group_name=self.fleet.group_name
         )
         self.pipeline: PipelineResources | None = None
-        if settings.pipeline.emr_serverless:
-            self.pipeline = PipelineResources(self, "Pipeline", settings=settings, retain=protect)
-        Tags.of(self).add("application", settings.application_name)
-        Tags.of(self).add("environment", settings.env)
-        suppress_accepted_findings(self, settings)
-        apply_nag(self)
+        if data.changelog is not None:
+            name = changelog_bucket_name(settings)
+            # A bucket CDK names is only known through the data stack (an export); a configured one
+            # is named directly.
+            bucket_arn = bucket_arn_by_name(name) if name else data.changelog.bucket.bucket_arn
+            self.pipeline = PipelineResources(self, "Pipeline", settings=settings, bucket_arn=bucket_arn)
+        region = settings.region
+        dashboard = self.monitoring.dashboard_name  # the name given (the attribute is a token)
+        outputs: dict[str, tuple[str, str]] = {
+            "AutoScalingGroupName": (self.fleet.group_name, "The workers' Auto Scaling group."),
+            "DashboardName": (dashboard, "The CloudWatch dashboard."),
+            "DashboardUrl": (
+                f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+                f"#dashboards:name={dashboard}",
+                "The dashboard in the CloudWatch console.",
+            ),
+            "MetricsNamespace": (settings.metrics_namespace, "The workers' CloudWatch namespace."),
+        }
+        if self.monitoring.topic is not None:
+            outputs["AlarmTopicArn"] = (self.monitoring.topic.topic_arn, "The topic every alarm notifies.")
+        if self.pipeline is not None:
+            outputs["EmrApplicationId"] = (
+                self.pipeline.application.attr_application_id,
+                "The EMR Serverless application of the Spark pipeline.",
+            )
+        _outputs(self, outputs)
+        _finish(self, settings)
+
+    def _table_arn(self, name: str) -> str:
+        return self.format_arn(
+            service="dynamodb", resource="table", resource_name=name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
 
     @property
     def availability_zones(self) -> list[str]:

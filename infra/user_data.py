@@ -37,6 +37,14 @@ class BootParameters:
     asset_url: str
     auto_scaling_group_name: str
     lifecycle_hook_name: str
+    # https://<the interface endpoint's DNS name> when the VPC has one for DynamoDB Streams.
+    streams_endpoint_url: str | None = None
+
+
+# botocore's service-specific endpoint variable for the ``dynamodbstreams`` client (service id
+# "DynamoDB Streams"): the interface endpoint of DynamoDB Streams has no private DNS name, so the
+# workers are pointed at its own DNS name instead.
+STREAMS_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_DYNAMODB_STREAMS"
 
 
 def stop_timeout_seconds(settings: Settings) -> int:
@@ -44,8 +52,11 @@ def stop_timeout_seconds(settings: Settings) -> int:
     return max(10, settings.fleet.lifecycle_hook_timeout_seconds - _STOP_MARGIN_SECONDS)
 
 
-def worker_unit(settings: Settings) -> str:
+def worker_unit(settings: Settings, streams_endpoint_url: str | None = None) -> str:
     """The systemd template unit ``consumer-worker@.service`` (one instance per worker process)."""
+    streams = (
+        [f"Environment={STREAMS_ENDPOINT_VARIABLE}={streams_endpoint_url}"] if streams_endpoint_url else []
+    )
     command = (
         f"{VENV_DIR}/bin/consumer run --env {shlex.quote(settings.env)} --config-dir {CONFIG_DIR} "
         "--worker-name %H-%i"
@@ -62,6 +73,7 @@ def worker_unit(settings: Settings) -> str:
             "User=consumer",
             f"WorkingDirectory={SOURCE_DIR}",
             f"Environment=AWS_DEFAULT_REGION={settings.region}",
+            *streams,
             f"ExecStart={command}",
             "Restart=on-failure",
             "RestartSec=5",
@@ -177,7 +189,9 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
         ),
         "/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s "
         "-c file:/opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json",
-        *_write_file(f"/etc/systemd/system/{UNIT_NAME}@.service", worker_unit(settings)),
+        *_write_file(
+            f"/etc/systemd/system/{UNIT_NAME}@.service", worker_unit(settings, boot.streams_endpoint_url)
+        ),
         *_write_file(f"{INSTALL_ROOT}/lifecycle-watcher.sh", lifecycle_watcher(settings, boot), "0755"),
         *_write_file(
             f"/etc/systemd/system/{WATCHER_NAME}.service",

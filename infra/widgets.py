@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from consumer.settings import Settings
+from infra import scaling
 
 Statistic = Literal["Sum", "Average", "Maximum", "Minimum", "SampleCount"]
 
@@ -117,13 +118,13 @@ def _instance_metric(settings: Settings, name: str, label: str) -> MetricSpec:
 
 
 def expected_partitions(settings: Settings) -> int:
-    """N, the table's expected partition count (settings.table.expected_partitions)."""
-    return settings.table.expected_partitions()[0]
+    """N, the table's expected partition count (:func:`infra.scaling.expected_partitions`)."""
+    return scaling.expected_partitions(settings)
 
 
 def scale_out_threshold(settings: Settings) -> float:
-    """The seed-003 alarm threshold: multiplier x N (2N by default)."""
-    return settings.scaling.returned_item_count_multiplier * expected_partitions(settings)
+    """The scale-out alarm's threshold: multiplier x N (2N by default), as :mod:`infra.scaling` sets it."""
+    return scaling.scaling_thresholds(settings).scale_out_at
 
 
 def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
@@ -222,7 +223,7 @@ def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
             "Milliseconds",
             "ms behind",
             (_worker_metric(settings, "ProcessTask", "MillisBehindLatest", "Maximum", "lag", total=False),),
-            (ReferenceLine("lag alarm", settings.scaling.lag_alarm_hours * 3_600_000),),
+            (ReferenceLine("lag alarm", settings.scaling.lag_alarm_millis),),
         ),
         WidgetSpec(
             "Retries and dead letters",

@@ -23,11 +23,30 @@ ENVIRONMENTS = ("local", "dev", "prod")
 
 @dataclass(frozen=True)
 class Synthesized:
+    """One environment's two stacks: ``raw``/``template`` merge them (resources, outputs), so a test
+    reads the environment as a whole; ``stacks`` keeps each template by stack name."""
+
     settings: Any
     template: Any  # aws_cdk.assertions.Template
     raw: dict[str, Any]
-    template_path: Path
+    template_path: Path  # the stateless (fleet) stack's
+    template_paths: tuple[Path, ...]
     assembly_dir: Path
+    stacks: dict[str, dict[str, Any]]
+
+
+def merge_templates(templates: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for template in templates:
+        for section, value in template.items():
+            if isinstance(value, dict):
+                target = merged.setdefault(section, {})
+                clash = set(target) & set(value) - {"BootstrapVersion", "CheckBootstrapVersion"}
+                assert not clash, f"{section}: {clash} in two stacks"
+                target.update(value)
+            else:
+                merged.setdefault(section, value)
+    return merged
 
 
 def synthesize(env: str, outdir: Path, config_dir: Path | None = None) -> Synthesized:
@@ -37,14 +56,16 @@ def synthesize(env: str, outdir: Path, config_dir: Path | None = None) -> Synthe
 
     app, stack = build_app(env, config_dir=config_dir or REPO / "config", outdir=outdir)
     assembly = app.synth()  # runs cdk-nag: an unacknowledged finding raises here
-    artifact = assembly.get_stack_by_name(stack.stack_name)
-    raw = artifact.template
+    artifacts = [assembly.get_stack_by_name(name) for name in (stack.data.stack_name, stack.stack_name)]
+    raw = merge_templates([artifact.template for artifact in artifacts])
     return Synthesized(
         settings=stack.settings,
         template=Template.from_json(raw),
         raw=raw,
-        template_path=Path(assembly.directory) / artifact.template_file,
+        template_path=Path(assembly.directory) / artifacts[1].template_file,
+        template_paths=tuple(Path(assembly.directory) / a.template_file for a in artifacts),
         assembly_dir=Path(assembly.directory),
+        stacks={a.stack_name: a.template for a in artifacts},
     )
 
 

@@ -36,8 +36,9 @@ NEVER_SHIPPED = {"tests", "docs", "README.md", "emulator", "pipeline", "infra", 
 
 def staged_asset(synth: Synthesized) -> tuple[str, Path]:
     """(hash, directory) of the fleet's source asset in the cloud assembly."""
-    (manifest,) = synth.assembly_dir.glob("*.assets.json")
-    files = json.loads(manifest.read_text())["files"]
+    # The fleet's (stateless) stack carries the asset.
+    name = f"{synth.settings.application_name}-{synth.settings.env}"
+    files = json.loads((synth.assembly_dir / f"{name}.assets.json").read_text())["files"]
     (asset_hash,) = [h for h, f in files.items() if f["source"].get("packaging") == "zip"]
     return asset_hash, synth.assembly_dir / files[asset_hash]["source"]["path"]
 

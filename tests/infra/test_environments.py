@@ -42,6 +42,8 @@ NOT_PHYSICAL = {
     ("AWS::AutoScaling::LifecycleHook", "AutoScalingGroupName"),
     ("AWS::AutoScaling::ScalingPolicy", "AutoScalingGroupName"),
     ("AWS::CloudWatch::Alarm", "MetricName"),
+    ("AWS::EC2::VPCEndpoint", "ServiceName"),  # the AWS service it reaches
+    ("AWS::SNS::Topic", "DisplayName"),  # shown in notifications, not unique
     ("AWS::IAM::Policy", "PolicyName"),  # inline policy: its name is scoped to the role
 }
 
