@@ -16,6 +16,7 @@ dropped then (announced as ``lost``), so no late heartbeat can bring it back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -243,6 +244,13 @@ class LeaseCoordinator:
             why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
         if counter is not None and not self.holdings.within(shard_id, counter):
+            # Progress made under an earlier ownership of a shard this worker holds again: the records
+            # are processed, so record it under the current ownership if it moves the checkpoint on
+            # (the next consumer then starts after them instead of replaying them); the caller still
+            # stops, it must not go on from its own, older position.
+            if lease.checkpoint < target:
+                with contextlib.suppress(LeaseError):
+                    self.checkpoint(shard_id, target)
             raise LeaseLostError("checkpoint (held under a later ownership now)", shard_id, lease)
         if self.taker.hand_over_overdue(shard_id):
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)

@@ -210,6 +210,27 @@ def test_a_checkpoint_answered_after_a_take_back_does_not_restore_the_earlier_ow
     assert a.may_process("s1", first + 1)
 
 
+def test_progress_from_an_earlier_ownership_is_recorded_when_the_shard_is_mine_again() -> None:
+    """A consumer finishes a batch under an ownership that has since ended (fenced, another worker
+    took the shard and died, this worker took it back). Its checkpoint is refused — it must stop —
+    but the records are processed: the position is recorded under the current ownership, so the
+    next consumer starts after them instead of delivering them again (slow-table chaos, seed 1:
+    3 records twice)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    first = a.held()[0].counter
+    clock.advance(HORIZON + 1)
+    b = worker(store, clock, "b")  # a looked dead: b takes s1, then dies without a checkpoint
+    clock.advance(HORIZON + 1)
+    assert a.heartbeat_once()
+    a.take_round()
+    assert a.may_process("s1") and not a.may_process("s1", first)
+    with pytest.raises(LeaseLostError):
+        a.checkpoint("s1", "100", first)
+    assert store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]
+    assert a.held()[0].checkpoint == ESN("100") and b.held() == []
+
+
 # ------------------------------------------------------------------------------ defect 3
 
 
