@@ -189,8 +189,16 @@ class Taker:
         for lease, position in self.holdings.unwritten_unheld():
             try:
                 self.store.checkpoint(lease, position)
-            except (LeaseConflictError, CheckpointRefusedError):
-                self.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it, or it moved on
+            except LeaseConflictError as exc:
+                if exc.current is not None and exc.current.owner == self.me:
+                    # Mine again at another counter (my own take-back that landed and was answered
+                    # with an error, or a hand-over to me): keep the position; taking the lease up
+                    # writes it if it is still ahead (unwritten_for), instead of a replay.
+                    continue
+                self.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it now
+                continue
+            except CheckpointRefusedError:
+                self.holdings.forget_unwritten(lease.shard_id)  # it moved on, or the shard ended
                 continue
             except LeaseError:
                 continue  # still refused: next round

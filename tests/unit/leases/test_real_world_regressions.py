@@ -374,7 +374,10 @@ def test_a_checkpoint_the_outage_refused_is_written_when_the_worker_takes_its_un
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
 
 
-def test_an_unwritten_checkpoint_is_dropped_when_another_worker_held_the_lease_meanwhile() -> None:
+def test_an_unwritten_checkpoint_is_written_forward_when_the_lease_comes_back_after_another_held_it() -> None:
+    """a processed to 200 but the table refused the checkpoint; b held the lease meanwhile and got
+    to 150; the lease is handed back to a. a's position is ahead and its records are processed:
+    it is written (forward only), so nothing up to 200 is delivered a third time."""
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     store.hooks["checkpoint"] = throttled
@@ -388,7 +391,7 @@ def test_an_unwritten_checkpoint_is_dropped_when_another_worker_held_the_lease_m
     assert a.heartbeat_once()
     a.take_round()
     (lease,) = a.held()
-    assert lease.checkpoint == ESN("150")  # b's progress, not a's stale position
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
 
 
 def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_lease_comes_back() -> None:
@@ -415,6 +418,26 @@ def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out(
     a.take_round()
     assert a.held() == []
     a.take_round()  # the table says the lease is mine, one counter up: only my own take did that
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_an_unwritten_checkpoint_survives_its_own_failed_recording_after_a_take_back_that_landed() -> None:
+    """Fenced with a position refused; the first attempt to record it is throttled; the take-back
+    lands but is answered with a timeout. The next attempt to record the position meets the counter
+    the take-back moved: the lease is still mine, so the position must be kept and written when the
+    lease comes back, not forgotten (slow-table chaos, seed 2 of a later run: 10 records twice)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # fenced: the checkpoint of a processed batch is refused
+    with pytest.raises(LeaseLostError):
+        a.checkpoint("s1", "200")
+    assert a.heartbeat_once()
+    store.hooks["checkpoint"] = throttled  # recording the position is throttled this round
+    store.hooks["take"] = timed_out_after_commit  # and the take-back lands, answered with a timeout
+    a.take_round()
+    assert a.held() == []
+    a.take_round()  # recording meets the moved counter; the take-back then writes the position
     (lease,) = a.held()
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
 
