@@ -9,6 +9,9 @@ records it had already landed (a redelivery), the redelivery is attributed to a 
 
 * the previous owner was SIGKILLed or frozen (SIGSTOP) after processing a batch and before
   checkpointing it — the only source of duplicates the product accepts;
+* the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
+  it took the shard and before the new owner took it over — the same window as a frozen process: a
+  batch it processed whose checkpoint the table had not recorded is delivered again;
 * the same worker retried a batch after an error (a failed checkpoint write, a throttled table);
 * anything else is *unexplained*, which the verdict treats as a failure.
 
@@ -29,6 +32,8 @@ _ENDED = re.compile(r"^shard (\S+) ended; syncing shards for its children$")
 _ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
 _FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
 _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already landed")
+# A shard consumer starting: its worker holds the lease (taken, handed over or taken back).
+_STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
 NOBODY = "(nobody)"
 
 
@@ -69,6 +74,10 @@ class FleetEvents:
     shards_ended: int = 0
     _previous_owner: dict[str, str] = field(default_factory=dict)
     _errors: dict[tuple[str, str], str] = field(default_factory=dict)
+    _lines: int = 0
+    _took_at: dict[tuple[str, str], int] = field(default_factory=dict)  # (worker, shard) -> line number
+    _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
+    _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -80,10 +89,17 @@ class FleetEvents:
         message = str(entry.get("message", ""))
         worker = process_name(str(entry.get("worker_id") or "?"))
         prefix = f"{stamp} " if stamp else ""
+        self._lines += 1
         if match := _TOOK.match(message):
             shard, before = match.group(2), match.group(3)
             self.taken += 1
             self._previous_owner[shard] = before
+            self._took_at[(worker, shard)] = self._lines
+            was = process_name(before)
+            if self._fenced_at.get(was, -1) > self._took_at.get((was, shard), self._lines):
+                self._owner_fenced.add(shard)
+            else:
+                self._owner_fenced.discard(shard)
             self._errors.pop((worker, shard), None)
             if before != NOBODY and process_name(before) != worker:
                 self.taken_over += 1
@@ -95,6 +111,8 @@ class FleetEvents:
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")
         elif match := _DROPPED.match(message):
+            if match.group(3).startswith("fenced"):
+                self._fenced_at[worker] = self._lines
             self.lost += int(match.group(2))
             self.events.append(f"{prefix}{worker} dropped {match.group(2)} leases: {match.group(3)}")
         elif match := _ENDED.match(message):
@@ -108,6 +126,8 @@ class FleetEvents:
             self._errors[(worker, match.group(1))] = match.group(2)
         elif match := _LANDED.match(message):
             self._redelivered(worker, match.group(2), int(match.group(1)))
+        elif match := _STARTED.match(message):
+            self._took_at[(worker, match.group(1))] = self._lines
 
     def _redelivered(self, worker: str, shard: str, records: int) -> None:
         error = self._errors.get((worker, shard))
@@ -119,6 +139,12 @@ class FleetEvents:
             cause = (
                 f"{process_name(before)} was stopped by {fate} after processing and before checkpointing; "
                 f"{worker} took the shard over"
+            )
+            explained = True
+        elif shard in self._owner_fenced and before != NOBODY:
+            cause = (
+                f"{process_name(before)} fenced itself (its heartbeats failed) after processing and "
+                f"before its checkpoint landed; {worker} took the shard over"
             )
             explained = True
         else:

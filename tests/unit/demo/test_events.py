@@ -48,6 +48,42 @@ def test_a_retry_after_an_error_explains_a_redelivery_by_the_same_worker() -> No
     )
 
 
+def test_take_over_from_a_worker_that_fenced_itself_explains_its_redelivery() -> None:
+    """A slow, throttled leases table: the owner's heartbeats fail, it fences itself with a processed
+    batch unrecorded, and another worker takes the shard over from the last checkpoint."""
+    events = FleetEvents()
+    # Handed over to worker-1 (no "took" line): its shard consumer starting says it holds the lease.
+    events.feed(line("worker-1", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING"))
+    events.feed(
+        line(
+            "worker-1",
+            "worker worker-1@vm:9:cd dropped 1 leases: fenced: no heartbeat succeeded within failover - margin",
+        )
+    )
+    events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"))
+    events.feed(
+        line("worker-2", f"changelog: 2 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    [redelivery] = events.redeliveries
+    assert redelivery.explained and "worker-1 fenced itself" in redelivery.cause
+
+
+def test_a_fence_before_the_owner_took_the_shard_explains_nothing() -> None:
+    events = FleetEvents()
+    events.feed(
+        line(
+            "worker-1",
+            "worker worker-1@vm:9:cd dropped 1 leases: fenced: no heartbeat succeeded within failover - margin",
+        )
+    )
+    events.feed(line("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)"))
+    events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"))
+    events.feed(
+        line("worker-2", f"changelog: 2 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert not events.redeliveries[0].explained
+
+
 def test_a_redelivery_after_a_graceful_hand_over_is_unexplained() -> None:
     events = FleetEvents(fate={"worker-1": "SIGTERM"})
     events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"))
