@@ -241,6 +241,14 @@ class LeaseCoordinator:
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
         if lease is None:
             fenced = self.holdings.refused_by_fence(shard_id, target)
+            if fenced:
+                log.info(
+                    "worker %s: checkpoint %s of %s refused by the fence; kept, to be written when the "
+                    "lease is taken up again",
+                    self.worker_id,
+                    target,
+                    shard_id,
+                )
             why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
         if counter is not None and not self.holdings.within(shard_id, counter):
@@ -262,10 +270,20 @@ class LeaseCoordinator:
             self._metrics.timing(
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
+            now = exc.current
+            log.info(
+                "worker %s: checkpoint %s of %s refused: the table shows owner %s, counter %s (held %s)",
+                self.worker_id,
+                target,
+                shard_id,
+                now.owner if now else None,
+                now.counter if now else None,
+                lease.counter,
+            )
             self.holdings.written(shard_id)
             had, _ = self.holdings.remove(shard_id, lease.counter)
             if had is not None:
-                self._notify_kind("lost", shard_id, exc.current)
+                self._notify_kind("lost", shard_id, now)
             raise
         except LeaseError:
             self._metrics.timing(

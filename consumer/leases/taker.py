@@ -196,9 +196,11 @@ class Taker:
                     # writes it if it is still ahead (unwritten_for), instead of a replay.
                     continue
                 self.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it now
+                log.info("worker %s: %s of %s not recorded: %s", self.me, position, lease.shard_id, exc)
                 continue
-            except CheckpointRefusedError:
+            except CheckpointRefusedError as exc:
                 self.holdings.forget_unwritten(lease.shard_id)  # it moved on, or the shard ended
+                log.info("worker %s: %s of %s not recorded: %s", self.me, position, lease.shard_id, exc)
                 continue
             except LeaseError:
                 continue  # still refused: next round
