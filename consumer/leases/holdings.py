@@ -122,8 +122,11 @@ class Holdings:
     def within(self, shard_id: str, counter: int) -> bool:
         """Held under the ownership that began at or before ``counter`` (and is still going on)."""
         with self._lock:
-            held = self._held.get(shard_id)
-            return held is not None and self._since.get(shard_id, held.counter) <= counter <= held.counter
+            return self._within_locked(shard_id, counter)
+
+    def _within_locked(self, shard_id: str, counter: int) -> bool:
+        held = self._held.get(shard_id)
+        return held is not None and self._since.get(shard_id, held.counter) <= counter <= held.counter
 
     def add(self, lease: Lease, now_mono: int, sent_fence_at: int | None, since: int | None = None) -> bool:
         """Record a lease just taken; refused (False) if the fence has passed meanwhile, in which
@@ -156,10 +159,9 @@ class Holdings:
         """Forget a lease (lost, released or finished); returns it and the pending hand-over target.
         With ``counter``, only if it is still held under the ownership ``counter`` belongs to."""
         with self._lock:
-            held = self._held.get(shard_id)
-            if held is None:
-                return None, None
-            if counter is not None and not self._since.get(shard_id, held.counter) <= counter <= held.counter:
+            if shard_id not in self._held or (
+                counter is not None and not self._within_locked(shard_id, counter)
+            ):
                 return None, None
             lease = self._held.pop(shard_id)
             self._since.pop(shard_id, None)
