@@ -1,0 +1,182 @@
+"""Revert one lease-core fix in a copy of the tree and run the fault-model checker until it objects.
+
+Issue 15 asks that the checker fail with each fix reverted. Each entry of REVERTS is a text
+substitution on the current code (path, what is there now, what it becomes with the fix undone); an
+entry that no longer matches stops with an AssertionError naming it, so drift is loud. The copy goes
+to /tmp/revert-check/<name>/ and is imported ahead of the working tree.
+
+    .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
+    PROCS=1 FIRST=2 ...   # processes (default 2); stop after this many violating seeds (default 1)
+
+``none`` reverts nothing: a sweep of the product itself.
+"""
+
+# ruff: noqa: E501  (the entries quote lines of code as they stand)
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REVERTS = {
+    "fence_at_deadline": [
+        (
+            "consumer/leases/holdings.py",
+            "            dropped = self._expire_locked(now_mono)\n            deadline = started_mono",
+            "            dropped: list[str] = []\n            deadline = started_mono",
+        )
+    ],
+    "consistent_reread": [
+        (
+            "consumer/leases/taker.py",
+            "            checked[owner] = beat is None or asked - beat.at_wall_millis > horizon",
+            "            checked[owner] = True",
+        )
+    ],
+    "ambiguous_heartbeat": [
+        (
+            "consumer/leases/liveness.py",
+            "            self.counter = row.counter if row is not None else None",
+            "            self.counter = None",
+        )
+    ],
+    "fence_full": [
+        (
+            "consumer/leases/holdings.py",
+            "        if self._held and (self._fence_at is None or now_mono >= self._fence_at):",
+            "        if False:",
+        ),
+        (
+            "consumer/leases/holdings.py",
+            "            return self._held.get(shard_id), dropped",
+            "            return (None if self._fence_at is None or now_mono >= self._fence_at else self._held.get(shard_id)), dropped",
+        ),
+    ],
+    "no_readopt_while_fenced": [
+        (
+            "consumer/leases/taker.py",
+            "                if self._fenced_now():\n                    return\n",
+            "",
+        ),
+        (
+            "consumer/leases/taker.py",
+            "        self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n        self._adopt(snapshot)\n",
+            "        self._reconcile(snapshot)\n        self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n",
+        ),
+    ],
+    "scan_before_list": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            "            generation = self._coordinator.lineage_generation()  # before the scan: module docstring\n            snapshot = self._coordinator.scan()  # before the listing: module docstring\n            shards = tuple(self._list_shards())\n",
+            "            shards = tuple(self._list_shards())\n            generation = self._coordinator.lineage_generation()\n            snapshot = self._coordinator.scan()\n",
+        )
+    ],
+    "lineage_through_leases": [
+        (
+            "consumer/streams/sync.py",
+            "        for child in sorted({*listed, *lease_children.get(current, ())}):",
+            "        for child in sorted({*listed}):",
+        )
+    ],
+    "cleanup_delay": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            "        return [s for s in candidates if scanned_at - self._finished_since.get(s, scanned_at) >= delay]",
+            "        return list(candidates)",
+        )
+    ],
+    "lineage_generation": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            "                created += self._coordinator.create_leases([lease], generation)",
+            "                created += self._coordinator.create_leases([lease])",
+        )
+    ],
+    "ownership_binding": [
+        (
+            "consumer/leases/coordinator.py",
+            "        if lease is None or (counter is not None and not self.holdings.within(shard_id, counter)):\n            return False",
+            "        if lease is None:\n            return False",
+        )
+    ],
+    "take_sent_deadline": [
+        (
+            "consumer/leases/holdings.py",
+            "            if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:",
+            "            if lease.finished or self._fence_at is None or now_mono >= self._fence_at:",
+        )
+    ],
+    "owner_judged_at_read": [
+        (
+            "consumer/leases/taker.py",
+            "            asked = self.clock.wall_millis()\n            beat = self.store.get_heartbeat(owner)\n",
+            "            beat = self.store.get_heartbeat(owner)\n            asked = self.clock.wall_millis()\n",
+        )
+    ],
+    "fenced_take_check": [
+        (
+            "consumer/leases/taker.py",
+            "        return self.holdings.fenced(self.clock.monotonic_millis())\n\n    def _take",
+            "        return False\n\n    def _take",
+        )
+    ],
+    "update_same_ownership": [
+        (
+            "consumer/leases/holdings.py",
+            "            if held is not None and held.counter == lease.counter:\n                self._held[lease.shard_id] = lease",
+            "            if held is not None:\n                self._held[lease.shard_id] = lease",
+        )
+    ],
+    "none": [],
+}
+
+
+def prepare(name: str) -> Path:
+    target = Path("/tmp/revert-check") / name
+    shutil.rmtree(target, ignore_errors=True)
+    for folder in ("consumer", "tests"):
+        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for path, old, new in REVERTS[name]:
+        text = (target / path).read_text()
+        assert text.count(old) == 1, (
+            f"{name}: {path} no longer holds the fixed text ({text.count(old)} matches)"
+        )
+        (target / path).write_text(text.replace(old, new))
+    return target
+
+
+def one(seed: int) -> tuple[int, str | None]:
+    import logging
+
+    from tests.simulation.checker import history
+
+    logging.disable(logging.WARNING)
+    _, verdict = history(seed)
+    return seed, None if verdict.ok else str(verdict)
+
+
+def main() -> int:
+    name, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    procs, stop_after = int(os.environ.get("PROCS", "2")), int(os.environ.get("FIRST", "1"))
+    sys.path.insert(0, str(prepare(name)))
+    started, bad = time.monotonic(), []
+    with multiprocessing.get_context("fork").Pool(procs) as pool:
+        for seed, verdict in pool.imap_unordered(one, range(first, first + count), chunksize=5):
+            if verdict:
+                bad.append(seed)
+                print(f"[{name}] seed {seed}: {verdict[:400]}", flush=True)
+                if len(bad) >= stop_after:
+                    pool.terminate()
+                    break
+    elapsed = time.monotonic() - started
+    print(f"[{name}] bad {len(bad)} of {count} seeds from {first} in {elapsed:.0f} s: {sorted(bad)[:20]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
