@@ -1,6 +1,6 @@
 """The leases table, owned by infrastructure rather than created by the first worker.
 
-The Java KCL creates its leases table at 10/10 provisioned capacity, which seed 004 shows is often
+The Java KCL creates its leases table at 10/10 provisioned capacity, which KCL users report is often
 too low: a throttled leases table is how a fleet loses leases. Here the capacity is a deployed,
 reviewed setting (``worker.initial_lease_table_*_capacity`` or on-demand), optionally auto-scaled,
 and the worker adopts the table because ``DynamoDBLeaseStore.ensure_table`` describes before it

@@ -186,7 +186,7 @@ class Monitoring(Construct):
             alarm_name=f"{prefix}-leases-at-{scaling.returned_item_count_multiplier:g}N",
             alarm_description=(
                 f"Leases-table Scan ReturnedItemCount >= {scaling.returned_item_count_multiplier:g} x N "
-                f"(N = {n}): the fleet is falling behind; adds one instance (seed 003)."
+                f"(N = {n}): the fleet is falling behind; adds one instance."
             ),
             metric=self.returned_item_count,
             threshold=thresholds.scale_out_at,
@@ -299,7 +299,7 @@ class Monitoring(Construct):
             self._alarm(
                 "LeasesTableThrottled",
                 f"{prefix}-leases-table-throttled",
-                "The leases or workers table throttles: workers lose leases (seed 004). Raise its capacity.",
+                "The leases or workers table throttles: workers lose leases. Raise its capacity.",
                 cloudwatch.MathExpression(
                     expression="reads + writes + workerReads + workerWrites",
                     using_metrics={

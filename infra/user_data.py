@@ -5,7 +5,7 @@ repository's own pins (``requirements.txt`` as a constraints file, so an instanc
 the tests ran), then starts ``worker_processes_per_instance`` systemd units of ``consumer run`` and
 the CloudWatch agent with its EMF listener. A small watcher notices the Auto Scaling termination
 lifecycle state and stops the units first: each worker gets SIGTERM, checkpoints and releases its
-leases (seed 003's complaint: KCL only lets leases expire), and only then is the instance let go.
+leases (a long-standing KCL complaint: it only lets leases expire), and only then is the instance let go.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ counter has not changed for ``failover`` as this observer saw it (:class:`KclExp
 Balancing. Leases whose parents are unfinished (*blocked*) and leases ready to process are balanced
 as two separate pools, as the DynamoDB Streams adapter does; ``max_leases_for_worker`` caps only the
 ready pool. A blocked child therefore never uses up the cap that its parent needs, which is what
-makes seed 002's lineage deadlock (every worker at N/M holding children waiting on parents nobody may
+makes the KCL's lineage deadlock (every worker at N/M holding children waiting on parents nobody may
 take) impossible for any cap ≥ 1. Within a pool, each worker's quota is ⌊n/W⌋ or ⌈n/W⌉ (the ⌈⌉ going
 to the workers already holding most, so as little as possible moves); a worker above its quota sheds
 the surplus itself (it checkpoints, then releases: no duplicates), and a worker below it takes free or

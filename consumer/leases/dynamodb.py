@@ -74,7 +74,7 @@ def workers_table_for(leases_table: str) -> str:
 
 class DynamoDBLeaseStore:
     """The leases table and the workers table beside it. ``metrics`` receives LeaseTable
-    ConsumedRead/WriteCapacity per request and LeaseTableThrottles per throttled request (seed 003: a
+    ConsumedRead/WriteCapacity per request and LeaseTableThrottles per throttled request (KCL operators' advice: a
     throttled leases table is how fleets lose leases, so it must be visible before it hurts).
 
     Leases stay in the leases table alone, in KCL's format; heartbeat rows and the first-start marker

@@ -1,4 +1,4 @@
-"""The ``dynamodb_replica`` sink: apply every change to another table (another region, seed 002).
+"""The ``dynamodb_replica`` sink: apply every change to another table (e.g. in another region).
 
 Each write carries the source record's sequence number (zero-padded to 40 digits, so string order
 is number order) in ``sequence_attribute`` and is conditional on the replica holding an older one:

@@ -2,7 +2,7 @@
 
 DescribeStream on DynamoDB Streams is eventually consistent. Two shapes are normal for a while and
 must never fail anything (the Java KCL 1.6 failed its whole shard sync with "Parent shardId … is not
-closed"; seed 003 calls that message usually safe):
+closed"; that message is usually safe to ignore: the parent closes a moment later):
 
 - a **closed shard listed without children** — its children are not visible yet;
 - a **child listed while its parent still looks open** — the parent's end is not visible yet.

@@ -1,4 +1,4 @@
-"""The log messages that mean trouble (seed 003), written the same way everywhere.
+"""The log messages that mean trouble (lost leases, stuck shards, trimmed data), written the same way everywhere.
 
 Each meaningful message has a fixed event code. The code is the ``event`` field of the JSON log line
 (CloudWatch Logs filter ``{ $.event = "LEASE_LOST_SHUTDOWN" }``) and also opens the message text in

@@ -1,6 +1,6 @@
 """Logging: JSON lines with worker and shard id, shipped to two CloudWatch log groups by watchtower.
 
-Routing (seed 003 keeps the lease worker's logs apart from the application's):
+Routing (the lease worker's logs kept apart from the application's, as KCL operators advise):
 
 * ``consumer.*`` except ``consumer.app`` -> ``settings.worker_log_group`` (leases, lifecycle, ...)
 * ``consumer.app`` and every logger outside the package (user processors, libraries)

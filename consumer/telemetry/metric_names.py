@@ -87,7 +87,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     # --- fetching
     MetricSpec("ExpiredIterator", "Count", S, SUM, "Fetcher", "Shard iterators that expired."),
     MetricSpec("RecordsTrimmedLost", "Count", S, SUM, "Fetcher", "Trim events that lost unread records."),
-    # --- leases table (seed 003: capacity and throttling)
+    # --- leases table (capacity and throttling: a throttled leases table is how KCL fleets lose leases)
     MetricSpec(
         "LeaseTableConsumedReadCapacity", "Count", S, SUM, "LeaseTable", "RCU consumed by this worker."
     ),

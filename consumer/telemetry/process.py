@@ -1,7 +1,7 @@
 """CPU and memory of this worker process, sampled at each metrics flush.
 
 On EC2 the CloudWatch agent also reports host CPU and memory; these per-process gauges are what
-tells workers on one host apart (seed 003: CPU and memory per worker). Only the standard library is
+tells workers on one host apart (CPU and memory per worker). Only the standard library is
 used: ``os.times`` for CPU seconds and ``/proc/self/statm`` for resident memory (Linux), with
 ``resource``'s peak resident size as the fallback elsewhere.
 """

@@ -1,7 +1,7 @@
 """The dashboard's widgets, as data: the local PNG renders them, the CDK dashboard can adopt them.
 
 One list drives both so that what a developer sees locally is what an operator sees in CloudWatch
-(seed 003's dashboard). Each widget names metrics from ``metric_names.py``; ``statistic`` is the
+(lag, leases, throughput, throttles). Each widget names metrics from ``metric_names.py``; ``statistic`` is the
 CloudWatch statistic over one period; ``per_worker`` draws one line per ``WorkerIdentifier``
 (one colour per worker, the same colour in every widget); ``reference`` adds a computed line.
 """
