@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from typing import Any
 
 from consumer.commands import add_env_arguments, settings_from
@@ -27,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.leases.errors import LeaseError
     from consumer.lifecycle.ports import StreamGoneError
     from consumer.lifecycle.stream_binding import SourceReader
-    from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream
+    from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream_patiently
     from consumer.lifecycle.worker import AwsClients, Worker, new_worker_id
     from consumer.processing.errors import ProcessingConfigError
     from consumer.processing.factory import ProcessingClients, build_processor_factory
@@ -52,7 +53,13 @@ def _run(args: argparse.Namespace) -> int:
         )
         # Everything in processing.* is checked here, before the worker takes a single lease.
         factory = bridged(build_processor_factory(settings, clients=processing, metrics=metrics))
-        resolve_stream(clients.dynamodb, clients.streams, settings.table)
+        resolve_stream_patiently(
+            clients.dynamodb,
+            clients.streams,
+            settings.table,
+            sleep=time.sleep,
+            warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+        )
     except (ProcessingConfigError, StreamConfigError) as exc:
         print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
         return 2

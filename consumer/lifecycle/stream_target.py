@@ -1,11 +1,15 @@
 """Find the source table's stream and check it is usable, before any lease is taken.
 
 Each failure names its fix: a missing table, a table without a stream, a disabled stream, a stream
-whose view type does not carry what the settings ask for, or a missing IAM permission.
+whose view type does not carry what the settings ask for, or a missing IAM permission. A transient
+answer (a 5xx, a throttle) is not a setting: :func:`resolve_stream_patiently` waits it out with
+back-off, so that a worker starting during an outage does not end (found by the leases-and-stream
+outage test: a worker whose start-up DescribeStream failed five times exited 2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +22,23 @@ class StreamConfigError(Exception):
     """The source table or its stream cannot be consumed as configured."""
 
 
+class StreamTargetUnavailableError(Exception):
+    """DynamoDB or DynamoDB Streams answered with a transient error (5xx, throttled): retry later."""
+
+
+TRANSIENT_CODES = frozenset(
+    {
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ThrottlingException",
+        "LimitExceededException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+    }
+)
+
+
 @dataclass(frozen=True)
 class StreamTarget:
     table_name: str
@@ -27,6 +48,34 @@ class StreamTarget:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _transient(exc: ClientError) -> bool:
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return _code(exc) in TRANSIENT_CODES or int(status) >= 500
+
+
+def resolve_stream_patiently(
+    dynamodb: Any,
+    streams: Any,
+    table: TableSettings,
+    *,
+    sleep: Callable[[float], None],
+    warn: Callable[[str], None],
+    should_stop: Callable[[], bool] = lambda: False,
+    max_wait_seconds: float = 30.0,
+) -> StreamTarget | None:
+    """:func:`resolve_stream`, retrying transient answers with doubling waits (at most
+    ``max_wait_seconds``); configuration errors still raise at once. None when a stop was asked for."""
+    wait = 1.0
+    while not should_stop():
+        try:
+            return resolve_stream(dynamodb, streams, table)
+        except StreamTargetUnavailableError as exc:
+            warn(f"{exc}; retrying in {wait:g} s")
+            sleep(wait)
+            wait = min(wait * 2, max_wait_seconds)
+    return None
 
 
 def _denied(action: str, resource: str, exc: ClientError) -> StreamConfigError:
@@ -48,6 +97,8 @@ def resolve_stream(dynamodb: Any, streams: Any, table: TableSettings) -> StreamT
                 ) from exc
             if _code(exc) in ("AccessDeniedException", "UnrecognizedClientException"):
                 raise _denied("dynamodb:DescribeTable", table.name, exc) from exc
+            if _transient(exc):
+                raise StreamTargetUnavailableError(f"cannot describe table {table.name} yet: {exc}") from exc
             raise StreamConfigError(f"cannot describe table {table.name}: {exc}") from exc
         except BotoCoreError as exc:
             raise StreamConfigError(f"cannot reach DynamoDB to describe {table.name}: {exc}") from exc
@@ -71,6 +122,8 @@ def resolve_stream(dynamodb: Any, streams: Any, table: TableSettings) -> StreamT
             raise _denied("dynamodb:DescribeStream", arn, exc) from exc
         if _code(exc) == "ValidationException":
             raise StreamConfigError(f"{arn!r} is not a valid stream ARN: {exc}") from exc
+        if _transient(exc):
+            raise StreamTargetUnavailableError(f"cannot describe stream {arn} yet: {exc}") from exc
         raise StreamConfigError(f"cannot describe stream {arn}: {exc}") from exc
     except BotoCoreError as exc:
         raise StreamConfigError(f"cannot reach DynamoDB Streams to describe {arn}: {exc}") from exc

@@ -26,7 +26,7 @@ from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.lifecycle.ports import ProcessorFactory
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.lifecycle.stream_target import StreamTarget, resolve_stream
+from consumer.lifecycle.stream_target import StreamTarget, resolve_stream_patiently
 from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
@@ -120,7 +120,17 @@ class Worker:
 
     def run(self) -> None:
         settings = self.settings
-        self.target = resolve_stream(self.clients.dynamodb, self.clients.streams, settings.table)
+        target = resolve_stream_patiently(
+            self.clients.dynamodb,
+            self.clients.streams,
+            settings.table,
+            sleep=self.clock.sleep,
+            warn=lambda message: log.warning("worker %s: %s", self.worker_id, message),
+            should_stop=self._stop.is_set,
+        )
+        if target is None:
+            return  # asked to stop before the stream could be described: nothing was taken
+        self.target = target
         store = DynamoDBLeaseStore(
             self.clients.leases or self.clients.dynamodb,
             settings.leases_table_name,

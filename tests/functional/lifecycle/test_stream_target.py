@@ -11,7 +11,7 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream
+from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream, resolve_stream_patiently
 from consumer.settings import KeyAttribute, TableSettings
 
 NO_ACCOUNT_ENDPOINTS = Config(account_id_endpoint_mode="disabled")
@@ -81,3 +81,29 @@ def test_missing_permission_names_the_action() -> None:
     stub.add_client_error("describe_table", "AccessDeniedException", "not authorized", 400)
     with stub, pytest.raises(StreamConfigError, match="permission denied for dynamodb:DescribeTable"):
         resolve_stream(ddb, boto3.client("dynamodbstreams", region_name="us-east-1"), TABLE)
+
+
+def test_a_transient_error_at_start_up_is_waited_out_and_a_setting_error_is_not(
+    clients: tuple[Any, Any],
+) -> None:
+    """A worker starting during an outage must not end (the outage test saw one exit 2 after five
+    failed DescribeStream attempts); a missing stream is a setting and still ends it at once."""
+    ddb, streams = clients
+    create(ddb, "NEW_AND_OLD_IMAGES")
+    stubbed = boto3.client("dynamodbstreams", region_name="us-east-1", config=NO_ACCOUNT_ENDPOINTS)
+    real = streams.describe_stream(
+        StreamArn=ddb.describe_table(TableName="orders")["Table"]["LatestStreamArn"]
+    )
+    slept: list[float] = []
+    warnings: list[str] = []
+    with Stubber(stubbed) as stub:
+        for _ in range(3):
+            stub.add_client_error("describe_stream", "InternalServerError", http_status_code=500)
+        stub.add_response("describe_stream", real)
+        target = resolve_stream_patiently(ddb, stubbed, TABLE, sleep=slept.append, warn=warnings.append)
+    assert target is not None and target.stream_arn == real["StreamDescription"]["StreamArn"]
+    assert slept == [1, 2, 4] and len(warnings) == 3 and "retrying in 1 s" in warnings[0]
+    with Stubber(stubbed) as stub:
+        stub.add_client_error("describe_stream", "ResourceNotFoundException", http_status_code=400)
+        with pytest.raises(StreamConfigError, match="does not exist"):
+            resolve_stream_patiently(ddb, stubbed, TABLE, sleep=slept.append, warn=warnings.append)
