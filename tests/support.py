@@ -6,6 +6,7 @@ import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from moto.server import ThreadedMotoServer
 
@@ -34,3 +35,17 @@ def moto_server() -> Iterator[str]:
         yield endpoint
     finally:
         server.stop()
+
+
+def create_orders_table(ddb: Any, name: str) -> None:
+    """The source table the tests' configs name (pk/sk strings, on demand, a NEW_AND_OLD_IMAGES stream)."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )

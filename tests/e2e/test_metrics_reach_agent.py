@@ -25,6 +25,7 @@ import pytest
 from consumer.demo.fleet import LocalFleet
 from consumer.settings import load_settings
 from consumer.telemetry.sinks import log_stream_name
+from tests.support import create_orders_table
 
 pytestmark = pytest.mark.e2e
 
@@ -108,19 +109,7 @@ def test_a_workers_emf_documents_reach_the_agent_port_naming_their_log_group(
         assert settings.metrics_log_group == "/e2e-fleet-e2e/metrics"
         assert settings.metrics_namespace == "e2e-fleet-e2e"
         ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint)
-        ddb.create_table(
-            TableName=settings.table.name,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
+        create_orders_table(ddb, settings.table.name)
         for n in range(WRITES):
             ddb.put_item(TableName=settings.table.name, Item={"pk": {"S": f"k{n}"}, "sk": {"S": "v"}})
         with LocalFleet("e2e", config_dir, tmp_path / "logs", environ=environ) as fleet:

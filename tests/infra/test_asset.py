@@ -27,7 +27,7 @@ import pytest
 from infra.application import ASSET_INCLUDE
 from infra.user_data import SOURCE_DIR
 from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of
-from tests.support import moto_server
+from tests.support import create_orders_table, moto_server
 
 pytestmark = pytest.mark.infra
 
@@ -159,19 +159,7 @@ def _run_from(asset: Path, env: dict[str, str], tmp_path: Path) -> None:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )
-        ddb.create_table(
-            TableName="orders",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
+        create_orders_table(ddb, "orders")
         for n in range(1, 6):
             ddb.put_item(TableName="orders", Item={"pk": {"S": f"item-{n}"}, "sk": {"S": "v1"}})
         output = asset / "var" / "audit.jsonl"
