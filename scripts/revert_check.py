@@ -6,6 +6,7 @@ entry that no longer matches stops with an AssertionError naming it, so drift is
 to /tmp/revert-check/<name>/ and is imported ahead of the working tree.
 
     .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
+    .venv/bin/python scripts/revert_check.py NAME directed             # the directed histories
     PROCS=1 FIRST=2 ...   # processes (default 2); stop after this many violating seeds (default 1)
 
 ``none`` reverts nothing: a sweep of the product itself.
@@ -160,8 +161,31 @@ def one(seed: int) -> tuple[int, str | None]:
     return seed, None if verdict.ok else str(verdict)
 
 
+def directed(name: str, target: Path) -> int:
+    """Run tests/simulation/test_directed.py in the reverted copy; print which histories broke."""
+    import subprocess
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(target)]
+    command += ["-o", "addopts=", "--tb=line", str(target / "tests/simulation/test_directed.py")]
+    result = subprocess.run(
+        command,
+        check=False,
+        cwd=target,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+    )
+    for line in result.stdout.splitlines():
+        if line.startswith(("FAILED", "E   AssertionError")) or " passed" in line or " failed" in line:
+            print(f"[{name}] {line[:600]}")
+    return 0
+
+
 def main() -> int:
-    name, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    name = sys.argv[1]
+    if sys.argv[2] == "directed":
+        return directed(name, prepare(name))
+    first, count = int(sys.argv[2]), int(sys.argv[3])
     procs, stop_after = int(os.environ.get("PROCS", "2")), int(os.environ.get("FIRST", "1"))
     sys.path.insert(0, str(prepare(name)))
     started, bad = time.monotonic(), []

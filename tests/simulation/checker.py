@@ -1,7 +1,9 @@
 """The checker: the lease protocol's promises, judged on a recorded history.
 
 1. **One owner at a time.** Per shard, the deliveries made under one ownership (worker, lease counter)
-   span a real-time interval; no two such intervals overlap.
+   span a real-time interval; no two such intervals overlap. And a worker delivers only while the
+   table names it as the lease's owner: once a take (or a release) has committed, the old owner
+   delivers nothing more, however the two workers' deliveries happen to interleave.
 2. **Checkpoints never move back**, in the order the table committed them (a finished shard whose
    lease is re-created at TRIM_HORIZON is a move back too).
 3. **A finished shard is never leased again.**
@@ -28,6 +30,7 @@ from tests.simulation.world import World
 @dataclass
 class Verdict:
     overlaps: list[str] = field(default_factory=list)
+    usurped: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
@@ -41,6 +44,7 @@ class Verdict:
         return not any(
             (
                 self.overlaps,
+                self.usurped,
                 self.regressions,
                 self.releases,
                 self.losses,
@@ -88,6 +92,12 @@ def _one_owner(world: World, verdict: Verdict) -> None:
                     f"{shard_id}: {owner_b} (counter {owner_b[1]}) began at {start_b} while {owner_a} "
                     f"still processed until {end_a}"
                 )
+    for d in world.deliveries:
+        if d.table_owner != d.worker:
+            verdict.usurped.append(
+                f"{d.shard_id}: {d.worker} (counter {d.counter}) delivered unit {d.unit} at {d.at} while "
+                f"the table named {d.table_owner or 'nobody'} as its owner"
+            )
 
 
 def _checkpoints(world: World, verdict: Verdict) -> None:

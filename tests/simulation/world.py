@@ -7,7 +7,9 @@ eventually consistent. The processor delivers one record ("unit") of a shard per
 ``may_process`` allows it under the ownership (lease counter) it read, as the lifecycle's shard
 consumers do, checkpoints it, and checkpoints SHARD_END after the last record of a closed
 shard. A chaos thread pauses (SIGSTOP / suspend), kills and adds workers while the faults are on. Every
-delivery is recorded with the lease counter it was made under, for :mod:`tests.simulation.checker`.
+delivery is recorded with the lease counter it was made under and the owner the table named at that
+moment, for :mod:`tests.simulation.checker`. A history may also carry directed faults
+(:class:`~tests.simulation.faults.Directed`) and a lineage of its own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from consumer.leases.errors import LeaseError
 from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
-from tests.simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
+from tests.simulation.faults import Directed, Faults, FaultyStore, RecordingStore, Script, pause_millis
 from tests.simulation.kernel import Group, Kernel
 
 TICK = 200  # ms between a processor's steps
@@ -42,6 +44,7 @@ class Delivery:
     worker: str
     counter: int  # the lease counter the worker held: one value per ownership
     unit: int
+    table_owner: str | None = None  # whom the table named as the lease's owner at that moment
 
 
 class SimClock:
@@ -102,6 +105,8 @@ class World:
         listing_lag_millis: int = 1_000,
         roots: int = 3,
         generations: int = 3,
+        shards: dict[str, ShardSpec] | None = None,
+        directed: tuple[Directed, ...] = (),
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -109,7 +114,8 @@ class World:
         self.settings = settings
         self.faults = faults
         self.table = RecordingStore(self.kernel)
-        self.shards = lineage(self.rng, self.kernel.now, roots, generations)
+        self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
+        self.script = Script(directed, self.kernel.now)
         self.listing_lag_millis = listing_lag_millis
         self.workers: dict[str, SimWorker] = {}
         self.deliveries: list[Delivery] = []
@@ -123,12 +129,15 @@ class World:
             return spec.length
         return spec.length * max(0, now - spec.born) // (spec.closes - spec.born)
 
-    def list_shards(self, rng: random.Random) -> tuple[Shard, ...]:
+    def list_shards(self, rng: random.Random, store: FaultyStore) -> tuple[Shard, ...]:
         """DescribeStream: takes time, and may show the stream as it was a moment ago. The listing is
         made when the request reaches the server; a process paused meanwhile gets it late."""
+        fault = store.directed("list_shards")
         self.kernel.sleep(rng.randint(5, 30), through_pause=True)
-        seen = self.kernel.now - rng.randint(0, self.listing_lag_millis)
+        lag = fault.view_age_millis if fault is not None and fault.view_age_millis else None
+        seen = self.kernel.now - (lag if lag is not None else rng.randint(0, self.listing_lag_millis))
         self.kernel.sleep(rng.randint(0, 20))
+        store.answered(fault)
         return tuple(
             Shard(
                 spec.shard_id,
@@ -153,8 +162,9 @@ class World:
         store = FaultyStore(self.table, self.kernel, self.faults, rng, self.settings.failover_time_millis)
         coordinator = LeaseCoordinator(store, name, self.settings, clock, rng=rng)
         store.fenced = coordinator.fenced
+        store.name, store.script = name, self.script
         syncer = ShardSyncer(
-            list_shards=lambda: self.list_shards(rng),
+            list_shards=lambda: self.list_shards(rng, store),
             coordinator=coordinator,
             settings=self.settings,
             clock=clock,
@@ -226,7 +236,9 @@ class World:
         delivered = done < self.available(spec, self.kernel.now)
         if delivered:
             done += 1
-            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, counter, done))
+            now = self.table.get(shard_id)
+            owner = None if now is None else now.owner
+            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, counter, done, owner))
             worker.progress[shard_id] = (counter, start, done)
         ended = done >= spec.length and self.kernel.now >= spec.closes
         if not delivered and not ended:
@@ -254,13 +266,15 @@ class World:
                 self.join()
         self.faults.active = False
 
-    def run(self, workers: int, chaos_millis: int, settle_millis: int) -> bool:
+    def run(self, workers: int, chaos_millis: int, settle_millis: int, *, chaos: bool = True) -> bool:
         """Chaos for ``chaos_millis`` then calm; True when every shard finished within ``settle_millis``
-        of the end of the chaos."""
+        of the end of the chaos. Without ``chaos`` nothing pauses, kills or adds workers: only the
+        fault model and the directed faults act."""
         for _ in range(workers):
             self.join()
         end_of_chaos = self.kernel.now + chaos_millis
-        self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
+        if chaos:
+            self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
         try:
             self.kernel.run_until(end_of_chaos)
             last_close = max(spec.closes for spec in self.shards.values())
