@@ -117,7 +117,8 @@ class LeaseCoordinator:
     def _announce_lost(self, dropped: Sequence[str], why: str) -> None:
         if not dropped:
             return
-        log.warning("worker %s dropped %d leases: %s", self.worker_id, len(dropped), why)
+        shown = ", ".join(dropped[:5]) + (f" and {len(dropped) - 5} more" if len(dropped) > 5 else "")
+        log.warning("worker %s dropped %d leases: %s (%s)", self.worker_id, len(dropped), why, shown)
         self._metrics.count("RenewAllLeases", "LostLeases", len(dropped))
         for shard_id in dropped:
             self._notify_kind("lost", shard_id, None)

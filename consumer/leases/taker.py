@@ -179,7 +179,14 @@ class Taker:
                 continue
             if unwritten is not None:
                 adopted = self._resume_at(adopted, unwritten)
-            self._hold(adopted, "re-adopted", sent_fence_at, since)
+            if self._hold(adopted, "re-adopted", sent_fence_at, since):
+                log.info(
+                    "worker %s re-adopted %s at counter %d (%s)",
+                    self.me,
+                    adopted.shard_id,
+                    adopted.counter,
+                    "a new ownership" if since is None else f"continuing the ownership from counter {since}",
+                )
 
     def _record_unwritten(self) -> None:
         """Record positions processed under leases I lost hold of (the fence dropped them while the
