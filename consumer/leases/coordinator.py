@@ -282,6 +282,28 @@ class LeaseCoordinator:
                 lease.counter,
             )
             self.holdings.written(shard_id)
+            if now is not None and now.owner == self.worker_id:
+                held_now, _ = self.holdings.get(shard_id, self._clock.monotonic_millis())
+                if (
+                    held_now is not None
+                    and held_now.counter == now.counter != lease.counter
+                    and self.holdings.within(shard_id, lease.counter)
+                ):
+                    # My own take-back of the untouched lease (after a fence) landed while this
+                    # write was on its way: the ownership goes on, so the write goes again under
+                    # the counter it has now, and the caller carries on.
+                    log.info(
+                        "worker %s: %s of %s written again under counter %d (the same ownership)",
+                        self.worker_id,
+                        target,
+                        shard_id,
+                        now.counter,
+                    )
+                    return self.checkpoint(shard_id, target, counter)
+                if held_now is None:
+                    # Mine again at another counter by a take not answered yet: the take-back
+                    # resumes after this position (taker._adopt) rather than replaying it.
+                    self.holdings.note_unwritten(lease, target)
             had, _ = self.holdings.remove(shard_id, lease.counter)
             if had is not None:
                 self._notify_kind("lost", shard_id, now)

@@ -172,9 +172,11 @@ class Taker:
                     continue
                 if self._fenced_now():
                     return
-                unwritten = self.holdings.unwritten_for(current)
                 since = self.holdings.continuing(current)
                 adopted = self._take(current)
+                # Read after the take: a checkpoint of mine refused because this take landed first
+                # notes its position meanwhile (coordinator.checkpoint).
+                unwritten = self.holdings.unwritten_for(adopted)
             except LeaseError:
                 continue
             if unwritten is not None:

@@ -210,6 +210,52 @@ def test_a_checkpoint_answered_after_a_take_back_does_not_restore_the_earlier_ow
     assert a.may_process("s1", first + 1)
 
 
+def test_a_checkpoint_that_reaches_the_table_after_the_workers_own_take_back_is_written_under_it() -> None:
+    """The worker sends a checkpoint that is slow to reach the table (a throttled, slow leases table;
+    a stopped process); meanwhile it is fenced and takes its untouched lease back, which moves the
+    counter, so the table refuses the write: it names the old counter. Nobody else held the shard:
+    the ownership goes on, so the position is written under the new counter and the consumer carries
+    on, instead of the refusal dropping the lease that was just taken back and the next consumer
+    replaying the batch (slow-table chaos seeds 2, 3 and 4: 2-3 records delivered twice)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    first = a.held()[0].counter
+
+    def reaches_the_table_after_the_take_back(call: Callable[[], Any]) -> Any:
+        clock.advance(SETTINGS.fence_after_millis + 1)
+        assert a.heartbeat_once()
+        a.take_round()  # takes its own lease back under a new counter
+        return call()  # refused: it names the counter the lease had when it was sent
+
+    store.hooks["checkpoint"] = reaches_the_table_after_the_take_back
+    a.checkpoint("s1", "100", first)
+    assert store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]
+    assert [lease.counter for lease in a.held()] == [first + 1] == [store.get("s1").counter]  # type: ignore[union-attr]
+    assert a.may_process("s1", first)
+
+
+def test_a_checkpoint_refused_while_the_take_back_is_being_answered_is_resumed_after() -> None:
+    """As above, but the consumer's checkpoint comes after the fence and before the take-back's
+    answer: the position is kept, and the take-back, once answered, writes it instead of handing
+    the next consumer the older checkpoint."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    first = a.held()[0].counter
+    clock.advance(SETTINGS.fence_after_millis + 1)
+    assert a.heartbeat_once()  # the fence dropped s1; the next round takes it back
+
+    def answered_after_the_checkpoint(call: Callable[[], Any]) -> Any:
+        taken = call()
+        with pytest.raises(LeaseLostError):
+            a.checkpoint("s1", "100", first)
+        return taken
+
+    store.hooks["take"] = answered_after_the_checkpoint
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("100") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
 def test_progress_from_an_earlier_ownership_is_recorded_when_the_shard_is_mine_again() -> None:
     """A consumer finishes a batch under an ownership that has since ended (fenced, another worker
     took the shard and died, this worker took it back). Its checkpoint is refused — it must stop —
