@@ -1,12 +1,20 @@
-"""Optional resources of the Spark pipeline: the change-log bucket (stateful stack) and an EMR
-Serverless application with its job role (stateless stack).
+"""Resources of the Spark pipeline: the change-log bucket (stateful stack) and an EMR Serverless
+application with its job role (stateless stack).
 
-The bucket is the one ``processing.options.destination`` names when that is ``s3://...`` (so the
-workers' change log and the Spark job meet in the same place); otherwise CDK names it. The job role
-may read and write that bucket only.
+The bucket exists whenever something needs it: the workers' change log goes to S3
+(``processing.options.destination`` is ``s3://...``; the bucket is then the one it names), or the
+pipeline runs on EMR Serverless (CDK names the bucket when the destination is not on S3). Before, it
+existed only with EMR, so a dev fleet writing an s3:// change log retried forever against a bucket
+nobody created.
+
+The job role may do what the three jobs do and no more: read the change log, read and write the
+snapshot and stats locations and the ``emr`` work prefix (submit's archives, the job logs), and scan
+the source table (``verify``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_emrserverless as emrserverless
@@ -14,10 +22,19 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+# One naming rule for the stack and for ``consumer pipeline submit``, which finds the app by it.
+from consumer.emr.request import application_name
 from consumer.settings import Settings
+from infra.errors import InfraConfigError
 from infra.permissions import s3_location
 
 EMR_RELEASE = "emr-7.5.0"
+# Stated, not left to the service default, because submit builds the Python environment for it.
+EMR_ARCHITECTURE = "X86_64"
+OBJECT_READ = ["s3:GetObject"]
+OBJECT_WRITE = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+# verify: a consistent scan of the source table; DescribeTable to name a missing table clearly.
+TABLE_ACTIONS = ["dynamodb:DescribeTable", "dynamodb:Scan"]
 
 
 def changelog_bucket_name(settings: Settings) -> str | None:
@@ -26,6 +43,77 @@ def changelog_bucket_name(settings: Settings) -> str | None:
     if isinstance(destination, str) and destination.startswith("s3://"):
         return s3_location(destination, "processing.options.destination")[0]
     return None
+
+
+def needs_changelog_bucket(settings: Settings) -> bool:
+    """Whether the stateful stack creates the change-log bucket: the workers write there, or the
+    pipeline runs on EMR (which has no other place for its data)."""
+    return changelog_bucket_name(settings) is not None or settings.pipeline.emr_serverless
+
+
+@dataclass(frozen=True)
+class JobLocation:
+    """One S3 prefix the Spark jobs use; ``writable`` ones are also written and deleted."""
+
+    key: str  # the setting it comes from, for error messages
+    bucket: str
+    prefix: str
+    writable: bool
+
+    def object_arns(self) -> list[str]:
+        # ``<prefix>_$folder$`` is the marker Hadoop's S3 file systems write for a directory.
+        base = f"arn:{Aws.PARTITION}:s3:::{self.bucket}"
+        if not self.prefix:
+            return [f"{base}/*"]
+        return [f"{base}/{self.prefix}/*", f"{base}/{self.prefix}_$folder$"]
+
+
+def job_locations(settings: Settings) -> list[JobLocation]:
+    """The prefixes of ``pipeline.*`` the jobs read (the change log) and write (everything else)."""
+    pipeline = settings.pipeline
+    work = pipeline.emr_work_location
+    if work is None:
+        raise InfraConfigError(
+            "pipeline.emr_work_uri: give an s3://bucket/prefix for submit's archives and the job logs"
+        )
+    found = []
+    for key, uri, writable in (
+        ("pipeline.changelog_uri", pipeline.changelog_uri, False),
+        ("pipeline.snapshot_uri", pipeline.snapshot_uri, True),
+        ("pipeline.stats_uri", pipeline.stats_uri, True),
+        ("pipeline.emr_work_uri", work, True),
+    ):
+        bucket, prefix = s3_location(uri, key)
+        found.append(JobLocation(key, bucket, prefix, writable))
+    return found
+
+
+def job_statements(settings: Settings, *, source_table_arn: str) -> list[iam.PolicyStatement]:
+    """Everything a pipeline job may do, location by location."""
+    locations = job_locations(settings)
+    statements = []
+    for writable, actions in ((False, OBJECT_READ), (True, OBJECT_WRITE)):
+        arns = [arn for loc in locations if loc.writable == writable for arn in loc.object_arns()]
+        if arns:
+            statements.append(iam.PolicyStatement(actions=actions, resources=sorted(set(arns))))
+    for bucket in sorted({loc.bucket for loc in locations}):
+        prefixes = sorted(
+            {
+                pattern
+                for loc in locations
+                if loc.bucket == bucket
+                for pattern in ((loc.prefix, f"{loc.prefix}/*") if loc.prefix else ("*",))
+            }
+        )
+        statements.append(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"],
+                conditions={"StringLike": {"s3:prefix": prefixes}},
+            )
+        )
+    statements.append(iam.PolicyStatement(actions=TABLE_ACTIONS, resources=[source_table_arn]))
+    return statements
 
 
 class ChangeLogBucket(Construct):
@@ -48,10 +136,11 @@ class ChangeLogBucket(Construct):
 
 
 class PipelineResources(Construct):
-    """``application`` (EMR Serverless, Spark) and ``job_role``, which may use the change-log bucket
-    only: ``bucket_arn`` (from the bucket's configured name, so no export joins the stacks)."""
+    """``application`` (EMR Serverless, Spark) and ``job_role`` (:func:`job_statements`)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, bucket_arn: str) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, source_table_arn: str
+    ) -> None:
         super().__init__(scope, construct_id)
         self.job_role = iam.Role(
             self,
@@ -59,18 +148,14 @@ class PipelineResources(Construct):
             assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"),
             description=f"{settings.application_name} {settings.env} Spark pipeline jobs",
         )
-        self.job_role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                resources=[f"{bucket_arn}/*"],
-            )
-        )
-        self.job_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
+        for statement in job_statements(settings, source_table_arn=source_table_arn):
+            self.job_role.add_to_policy(statement)
         self.application = emrserverless.CfnApplication(
             self,
             "Spark",
-            name=f"{settings.application_name}-{settings.env}-pipeline",
+            name=application_name(settings),
             release_label=EMR_RELEASE,
+            architecture=EMR_ARCHITECTURE,
             type="SPARK",
             auto_stop_configuration=emrserverless.CfnApplication.AutoStopConfigurationProperty(
                 enabled=True, idle_timeout_minutes=int(Duration.minutes(15).to_minutes())
@@ -79,7 +164,3 @@ class PipelineResources(Construct):
                 cpu="16 vCPU", memory="64 GB"
             ),
         )
-
-
-def bucket_arn_by_name(name: str) -> str:
-    return f"arn:{Aws.PARTITION}:s3:::{name}"

@@ -19,12 +19,7 @@ from infra.leases_table import LeasesTable
 from infra.monitoring import LogGroups, Monitoring, log_group_arn
 from infra.nag import apply_nag
 from infra.permissions import worker_statements
-from infra.pipeline_resources import (
-    ChangeLogBucket,
-    PipelineResources,
-    bucket_arn_by_name,
-    changelog_bucket_name,
-)
+from infra.pipeline_resources import ChangeLogBucket, PipelineResources, needs_changelog_bucket
 from infra.source_table import SourceTable, imported_streams_arn
 from infra.suppressions import suppress_accepted_findings
 
@@ -82,7 +77,7 @@ class StatefulStack(Stack):
         )
         self.log_groups = LogGroups(self, "Logs", settings=settings, retain=protect)
         self.changelog: ChangeLogBucket | None = None
-        if settings.pipeline.emr_serverless:
+        if needs_changelog_bucket(settings):  # the workers write an s3:// change log, or EMR runs
             self.changelog = ChangeLogBucket(self, "Pipeline", settings=settings, retain=protect)
         outputs: dict[str, tuple[str, str]] = {
             "SourceTableName": (self.source.table.table_name, "The table whose stream the fleet reads."),
@@ -149,12 +144,11 @@ class ConsumerStack(Stack):
             self, "Monitoring", settings=settings, group=self.fleet.group, group_name=self.fleet.group_name
         )
         self.pipeline: PipelineResources | None = None
-        if data.changelog is not None:
-            name = changelog_bucket_name(settings)
-            # A bucket CDK names is only known through the data stack (an export); a configured one
-            # is named directly.
-            bucket_arn = bucket_arn_by_name(name) if name else data.changelog.bucket.bucket_arn
-            self.pipeline = PipelineResources(self, "Pipeline", settings=settings, bucket_arn=bucket_arn)
+        if settings.pipeline.emr_serverless:
+            # Grants by the configured names (the pipeline's URIs are s3:// then), so no export.
+            self.pipeline = PipelineResources(
+                self, "Pipeline", settings=settings, source_table_arn=self._table_arn(table.source_table_name)
+            )
         region = settings.region
         dashboard = self.monitoring.dashboard_name  # the name given (the attribute is a token)
         outputs: dict[str, tuple[str, str]] = {
@@ -173,6 +167,10 @@ class ConsumerStack(Stack):
             outputs["EmrApplicationId"] = (
                 self.pipeline.application.attr_application_id,
                 "The EMR Serverless application of the Spark pipeline.",
+            )
+            outputs["EmrJobRoleArn"] = (
+                self.pipeline.job_role.role_arn,
+                "The role the pipeline's jobs run as (consumer pipeline submit passes it).",
             )
         _outputs(self, outputs)
         _finish(self, settings)

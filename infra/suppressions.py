@@ -12,7 +12,7 @@ from constructs import IConstruct
 from consumer.settings import Settings
 from infra.nag import suppress
 from infra.permissions import s3_location
-from infra.pipeline_resources import changelog_bucket_name
+from infra.pipeline_resources import job_locations
 
 _PACK = "AwsSolutions::"
 
@@ -90,14 +90,13 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
                 "the configured prefix.",
             )
     if pipeline is not None and policy is not None:  # the EMR job role, in the fleet's stack
-        # A configured bucket (prod's): a CDK-named one reaches this stack as an import, which
-        # cdk-nag reports under another name and which is not acknowledged here.
-        name = changelog_bucket_name(settings)
-        _ack(
-            pipeline if name else None,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
-            "The Spark job reads the change log and writes snapshots under run-time names in its own bucket.",
-        )
+        for location in job_locations(settings):
+            wildcard = f"{location.prefix}/*" if location.prefix else "*"
+            _ack(
+                pipeline,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{location.bucket}/{wildcard}]",
+                f"Spark names its objects at run time; the grant is limited to the prefix of {location.key}.",
+            )
     if pipeline is not None and policy is None:  # the change-log bucket, in the data stack
         _ack(
             pipeline,

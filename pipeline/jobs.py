@@ -359,9 +359,12 @@ def run_verify(
     keys = KeySchema.of(settings.table)
     items = read_snapshot(spark, settings, store)
     progress(f"[1/3] snapshot {settings.pipeline.snapshot_uri}: current version loaded")
-    rows = [compare.table_row(item, keys) for item in scan_items(dynamodb, settings.table.name)]
+    # The table the fleet reads (an imported one may be named apart from table.name); the EMR job
+    # role may scan exactly that one.
+    source = settings.table.source_table_name
+    rows = [compare.table_row(item, keys) for item in scan_items(dynamodb, source)]
     table = spark.createDataFrame(rows, compare.table_schema(keys))
-    progress(f"[2/3] scanned table {settings.table.name}: {len(rows)} item(s)")
+    progress(f"[2/3] scanned table {source}: {len(rows)} item(s)")
     result = compare.compare(items.select(*keys.names, ITEM_COLUMN), table, keys).persist()
     try:
         counts = {status: 0 for status in compare.STATUSES}

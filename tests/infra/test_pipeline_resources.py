@@ -1,0 +1,138 @@
+"""The pipeline's AWS side as synthesized: the change-log bucket exists wherever the workers write
+an s3:// change log (dev has no EMR and still gets it), the workers may write it, prod's pipeline
+reads and writes inside it, and the EMR job role can do what the three jobs do and nothing more."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import Synthesized, resolve_join, resources_of
+
+pytestmark = pytest.mark.infra
+
+
+def _bucket_names(synth: Synthesized) -> list[str]:
+    return [str(b.get("BucketName")) for b in resources_of(synth.raw, "AWS::S3::Bucket")]
+
+
+def _job_role_statements(synth: Synthesized) -> list[dict[str, Any]]:
+    (role_id,) = [
+        k
+        for k, r in synth.raw["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role"
+        and "emr-serverless.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    statements: list[dict[str, Any]] = []
+    for policy in resources_of(synth.raw, "AWS::IAM::Policy"):
+        if {"Ref": role_id} in policy.get("Roles", []):
+            statements += policy["PolicyDocument"]["Statement"]
+    assert statements
+    return statements
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _worker_statements(synth: Synthesized) -> list[dict[str, Any]]:
+    (policy,) = [
+        r["Properties"]
+        for k, r in synth.raw["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and k.startswith("WorkerPolicy")
+    ]
+    return list(policy["PolicyDocument"]["Statement"])
+
+
+def test_dev_gets_its_change_log_bucket_without_emr(synthesized: dict[str, Synthesized]) -> None:
+    dev = synthesized["dev"]
+    assert not dev.settings.pipeline.emr_serverless
+    assert _bucket_names(dev) == ["orders-stream-consumer-dev-changelog"]
+    assert not resources_of(dev.raw, "AWS::EMRServerless::Application")
+    # ... in the stateful stack, and the workers may write their prefix of it.
+    data = dev.stacks["orders-stream-consumer-dev-data"]
+    assert any(r["Type"] == "AWS::S3::Bucket" for r in data["Resources"].values())
+    writes = [
+        resolve_join(resource)
+        for s in _worker_statements(dev)
+        if "s3:PutObject" in _as_list(s["Action"])
+        for resource in _as_list(s["Resource"])
+    ]
+    assert "arn:<TOKEN>:s3:::orders-stream-consumer-dev-changelog/changes/*" in writes
+
+
+def test_local_writes_its_change_log_to_disk_and_has_no_bucket(synthesized: dict[str, Synthesized]) -> None:
+    assert _bucket_names(synthesized["local"]) == []
+
+
+def test_prods_pipeline_reads_and_writes_inside_the_change_log_bucket(
+    synthesized: dict[str, Synthesized],
+) -> None:
+    prod = synthesized["prod"]
+    (bucket,) = _bucket_names(prod)
+    pipeline = prod.settings.pipeline
+    assert pipeline.emr_serverless
+    for uri in (
+        pipeline.changelog_uri,
+        pipeline.snapshot_uri,
+        pipeline.stats_uri,
+        pipeline.emr_work_location,
+    ):
+        assert str(uri).startswith(f"s3://{bucket}/")
+    assert pipeline.changelog_uri == prod.settings.processing.options["destination"]
+
+
+def test_the_job_role_scans_only_the_source_table(synthesized: dict[str, Synthesized]) -> None:
+    prod = synthesized["prod"]
+    statements = _job_role_statements(prod)
+    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in _as_list(s["Action"]))]
+    assert len(dynamodb) == 1
+    assert sorted(_as_list(dynamodb[0]["Action"])) == ["dynamodb:DescribeTable", "dynamodb:Scan"]
+    table = prod.settings.table.source_table_name
+    region, account = prod.settings.region, prod.settings.account
+    assert [resolve_join(r) for r in _as_list(dynamodb[0]["Resource"])] == [
+        f"arn:<TOKEN>:dynamodb:{region}:{account}:table/{table}"
+    ]
+
+
+def test_the_job_role_uses_the_buckets_prefixes_and_nothing_else(synthesized: dict[str, Synthesized]) -> None:
+    prod = synthesized["prod"]
+    (bucket,) = _bucket_names(prod)
+    statements = _job_role_statements(prod)
+    actions = {a for s in statements for a in _as_list(s["Action"])}
+    assert actions == {
+        "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
+        "dynamodb:DescribeTable", "dynamodb:Scan",
+    }  # fmt: skip
+    objects: dict[str, set[str]] = {}
+    for statement in statements:
+        assert statement["Effect"] == "Allow" and statement.get("Resource") != "*"
+        for resource in _as_list(statement["Resource"]):
+            arn = resolve_join(resource)
+            if arn.startswith(f"arn:<TOKEN>:s3:::{bucket}/"):
+                for action in _as_list(statement["Action"]):
+                    objects.setdefault(arn.split(":::", 1)[1], set()).add(action)
+    readonly = {"s3:GetObject"}
+    readwrite = {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    assert objects == {
+        f"{bucket}/changes/*": readonly,  # the change log is never written by a job
+        f"{bucket}/changes_$folder$": readonly,
+        **{f"{bucket}/{p}/*": readwrite for p in ("snapshot", "stats", "emr")},
+        **{f"{bucket}/{p}_$folder$": readwrite for p in ("snapshot", "stats", "emr")},
+    }
+    (listing,) = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert resolve_join(listing["Resource"]) == f"arn:<TOKEN>:s3:::{bucket}"
+    assert sorted(listing["Condition"]["StringLike"]["s3:prefix"]) == sorted(
+        [p for name in ("changes", "snapshot", "stats", "emr") for p in (name, f"{name}/*")]
+    )
+
+
+def test_the_fleet_stack_names_the_application_and_its_role(synthesized: dict[str, Synthesized]) -> None:
+    prod = synthesized["prod"]
+    outputs = prod.stacks["orders-stream-consumer-prod"]["Outputs"]
+    (app,) = resources_of(prod.raw, "AWS::EMRServerless::Application")
+    assert app["Name"] == "orders-stream-consumer-prod-pipeline" and app["Architecture"] == "X86_64"
+    assert "Fn::GetAtt" in outputs["EmrJobRoleArn"]["Value"]
+    assert outputs["EmrJobRoleArn"]["Value"]["Fn::GetAtt"][1] == "Arn"
