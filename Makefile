@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup java demo test check lint typecheck bench synth clean
+.PHONY: help setup java wheelhouse lock demo test check lint typecheck bench synth clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,7 +31,14 @@ $(NODE_STAMP): package.json package-lock.json
 java:  ## make sure a Java 17+ runtime is present (Spark needs it)
 	@./scripts/ensure-java.sh
 
-setup: $(STAMP) $(NODE_STAMP) java  ## create/refresh .venv, the local CDK CLI and Java (idempotent)
+setup: $(STAMP) $(NODE_STAMP) java wheelhouse  ## create/refresh .venv, the local CDK CLI, Java and the wheelhouse (idempotent)
+
+# The instances' wheels, downloaded once per lock into var/wheels/ (synth ships them in the asset).
+wheelhouse: $(STAMP)  ## download the lock's wheels for the instances (deploy/requirements.lock)
+	$(BIN)/python -m infra.wheelhouse fetch --arch x86_64
+
+lock: $(STAMP)  ## re-resolve deploy/requirements.lock from requirements.txt's pins (needs PyPI)
+	$(BIN)/python -m infra.wheelhouse lock
 
 demo: setup  ## run the whole system locally on the emulator and print the verdict
 	$(BIN)/consumer demo --env local
@@ -51,7 +58,7 @@ check: lint typecheck test  ## the one gate: ruff, mypy, tests
 bench: setup  ## benchmarks; writes bench/RESULTS.md
 	$(BIN)/python -m bench
 
-synth: setup  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
+synth: setup wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
 	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet
 
 clean:  ## remove the virtualenv, node_modules and build outputs

@@ -7,25 +7,20 @@ from pathlib import Path
 from aws_cdk import App
 
 from consumer.settings import ConfigError, Settings, load_settings
+from infra.asset import ASSET_INCLUDE, ASSET_NEVER, asset_exclude
 from infra.errors import InfraConfigError
 from infra.stack import DISPOSABLE_ENVIRONMENTS, ConsumerStack, StatefulStack, data_stack_name, stack_name
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-# What an instance needs from the repository, and nothing else: the product, the user's processors
-# (``consumer new processor`` writes processors/NAME.py; the units run in the unpacked asset, whose
-# directory is on ``processing.import_paths``), the configuration, and what pip installs from. The
-# asset's hash is taken over these only, so a README or docs edit leaves the launch template (and the
-# running instances) alone, while a code, config or dependency change rolls the fleet.
-ASSET_INCLUDE = ("consumer", "processors", "config", "pyproject.toml", "requirements.txt")
-# Never shipped even inside those: caches and build output.
-ASSET_NEVER = ("__pycache__/", "*.pyc", "*.egg-info/", "build/")
-
-
-def asset_exclude() -> list[str]:
-    """``.gitignore``-style patterns (``IgnoreMode.GIT``): everything at the top, except the
-    allow-list above."""
-    allowed = [f"!/{name}/" if name.isidentifier() else f"!/{name}" for name in ASSET_INCLUDE]
-    return ["/*", *allowed, *ASSET_NEVER]
+# The asset's allow-list lives in infra/asset.py (re-exported here, where it used to be).
+__all__ = [
+    "ASSET_INCLUDE",
+    "ASSET_NEVER",
+    "REPOSITORY_ROOT",
+    "asset_exclude",
+    "build_app",
+    "load_environment",
+]
 
 
 class EnvironmentNotChosenError(InfraConfigError):

@@ -1,14 +1,22 @@
 """The worker fleet: launch template, Auto Scaling group, termination lifecycle hook.
 
 Instances have no SSH key (Session Manager instead), require IMDSv2, encrypt their volumes, and run
-``worker_processes_per_instance`` ``consumer run`` units (see :mod:`infra.user_data`). The
-termination hook holds a scaled-in instance until its workers have released their leases, so a
-scale-in or a rolling deploy hands shards over instead of waiting for them to expire.
+``worker_processes_per_instance`` ``consumer run`` units (see :mod:`infra.user_data` and
+``deploy/bootstrap.py``). The termination hook holds a scaled-in instance until its workers have
+released their leases, so a scale-in or a rolling deploy hands shards over instead of waiting for
+them to expire.
+
+A deployment cannot half-work: the group's creation policy and rolling update wait for one
+CloudFormation signal per new instance, which the bootstrap sends only once every worker process
+on it has completed a lease-taking round; an instance whose workers later crash-loop or go silent
+is marked Unhealthy by its watchdog and replaced.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Fn, IgnoreMode
+from pathlib import Path
+
+from aws_cdk import Duration, Fn, IgnoreMode, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -16,7 +24,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from consumer.settings import Settings
-from infra.user_data import BootParameters, boot_script
+from infra.asset import staged_asset
+from infra.user_data import SIGNAL_TIMEOUT_MINUTES, BootParameters, boot_script
 
 ROOT_VOLUME_GB = 20
 
@@ -29,6 +38,12 @@ INTERFACE_ENDPOINTS = {
     "monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
     "logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
 }
+
+
+def wheel_architecture(instance_type: str) -> str:
+    """The manylinux architecture of the instance type's processor (Graviton types: aarch64)."""
+    arm = ec2.InstanceType(instance_type).architecture == ec2.InstanceArchitecture.ARM_64
+    return "aarch64" if arm else "x86_64"
 
 
 def machine_image(settings: Settings) -> ec2.IMachineImage:
@@ -141,9 +156,15 @@ class WorkerFleet(Construct):
             description=f"{settings.application_name} {settings.env} worker instances",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
-        # .gitignore semantics: the exclude list is an allow-list of what instances need.
+        # The allow-list of what instances need, plus the wheelhouse for this instance type's
+        # architecture; the exclude list (.gitignore semantics) states the same allow-list.
+        self.architecture = wheel_architecture(fleet.instance_type)
         self.asset = s3_assets.Asset(
-            self, "Source", path=source_path, exclude=asset_exclude, ignore_mode=IgnoreMode.GIT
+            self,
+            "Source",
+            path=str(staged_asset(Path(source_path), self.architecture)),
+            exclude=asset_exclude,
+            ignore_mode=IgnoreMode.GIT,
         )
         # Exactly this asset object, not the whole CDK assets bucket.
         self.role.add_to_policy(
@@ -162,18 +183,8 @@ class WorkerFleet(Construct):
         streams_endpoint_url: str | None = None
         if isinstance(vpc, ec2.Vpc):
             streams_endpoint_url = add_interface_endpoints(self, vpc, settings, security_group)
+        # Filled in below, once the group (the resource the boot signals) exists.
         user_data = ec2.UserData.for_linux()
-        user_data.add_commands(
-            *boot_script(
-                settings,
-                BootParameters(
-                    asset_url=self.asset.s3_object_url,
-                    auto_scaling_group_name=self.group_name,
-                    lifecycle_hook_name=self.lifecycle_hook_name,
-                    streams_endpoint_url=streams_endpoint_url,
-                ),
-            )
-        )
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
@@ -208,10 +219,35 @@ class WorkerFleet(Construct):
             # GroupInServiceInstances feeds the group-at-max alarm (monitoring.py).
             group_metrics=[autoscaling.GroupMetrics.all()],
             health_checks=autoscaling.HealthChecks.ec2(),
+            # Creation waits for min_instances SUCCESS signals (none to wait for when the group may
+            # start empty); each rolling batch for its own.
+            signals=autoscaling.Signals.wait_for_min_capacity(
+                timeout=Duration.minutes(SIGNAL_TIMEOUT_MINUTES)
+            )
+            if fleet.min_instances > 0
+            else None,
             update_policy=autoscaling.UpdatePolicy.rolling_update(
                 max_batch_size=1,
                 min_instances_in_service=min(fleet.min_instances, fleet.max_instances - 1),
+                wait_on_resource_signals=True,
+                pause_time=Duration.minutes(SIGNAL_TIMEOUT_MINUTES),
             ),
+        )
+        group_resource = self.group.node.default_child
+        assert isinstance(group_resource, autoscaling.CfnAutoScalingGroup)
+        self.signal_resource = Stack.of(self).resolve(group_resource.logical_id)
+        user_data.add_commands(
+            *boot_script(
+                settings,
+                BootParameters(
+                    asset_url=self.asset.s3_object_url,
+                    auto_scaling_group_name=self.group_name,
+                    lifecycle_hook_name=self.lifecycle_hook_name,
+                    stack_name=Stack.of(self).stack_name,
+                    signal_resource=self.signal_resource,
+                    streams_endpoint_url=streams_endpoint_url,
+                ),
+            )
         )
         self.lifecycle_hook = autoscaling.LifecycleHook(
             self,

@@ -110,8 +110,9 @@ def worker_statements(
             resources=["*"],
             conditions={"StringEquals": {"cloudwatch:namespace": settings.metrics_namespace}},
         ),
+        # The watchdog: the termination hand-off, and Unhealthy when the workers crash-loop or go silent.
         iam.PolicyStatement(
-            actions=["autoscaling:CompleteLifecycleAction"],
+            actions=["autoscaling:CompleteLifecycleAction", "autoscaling:SetInstanceHealth"],
             resources=[
                 stack.format_arn(
                     service="autoscaling",
@@ -121,5 +122,7 @@ def worker_statements(
                 )
             ],
         ),
+        # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
+        # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
         *destination_statements(settings),
     ]

@@ -1,33 +1,38 @@
-"""What an instance runs at boot, rendered as text (no CDK here, so it is testable on its own).
+"""What an instance runs at boot: a short user data that hands over to ``deploy/bootstrap.py``.
 
-Boot installs the product from the CDK asset (this repository, zipped), the runtime packages at the
-repository's own pins (``requirements.txt`` as a constraints file, so an instance runs exactly what
-the tests ran), then starts ``worker_processes_per_instance`` systemd units of ``consumer run`` and
-the CloudWatch agent with its EMF listener. A small watcher notices the Auto Scaling termination
-lifecycle state and stops the units first: each worker gets SIGTERM, checkpoints and releases its
-leases (a long-standing KCL complaint: it only lets leases expire), and only then is the instance let go.
+The user data installs the two system packages (Python 3.11, the CloudWatch agent), downloads the
+asset, writes the boot plan (:func:`boot_plan`: the environment's values and the stack's) and runs
+the bootstrap from the downloaded archive. Everything else (virtualenv from the asset's locked
+wheelhouse with no index, agent configuration, systemd units, the wait for healthy workers and
+the CloudFormation signal) is Python in the repository, tested on a developer's machine
+(``tests/infra/test_boot.py``). A failure before the bootstrap runs (dnf, the download) signals
+FAILURE from the shell's ERR trap, so no path through boot leaves the creation policy waiting
+for its timeout without a word.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from consumer.settings import Settings
+from deploy.bootstrap import SIGNALLED_FAILURE
+from deploy.plan import STREAMS_ENDPOINT_VARIABLE, BootPlan, Layout
 from infra.errors import InfraConfigError
 
-INSTALL_ROOT = "/opt/consumer"
-SOURCE_DIR = f"{INSTALL_ROOT}/src"
-VENV_DIR = f"{INSTALL_ROOT}/venv"
-CONFIG_DIR = f"{SOURCE_DIR}/config"
-UNIT_NAME = "consumer-worker"
-WATCHER_NAME = "consumer-lifecycle"
-# Imported by the worker at run time; pip resolves the rest under the repository's constraints.
-RUNTIME_PACKAGES = ("boto3", "pydantic", "PyYAML", "orjson", "rich", "watchtower", "aws-embedded-metrics")
+__all__ = ["STREAMS_ENDPOINT_VARIABLE", "BootParameters", "boot_plan", "boot_script"]
+
+INSTANCE = Layout()
+INSTALL_ROOT = str(INSTANCE.install_root)
+SOURCE_DIR = str(INSTANCE.source_dir)
+ASSET_ARCHIVE = f"{INSTALL_ROOT}/asset.zip"
+PLAN_SOURCE = "/etc/consumer-boot.json"
 # Leave the hook this long after the units stopped to complete the lifecycle action itself.
 _STOP_MARGIN_SECONDS = 15
+# From boot to the bootstrap's verdict: dnf, the download, the virtualenv, and the workers' first
+# lease-taking rounds. The creation policy's timeout is this plus a margin.
+HEALTH_TIMEOUT_SECONDS = 600
+SIGNAL_TIMEOUT_MINUTES = 20
 
 
 @dataclass(frozen=True)
@@ -37,14 +42,11 @@ class BootParameters:
     asset_url: str
     auto_scaling_group_name: str
     lifecycle_hook_name: str
+    stack_name: str
+    # The Auto Scaling group's logical id: the resource the creation/update policy waits on.
+    signal_resource: str
     # https://<the interface endpoint's DNS name> when the VPC has one for DynamoDB Streams.
     streams_endpoint_url: str | None = None
-
-
-# botocore's service-specific endpoint variable for the ``dynamodbstreams`` client (service id
-# "DynamoDB Streams"): the interface endpoint of DynamoDB Streams has no private DNS name, so the
-# workers are pointed at its own DNS name instead.
-STREAMS_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_DYNAMODB_STREAMS"
 
 
 def stop_timeout_seconds(settings: Settings) -> int:
@@ -52,40 +54,10 @@ def stop_timeout_seconds(settings: Settings) -> int:
     return max(10, settings.fleet.lifecycle_hook_timeout_seconds - _STOP_MARGIN_SECONDS)
 
 
-def worker_unit(settings: Settings, streams_endpoint_url: str | None = None) -> str:
-    """The systemd template unit ``consumer-worker@.service`` (one instance per worker process)."""
-    streams = (
-        [f"Environment={STREAMS_ENDPOINT_VARIABLE}={streams_endpoint_url}"] if streams_endpoint_url else []
-    )
-    command = (
-        f"{VENV_DIR}/bin/consumer run --env {shlex.quote(settings.env)} --config-dir {CONFIG_DIR} "
-        "--worker-name %H-%i"
-    )
-    return "\n".join(
-        [
-            "[Unit]",
-            f"Description=DynamoDB stream consumer worker %i ({settings.env})",
-            "After=network-online.target amazon-cloudwatch-agent.service",
-            "Wants=network-online.target",
-            "",
-            "[Service]",
-            "Type=simple",
-            "User=consumer",
-            f"WorkingDirectory={SOURCE_DIR}",
-            f"Environment=AWS_DEFAULT_REGION={settings.region}",
-            *streams,
-            f"ExecStart={command}",
-            "Restart=on-failure",
-            "RestartSec=5",
-            # SIGTERM makes the worker checkpoint and release its leases (graceful hand-off).
-            "KillSignal=SIGTERM",
-            f"TimeoutStopSec={stop_timeout_seconds(settings)}",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
-    )
+def heartbeat_max_age_seconds(settings: Settings) -> int:
+    """A worker takes leases every two failover times (KCL's rhythm): three missed rounds, and at
+    least two minutes, before it counts as not running."""
+    return max(120, 6 * settings.worker.failover_time_millis // 1000)
 
 
 def agent_listener(settings: Settings) -> str:
@@ -132,82 +104,52 @@ def agent_config(settings: Settings) -> dict[str, object]:
     }
 
 
-def lifecycle_watcher(settings: Settings, boot: BootParameters) -> str:
-    """Shell loop: on target state Terminated, stop the workers, then complete the lifecycle action."""
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            "set -u",
-            "imds() {",
-            '  token=$(curl -sf -X PUT "http://169.254.169.254/latest/api/token" '
-            '-H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-            '  curl -sf -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"',
-            "}",
-            "instance_id=$(imds instance-id)",
-            "while true; do",
-            '  if [ "$(imds autoscaling/target-lifecycle-state)" = "Terminated" ]; then',
-            f"    systemctl stop '{UNIT_NAME}@*'",
-            "    aws autoscaling complete-lifecycle-action --lifecycle-action-result CONTINUE \\",
-            f"      --lifecycle-hook-name {boot.lifecycle_hook_name} \\",
-            f"      --auto-scaling-group-name {boot.auto_scaling_group_name} \\",
-            f'      --instance-id "$instance_id" --region {settings.region}',
-            "    exit 0",
-            "  fi",
-            "  sleep 5",
-            "done",
-            "",
-        ]
+def boot_plan(settings: Settings, boot: BootParameters) -> BootPlan:
+    return BootPlan(
+        env=settings.env,
+        region=settings.region,
+        worker_processes=settings.fleet.worker_processes_per_instance,
+        stop_timeout_seconds=stop_timeout_seconds(settings),
+        agent_config=agent_config(settings),
+        stack_name=boot.stack_name,
+        signal_resource=boot.signal_resource,
+        group_name=boot.auto_scaling_group_name,
+        lifecycle_hook_name=boot.lifecycle_hook_name,
+        health_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
+        heartbeat_max_age_seconds=heartbeat_max_age_seconds(settings),
+        streams_endpoint_url=boot.streams_endpoint_url,
     )
-
-
-def _write_file(path: str, content: str, mode: str = "0644") -> list[str]:
-    marker = "CONSUMER_EOF"
-    if marker in content:  # pragma: no cover - guarded by the fixed inputs above
-        raise ValueError(f"{path}: content contains the heredoc marker")
-    return [f"cat > {path} <<'{marker}'", content.rstrip("\n"), marker, f"chmod {mode} {path}"]
 
 
 def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
     """User-data lines (without the shebang, which CDK's UserData adds)."""
-    processes = settings.fleet.worker_processes_per_instance
-    units = " ".join(f"{UNIT_NAME}@{i}" for i in range(1, processes + 1))
-    packages = " ".join(RUNTIME_PACKAGES)
-    lines = [
+    plan = boot_plan(settings, boot).to_json()
+    marker = "CONSUMER_EOF"
+    if marker in plan:  # pragma: no cover - guarded by the fixed inputs above
+        raise ValueError("the boot plan contains the heredoc marker")
+    region = settings.region
+    imds = "http://169.254.169.254/latest"
+    return [
         "set -euxo pipefail",
-        "dnf install -y python3.11 python3.11-pip amazon-cloudwatch-agent unzip",
-        "id consumer >/dev/null 2>&1 || useradd --system --home-dir /opt/consumer --shell /sbin/nologin consumer",
-        f"mkdir -p {SOURCE_DIR}",
-        f"aws s3 cp {boot.asset_url} /tmp/consumer.zip --region {settings.region}",
-        f"unzip -o -q /tmp/consumer.zip -d {SOURCE_DIR}",
-        f"python3.11 -m venv {VENV_DIR}",
-        f"{VENV_DIR}/bin/pip install --quiet -c {SOURCE_DIR}/requirements.txt {packages}",
-        f"{VENV_DIR}/bin/pip install --quiet --no-deps --no-build-isolation {SOURCE_DIR}",
-        f"chown -R consumer:consumer {INSTALL_ROOT}",
-        *_write_file(
-            "/opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json",
-            json.dumps(agent_config(settings), indent=2, sort_keys=True),
-        ),
-        "/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s "
-        "-c file:/opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json",
-        *_write_file(
-            f"/etc/systemd/system/{UNIT_NAME}@.service", worker_unit(settings, boot.streams_endpoint_url)
-        ),
-        *_write_file(f"{INSTALL_ROOT}/lifecycle-watcher.sh", lifecycle_watcher(settings, boot), "0755"),
-        *_write_file(
-            f"/etc/systemd/system/{WATCHER_NAME}.service",
-            "\n".join(
-                [
-                    "[Unit]",
-                    "Description=Stop consumer workers when Auto Scaling terminates this instance",
-                    "[Service]",
-                    f"ExecStart={INSTALL_ROOT}/lifecycle-watcher.sh",
-                    "Restart=always",
-                    "[Install]",
-                    "WantedBy=multi-user.target",
-                ]
-            ),
-        ),
-        "systemctl daemon-reload",
-        f"systemctl enable --now {units} {WATCHER_NAME}",
+        f'token=$(curl -sf -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
+        f'instance_id=$(curl -sf -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id)',
+        "signal_failure() {",
+        f"  aws cloudformation signal-resource --stack-name {boot.stack_name} --logical-resource-id "
+        f'{boot.signal_resource} --unique-id "$instance_id" --status FAILURE --region {region} || true',
+        "}",
+        # Until the bootstrap runs (it signals for itself), any failing line signals FAILURE.
+        "trap signal_failure ERR",
+        "dnf install -y python3.11 python3.11-pip amazon-cloudwatch-agent",
+        f"mkdir -p {INSTALL_ROOT}",
+        f"aws s3 cp {boot.asset_url} {ASSET_ARCHIVE} --region {region}",
+        f"cat > {PLAN_SOURCE} <<'{marker}'",
+        plan,
+        marker,
+        "trap - ERR",
+        "status=0",
+        f"PYTHONPATH={ASSET_ARCHIVE} python3.11 -m deploy.bootstrap --archive {ASSET_ARCHIVE} "
+        f"--plan {PLAN_SOURCE} --root / || status=$?",
+        # 3: the bootstrap signalled FAILURE itself; another failure: it could not, so signal here.
+        f'if [ "$status" -ne 0 ] && [ "$status" -ne {SIGNALLED_FAILURE} ]; then signal_failure; fi',
+        'exit "$status"',
     ]
-    return lines

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from consumer.commands import add_env_arguments, settings_from
@@ -19,6 +20,12 @@ def register(subparsers: Any) -> None:
     add_env_arguments(parser)
     parser.add_argument("--worker-id", default=None, help="worker id (default: [name@]host:pid:random)")
     parser.add_argument("--worker-name", default=None, help="a readable prefix for the generated worker id")
+    parser.add_argument(
+        "--heartbeat-file",
+        default=None,
+        type=Path,
+        help="touch this file after every lease-taking round (read by the instance's boot and watchdog)",
+    )
     parser.set_defaults(handler=_run)
 
 
@@ -34,6 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.processing.factory import ProcessingClients, build_processor_factory
     from consumer.processing.lifecycle_bridge import bridged
     from consumer.streams.dynamodb import DynamoDBStreamSource
+    from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
     from consumer.telemetry.sinks import sink_from_settings
@@ -73,7 +81,10 @@ def _run(args: argparse.Namespace) -> int:
             # The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself.
             reader_factory=lambda arn: SourceReader(DynamoDBStreamSource(clients.streams), arn),
             worker_id=worker_id,
-            metrics=metrics,
+            # The worker's rounds also renew the heartbeat file, when one is asked for.
+            metrics=HeartbeatMetrics(metrics, HeartbeatFile(args.heartbeat_file))
+            if args.heartbeat_file is not None
+            else metrics,
         )
         worker.install_signal_handlers()
         metrics.start()

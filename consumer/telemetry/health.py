@@ -4,13 +4,20 @@ The WARN is rate-limited (one per transport per ``warn_every_millis``): a transp
 for an hour must not flood the very logs that may be shipping through it. Its logger,
 ``consumer.telemetry.transport``, is kept away from the CloudWatch log handlers (see
 ``logs.py``) so a failing log transport cannot feed on its own warnings.
+
+The worker's own health, as seen from outside the process, is here too: :class:`HeartbeatFile`
+and :class:`HeartbeatMetrics` (``consumer run --heartbeat-file``), which an instance's bootstrap
+and watchdog read (``deploy/health.py``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from consumer.clock import Clock, SystemClock
 
@@ -68,3 +75,71 @@ class TransportHealth:
                 return
             self._last_warned[transport] = now
         log.warning("telemetry transport trouble: %s", message, extra={"event": "TELEMETRY_TRANSPORT"})
+
+
+class _Recorder(Protocol):
+    """The worker's metrics interface (``consumer.telemetry.metrics.Metrics``, which imports this
+    module, hence restated)."""
+
+    def count(
+        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
+    ) -> None: ...
+
+    def gauge(
+        self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
+    ) -> None: ...
+
+    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None: ...
+
+
+# The gauge every lease-taking round sets, whether or not records flow (``workers-silent`` alarms
+# on its absence); a round that got this far means the lease loop is running.
+ROUND_OPERATION = "TakeLeases"
+ROUND_METRIC = "NumWorkers"
+
+
+class HeartbeatFile:
+    """A file whose modification time is the worker's last lease-taking round.
+
+    Read from outside the process (the instance's bootstrap before it signals CloudFormation, the
+    watchdog afterwards, ``deploy/health.py``): a worker that never completes a round, hangs or
+    lost its tables stops renewing it. Written by replacing the file, so a reader never sees it
+    half-written; a write that fails is logged once and never stops the worker.
+    """
+
+    def __init__(self, path: Path, clock: Clock | None = None) -> None:
+        self.path = path
+        self._clock = clock or SystemClock()
+        self._warned = False
+
+    def beat(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            scratch.write_text(f"{self._clock.wall_millis()}\n")
+            os.replace(scratch, self.path)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                log.warning("cannot write the heartbeat file %s: %s", self.path, exc)
+
+
+class HeartbeatMetrics:
+    """The worker's metrics, unchanged, plus a heartbeat at every lease-taking round's gauge."""
+
+    def __init__(self, inner: _Recorder, heartbeat: HeartbeatFile) -> None:
+        self._inner = inner
+        self._heartbeat = heartbeat
+
+    def count(
+        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
+    ) -> None:
+        self._inner.count(operation, name, value, unit, shard_id)
+
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
+        self._inner.gauge(operation, name, value, unit, shard_id)
+        if operation == ROUND_OPERATION and name == ROUND_METRIC:
+            self._heartbeat.beat()
+
+    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
+        self._inner.timing(operation, name_prefix, millis, success)

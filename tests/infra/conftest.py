@@ -93,3 +93,26 @@ def dashboard_body(raw: dict[str, Any]) -> dict[str, Any]:
     (dashboard,) = resources_of(raw, "AWS::CloudWatch::Dashboard")
     body: dict[str, Any] = json.loads(resolve_join(dashboard["DashboardBody"]))
     return body
+
+
+def user_data_of(raw: dict[str, Any]) -> str:
+    """The launch template's user data as text (tokens become <TOKEN>)."""
+    (template,) = resources_of(raw, "AWS::EC2::LaunchTemplate")
+    return resolve_join(template["LaunchTemplateData"]["UserData"]["Fn::Base64"])
+
+
+def boot_plan_of(raw: dict[str, Any]) -> Any:
+    """The boot plan the user data hands to deploy/bootstrap.py (a deploy.plan.BootPlan)."""
+    from deploy.plan import BootPlan
+
+    user_data = user_data_of(raw)
+    start = user_data.index("<<'CONSUMER_EOF'\n") + len("<<'CONSUMER_EOF'\n")
+    return BootPlan.from_json(user_data[start : user_data.index("\nCONSUMER_EOF", start)])
+
+
+def instance_units(raw: dict[str, Any]) -> dict[str, str]:
+    """The unit files the bootstrap writes on an instance from that plan (file name -> text)."""
+    from deploy.plan import Layout
+    from deploy.units import unit_files
+
+    return unit_files(boot_plan_of(raw), Layout())

@@ -1,7 +1,8 @@
 """The CDK asset instances receive: what the systemd units need and nothing else.
 
-* the staged asset is the allow-list of infra.application (product, processors, config, what pip
-  installs from): no tests, docs, README, emulator, pipeline, caches;
+* the staged asset is the allow-list of infra.asset (product, processors, config, the bootstrap in
+  deploy/, the project files) plus the locked wheelhouse: no tests, docs, README, emulator,
+  pipeline, caches;
 * a processor the scaffold writes into ``processors/`` is in the asset, and ``consumer run`` started
   in the unpacked asset (as the unit is: ``WorkingDirectory`` is the asset) delivers records to it;
 * the asset's hash, which names the object the launch template downloads, moves with code, config
@@ -25,8 +26,9 @@ import boto3
 import pytest
 
 from infra.application import ASSET_INCLUDE
+from infra.asset import ASSET_STAGED
 from infra.user_data import SOURCE_DIR
-from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of
+from tests.infra.conftest import REPO, Synthesized, instance_units, resolve_join, resources_of
 from tests.support import create_orders_table, moto_server
 
 pytestmark = pytest.mark.infra
@@ -53,7 +55,7 @@ def repository(tmp_path: Path) -> Path:
     processor written by the real scaffold (``consumer new processor audit``)."""
     repo = tmp_path / "repo"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "config"):
+    for name in ("consumer", "config", "deploy"):
         shutil.copytree(REPO / name, repo / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt", "README.md"):
         shutil.copy(REPO / name, repo / name)
@@ -85,8 +87,8 @@ def test_the_asset_holds_what_instances_need_and_nothing_else(synthesized: dict[
     synth = synthesized["prod"]
     asset_hash, directory = staged_asset(synth)
     top = {p.name for p in directory.iterdir()}
-    assert top <= set(ASSET_INCLUDE), top
-    assert {"consumer", "config", "pyproject.toml", "requirements.txt"} <= top
+    assert top <= set(ASSET_INCLUDE) | set(ASSET_STAGED), top
+    assert {"consumer", "config", "deploy", "wheelhouse", "pyproject.toml", "requirements.txt"} <= top
     assert (directory / "consumer" / "cli.py").is_file()
     assert (directory / "config" / f"{synth.settings.env}.yaml").is_file()
     assert not all_names(directory) & (NEVER_SHIPPED | {"__pycache__"})
@@ -115,7 +117,7 @@ def test_a_processor_in_processors_ships_and_runs_from_the_unpacked_asset(
     # The unit runs `consumer run` with the unpacked asset as its working directory.
     (template,) = resources_of(raw, "AWS::EC2::LaunchTemplate")
     user_data = resolve_join(template["LaunchTemplateData"]["UserData"]["Fn::Base64"])
-    assert f"WorkingDirectory={SOURCE_DIR}" in user_data
+    assert f"WorkingDirectory={SOURCE_DIR}" in instance_units(raw)["consumer-worker@.service"]
     assert f"{stack.fleet.asset.asset_hash}.zip" in user_data
 
     # From the unpacked asset, as on an instance: the processor imports and receives records.

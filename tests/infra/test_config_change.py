@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of, synthesize
+from tests.infra.conftest import REPO, Synthesized, boot_plan_of, instance_units, resources_of, synthesize
 
 pytestmark = pytest.mark.infra
 
@@ -44,8 +44,12 @@ def test_worker_and_capacity_edits_reach_the_template(
         if a.get("MetricName") == "ReturnedItemCount" and a["ComparisonOperator"].startswith("Greater")
     ]
     assert alarm["Threshold"] == 3 * 44
-    (template,) = resources_of(edited.raw, "AWS::EC2::LaunchTemplate")
-    user_data = resolve_join(template["LaunchTemplateData"]["UserData"]["Fn::Base64"])
-    assert "consumer-worker@6 consumer-lifecycle" in user_data
-    assert "TimeoutStopSec=285" in user_data
+    plan = boot_plan_of(edited.raw)
+    assert plan.unit_names()[-1] == "consumer-worker@6" and len(plan.unit_names()) == 6
+    assert "TimeoutStopSec=285" in instance_units(edited.raw)["consumer-worker@.service"]
+    # Creation waits for the new minimum's signals.
+    (group_resource,) = [
+        r for r in edited.raw["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
+    ]
+    assert group_resource["CreationPolicy"]["ResourceSignal"]["Count"] == 4
     assert edited.raw != before.raw

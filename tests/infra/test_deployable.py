@@ -26,7 +26,7 @@ from infra.scaling import (
     scaling_step,
     scaling_thresholds,
 )
-from tests.infra.conftest import ENVIRONMENTS, REPO, Synthesized, resolve_join, resources_of
+from tests.infra.conftest import ENVIRONMENTS, REPO, Synthesized, instance_units, resolve_join, resources_of
 
 pytestmark = pytest.mark.infra
 
@@ -328,8 +328,10 @@ def test_outputs_for_what_a_user_needs(synth: Synthesized) -> None:
     url = resolve_join(outputs["DashboardUrl"]["Value"])
     assert url.endswith(f"#dashboards:name={prefix}") and f"region={synth.settings.region}" in url
     pipeline = synth.settings.pipeline.emr_serverless
-    assert ("ChangeLogBucketName" in outputs) == pipeline
+    destination = str(synth.settings.processing.options.get("destination", ""))
+    assert ("ChangeLogBucketName" in outputs) == (pipeline or destination.startswith("s3://"))
     assert ("EmrApplicationId" in outputs) == pipeline
+    assert ("EmrJobRoleArn" in outputs) == pipeline
 
 
 def _logical_id(synth: Synthesized, table_name: str) -> str:
@@ -369,9 +371,8 @@ def test_interface_endpoints_where_configured(synthesized: dict[str, Synthesized
         for endpoint in endpoints:
             streams = resolve_join(endpoint["ServiceName"]).endswith(".dynamodb-streams")
             assert endpoint["PrivateDnsEnabled"] is (not streams), env
-        (template,) = resources_of(synth.raw, "AWS::EC2::LaunchTemplate")
-        user_data = json.dumps(template["LaunchTemplateData"]["UserData"])
-        assert ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS=https://" in user_data) is (
+        worker = instance_units(synth.raw)["consumer-worker@.service"]
+        assert ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS=https://" in worker) is (
             "dynamodb-streams" in synth.settings.fleet.interface_endpoints
         ), env
     assert synthesized["prod"].settings.fleet.interface_endpoints == [

@@ -16,7 +16,14 @@ import pytest
 
 from consumer.telemetry.emf import MetricValues, build_documents
 from consumer.telemetry.sinks import AgentSink, sink_from_settings
-from tests.infra.conftest import ENVIRONMENTS, Synthesized, resolve_join, resources_of
+from tests.infra.conftest import (
+    ENVIRONMENTS,
+    Synthesized,
+    boot_plan_of,
+    resolve_join,
+    resources_of,
+    user_data_of,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -27,14 +34,12 @@ def synth(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -
 
 
 def _user_data(raw: dict[str, Any]) -> str:
-    (template,) = resources_of(raw, "AWS::EC2::LaunchTemplate")
-    return resolve_join(template["LaunchTemplateData"]["UserData"]["Fn::Base64"])
+    return user_data_of(raw)
 
 
-def _agent_config(user_data: str) -> dict[str, Any]:
-    start = user_data.index("amazon-cloudwatch-agent.json <<'CONSUMER_EOF'\n")
-    body = user_data[start:].split("\n", 1)[1]
-    config: dict[str, Any] = json.loads(body[: body.index("\nCONSUMER_EOF")])
+def _agent_config(raw: dict[str, Any]) -> dict[str, Any]:
+    """What the bootstrap writes as the agent's configuration: the boot plan's."""
+    config: dict[str, Any] = boot_plan_of(raw).agent_config
     return config
 
 
@@ -82,7 +87,7 @@ def test_the_log_group_in_each_document_is_created_and_writable(synth: Synthesiz
 def test_the_agent_listens_where_the_workers_send(synth: Synthesized) -> None:
     settings = synth.settings
     user_data = _user_data(synth.raw)
-    agent = _agent_config(user_data)
+    agent = _agent_config(synth.raw)
     listener = urlsplit(agent["logs"]["metrics_collected"]["emf"]["service_address"])
     sent_to = urlsplit(settings.metrics.agent_endpoint)
     assert (listener.scheme, listener.hostname, listener.port) == ("tcp", "127.0.0.1", sent_to.port)

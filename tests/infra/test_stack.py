@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from infra.widgets import dashboard_widgets, expected_partitions
-from tests.infra.conftest import ENVIRONMENTS, Synthesized, dashboard_body, resolve_join, resources_of
+from tests.infra.conftest import (
+    ENVIRONMENTS,
+    Synthesized,
+    boot_plan_of,
+    dashboard_body,
+    instance_units,
+    resolve_join,
+    resources_of,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -91,13 +99,14 @@ def test_launch_template_hardening(synth: Synthesized) -> None:
     assert "KeyName" not in data
     assert data["InstanceType"] == synth.settings.fleet.instance_type
     assert all(device["Ebs"]["Encrypted"] for device in data["BlockDeviceMappings"])
-    user_data = resolve_join(data["UserData"]["Fn::Base64"])
+    plan = boot_plan_of(synth.raw)
     processes = synth.settings.fleet.worker_processes_per_instance
-    units = " ".join(f"consumer-worker@{i}" for i in range(1, processes + 1))
-    assert f"systemctl enable --now {units} consumer-lifecycle" in user_data
-    assert f"consumer run --env {synth.settings.env} --config-dir /opt/consumer/src/config" in user_data
-    assert "Restart=on-failure" in user_data
-    assert '"emf"' in user_data and '"mem"' in user_data and '"disk"' in user_data
+    assert plan.unit_names() == [f"consumer-worker@{i}" for i in range(1, processes + 1)]
+    worker = instance_units(synth.raw)["consumer-worker@.service"]
+    assert f"consumer run --env {synth.settings.env} --config-dir /opt/consumer/src/config" in worker
+    assert "Restart=on-failure" in worker
+    collected = plan.agent_config["metrics"]["metrics_collected"]
+    assert "emf" in plan.agent_config["logs"]["metrics_collected"] and {"mem", "disk"} <= set(collected)
 
 
 def test_termination_lifecycle_hook(synth: Synthesized) -> None:
@@ -321,8 +330,19 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
             assert services == {"cloudwatch"}
 
 
+def _worker_statements(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fleet role's statements only (the pipeline's job role may also Scan: the source table)."""
+    return [
+        statement
+        for logical_id, resource in raw["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy" and logical_id.startswith(("Fleet", "WorkerPolicy"))
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
 def test_worker_grants_target_this_stream_and_leases_table(synth: Synthesized) -> None:
-    statements = _statements(synth.raw)
+    statements = _worker_statements(synth.raw)
+    assert statements
     by_action = {a: s for s in statements for a in _as_list(s["Action"])}
     stream = by_action["dynamodb:GetRecords"]["Resource"]
     table = synth.settings.table
