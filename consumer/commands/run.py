@@ -32,6 +32,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     import boto3
 
+    from consumer.clock import SystemClock
     from consumer.leases.errors import LeaseError
     from consumer.lifecycle.ports import StreamGoneError
     from consumer.lifecycle.stream_binding import SourceReader
@@ -41,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.processing.factory import ProcessingClients, build_processor_factory
     from consumer.processing.lifecycle_bridge import bridged
     from consumer.streams.dynamodb import DynamoDBStreamSource
+    from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
     from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
@@ -79,7 +81,15 @@ def _run(args: argparse.Namespace) -> int:
             clients=clients,
             processor_factory=factory,
             # The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself.
-            reader_factory=lambda arn: SourceReader(DynamoDBStreamSource(clients.streams), arn),
+            reader_factory=lambda arn: SourceReader(
+                DynamoDBStreamSource(
+                    clients.streams,
+                    describe_pacer=CallPacer(
+                        DESCRIBE_STREAM_CALLS_PER_SECOND, SystemClock(), burst=DESCRIBE_STREAM_BURST
+                    ),
+                ),
+                arn,
+            ),
             worker_id=worker_id,
             # The worker's rounds also renew the heartbeat file, when one is asked for.
             metrics=HeartbeatMetrics(metrics, HeartbeatFile(args.heartbeat_file))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumer.clock import Clock
-from consumer.leases.decisions import RoundPlan, Timing
+from consumer.leases.decisions import RoundPlan, Timing, sync_leader
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError
 from consumer.leases.holdings import Holdings
 from consumer.leases.liveness import Liveness
@@ -354,6 +354,16 @@ class LeaseCoordinator:
 
     def scan(self) -> Snapshot:
         return self.store.scan()
+
+    def read_lease(self, shard_id: str) -> Lease | None:
+        """The lease as the table holds it now (a consistent read)."""
+        return self.store.get(shard_id)
+
+    def is_sync_leader(self) -> bool:
+        """Whether this worker lists the whole stream for the fleet, judged on its latest scan
+        (:func:`consumer.leases.decisions.sync_leader`)."""
+        latest = self.taker.latest
+        return sync_leader(self.worker_id, latest, self._clock.wall_millis(), self.timing) == self.worker_id
 
     def claim_first_start(self) -> bool:
         return self.store.claim_first_start(self.worker_id, self._clock.wall_millis())

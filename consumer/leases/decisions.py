@@ -61,6 +61,17 @@ def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset
     )
 
 
+def sync_leader(me: str, snapshot: Snapshot, now_wall: int, timing: Timing) -> str:
+    """The one worker that lists the whole stream for the fleet: the smallest id among the live ones.
+
+    Every worker reads the same heartbeat rows, so they agree without a vote or another write; when
+    the lister dies its row expires (failover + skew) and the next smallest takes over at its next
+    sync. A stale scan can make two workers list for a moment, which costs calls but no correctness:
+    shard sync's creates are conditional. A worker always counts itself live (its own row may not be
+    in the scan yet), so a lone worker lists."""
+    return min(live_workers(snapshot, now_wall, timing) | {me})
+
+
 def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
     if lease.owner is None:
         return False

@@ -1,10 +1,21 @@
 """Shard sync: keep the leases table in step with the stream's shards.
 
 The decision is :func:`consumer.streams.sync.plan_shard_sync` (pure: listed shards + existing leases
-in, leases to create and delete out; its docstring has the rules). :class:`ShardSyncer` performs it:
-every ``shard_sync_interval_millis``, and at once when one of this worker's shards ends, so that the
-children get leases without waiting for the next period. DescribeStream's eventual consistency only
-produces warnings (logged as the benign "parent not closed" race); nothing fails the sync.
+in, leases to create and delete out; its docstring has the rules). :class:`ShardSyncer` performs it.
+DescribeStream's eventual consistency only produces warnings (logged as the benign "parent not
+closed" race); nothing fails the sync.
+
+Listing a stream costs one DescribeStream call per 100 shards, from an account-wide budget of about
+10 calls per second (consumer.streams.pacing), so the fleet spends it in two ways only:
+
+- **One lister.** Every ``shard_sync_interval_millis`` only the fleet's sync leader (the live worker
+  with the smallest id, :func:`consumer.leases.decisions.sync_leader`) lists the whole stream and
+  syncs; the others skip the round. If the leader dies, its heartbeat expires and the next worker
+  lists at its next round. (A worker lists once at start-up regardless, before it knows the fleet.)
+- **Children at a shard's end, by its owner.** When one of this worker's shards ends, it asks
+  DescribeStream for that shard's children only (``ShardFilter`` CHILD_SHARDS, one call) and creates
+  their leases at TRIM_HORIZON, naming the parent. A listing that does not show the children yet is
+  asked again a few times with growing waits; after that the leader's next listing finds them.
 
 The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
 pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a
@@ -38,13 +49,15 @@ from consumer.lifecycle.ports import ReadError
 from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamSourceError
 from consumer.streams.source import Shard
-from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
+from consumer.streams.sync import TRIM_HORIZON, LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.lifecycle")
 
 CLEANUP_DELAY_FAILOVERS = 3
+# Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
+CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
 
 
 class LeaseTable(Protocol):
@@ -60,6 +73,10 @@ class LeaseTable(Protocol):
 
     def delete_finished(self, lease: Lease) -> None: ...
 
+    def read_lease(self, shard_id: str) -> Lease | None: ...
+
+    def is_sync_leader(self) -> bool: ...
+
 
 class ShardSyncer:
     def __init__(
@@ -70,13 +87,19 @@ class ShardSyncer:
         settings: WorkerSettings,
         clock: Clock,
         metrics: Metrics | None = None,
+        list_children: Callable[[str], Iterable[Shard]] | None = None,
     ) -> None:
         self._list_shards = list_shards
+        self._list_children = list_children
+        self._ended: dict[str, tuple[int, int]] = {}  # ended shard -> (attempts so far, due at)
+        self._full_now = False  # without list_children, a shard's end asks for a whole listing
+        self._lock = threading.Lock()
         self._coordinator = coordinator
         self._settings = settings
         self._clock = clock
         self._metrics = metrics or NullMetrics()
         self._wake = threading.Event()
+        self._children_wake = threading.Event()
         self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
 
     def sync(self) -> ShardSyncPlan | None:
@@ -155,17 +178,116 @@ class ShardSyncer:
         return [s for s in candidates if scanned_at - self._finished_since.get(s, scanned_at) >= delay]
 
     def shard_ended(self, shard_id: str) -> None:
-        """A shard reached its end: look for its children now rather than at the next periodic sync."""
-        log.info("shard %s ended; syncing shards for its children", shard_id)
-        self.wake()
+        """A shard of mine reached its end: its children are looked up now (module docstring), on the
+        sync thread, rather than at the leader's next listing."""
+        log.info("shard %s ended; looking up its children", shard_id)
+        with self._lock:
+            self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis()))
+        self._children_wake.set()
+
+    def sync_children_due(self) -> None:
+        """Look up the children of every ended shard whose turn has come (first at once, then after
+        each of CHILD_RETRY_MILLIS while DescribeStream does not show them yet)."""
+        now = self._clock.monotonic_millis()
+        with self._lock:
+            due = [(shard_id, tries) for shard_id, (tries, at) in self._ended.items() if at <= now]
+        for shard_id, tries in due:
+            done = self.sync_children(shard_id)
+            with self._lock:
+                if done or tries >= len(CHILD_RETRY_MILLIS):
+                    self._ended.pop(shard_id, None)
+                    if not done:
+                        log.info(
+                            "children of %s not listed yet; the fleet's next listing will find them", shard_id
+                        )
+                else:
+                    self._ended[shard_id] = (
+                        tries + 1,
+                        self._clock.monotonic_millis() + CHILD_RETRY_MILLIS[tries],
+                    )
+
+    def sync_children(self, parent_id: str) -> bool:
+        """Create the leases of ``parent_id``'s children (one filtered DescribeStream call). True when
+        there is nothing more to do for it: the children are leased, or need no lease from here.
+
+        The lineage generation is read first and the parent's lease after it: if the parent's lease is
+        still there, none of its children can have been cleaned up before (a lease is deleted only once
+        its parent's is gone), and a cleanup after the read refuses the creates. A parent already
+        cleaned up means its children were leased and have progressed."""
+        if self._list_children is None:
+            self._full_now = True
+            return True
+        try:
+            generation = self._coordinator.lineage_generation()
+            parent = self._coordinator.read_lease(parent_id)
+            if parent is None or not parent.finished:
+                return True  # cleaned up (children done), or not finished after all: the listing decides
+            children = [c for c in self._list_children(parent_id) if c.parent_shard_id == parent_id]
+            if not children:
+                return False  # DescribeStream does not show them yet
+            created = 0
+            for child in children:
+                lease = Lease(
+                    child.shard_id,
+                    None,
+                    0,
+                    ExtendedSequenceNumber(TRIM_HORIZON),
+                    parent_shard_ids=frozenset({parent_id}),
+                )
+                created += self._coordinator.create_leases([lease], generation)
+        except LineageChangedError as exc:
+            log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
+            return True
+        except (ReadError, StreamSourceError, LeaseError) as exc:
+            log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
+            return False
+        if created:
+            log.info("shard %s ended: %d child leases created", parent_id, created)
+        return True
 
     def wake(self) -> None:
-        """Cut the current wait short (a stop was requested, or a shard ended)."""
+        """Cut both threads' waits short (a stop was requested)."""
         self._wake.set()
+        self._children_wake.set()
 
     def run(self, stop: threading.Event) -> None:
+        """The listing thread: the whole stream every interval while this worker is the fleet's sync
+        leader (module docstring), or at once when a shard ended and children cannot be looked up."""
+        interval = self._settings.shard_sync_interval_millis
+        next_listing = self._clock.monotonic_millis() + interval
         while not stop.is_set():
-            self._wake.wait(self._settings.shard_sync_interval_millis / 1000)
+            wait = next_listing - self._clock.monotonic_millis()
+            if wait > 0 and not self._full_now:
+                self._wake.wait(wait / 1000)
             self._wake.clear()
-            if not stop.is_set():
-                self.sync()
+            if stop.is_set():
+                return
+            full_now, self._full_now = self._full_now, False
+            if full_now or self._clock.monotonic_millis() >= next_listing:
+                next_listing = self._clock.monotonic_millis() + interval
+                if full_now:
+                    self.sync()
+                else:
+                    self.sync_if_leader()
+
+    def run_children(self, stop: threading.Event) -> None:
+        """The children thread: ended shards' children looked up when due. Its own thread, so that a
+        long paced listing (hundreds of pages on the leader) never delays a child's lease."""
+        while not stop.is_set():
+            with self._lock:
+                dues = [at for _, at in self._ended.values()]
+            wait = min(dues) - self._clock.monotonic_millis() if dues else None
+            if wait is None or wait > 0:
+                self._children_wake.wait(None if wait is None else wait / 1000)
+            self._children_wake.clear()
+            if stop.is_set():
+                return
+            self.sync_children_due()
+            if self._full_now:
+                self._wake.set()
+
+    def sync_if_leader(self) -> ShardSyncPlan | None:
+        """A periodic round: the whole stream if this worker is the fleet's sync leader."""
+        if not self._coordinator.is_sync_leader():
+            return None
+        return self.sync()

@@ -64,3 +64,7 @@ class SourceReader:
     def list_shards(self) -> tuple[Shard, ...]:
         """Every shard of the stream, paged to the end (what shard sync plans over)."""
         return self._source.list_shards(self.stream_arn)
+
+    def list_children(self, shard_id: str) -> tuple[Shard, ...]:
+        """The children of one shard (DescribeStream's CHILD_SHARDS filter: one call, not a listing)."""
+        return self._source.child_shards(self.stream_arn, shard_id)

@@ -144,6 +144,7 @@ class Worker:
         self.coordinator = coordinator
         syncer = ShardSyncer(
             list_shards=reader.list_shards,
+            list_children=getattr(reader, "list_children", None),
             coordinator=coordinator,
             settings=settings.worker,
             clock=self.clock,
@@ -162,6 +163,10 @@ class Worker:
             coordinator.stop_taking()
         sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
         sync_thread.start()
+        children_thread = threading.Thread(
+            target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True
+        )
+        children_thread.start()
         scheduler = Scheduler(
             leases=coordinator,
             reader=reader,
@@ -177,5 +182,7 @@ class Worker:
         finally:
             coordinator.stop_taking()
             coordinator.stop(release=True)
+            syncer.wake()
             sync_thread.join(timeout=5)
+            children_thread.join(timeout=5)
             log.info("worker %s stopped", self.worker_id)

@@ -14,6 +14,7 @@ adapter's own GetRecords calls: other code sharing the client still gets botocor
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from consumer.streams.errors import (
     TransientStreamError,
     TrimmedDataError,
 )
+from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer, backoff_millis
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
 from consumer.streams.wire import parse_get_records
 
@@ -90,9 +92,19 @@ def _shard(item: Mapping[str, Any]) -> Shard:
 class DynamoDBStreamSource:
     """Reads one or more streams through an injected boto3 ``dynamodbstreams`` client."""
 
-    def __init__(self, client: Any, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        clock: Clock | None = None,
+        *,
+        describe_pacer: CallPacer | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self._client = client
         self._clock: Clock = clock or SystemClock()
+        # DescribeStream is an account-wide budget (consumer.streams.pacing); None: unpaced.
+        self._describe_pacer = describe_pacer
+        self._rng = rng or random.Random()
         service = client.meta.service_model.service_id.hyphenize()
         client.meta.events.register(
             f"before-parse.{service}.GetRecords", _keep_raw_body, unique_id="consumer-streams-raw-body"
@@ -151,8 +163,7 @@ class DynamoDBStreamSource:
         shards: list[Shard] = []
         request: dict[str, Any] = {"StreamArn": stream_arn, "Limit": 100}
         while True:
-            with self._errors("dynamodb:DescribeStream", stream_arn, control_plane=True):
-                description = self._client.describe_stream(**request)["StreamDescription"]
+            description = self._describe_page(request, stream_arn)
             shards.extend(_shard(s) for s in description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
@@ -177,10 +188,7 @@ class DynamoDBStreamSource:
             "ShardFilter": {"Type": "CHILD_SHARDS", "ShardId": shard_id},
         }
         while True:
-            with self._errors(
-                "dynamodb:DescribeStream", f"{stream_arn} (children of {shard_id})", control_plane=True
-            ):
-                description = self._client.describe_stream(**request)["StreamDescription"]
+            description = self._describe_page(request, f"{stream_arn} (children of {shard_id})")
             children.extend(_shard(s) for s in description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
@@ -188,6 +196,24 @@ class DynamoDBStreamSource:
             request["ExclusiveStartShardId"] = last
         # The filter is a server-side courtesy; never hand back a shard that is not a child.
         return tuple(c for c in children if c.parent_shard_id == shard_id)
+
+    def _describe_page(self, request: dict[str, Any], resource: str) -> Mapping[str, Any]:
+        """One DescribeStream page, paced; a throttled or failed page is asked again (with back-off)
+        rather than restarting the listing (consumer.streams.pacing)."""
+        for attempt in range(PAGE_ATTEMPTS):
+            if self._describe_pacer is not None:
+                self._describe_pacer.acquire()
+            try:
+                with self._errors("dynamodb:DescribeStream", resource, control_plane=True):
+                    description: Mapping[str, Any] = self._client.describe_stream(**request)[
+                        "StreamDescription"
+                    ]
+                return description
+            except (ThrottledError, TransientStreamError):
+                if attempt + 1 == PAGE_ATTEMPTS:
+                    raise
+                self._clock.sleep(backoff_millis(attempt, self._rng))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # --------------------------------------------------------------------------- data plane
 

@@ -1,0 +1,144 @@
+"""Shard discovery within DynamoDB Streams' DescribeStream budget (about 10 calls/s per account):
+one lister for the fleet, and each shard's children looked up by its owner at the shard's end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumer.clock import FakeClock
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.decisions import Timing, live_workers, sync_leader
+from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.lifecycle.shard_sync import CHILD_RETRY_MILLIS, ShardSyncer
+from consumer.settings import WorkerSettings
+from consumer.streams.source import Shard
+
+SETTINGS = WorkerSettings(initial_position="TRIM_HORIZON")
+HORIZON = SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis
+
+
+class Stream:
+    """A stream whose listing and children lookups are counted (each is DescribeStream calls)."""
+
+    def __init__(self, shards: list[Shard], children_visible_after: int = 0) -> None:
+        self.shards = shards
+        self.listings = 0
+        self.children_lookups = 0
+        self._hidden = children_visible_after  # lookups that do not show the children yet
+
+    def list_shards(self) -> Iterable[Shard]:
+        self.listings += 1
+        return list(self.shards)
+
+    def list_children(self, shard_id: str) -> Iterable[Shard]:
+        self.children_lookups += 1
+        if self.children_lookups <= self._hidden:
+            return []
+        return [s for s in self.shards if s.parent_shard_id == shard_id]
+
+
+def fleet_member(store: InMemoryLeaseStore, name: str, clock: FakeClock, stream: Stream) -> ShardSyncer:
+    coordinator = LeaseCoordinator(store, name, SETTINGS, clock)
+    assert coordinator.heartbeat_once()
+    return ShardSyncer(
+        list_shards=stream.list_shards,
+        list_children=stream.list_children,
+        coordinator=coordinator,
+        settings=SETTINGS,
+        clock=clock,
+    )
+
+
+def finished(shard_id: str) -> Lease:
+    return Lease(shard_id, None, 0, ExtendedSequenceNumber("SHARD_END"))
+
+
+def leases(store: InMemoryLeaseStore) -> dict[str, tuple[str, frozenset[str]]]:
+    return {
+        shard_id: (lease.checkpoint.sequence, lease.parent_shard_ids)
+        for shard_id, lease in store.scan().leases.items()
+    }
+
+
+def test_a_shard_end_leases_its_children_with_one_filtered_call_and_no_listing() -> None:
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("P", ending_sequence_number="9"), Shard("C1", "P"), Shard("C2", "P")])
+    store.create_if_absent(finished("P"))
+    syncer = fleet_member(store, "a", clock, stream)
+    syncer.shard_ended("P")
+    syncer.sync_children_due()
+    assert leases(store) == {
+        "P": ("SHARD_END", frozenset()),
+        "C1": ("TRIM_HORIZON", frozenset({"P"})),
+        "C2": ("TRIM_HORIZON", frozenset({"P"})),
+    }
+    assert (stream.listings, stream.children_lookups) == (0, 1)
+
+
+def test_children_not_listed_yet_are_asked_for_again_after_growing_waits() -> None:
+    """DescribeStream is eventually consistent: a closed parent can be listed before its children."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("P", ending_sequence_number="9"), Shard("C", "P")], children_visible_after=2)
+    store.create_if_absent(finished("P"))
+    syncer = fleet_member(store, "a", clock, stream)
+    syncer.shard_ended("P")
+    syncer.sync_children_due()
+    syncer.sync_children_due()  # not due yet: no call
+    assert stream.children_lookups == 1 and "C" not in leases(store)
+    clock.advance(CHILD_RETRY_MILLIS[0])
+    syncer.sync_children_due()
+    assert stream.children_lookups == 2 and "C" not in leases(store)
+    clock.advance(CHILD_RETRY_MILLIS[1])
+    syncer.sync_children_due()
+    assert stream.children_lookups == 3 and leases(store)["C"] == ("TRIM_HORIZON", frozenset({"P"}))
+    clock.advance(max(CHILD_RETRY_MILLIS))
+    syncer.sync_children_due()
+    assert stream.children_lookups == 3  # done with P
+
+
+def test_a_late_shard_end_after_the_parent_was_cleaned_up_re_leases_nothing() -> None:
+    """The owner stopped between SHARD_END and the lookup; meanwhile the children were leased by the
+    fleet's listing, finished and cleaned up, and so was the parent. Nothing may be created again."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("P", ending_sequence_number="9"), Shard("C", "P", ending_sequence_number="20")])
+    syncer = fleet_member(store, "a", clock, stream)
+    syncer.shard_ended("P")
+    syncer.sync_children_due()
+    assert leases(store) == {}
+
+
+def test_only_the_sync_leader_lists_the_stream_and_the_next_one_takes_over_when_it_dies() -> None:
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("A"), Shard("B")])
+    a = fleet_member(store, "worker-a", clock, stream)
+    b = fleet_member(store, "worker-b", clock, stream)
+    for syncer in (a, b):
+        syncer._coordinator.take_round()  # type: ignore[attr-defined]  (the taker's scan sees both rows)
+    assert b.sync_if_leader() is None and stream.listings == 0
+    assert a.sync_if_leader() is not None and stream.listings == 1
+    clock.advance(HORIZON + 1)  # worker-a died; worker-b is still beating
+    b_coordinator: LeaseCoordinator = b._coordinator  # type: ignore[assignment]
+    assert b_coordinator.heartbeat_once()
+    b_coordinator.take_round()
+    assert b.sync_if_leader() is not None and stream.listings == 2
+
+
+@given(
+    ages=st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=4), st.integers(0, 3 * HORIZON), min_size=1, max_size=12
+    )
+)
+def test_every_live_worker_with_the_same_view_agrees_on_one_live_leader(ages: dict[str, int]) -> None:
+    now = 10_000_000
+    timing = Timing(SETTINGS.failover_time_millis, SETTINGS.max_clock_skew_millis)
+    snapshot = Snapshot({}, {w: Heartbeat(w, 1, now - age) for w, age in ages.items()})
+    live = live_workers(snapshot, now, timing)
+    leaders = {sync_leader(me, snapshot, now, timing) for me in live}
+    if live:
+        assert len(leaders) == 1 and leaders <= live
+    # A worker that sees no live worker (its own row not scanned yet) lists itself.
+    assert sync_leader("zzzz-new", Snapshot({}, {}), now, timing) == "zzzz-new"
