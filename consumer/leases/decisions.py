@@ -72,6 +72,32 @@ def sync_leader(me: str, snapshot: Snapshot, now_wall: int, timing: Timing) -> s
     return min(live_workers(snapshot, now_wall, timing) | {me})
 
 
+def successor(
+    me: str,
+    snapshot: Snapshot,
+    now_wall: int,
+    timing: Timing,
+    *,
+    given: Mapping[str, int],
+    max_leases_for_worker: int,
+) -> str | None:
+    """Whom a stopping worker hands a lease to: the live worker (not itself) holding the fewest
+    leases, counting those already handed to it during this stop (``given``), below its cap; ties by
+    id. None when nobody is live or everyone is at the cap: the lease is then released free.
+
+    A lease released to a named worker is adopted at that worker's next taker round, within one
+    taking interval; a free lease waits until some worker's plan wants it, which takes longer while
+    the stopping worker's heartbeat row still counts it as live."""
+    counts: dict[str, int] = {w: 0 for w in live_workers(snapshot, now_wall, timing) if w != me}
+    for lease in snapshot.leases.values():
+        if lease.owner in counts and not lease.finished:
+            counts[lease.owner] += 1
+    loads = {w: n + given.get(w, 0) for w, n in counts.items() if n + given.get(w, 0) < max_leases_for_worker}
+    if not loads:
+        return None
+    return min(loads, key=lambda w: (loads[w], w))
+
+
 def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
     if lease.owner is None:
         return False

@@ -27,6 +27,7 @@ from consumer.leases.decisions import (
     dead_heartbeats,
     live_workers,
     plan_round,
+    successor,
 )
 from consumer.leases.errors import (
     CheckpointRefusedError,
@@ -64,6 +65,7 @@ class Taker:
         self.last_plan = RoundPlan()
         self.failures = 0  # consecutive failed scans
         self.taking = True
+        self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
         self._shortfall_logged_at: int | None = None
 
     def wait_millis(self) -> int:
@@ -351,6 +353,8 @@ class Taker:
         lease, to = self.holdings.remove(shard_id, counter)
         if lease is None:
             return
+        if to is None and not self.taking and not lease.finished:
+            to = self._successor()
         try:
             released = self.store.release(lease, to)
         except LeaseConflictError as exc:
@@ -366,6 +370,20 @@ class Taker:
             return
         log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
         self.notify("released", shard_id, released)
+
+    def _successor(self) -> str | None:
+        """While stopping: the survivor that takes this lease up at its next round (decisions.successor)."""
+        chosen = successor(
+            self.me,
+            self.latest,
+            self.clock.wall_millis(),
+            self.timing,
+            given=self._handed,
+            max_leases_for_worker=self.settings.max_leases_for_worker,
+        )
+        if chosen is not None:
+            self._handed[chosen] = self._handed.get(chosen, 0) + 1
+        return chosen
 
     def _retire_dead_workers(self, snapshot: Snapshot) -> None:
         for worker in dead_heartbeats(snapshot, self.clock.wall_millis(), self.timing):
