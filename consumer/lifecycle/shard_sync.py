@@ -58,6 +58,8 @@ log = logging.getLogger("consumer.lifecycle")
 CLEANUP_DELAY_FAILOVERS = 3
 # Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
 CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
+# After the children showed, one more look this much later (a sibling of a split shown late).
+CHILD_CONFIRM_MILLIS = 5_000
 
 
 class LeaseTable(Protocol):
@@ -91,7 +93,8 @@ class ShardSyncer:
     ) -> None:
         self._list_shards = list_shards
         self._list_children = list_children
-        self._ended: dict[str, tuple[int, int]] = {}  # ended shard -> (attempts so far, due at)
+        # ended shard -> (retries so far, next look at, children seen so far)
+        self._ended: dict[str, tuple[int, int, int]] = {}
         self._full_now = False  # without list_children, a shard's end asks for a whole listing
         self._lock = threading.Lock()
         self._coordinator = coordinator
@@ -179,36 +182,47 @@ class ShardSyncer:
 
     def shard_ended(self, shard_id: str) -> None:
         """A shard of mine reached its end: its children are looked up now (module docstring), on the
-        sync thread, rather than at the leader's next listing."""
+        children thread, rather than at the leader's next listing."""
         log.info("shard %s ended; looking up its children", shard_id)
         with self._lock:
-            self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis()))
+            self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis(), 0))
         self._children_wake.set()
 
     def sync_children_due(self) -> None:
-        """Look up the children of every ended shard whose turn has come (first at once, then after
-        each of CHILD_RETRY_MILLIS while DescribeStream does not show them yet)."""
+        """Look up the children of every ended shard whose turn has come: first at once, then after
+        each of CHILD_RETRY_MILLIS while DescribeStream does not show them yet, and once more
+        CHILD_CONFIRM_MILLIS after they showed (a stale view could show one child of a split
+        before the other)."""
         now = self._clock.monotonic_millis()
         with self._lock:
-            due = [(shard_id, tries) for shard_id, (tries, at) in self._ended.items() if at <= now]
-        for shard_id, tries in due:
-            done = self.sync_children(shard_id)
+            due = [
+                (shard_id, tries, seen) for shard_id, (tries, at, seen) in self._ended.items() if at <= now
+            ]
+        for shard_id, tries, seen in due:
+            found = self.sync_children(shard_id)
+            later = self._clock.monotonic_millis()
             with self._lock:
-                if done or tries >= len(CHILD_RETRY_MILLIS):
-                    self._ended.pop(shard_id, None)
-                    if not done:
-                        log.info(
-                            "children of %s not listed yet; the fleet's next listing will find them", shard_id
-                        )
+                if found is None or (found and seen):
+                    self._ended.pop(shard_id, None)  # nothing more to do, or confirmed
+                elif found:
+                    self._ended[shard_id] = (tries, later + CHILD_CONFIRM_MILLIS, found)
+                elif tries < len(CHILD_RETRY_MILLIS):
+                    self._ended[shard_id] = (tries + 1, later + CHILD_RETRY_MILLIS[tries], 0)
                 else:
-                    self._ended[shard_id] = (
-                        tries + 1,
-                        self._clock.monotonic_millis() + CHILD_RETRY_MILLIS[tries],
+                    self._ended.pop(shard_id, None)
+                    log.info(
+                        "children of %s not listed yet; the fleet's next listing will find them", shard_id
                     )
 
-    def sync_children(self, parent_id: str) -> bool:
-        """Create the leases of ``parent_id``'s children (one filtered DescribeStream call). True when
-        there is nothing more to do for it: the children are leased, or need no lease from here.
+    def next_children_due(self) -> int | None:
+        """When the next children lookup is due (monotonic ms), or None when none is pending."""
+        with self._lock:
+            return min((at for _, at, _ in self._ended.values()), default=None)
+
+    def sync_children(self, parent_id: str) -> int | None:
+        """Create the leases of ``parent_id``'s children (one filtered DescribeStream call); how many
+        children were listed (0: none yet, or the lookup failed: ask again), or None when there is
+        nothing to do from here.
 
         The lineage generation is read first and the parent's lease after it: if the parent's lease is
         still there, none of its children can have been cleaned up before (a lease is deleted only once
@@ -216,15 +230,15 @@ class ShardSyncer:
         cleaned up means its children were leased and have progressed."""
         if self._list_children is None:
             self._full_now = True
-            return True
+            return None
         try:
             generation = self._coordinator.lineage_generation()
             parent = self._coordinator.read_lease(parent_id)
             if parent is None or not parent.finished:
-                return True  # cleaned up (children done), or not finished after all: the listing decides
+                return None  # cleaned up (children done), or not finished after all: the listing decides
             children = [c for c in self._list_children(parent_id) if c.parent_shard_id == parent_id]
             if not children:
-                return False  # DescribeStream does not show them yet
+                return 0  # DescribeStream does not show them yet
             created = 0
             for child in children:
                 lease = Lease(
@@ -237,13 +251,13 @@ class ShardSyncer:
                 created += self._coordinator.create_leases([lease], generation)
         except LineageChangedError as exc:
             log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
-            return True
+            return None
         except (ReadError, StreamSourceError, LeaseError) as exc:
             log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
-            return False
+            return 0
         if created:
             log.info("shard %s ended: %d child leases created", parent_id, created)
-        return True
+        return len(children)
 
     def wake(self) -> None:
         """Cut both threads' waits short (a stop was requested)."""
@@ -274,9 +288,8 @@ class ShardSyncer:
         """The children thread: ended shards' children looked up when due. Its own thread, so that a
         long paced listing (hundreds of pages on the leader) never delays a child's lease."""
         while not stop.is_set():
-            with self._lock:
-                dues = [at for _, at in self._ended.values()]
-            wait = min(dues) - self._clock.monotonic_millis() if dues else None
+            due = self.next_children_due()
+            wait = None if due is None else due - self._clock.monotonic_millis()
             if wait is None or wait > 0:
                 self._children_wake.wait(None if wait is None else wait / 1000)
             self._children_wake.clear()

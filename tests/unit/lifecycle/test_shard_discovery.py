@@ -13,7 +13,7 @@ from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.decisions import Timing, live_workers, sync_leader
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
-from consumer.lifecycle.shard_sync import CHILD_RETRY_MILLIS, ShardSyncer
+from consumer.lifecycle.shard_sync import CHILD_CONFIRM_MILLIS, CHILD_RETRY_MILLIS, ShardSyncer
 from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
 
@@ -79,6 +79,22 @@ def test_a_shard_end_leases_its_children_with_one_filtered_call_and_no_listing()
     assert (stream.listings, stream.children_lookups) == (0, 1)
 
 
+def test_a_sibling_shown_after_the_first_child_is_leased_by_the_confirming_look() -> None:
+    """A stale view may show one child of a split before the other: one more look a few seconds
+    after the children showed finds the late sibling."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("P", ending_sequence_number="9"), Shard("C1", "P")])
+    store.create_if_absent(finished("P"))
+    syncer = fleet_member(store, "a", clock, stream)
+    syncer.shard_ended("P")
+    syncer.sync_children_due()
+    assert set(leases(store)) == {"P", "C1"}
+    stream.shards.append(Shard("C2", "P"))
+    clock.advance(CHILD_CONFIRM_MILLIS)
+    syncer.sync_children_due()
+    assert set(leases(store)) == {"P", "C1", "C2"} and stream.listings == 0
+
+
 def test_children_not_listed_yet_are_asked_for_again_after_growing_waits() -> None:
     """DescribeStream is eventually consistent: a closed parent can be listed before its children."""
     store, clock = InMemoryLeaseStore(), FakeClock()
@@ -95,9 +111,12 @@ def test_children_not_listed_yet_are_asked_for_again_after_growing_waits() -> No
     clock.advance(CHILD_RETRY_MILLIS[1])
     syncer.sync_children_due()
     assert stream.children_lookups == 3 and leases(store)["C"] == ("TRIM_HORIZON", frozenset({"P"}))
+    clock.advance(CHILD_CONFIRM_MILLIS)
+    syncer.sync_children_due()  # one more look, for a sibling shown late
+    assert stream.children_lookups == 4
     clock.advance(max(CHILD_RETRY_MILLIS))
     syncer.sync_children_due()
-    assert stream.children_lookups == 3  # done with P
+    assert stream.children_lookups == 4  # done with P
 
 
 def test_a_late_shard_end_after_the_parent_was_cleaned_up_re_leases_nothing() -> None:
