@@ -94,8 +94,8 @@ REVERTS = {
     "lineage_generation": [
         (
             "consumer/lifecycle/shard_sync.py",
-            "                created += self._coordinator.create_leases([lease], generation)",
-            "                created += self._coordinator.create_leases([lease])",
+            '                created += self._coordinator.create_leases([lease], generation)\n            except LineageChangedError as exc:\n                log.info("shard sync: %s", exc)',
+            '                created += self._coordinator.create_leases([lease])\n            except LineageChangedError as exc:\n                log.info("shard sync: %s", exc)',
         )
     ],
     "ownership_binding": [
