@@ -133,6 +133,20 @@ REVERTS = {
             "            if held is not None:\n                self._held[lease.shard_id] = lease",
         )
     ],
+    "take_back_checkpoint_retry": [
+        (
+            "consumer/leases/coordinator.py",
+            "                    return self.checkpoint(shard_id, target, counter)\n",
+            "                    pass\n",
+        )
+    ],
+    "absent_lease_not_lost": [
+        (
+            "consumer/leases/holdings.py",
+            "                if found is None:\n",
+            "                if False:\n",
+        )
+    ],
     "none": [],
 }
 

@@ -178,8 +178,13 @@ class Holdings:
                 if shard_id not in seen:
                     continue
                 found = seen[shard_id]
-                if found is None or found.owner != me or found.counter != mine.counter:
-                    if found is not None and found.counter < mine.counter:
+                if found is None:
+                    # A scan older than the lease itself (eventually consistent): a lease I hold is
+                    # never cleaned up (only finished ones are), and one deleted by hand shows up
+                    # as a refused checkpoint.
+                    continue
+                if found.owner != me or found.counter != mine.counter:
+                    if found.counter < mine.counter:
                         continue  # an eventually consistent scan older than my own write
                     del self._held[shard_id]
                     self._since.pop(shard_id, None)

@@ -10,6 +10,9 @@
 4. **Nothing is lost**: every record of every shard is delivered, and all of a parent's deliveries
    come before any of its children's (a replayed parent shows up here).
 5. **Progress**: after the faults stop, every shard finishes within the bound the caller ran for.
+7. **Nothing is processed twice while a shard stays with one worker** (however often it is fenced,
+   paused and takes the lease back untouched): a worker delivers a record again only if another
+   worker owned the shard in between. (Found a defect at once: seed 215.)
 6. **A fenced worker takes nothing.** It could not use the lease, and the take moves the counter
    under a worker that may be taking it (issue 15, defect 6). A take decided while unfenced and
    held up by a stop before it goes out is the fault model's, not the worker's, and is allowed.
@@ -31,6 +34,7 @@ from tests.simulation.world import World
 class Verdict:
     overlaps: list[str] = field(default_factory=list)
     usurped: list[str] = field(default_factory=list)
+    replays: list[str] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
@@ -45,6 +49,7 @@ class Verdict:
             (
                 self.overlaps,
                 self.usurped,
+                self.replays,
                 self.regressions,
                 self.releases,
                 self.losses,
@@ -70,6 +75,7 @@ def check(world: World, finished: bool) -> Verdict:
     _one_owner(world, verdict)
     _checkpoints(world, verdict)
     _nothing_lost(world, verdict)
+    _no_replay_by_one_owner(world, verdict)
     verdict.fenced_takes = [
         f"{worker} sent a take of {shard_id} at {at} while fenced"
         for at, worker, shard_id in world.table.history.fenced_takes
@@ -112,6 +118,28 @@ def _checkpoints(world: World, verdict: Verdict) -> None:
         finished = history.finished_at.get(shard_id)
         if finished is not None and at > finished:
             verdict.releases.append(f"{shard_id}: finished at {finished}, leased again at {at}")
+
+
+def _no_replay_by_one_owner(world: World, verdict: Verdict) -> None:
+    """A worker delivers a record again only if another worker owned the shard in between (and may
+    not have recorded it): while the lease stays with one worker, however often it is fenced,
+    paused and taken back, what that worker processed is never processed again."""
+    first: dict[tuple[str, int], tuple[int, str]] = {}
+    for d in world.deliveries:
+        key = (d.shard_id, d.unit)
+        if key not in first:
+            first[key] = (d.at, d.worker)
+            continue
+        at, worker = first[key]
+        first[key] = (d.at, d.worker)
+        if worker != d.worker:
+            continue
+        owners = world.table.history.owners.get(d.shard_id, [])
+        others = [o for t, o in owners if at < t <= d.at and o not in (None, worker)]
+        if not others:
+            verdict.replays.append(
+                f"{d.shard_id}: {worker} delivered unit {d.unit} at {at} and again at {d.at}"
+            )
 
 
 def _nothing_lost(world: World, verdict: Verdict) -> None:

@@ -138,6 +138,7 @@ class History:
     finished_at: dict[str, int] = field(default_factory=dict)
     created: list[tuple[int, str]] = field(default_factory=list)
     fenced_takes: list[tuple[int, str, str]] = field(default_factory=list)  # (time, worker, shard)
+    owners: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)  # shard -> owner changes
 
 
 class RecordingStore(InMemoryLeaseStore):
@@ -165,6 +166,9 @@ class RecordingStore(InMemoryLeaseStore):
                 marks.append((now, lease.checkpoint))
             if lease.finished:
                 self.history.finished_at.setdefault(shard_id, now)
+            owners = self.history.owners.setdefault(shard_id, [])
+            if not owners or owners[-1][1] != lease.owner:
+                owners.append((now, lease.owner))
 
     def view_at(self, at: int) -> Snapshot:
         """The table as it was at simulated time ``at`` (the newest version not after it)."""

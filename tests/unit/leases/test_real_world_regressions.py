@@ -256,6 +256,20 @@ def test_a_checkpoint_refused_while_the_take_back_is_being_answered_is_resumed_a
     assert lease.checkpoint == ESN("100") == store.get("s1").checkpoint  # type: ignore[union-attr]
 
 
+def test_a_scan_older_than_a_lease_does_not_drop_it() -> None:
+    """An eventually consistent scan can predate a lease that was created and taken since. The lease
+    is simply not in it; that is no sign of a loss (a held lease is never cleaned up). Treating it as
+    lost dropped the lease, re-adopted it as a new ownership and replayed the batch whose checkpoint
+    the re-adoption refused (fault-model sweep, seed 215: a worker delivered a record twice with no
+    other owner in between)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    held = a.held()[0]
+    store.stale = Snapshot({}, store.scan().heartbeats)  # from before s1 was created
+    a.take_round()
+    assert a.held() == [held] and a.may_process("s1", held.counter)
+
+
 def test_progress_from_an_earlier_ownership_is_recorded_when_the_shard_is_mine_again() -> None:
     """A consumer finishes a batch under an ownership that has since ended (fenced, another worker
     took the shard and died, this worker took it back). Its checkpoint is refused — it must stop —
