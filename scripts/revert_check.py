@@ -144,8 +144,13 @@ REVERTS = {
         (
             "consumer/leases/holdings.py",
             "                if found is None:\n",
-            "                if False:\n",
-        )
+            "                if found is None and False:\n",
+        ),
+        (
+            "consumer/leases/holdings.py",
+            "                if found.owner != me or found.counter != mine.counter:\n                    if found.counter < mine.counter:",
+            "                if found is None or found.owner != me or found.counter != mine.counter:\n                    if found is not None and found.counter < mine.counter:",
+        ),
     ],
     "none": [],
 }
