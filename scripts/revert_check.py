@@ -152,6 +152,13 @@ REVERTS = {
             "                if found is None or found.owner != me or found.counter != mine.counter:\n                    if found is not None and found.counter < mine.counter:",
         ),
     ],
+    "record_before_release": [
+        (
+            "consumer/leases/taker.py",
+            "        lease = self._record_before_release(lease)\n",
+            "",
+        )
+    ],
     "none": [],
 }
 
