@@ -4,7 +4,7 @@ Method: M lease coordinators share one in-memory table through a store that char
 with DynamoDB's capacity rules (consumer.leases.cost.MeteredStore); they run their real heartbeat and
 taker timers on a fake clock until all S leases are held, then for 120 simulated seconds; the units
 consumed per second are compared with the Java KCL's for the same settings (renewal of every lease
-every failover/3, a full scan per worker every 2 x failover; formula in consumer/leases/cost.py).
+every failover/3, a full scan per worker every 2 x failover; formula in bench/lease_cost_model.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 
 from bench.common import Ratio, at_most
+from bench.lease_cost_model import kcl_units_per_second
 from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.cost import MeteredStore, kcl_units_per_second, lease_size
+from consumer.leases.cost import MeteredStore, lease_size
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.settings import WorkerSettings

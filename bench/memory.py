@@ -9,7 +9,7 @@ canned shard. Every consumer is stepped through its parents check and GetShardIt
 Then each consumer takes one step: GetRecords of 1000 records, parsed and delivered to the
 processor, whose function form holds them in its buffer uncheckpointed (``processing.batching``:
 flush at 10 000 records or after 5 minutes) — the most the worker ever holds between fetch and
-checkpoint: shards x max_records records. VmHWM (peak RSS) after all the steps, minus VmRSS
+checkpoint: shards x worker.max_records records. VmHWM (peak RSS) after all the steps, minus VmRSS
 before, divided by the number of records held, is the growth per in-flight record; it is divided
 by the records' size on the wire (the GetRecords bodies' bytes per record). Goal: <= 2.
 The parsed form's make-up (Python objects per record) is printed to explain the figure.
@@ -71,7 +71,7 @@ def child(path: str) -> dict[str, Any]:
     """Measure in this (fresh) process; the figures as a dict."""
     stream = canned.read(path)
     settings = canned.bench_settings(
-        processing={"batching": {"max_records": 10_000, "max_window_millis": 300_000}},
+        processing={"batching": {"batch_size": 10_000, "max_window_millis": 300_000}},
         worker={"call_process_records_even_for_empty_record_list": True},
     )
     worker = canned.canned_worker(stream, range(stream.shards), settings)

@@ -36,7 +36,7 @@ from typing import Any
 
 from bench import canned
 from bench.common import Ratio, at_least, at_most, machine
-from consumer.streams.bench_parse import boto3_path
+from bench.parse_floor import boto3_path
 
 LIMITS = (
     "see the printed profile: orjson.loads of the body is most of (a); the rest is the per-record "

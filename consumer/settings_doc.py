@@ -42,6 +42,7 @@ ADVICE: dict[str, str] = {
     "scaling.period_seconds": "the 2N alarm above: over 5 minutes",
     "scaling.evaluation_periods": "the 2N alarm above: one period",
     "fleet.worker_processes_per_instance": "one process per core: Python threads share one core for CPU work",
+    "processing.batching.batch_size": "Lambda's BatchSize (with max_window_millis as its MaximumBatchingWindowInSeconds); not worker.max_records, the GetRecords Limit",
     "processing.retry.max_retry_attempts": "Lambda retries until success by default; KCL moves past a batch whose processing failed, losing it",
     "processing.retry.bisect_on_error": "peers: Lambda's BisectBatchOnFunctionError isolates a poison record",
     "processing.dead_letter.type": "as Lambda's on-failure destination: records that can never succeed need their own path, not silent loss",

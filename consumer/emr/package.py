@@ -32,7 +32,7 @@ from pathlib import Path
 FIRST_PARTY = ("consumer", "pipeline")
 ENTRY_MODULE = "pipeline.jobs"
 MINIMUM_PYTHON = (3, 11)
-# What pipeline/ and consumer/settings.py import besides the standard library and PySpark (EMR
+# What pipeline/ and the consumer/settings package import besides the standard library and PySpark (EMR
 # provides PySpark and puts it on the path; a second copy would clash with its JVM side).
 REQUIREMENTS = ("pydantic", "PyYAML", "boto3", "matplotlib")
 # The interpreter in the job's working directory, where Spark unpacks ``...#environment``.

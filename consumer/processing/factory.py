@@ -273,13 +273,13 @@ def build_processor_factory(
             clock,
             dead_letter=dead_letter,
             metrics=metrics,
-            max_batch_records=batching.max_records,
+            max_batch_records=batching.batch_size,
         )
         return FunctionProcessor(
             runner,
             clock,
             record_filter=record_filter,
-            max_buffered_records=batching.max_records,
+            max_buffered_records=batching.batch_size,
             max_window_millis=batching.max_window_millis,
         )
 

@@ -137,7 +137,7 @@ def test_submit_uploads_once_and_starts_the_run_the_job_needs(endpoint: str, pro
     for name, key in keys.items():
         s3.download_file(BUCKET, key, str(local / name))
     with zipfile.ZipFile(local / "code") as code:
-        assert "pipeline/jobs.py" in code.namelist() and "consumer/settings.py" in code.namelist()
+        assert "pipeline/jobs.py" in code.namelist() and "consumer/settings/__init__.py" in code.namelist()
     with zipfile.ZipFile(local / "config") as config:
         assert sorted(config.namelist()) == ["base.yaml", "prod.yaml"]
     with tarfile.open(local / "environment") as environment:

@@ -25,7 +25,9 @@ def test_the_code_archive_holds_what_the_job_imports_and_nothing_else(tmp_path: 
         "pipeline/session.py",
         "pipeline/table_scan.py",
     } <= names
-    assert {"consumer/__init__.py", "consumer/settings.py"} <= names  # pipeline imports the settings
+    assert {"consumer/__init__.py", "consumer/settings/__init__.py"} <= names  # pipeline imports the settings
+    # ... every module of the settings package (the root model imports each part's).
+    assert {f"consumer/settings/{p.name}" for p in (REPO / "consumer" / "settings").glob("*.py")} <= names
     # The worker, the CLI, the emulator and the infra are not part of a Spark job.
     assert not any(
         n.startswith(("consumer/leases/", "consumer/commands/", "emulator/", "infra/")) for n in names

@@ -1,4 +1,5 @@
-"""The parse benchmark runs and reports every contender (its numbers are for people, not assertions)."""
+"""The parse benchmark (bench/parse_floor.py) runs and reports every contender (its numbers are for
+people, not assertions)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ import json
 
 import pytest
 
+from bench import parse_floor
 from consumer.records import StreamRecord
-from consumer.streams import bench_parse
 from consumer.streams.wire import parse_get_records
 
 
 def test_sample_body_is_a_valid_get_records_response() -> None:
-    body = bench_parse.sample_body(5)
+    body = parse_floor.sample_body(5)
     result = parse_get_records(body, "s", 0)
     assert len(result.records) == 5 and all(isinstance(r, StreamRecord) for r in result.records)
     assert result.records[0].new_image is not None and result.records[0].new_image["blob"] == bytes(range(10))
@@ -20,7 +21,7 @@ def test_sample_body_is_a_valid_get_records_response() -> None:
 
 
 def test_bench_prints_a_ratio_for_every_contender(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench_parse.main(["--records", "20", "--batches", "1"]) == 0
+    assert parse_floor.main(["--records", "20", "--batches", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = {line[:42].strip(): line[42:].split() for line in lines[2:]}
     assert set(rows) == {

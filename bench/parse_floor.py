@@ -1,6 +1,9 @@
 """Per-record CPU of reading GetRecords responses: the fast path against json.loads and stock boto3.
 
-Run: ``.venv/bin/python -m consumer.streams.bench_parse [--records 1000] [--batches 20]``
+Run: ``.venv/bin/python -m bench.parse_floor [--records 1000] [--batches 20]``
+
+(It was ``consumer.streams.bench_parse``; it lives in bench/ because only people and benchmarks run
+it: the worker never does. It is not one of ``make bench``'s ratios, its figures are for reading.)
 
 All contenders parse the same response bytes (full batches of NEW_AND_OLD_IMAGES records of about
 1 KB). The goal of the fast path is at most 2 × ``json.loads`` of the same bytes; stock boto3 (its
