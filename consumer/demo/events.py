@@ -28,7 +28,10 @@ from pathlib import Path
 _TOOK = re.compile(r"^worker (\S+) took lease (\S+) from (\S+)$")
 _LOST = re.compile(r"^worker (\S+): lease (\S+) was taken by another worker$")
 _DROPPED = re.compile(r"^worker (\S+) dropped (\d+) leases: (.*)$")
-_ENDED = re.compile(r"^shard (\S+) ended; syncing shards for its children$")
+# consumer/lifecycle/shard_sync.py's INFO line (its wording changed once; both are counted).
+# A hand-over: the previous owner names the worker it released the lease to (taken up by re-adoption).
+_RELEASED_TO = re.compile(r"^worker (\S+) released lease (\S+) to (\S+)$")
+_ENDED = re.compile(r"^shard (\S+) ended; (?:syncing shards for|looking up) its children$")
 _ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
 _FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
 _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already landed")
@@ -107,6 +110,10 @@ class FleetEvents:
                 self.events.append(
                     f"{prefix}{worker} took {short_shard(shard)} over from {process_name(before)} ({how})"
                 )
+        elif match := _RELEASED_TO.match(message):
+            shard = match.group(2)
+            self._previous_owner[shard] = match.group(1)
+            self._owner_fenced.discard(shard)
         elif match := _LOST.match(message):
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")

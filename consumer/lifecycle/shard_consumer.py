@@ -51,6 +51,7 @@ from consumer.lifecycle.ports import (
 )
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
 from consumer.lifecycle.stream_target import StreamConfigError
+from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import RecordFormatError, ShardInfo, StreamRecord
 from consumer.settings import ConfigError, WorkerSettings
 from consumer.telemetry.catalogue import log_lease_lost_shutdown, log_trimmed_loss
@@ -146,6 +147,10 @@ class ShardConsumer:
         self._on_shard_end = on_shard_end
         self._rng = rng or random.Random()
         self.checkpointer = ShardCheckpointer(shard.shard_id, leases, checkpoint, counter)
+        # The redelivery rule (consumer/processing/redelivery.py) for this ownership: its floor
+        # follows the checkpoint, so a batch delivered again is cut to what is not checkpointed yet.
+        # One integer, dropped with the consumer when the lease is lost or the shard ends.
+        self._done = DoneSequences(floor_of(checkpoint))
         self._iterator: str | None = None
         self._gone_since: int | None = None
         self._pending: _Pending | None = None
@@ -409,10 +414,8 @@ class ShardConsumer:
         pending = self._pending
         assert pending is not None
         # After a failure, deliver only what the processor has not checkpointed yet.
-        last = self.checkpointer.last_checkpoint
-        records = pending.records
-        if last.isdigit():
-            records = tuple(r for r in records if int(r.sequence_number) > int(last))
+        self._done.advance(floor_of(self.checkpointer.last_checkpoint))
+        records = self._done.fresh(pending.records).records
         if records:
             self.checkpointer.delivered(records[-1].sequence_number)
         started = self._clock.monotonic_millis()

@@ -15,6 +15,7 @@ from consumer.processing.api import (
     ProcessRecordsInput,
     RecordProcessor,
     ShardEndedInput,
+    ShardScoped,
     ShutdownRequestedInput,
 )
 from consumer.processing.errors import (
@@ -49,6 +50,7 @@ __all__ = [
     "ProcessorFactory",
     "RecordProcessor",
     "ShardEndedInput",
+    "ShardScoped",
     "ShutdownRequestedInput",
     "build_processor_factory",
     "function_processor",

@@ -145,3 +145,18 @@ class BatchResult:
 
 
 BatchHandler = Callable[[Batch], "BatchResult | None"]
+
+
+@runtime_checkable
+class ShardScoped(Protocol):
+    """Optional for a function-form handler that keeps state per shard (the ``changelog`` sink).
+
+    The function form tells it when this worker starts a shard — every lease acquisition, with the
+    checkpoint it resumes after — and when it stops it (lease lost, shard end, hand-off), so the
+    state is loaded fresh for each ownership (another worker may have moved on meanwhile) and is
+    dropped when the ownership ends instead of growing with every shard the worker ever held.
+    """
+
+    def shard_started(self, shard: ShardInfo, checkpoint: str) -> None: ...
+
+    def shard_stopped(self, shard: ShardInfo) -> None: ...

@@ -81,8 +81,10 @@ def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingC
         if clients.s3 is None:
             raise ProcessingConfigError(f"the changelog sink needs an S3 client for {destination}")
     store = ChangelogStore(destination, s3_client=clients.s3)
-    sink = ChangelogSink(store, settings.table.name, fmt=fmt)
-    return lambda shard: sink
+    table = settings.table.name
+    # One sink per lease: what it knows about the shard's landed objects lives and dies with the
+    # ownership (docs/processing.md "Redelivery").
+    return lambda shard: ChangelogSink(store, table, fmt=fmt)
 
 
 def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:

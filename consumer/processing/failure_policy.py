@@ -64,6 +64,10 @@ class FailurePolicyRunner:
         self._metrics = metrics or NullMetrics()
         self._max_batch = max_batch_records
 
+    @property
+    def handler(self) -> BatchHandler:
+        return self._handler
+
     def run(
         self,
         shard: ShardInfo,

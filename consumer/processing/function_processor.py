@@ -5,6 +5,13 @@ the reason ``call_process_records_even_for_empty_record_list`` exists — an emp
 quiet shard flush on time), filters, runs the handler under the failure policy, and checkpoints
 only what a flush finished. Buffered records are never checkpointed, so a crash before the flush
 makes the next owner read them again.
+
+It keeps no redelivery filter of its own: the shard consumer hands a batch again only after
+``process_records`` raised, cut to what is after the checkpoint (the one rule,
+:mod:`consumer.processing.redelivery`). So a call that raises takes its records back out of the
+buffer before it raises — the redelivery puts them in again, once — and a call that returns keeps
+them (they are never delivered again). A handler that keeps state per shard
+(:class:`~consumer.processing.api.ShardScoped`) is told when the shard starts and stops here.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from consumer.processing.api import (
     LeaseLostInput,
     ProcessRecordsInput,
     ShardEndedInput,
+    ShardScoped,
     ShutdownRequestedInput,
     _always,
 )
@@ -28,6 +36,14 @@ from consumer.processing.filters import RecordFilter
 from consumer.records import ShardInfo, StreamRecord
 
 log = logging.getLogger("consumer.processing")
+
+
+def shard_hooks(handler: object) -> ShardScoped | None:
+    """The handler's per-shard hooks: on the handler itself, or on the object whose ``handle`` it is."""
+    for candidate in (handler, getattr(handler, "__self__", None)):
+        if isinstance(candidate, ShardScoped):
+            return candidate
+    return None
 
 
 class FunctionProcessor:
@@ -49,8 +65,8 @@ class FunctionProcessor:
         self._buffer: list[StreamRecord] = []
         self._kept = 0
         self._buffer_started: int | None = None
-        self._high_water = -1  # largest sequence number buffered or checkpointed (as an int)
         self._unrecorded: str | None = None  # processed, but its checkpoint was refused for now
+        self._hooks = shard_hooks(runner.handler)
 
     @property
     def buffered(self) -> tuple[StreamRecord, ...]:
@@ -61,25 +77,52 @@ class FunctionProcessor:
         self._buffer.clear()
         self._kept = 0
         self._buffer_started = None
-        start = initialization.checkpoint
-        self._high_water = int(start) if start.isdigit() else -1
+        self._unrecorded = None
+        if self._hooks is not None:
+            self._hooks.shard_started(initialization.shard, initialization.checkpoint)
 
     def process_records(self, process: ProcessRecordsInput) -> None:
         self._shard = process.shard
-        for record in process.records:
-            number = int(record.sequence_number)
-            if number <= self._high_water:
-                continue  # delivered again after a failure upstream: already buffered or done
-            self._high_water = number
-            self._buffer.append(record)
-            if self._filter.keeps(record):
-                self._kept += 1
-        if self._buffer and self._buffer_started is None:
-            self._buffer_started = self._clock.monotonic_millis()
-        if self._due():
-            self._flush(
-                process.checkpointer, process.should_stop, process.millis_behind_latest, process.lease_held
-            )
+        self._buffer.extend(process.records)
+        try:
+            self._kept += sum(1 for record in process.records if self._filter.keeps(record))
+            if self._buffer and self._buffer_started is None:
+                self._buffer_started = self._clock.monotonic_millis()
+            if self._due():
+                self._flush(
+                    process.checkpointer,
+                    process.should_stop,
+                    process.millis_behind_latest,
+                    process.lease_held,
+                )
+        except LeaseLostError:
+            raise  # nothing is delivered again to this processor: lease_lost drops the buffer
+        except Exception:
+            self._give_back(process)
+            raise
+
+    def _give_back(self, process: ProcessRecordsInput) -> None:
+        """This call raised: the lifecycle delivers its unfinished records again, so drop them here.
+
+        What the flush finished has left the buffer already; the rest of this call's records are
+        at its end (one shard, in order). A checkpoint deferred by a throttled leases table is
+        tried once more too: the redelivery starts after the recorded checkpoint, and records
+        processed but not recorded would otherwise reach the handler a second time (if the table
+        still refuses, they do: handlers are idempotent, and the changelog sink skips them).
+        """
+        if not process.records:
+            return
+        first = int(process.records[0].sequence_number)
+        self._buffer = [r for r in self._buffer if int(r.sequence_number) < first]
+        self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
+        if not self._buffer:
+            self._buffer_started = None
+        if self._unrecorded is not None:
+            try:
+                process.checkpointer.checkpoint(self._unrecorded)
+                self._unrecorded = None
+            except LeaseError as exc:
+                log.info("shard %s: deferred checkpoint still refused: %s", self._shard.shard_id, exc)
 
     def _due(self) -> bool:
         if not self._buffer:
@@ -114,20 +157,23 @@ class FunctionProcessor:
                 self._unrecorded = sequence_number
             done.append(sequence_number)
 
-        finished = self._runner.run(
-            self._shard,
-            tuple(self._buffer),
-            self._filter.keeps,
-            checkpoint,
-            should_stop,
-            millis_behind_latest=behind,
-            lease_held=lease_held,
-        )
-        if done:
-            last = int(done[-1])
-            self._buffer = [r for r in self._buffer if int(r.sequence_number) > last]
-            self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
-        self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
+        try:
+            finished = self._runner.run(
+                self._shard,
+                tuple(self._buffer),
+                self._filter.keeps,
+                checkpoint,
+                should_stop,
+                millis_behind_latest=behind,
+                lease_held=lease_held,
+            )
+        finally:
+            # Even when the run raises: what it finished must not reach the handler again.
+            if done:
+                last = int(done[-1])
+                self._buffer = [r for r in self._buffer if int(r.sequence_number) > last]
+                self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
+            self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
         return finished and not self._buffer
 
     def lease_lost(self, lease_lost: LeaseLostInput) -> None:
@@ -136,11 +182,13 @@ class FunctionProcessor:
         self._buffer.clear()
         self._kept = 0
         self._buffer_started = None
+        self._stopped(lease_lost.shard)
 
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
             shard_ended.checkpointer.checkpoint_shard_end()
             self._unrecorded = None
+            self._stopped(shard_ended.shard)
 
     def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
         self._flush(shutdown.checkpointer, shutdown.should_stop)
@@ -149,3 +197,9 @@ class FunctionProcessor:
             # makes the lifecycle retry this step while the lease is held).
             shutdown.checkpointer.checkpoint(self._unrecorded)
             self._unrecorded = None
+        self._stopped(shutdown.shard)
+
+    def _stopped(self, shard: ShardInfo) -> None:
+        """The ownership is over (the lifecycle calls nothing more): the handler drops its shard state."""
+        if self._hooks is not None:
+            self._hooks.shard_stopped(shard)

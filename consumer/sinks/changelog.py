@@ -7,11 +7,17 @@ can de-duplicate by name. A local object is written under a temporary name and r
 object is put whole: no reader ever sees half an object.
 
 Batch boundaries can differ on a replay (the new owner's first GetRecords may return more records
-than the crashed owner's did), so the sink also remembers, per shard, which sequence ranges are
-already landed (one listing of ``<shard id>/`` the first time it writes for a shard) and writes
-only records outside them: every change is in exactly one object per (shard, sequence number),
-unless two workers write the same shard at once (a fenced zombie), which the pipeline's
-de-duplication by (shard, sequence number) absorbs.
+than the crashed owner's did), so the sink applies the record path's redelivery rule
+(:mod:`consumer.processing.redelivery`) against its destination: each time this worker starts a
+shard (every lease acquisition: :meth:`ChangelogSink.shard_started`), the first batch lists
+``<shard id>/`` once and keeps, as ranges, the objects landed after the checkpoint it starts from;
+records inside them are not written again. Its floor then follows what it handled (one shard's
+records reach it in order), which absorbs those ranges as it passes them, so per shard it keeps one
+number and the few ranges an earlier owner landed past its last checkpoint — flat over the shard's
+life — and it forgets the shard when the ownership ends (:meth:`ChangelogSink.shard_stopped`).
+Every change is in exactly one object per (shard, sequence number), unless two workers write the
+same shard at once (a fenced zombie), which the pipeline's de-duplication by (shard, sequence
+number) absorbs.
 
 ``format: parquet`` writes ``.parquet`` objects with the same fields (images as attribute-value
 JSON strings) for readers that prefer columns; the bundled Spark pipeline reads JSON Lines.
@@ -29,13 +35,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
 from consumer.processing.api import Batch, BatchResult
 from consumer.processing.errors import HandlerStoppedError, SinkError
-from consumer.records import StreamRecord
+from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
+from consumer.records import ShardInfo, StreamRecord
 
 log = logging.getLogger("consumer.sinks")
 ChangelogFormat = Literal["jsonl", "parquet"]
@@ -89,6 +96,16 @@ def encode_parquet(lines: list[dict[str, Any]]) -> bytes:
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows), buffer, compression="snappy")
     return buffer.getvalue()
+
+
+class ChangelogDestination(Protocol):
+    """Where the sink lands objects: :class:`ChangelogStore` (a directory or S3), or a test's own."""
+
+    destination: str
+
+    def put(self, name: str, payload: bytes) -> None: ...
+
+    def landed_ranges(self, shard_id: str) -> list[tuple[int, int]]: ...
 
 
 class ChangelogStore:
@@ -150,11 +167,18 @@ class ChangelogStore:
 
 
 class ChangelogSink:
-    """Function-form handler: one object per batch; returns normally once the object is durable."""
+    """Function-form handler: one object per batch; returns normally once the object is durable.
+
+    Per shard it keeps a :class:`~consumer.processing.redelivery.DoneSequences` for the current
+    ownership only: loaded from the destination at the first batch after :meth:`shard_started`
+    (or after the sink first sees the shard, when nobody calls the hooks) and dropped by
+    :meth:`shard_stopped`. The factory creates one sink per lease; the hooks make the same hold
+    for a sink shared by several shards or ownerships.
+    """
 
     def __init__(
         self,
-        store: ChangelogStore,
+        store: ChangelogDestination,
         table: str,
         *,
         fmt: ChangelogFormat = "jsonl",
@@ -164,50 +188,69 @@ class ChangelogSink:
         self._table = table
         self._format: ChangelogFormat = fmt
         self._now = now
-        self._landed: dict[str, list[tuple[int, int]]] = {}
+        self._done: dict[str, DoneSequences] = {}
+        self._starts: dict[str, int] = {}  # started, destination not looked at yet: the start floor
         self._lock = threading.Lock()
 
-    def _ranges(self, shard_id: str) -> list[tuple[int, int]]:
+    # ------------------------------------------------------------ the shard's ownership (ShardScoped)
+
+    def shard_started(self, shard: ShardInfo, checkpoint: str) -> None:
+        """This worker (re)starts the shard after ``checkpoint``: what it knew may be stale (another
+        worker may have landed more meanwhile), so the first batch looks at the destination again."""
         with self._lock:
-            known = self._landed.get(shard_id)
+            self._done.pop(shard.shard_id, None)
+            self._starts[shard.shard_id] = floor_of(checkpoint)
+
+    def shard_stopped(self, shard: ShardInfo) -> None:
+        """The ownership ended (lease lost, shard end, hand-off): nothing about the shard is kept."""
+        with self._lock:
+            self._done.pop(shard.shard_id, None)
+            self._starts.pop(shard.shard_id, None)
+
+    def remembered(self, shard_id: str) -> DoneSequences | None:
+        """What the sink keeps about the shard now (None: nothing), for tests and diagnostics."""
+        with self._lock:
+            return self._done.get(shard_id)
+
+    def _state(self, shard_id: str) -> DoneSequences:
+        with self._lock:
+            known = self._done.get(shard_id)
+            floor = self._starts.get(shard_id, NOTHING_DONE)
         if known is None:
-            known = self._store.landed_ranges(shard_id)
+            # Only objects past the start can matter: the lifecycle delivers nothing at or before it.
+            known = DoneSequences(floor, self._store.landed_ranges(shard_id))
             with self._lock:
-                self._landed[shard_id] = known
+                self._done[shard_id] = known
+                self._starts.pop(shard_id, None)
         return known
 
+    # ------------------------------------------------------------------------------- the handler
+
     def __call__(self, batch: Batch) -> BatchResult | None:
-        ranges = self._ranges(batch.shard_id)
-        runs: list[list[StreamRecord]] = [[]]
-        skipped = 0
-        for record in batch.records:
-            number = int(record.sequence_number)
-            if any(first <= number <= last for first, last in ranges):
-                skipped += 1
-                if runs[-1]:
-                    runs.append([])  # already landed by an earlier (crashed) delivery
-                continue
-            runs[-1].append(record)
-        if skipped:
+        done = self._state(batch.shard_id)
+        fresh = done.fresh(batch.records)
+        if fresh.skipped:
             # A redelivery: an earlier owner (or an earlier attempt) landed these and stopped before
             # its checkpoint. The demo's verdict attributes these lines to their cause.
             log.info(
                 "changelog: %d record(s) of shard %s already landed by an earlier delivery; not written again",
-                skipped,
+                fresh.skipped,
                 batch.shard_id,
             )
-        for run in runs:
-            if run:
-                if not batch.lease_held():
-                    # The lease is gone (or this worker was frozen and has fenced itself): landing
-                    # now could overwrite what the next owner lands. It delivers the batch again.
-                    # A graceful stop keeps the lease until the checkpoint: the batch lands.
-                    raise HandlerStoppedError(
-                        f"shard {batch.shard_id}: stopping before landing {len(run)} records"
-                    )
-                self._write(batch, run)
-                with self._lock:
-                    ranges.append((int(run[0].sequence_number), int(run[-1].sequence_number)))
+        for run in fresh.runs:
+            if not batch.lease_held():
+                # The lease is gone (or this worker was frozen and has fenced itself): landing
+                # now could overwrite what the next owner lands. It delivers the batch again.
+                # A graceful stop keeps the lease until the checkpoint: the batch lands.
+                raise HandlerStoppedError(
+                    f"shard {batch.shard_id}: stopping before landing {len(run)} records"
+                )
+            self._write(batch, list(run))
+            # Everything of the batch up to here is landed now or was already: one shard's records
+            # reach the sink in order, so the floor moves up to it (and absorbs the ranges it passes).
+            done.advance(int(run[-1].sequence_number))
+        if batch.records:
+            done.advance(int(batch.records[-1].sequence_number))
         return None
 
     def _write(self, batch: Batch, records: list[StreamRecord]) -> None:

@@ -93,6 +93,18 @@ def test_a_redelivery_after_a_graceful_hand_over_is_unexplained() -> None:
     assert not events.redeliveries[0].explained
 
 
+def test_a_hand_over_by_release_names_the_previous_owner_and_stays_unexplained() -> None:
+    """A lease released to a named worker is taken up by re-adoption (no 'took lease' line): the
+    releaser is the previous owner, and a replay after a graceful hand-over explains nothing."""
+    events = FleetEvents()
+    events.feed(line("worker-1", f"worker worker-1@vm:9:cd released lease {SHARD} to worker-2@vm:1:ab"))
+    events.feed(
+        line("worker-2", f"changelog: 2 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    (redelivery,) = events.redeliveries
+    assert not redelivery.explained and "worker-1" in redelivery.cause
+
+
 def test_lost_dropped_ended_and_noise() -> None:
     events = FleetEvents()
     events.feed(line("worker-3", f"worker worker-3@vm:1:ab: lease {SHARD} was taken by another worker"))
@@ -101,6 +113,8 @@ def test_lost_dropped_ended_and_noise() -> None:
     events.feed("not json")
     events.feed(line("worker-3", "something else"))
     assert (events.lost, events.shards_ended, len(events.events)) == (3, 1, 3)
+    events.feed(line("worker-3", f"shard {SHARD} ended; looking up its children"))  # today's wording
+    assert events.shards_ended == 2
 
 
 def test_log_tail_returns_only_new_complete_lines(tmp_path: Path) -> None:

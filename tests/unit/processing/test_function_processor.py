@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from consumer.clock import FakeClock
 from consumer.processing import (
-    Batch,
-    InitializationInput,
     LeaseLostInput,
     ProcessRecordsInput,
     ShardEndedInput,
@@ -14,6 +14,7 @@ from consumer.processing import (
 )
 from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
+from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
 from consumer.settings import FilterSettings
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, record, records
@@ -88,15 +89,42 @@ def test_key_filter_compares_numbers_as_numbers() -> None:
     assert not keep.keeps(record(10, key="item-4"))
 
 
-def test_records_delivered_again_are_not_processed_twice() -> None:
+class FailingOnce(WatchingCheckpointer):
+    """The first ``checkpoint`` calls raise the given errors (a throttle defers; anything else fails the
+    call), then checkpoints are accepted."""
+
+    def __init__(self, finished: object, errors: list[Exception]) -> None:
+        super().__init__(finished)  # type: ignore[arg-type]
+        self.errors = errors
+
+    def checkpoint(self, sequence_number: str | None = None) -> None:
+        if self.errors:
+            raise self.errors.pop(0)
+        super().checkpoint(sequence_number)
+
+
+def redeliver(
+    processor: FunctionProcessor, checkpointer: WatchingCheckpointer, batch: tuple[StreamRecord, ...]
+) -> None:
+    """What the shard consumer does after ``process_records`` raised: the same batch, cut at the
+    checkpoint by the one redelivery rule."""
+    done = DoneSequences(floor_of(checkpointer.last_checkpoint))
+    processor.process_records(ProcessRecordsInput(done.fresh(batch).records, checkpointer, 0, INFO))
+
+
+def test_a_call_that_raises_gives_its_records_back_so_a_redelivery_buffers_them_once() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+        handler, clock=FakeClock(), max_buffered_records=6, max_window_millis=60_000
     )
-    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
-    poll(processor, checkpointer, records(1, 3))
-    poll(processor, checkpointer, records(2, 4))  # the lifecycle re-read part of the last batch
-    assert [int(r.sequence_number) for r in processor.buffered] == [1, 2, 3, 4]
+    checkpointer = FailingOnce(lambda: set(handler.succeeded), [RuntimeError("checkpoint bug")])
+    poll(processor, checkpointer, records(1, 3))  # buffered: not due yet
+    with pytest.raises(RuntimeError):
+        poll(processor, checkpointer, records(4, 6))  # due: handled, but the checkpoint fails
+    assert [int(r.sequence_number) for r in processor.buffered] == [1, 2, 3]  # 4..6 given back
+    redeliver(processor, checkpointer, records(4, 6))
+    assert handler.succeeded == [1, 2, 3, 4, 5, 6] * 2  # not finished the first time: once more
+    assert checkpointer.history == [seq(6)] and processor.buffered == ()
 
 
 def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
@@ -126,20 +154,6 @@ def test_shutdown_flushes_and_lease_loss_drops_the_buffer() -> None:
     assert processor.buffered == () and handler.succeeded == [1, 2]
 
 
-def test_initialize_resumes_after_the_checkpoint() -> None:
-    seen: list[int] = []
-
-    def handle(batch: Batch) -> None:
-        seen.extend(int(r.sequence_number) for r in batch.records)
-
-    processor = function_processor(handle, clock=FakeClock())
-    processor.initialize(InitializationInput(INFO, seq(5)))
-    checkpointer = WatchingCheckpointer(lambda: set(seen) | {1, 2, 3, 4, 5})
-    checkpointer.last_checkpoint = seq(5)
-    poll(processor, checkpointer, records(4, 7))
-    assert seen == [6, 7]
-
-
 class ThrottledOnce(WatchingCheckpointer):
     """The leases table refuses the first ``refusals`` checkpoints (throttled), then accepts."""
 
@@ -163,10 +177,28 @@ def test_a_throttled_checkpoint_never_hands_processed_records_to_the_handler_aga
     )
     checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
     poll(processor, checkpointer, records(1, 3))  # processed; its checkpoint is throttled
-    poll(processor, checkpointer, records(1, 3))  # the same poll again (a retried step): nothing new
-    assert handler.succeeded == [1, 2, 3] and checkpointer.history == []
+    assert handler.succeeded == [1, 2, 3] and checkpointer.history == [] and processor.buffered == ()
     poll(processor, checkpointer, records(4, 6))
     assert handler.succeeded == [1, 2, 3, 4, 5, 6] and checkpointer.history == [seq(6)]
+
+
+def test_a_deferred_checkpoint_is_recorded_before_a_failed_call_is_delivered_again() -> None:
+    """Records 1..3 are processed but their checkpoint is throttled; then the call fails. The
+    redelivery starts after the recorded checkpoint, so the deferred one is written first: 1..3 never
+    reach the handler twice."""
+    from consumer.leases.errors import LeaseStoreThrottledError
+
+    handler = ScriptedHandler()
+    processor = function_processor(handler, clock=FakeClock(), max_buffered_records=3)
+    checkpointer = FailingOnce(
+        lambda: set(handler.succeeded), [LeaseStoreThrottledError("slow down"), RuntimeError("bug")]
+    )
+    with pytest.raises(RuntimeError):
+        poll(processor, checkpointer, records(1, 6))  # spans 1..3 (deferred) and 4..6 (fails)
+    assert checkpointer.history == [seq(3)] and processor.buffered == ()
+    redeliver(processor, checkpointer, records(1, 6))
+    assert handler.succeeded == [1, 2, 3, 4, 5, 6, 4, 5, 6]
+    assert checkpointer.history == [seq(3), seq(6)]
 
 
 def test_a_deferred_checkpoint_is_written_before_the_lease_is_handed_on() -> None:
