@@ -3,9 +3,20 @@ workers for 10 simulated minutes; the bench runs 10 000 and 100."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 from bench import discovery_scale
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    """Expected warnings (children not listed yet) by the hundred; restored for the next tests."""
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)
 
 
 def test_a_small_fleet_stays_within_the_budget_and_leases_every_child_in_time(
