@@ -8,7 +8,9 @@ committed writes with a 500 (retried) or a timeout; whole processes stopped just
 out; workers paused (mostly 0.2-2.5 x failover, one pause in five 2.5-8 x), killed and added; clocks
 skewed — then calm. The checker counts, per history: two owners of one shard at once, a checkpoint
 moving back, a finished shard leased again, a record never delivered or delivered before its parent
-finished, a shard not finished within five minutes of the calm, a take sent by a fenced worker. The
+finished, a shard not finished within five minutes of the calm, a take sent by a fenced worker, a
+delivery by a worker the table did not name as the owner at that moment, and a record processed
+twice while the shard stayed with one worker. The
 ratio is histories with any violation over histories run (goal: 0). Seeds 1 000 000 and up, so they
 do not repeat the short form's. ``BENCH_SCALE`` scales the count (default 20 000).
 """
