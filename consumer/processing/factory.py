@@ -38,8 +38,6 @@ from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo
 from consumer.settings import Settings
-from consumer.sinks.changelog import ChangelogSink, ChangelogStore
-from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDBReplicaSink
 from consumer.telemetry.metrics import Metrics
 
 BUILT_INS = ("changelog", "dynamodb_replica")
@@ -66,6 +64,11 @@ def _check_options(sink: str, options: dict[str, Any], allowed: tuple[str, ...])
 
 
 def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
+    # The built-in sinks are imported when chosen, not with this module: they are processors built
+    # on consumer.processing's API, so importing them here made an import circle (importing
+    # consumer.sinks.changelog first failed). The wiring belongs in a layer above both (issue 18).
+    from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+
     _check_options("changelog", options, ("destination", "format"))
     destination = options.get("destination", settings.pipeline.changelog_uri)
     if not isinstance(destination, str) or not destination:
@@ -88,6 +91,11 @@ def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingC
 
 
 def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
+    from consumer.sinks.dynamodb_replica import (
+        DEFAULT_SEQUENCE_ATTRIBUTE,
+        DynamoDBReplicaSink,
+    )  # see _changelog
+
     _check_options(
         "dynamodb_replica",
         options,
