@@ -17,9 +17,9 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from consumer.clock import Clock, SystemClock
+from consumer.telemetry.recorder import Metrics
 
 TRANSPORT_LOGGER = "consumer.telemetry.transport"
 log = logging.getLogger(TRANSPORT_LOGGER)
@@ -77,21 +77,6 @@ class TransportHealth:
         log.warning("telemetry transport trouble: %s", message, extra={"event": "TELEMETRY_TRANSPORT"})
 
 
-class _Recorder(Protocol):
-    """The worker's metrics interface (``consumer.telemetry.metrics.Metrics``, which imports this
-    module, hence restated)."""
-
-    def count(
-        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
-    ) -> None: ...
-
-    def gauge(
-        self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
-    ) -> None: ...
-
-    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None: ...
-
-
 # The gauge every lease-taking round sets, whether or not records flow (``workers-silent`` alarms
 # on its absence); a round that got this far means the lease loop is running.
 ROUND_OPERATION = "TakeLeases"
@@ -127,7 +112,7 @@ class HeartbeatFile:
 class HeartbeatMetrics:
     """The worker's metrics, unchanged, plus a heartbeat at every lease-taking round's gauge."""
 
-    def __init__(self, inner: _Recorder, heartbeat: HeartbeatFile) -> None:
+    def __init__(self, inner: Metrics, heartbeat: HeartbeatFile) -> None:
         self._inner = inner
         self._heartbeat = heartbeat
 

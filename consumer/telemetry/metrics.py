@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from aws_embedded_metrics.unit import Unit
 
@@ -31,6 +30,7 @@ from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.health import TransportHealth
 from consumer.telemetry.metric_names import Aggregation, Level, spec_for
 from consumer.telemetry.process import ProcessSampler
+from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the port, re-exported for callers)
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.sinks import MetricsSink
 
@@ -38,20 +38,6 @@ log = logging.getLogger("consumer.telemetry.metrics")
 
 TELEMETRY_OPERATION = "Telemetry"
 MAX_NAME_LENGTH = 1024
-
-
-class Metrics(Protocol):
-    """What the other packages call; :class:`MetricsRecorder` and :class:`NullMetrics` provide it."""
-
-    def count(
-        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
-    ) -> None: ...
-
-    def gauge(
-        self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None
-    ) -> None: ...
-
-    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None: ...
 
 
 class NullMetrics:
