@@ -43,19 +43,17 @@ from consumer.clock import SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.ports import ProcessorFactory
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState
-from consumer.lifecycle.stream_binding import SourceReader
-from consumer.processing.api import Batch
-from consumer.processing.factory import build_processor_factory
-from consumer.processing.lifecycle_bridge import bridged
+from consumer.processing.api import Batch, ProcessorFactory
 from consumer.records import ShardInfo
+from consumer.runtime.processors import build_processor_factory
 from consumer.settings import Settings
 from consumer.streams.dynamodb import DynamoDBStreamSource
+from consumer.streams.reader import ShardReader
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.sinks import NullSink
+from consumer.telemetry.transports import NullTransport
 
 FULL_SHARDS = 256
 RECORDS_PER_RESPONSE = 1000
@@ -419,18 +417,18 @@ def bench_settings(
 @dataclass
 class CannedWorker:
     """What ``consumer run`` wires (consumer/commands/run.py), on an in-memory leases table and the
-    canned transport: LeaseCoordinator, SourceReader(DynamoDBStreamSource(boto3 client)), the processor
-    factory from ``build_processor_factory`` bridged to the lifecycle, MetricsRecorder (never flushed)."""
+    canned transport: LeaseCoordinator, ShardReader(DynamoDBStreamSource(boto3 client)), the processor
+    factory from ``build_processor_factory``, MetricsRecorder (never flushed)."""
 
     settings: Settings
     store: InMemoryLeaseStore
     coordinator: LeaseCoordinator
     transport: CannedTransport
-    reader: SourceReader
+    reader: ShardReader
     metrics: MetricsRecorder
 
     def __post_init__(self) -> None:
-        self.factory = bridged(build_processor_factory(self.settings, metrics=self.metrics))
+        self.factory = build_processor_factory(self.settings, metrics=self.metrics)
         self.clock = SystemClock()
 
     def consumer(self, lease: Lease) -> ShardConsumer:
@@ -490,7 +488,7 @@ def canned_worker(
     store = InMemoryLeaseStore()
     for index in leases:
         store.create_if_absent(Lease(shard_id(index), None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
-    metrics = MetricsRecorder(settings, worker_id, NullSink(), sample_process=False)
+    metrics = MetricsRecorder(settings, worker_id, NullTransport(), sample_process=False)
     coordinator = LeaseCoordinator(store, worker_id, settings.worker, SystemClock(), metrics=metrics)
     if start:
         coordinator.start()
@@ -500,5 +498,5 @@ def canned_worker(
     if len(coordinator.held()) != len(leases):
         raise RuntimeError(f"the worker took {len(coordinator.held())} of {len(leases)} leases")
     transport = CannedTransport(canned, chain=chain)
-    reader = SourceReader(DynamoDBStreamSource(streams_client(transport)), STREAM_ARN)
+    reader = ShardReader(DynamoDBStreamSource(streams_client(transport)), STREAM_ARN)
     return CannedWorker(settings, store, coordinator, transport, reader, metrics)

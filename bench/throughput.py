@@ -2,7 +2,7 @@
 
 Method: one forked process builds what ``consumer run`` builds (bench/canned.py: LeaseCoordinator
 with its heartbeat and taker threads on an in-memory leases table, the real Scheduler with KCL's
-default settings — 16 threads, max_records 1000, idle 1 s —, SourceReader over DynamoDBStreamSource
+default settings — 16 threads, max_records 1000, idle 1 s —, ShardReader over DynamoDBStreamSource
 over a real boto3 client on the canned transport, the function-form no-op processor, a checkpoint
 after every batch) and takes 256 leases. Lease ``i`` starts at canned shard ``i % shards`` and goes
 on into the next canned shards (``chain``), so every lease has backlog for the whole window: each
@@ -30,7 +30,6 @@ import multiprocessing
 import statistics
 import threading
 import time
-from collections.abc import Callable
 from multiprocessing.queues import Queue
 from multiprocessing.sharedctypes import SynchronizedArray
 from multiprocessing.synchronize import Barrier
@@ -38,9 +37,15 @@ from typing import Any
 
 from bench import canned
 from bench.common import Ratio, at_least, machine
-from consumer.lifecycle.ports import Checkpointer, ShardProcessor
 from consumer.lifecycle.states import ShardState
-from consumer.records import ShardInfo, StreamRecord
+from consumer.processing.api import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
 
 LIMITS = (
     "throughput_vs_json: one process runs its shard consumers on threads under one GIL, so it uses at "
@@ -64,32 +69,25 @@ class _Timed:
     """Instrumentation only: passes every call to the worker's processor, and notes when each batch
     was done (processed and checkpointed) and how many records it had, on the worker's own thread."""
 
-    def __init__(self, inner: ShardProcessor, done: list[tuple[float, int]]) -> None:
+    def __init__(self, inner: RecordProcessor, done: list[tuple[float, int]]) -> None:
         self._inner = inner
         self._done = done
 
-    def initialize(self, shard: ShardInfo, checkpoint: str) -> None:
-        self._inner.initialize(shard, checkpoint)
+    def initialize(self, initialization: InitializationInput) -> None:
+        self._inner.initialize(initialization)
 
-    def process(
-        self,
-        records: tuple[StreamRecord, ...],
-        millis_behind_latest: int,
-        checkpointer: Checkpointer,
-        should_stop: Callable[[], bool],
-        lease_held: Callable[[], bool] | None = None,
-    ) -> None:
-        self._inner.process(records, millis_behind_latest, checkpointer, should_stop, lease_held)
-        self._done.append((time.perf_counter(), len(records)))
+    def process_records(self, process: ProcessRecordsInput) -> None:
+        self._inner.process_records(process)
+        self._done.append((time.perf_counter(), len(process.records)))
 
-    def shard_ended(self, checkpointer: Checkpointer) -> None:
-        self._inner.shard_ended(checkpointer)
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
+        self._inner.shard_ended(shard_ended)
 
-    def lease_lost(self) -> None:
-        self._inner.lease_lost()
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
+        self._inner.lease_lost(lease_lost)
 
-    def shutdown_requested(self, checkpointer: Checkpointer) -> None:
-        self._inner.shutdown_requested(checkpointer)
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
+        self._inner.shutdown_requested(shutdown)
 
 
 def _rate(done: list[tuple[float, int]], start: float, end: float) -> tuple[float, int]:

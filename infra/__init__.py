@@ -1,4 +1,5 @@
 """CDK stacks per environment: tables, fleet, logs, dashboard, alarms (see docs/deploy.md).
 
-``infra.widgets`` is plain data and imports no CDK, so the local dashboard can use it.
+The dashboard's widgets are one list in ``consumer/telemetry/widgets.py`` (the local dashboard
+draws it too); ``infra.widgets`` resolves it into CloudWatch terms for one environment.
 """

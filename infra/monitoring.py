@@ -31,16 +31,9 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from consumer.settings import Settings
-from infra.scaling import scaling_thresholds
-from infra.widgets import (
-    DYNAMODB_NAMESPACE,
-    MetricSpec,
-    WidgetSpec,
-    dashboard_widgets,
-    expected_partitions,
-)
+from infra.scaling import expected_partitions, scaling_thresholds
+from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget
 
-DASHBOARD_PERIOD_SECONDS = 60
 AUTOSCALING_NAMESPACE = "AWS/AutoScaling"
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
@@ -80,53 +73,6 @@ class _PolicyAction:
 
     def bind(self, _scope: Construct, _alarm: cloudwatch.IAlarm) -> cloudwatch.AlarmActionConfig:
         return cloudwatch.AlarmActionConfig(alarm_action_arn=self._arn)
-
-
-def _graph_metric(spec: MetricSpec, period: int, index: int) -> cloudwatch.IMetric:
-    """One line (or one per worker): a rate per second is FILL(x, 0) / the period, so a period
-    without data points reads zero (the local dashboard draws the same)."""
-    if spec.per is not None:
-        search = spec.search_expression(period)
-        expression = f"SUM({search})" if spec.total else search
-        if spec.per_second:
-            # PERIOD() takes a metric, not an expression's result: the SEARCH fixes the period.
-            expression = f"FILL({expression}, 0) / {period}"
-        return cloudwatch.MathExpression(
-            expression=expression,
-            using_metrics={},
-            label=spec.label,
-            period=Duration.seconds(period),
-        )
-    metric = cloudwatch.Metric(
-        namespace=spec.namespace,
-        metric_name=spec.name,
-        dimensions_map=dict(spec.dimensions),
-        statistic=spec.statistic,
-        label=spec.label,
-        period=Duration.seconds(period),
-    )
-    if spec.per_second:
-        return cloudwatch.MathExpression(
-            expression=f"FILL(m{index}, 0) / PERIOD(m{index})",
-            using_metrics={f"m{index}": metric},
-            label=spec.label,
-            period=Duration.seconds(period),
-        )
-    return metric
-
-
-def graph_widget(spec: WidgetSpec, period: int = DASHBOARD_PERIOD_SECONDS) -> cloudwatch.GraphWidget:
-    """One dashboard graph from its data definition (see :mod:`infra.widgets`)."""
-    return cloudwatch.GraphWidget(
-        title=spec.title,
-        left=[_graph_metric(metric, period, i) for i, metric in enumerate(spec.metrics)],
-        left_y_axis=cloudwatch.YAxisProps(label=spec.y_label, show_units=False, min=0),
-        left_annotations=[
-            cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.lines
-        ],
-        width=12,
-        height=6,
-    )
 
 
 def _insights(settings: Settings, function: str, name: str, operation: str) -> str:

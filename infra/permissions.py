@@ -17,7 +17,7 @@ from consumer.settings import Settings
 from infra.errors import InfraConfigError
 
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
-# Exactly the calls consumer/leases/dynamodb.py makes (the table is created here, not by the worker).
+# Exactly the calls consumer/leases/dynamodb.py and tables.py make (the table is created here, not by the worker).
 # A lease create is a TransactWriteItems, which IAM authorises item by item: PutItem on the leases
 # table, ConditionCheckItem on the workers table's lineage row.
 LEASES_ACTIONS = [

@@ -1,53 +1,58 @@
-"""The CloudWatch dashboard's widgets as plain data (no CDK import), resolved for one environment.
+"""The dashboard's one widget list (:mod:`consumer.telemetry.widgets`) in CloudWatch terms.
 
-Seed 003's dashboard is the operator's view of a fleet: is it keeping up (records processed vs table
-writes, MillisBehindLatest), is it sized right (leases vs 2N, leases per worker), is the leases
-table healthy (consumed vs provisioned capacity, throttles), and is anything being lost (retries,
-dead letters, records trimmed before they were read). The CDK dashboard renders this list; the
-local dashboard (``consumer dashboard``) can import :func:`dashboard_widgets` and draw the same
-panels from the same definitions, so what a developer sees locally is what an operator sees.
+The list itself, and the rules both dashboards follow, live in ``consumer/telemetry/widgets.py`` so
+that ``consumer dashboard`` draws it too without importing the CDK layer. This module only resolves
+it for one environment -- namespaces, table names, the dimensions every metric carries, thresholds --
+(:func:`dashboard_widgets`) and turns each resolved widget into a CloudWatch graph
+(:func:`graph_widget`).
 
-Shape (all frozen dataclasses):
+Resolved shape (frozen dataclasses):
 
-* :class:`WidgetSpec` -- ``title``, ``unit``, ``y_label``, ``metrics`` (tuple of :class:`MetricSpec`),
-  ``lines`` (tuple of :class:`ReferenceLine`: horizontal lines such as 2N).
-* :class:`MetricSpec` -- ``namespace``, ``name``, ``dimensions`` (sorted tuple of (name, value)),
-  ``statistic`` (CloudWatch statistic over one period), ``label``, ``per`` (``None`` for one line, or a
-  dimension name -- ``WorkerIdentifier`` / ``InstanceId`` -- to draw one line per value of it, for which
-  CloudWatch needs a SEARCH expression), ``total`` (sum the lines of every worker into one),
-  ``per_second`` (a rate: the period's Sum divided by the period, with zero for a period without
-  data points, so that a counter reads the same whatever the dashboard's period -- 60 s here, 5 s
-  in ``consumer dashboard`` -- and a quiet period shows as zero instead of a line across it; it is
-  also how DynamoDB capacity is compared with the provisioned per-second figure).
-
-Every counter on the dashboard is a rate per second, as in the local dashboard
-(``consumer/telemetry/dashboard.py``); gauges (leases, lag, CPU, memory) are drawn as published.
+* :class:`ResolvedWidget` -- ``title``, ``unit``, ``y_label``, ``metrics`` and ``lines`` (the
+  reference lines' labels and values for this environment).
+* :class:`ResolvedMetric` -- ``namespace``, ``name``, ``dimensions`` (sorted (name, value) pairs),
+  ``statistic``, ``label``, ``per`` (``None`` for one metric, or the dimension -- ``WorkerIdentifier``
+  / ``InstanceId`` -- whose every value CloudWatch must find with a SEARCH expression), ``across``
+  (the metric-math function that folds those lines into one for the fleet, or ``None`` for a line
+  each) and ``per_second`` (a counter: FILL(x, 0) / period, the same rate the local PNG draws).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 
 from consumer.settings import Settings
-from infra import scaling
+from consumer.telemetry.widgets import (
+    AGENT,
+    LEASES_TABLE,
+    SOURCE_TABLE,
+    WORKER,
+    Metric,
+    ReferenceLine,
+    Statistic,
+    Widget,
+    reference_lines,
+    widgets_for,
+)
 
-Statistic = Literal["Sum", "Average", "Maximum", "Minimum", "SampleCount"]
-
+DASHBOARD_PERIOD_SECONDS = 60
 DYNAMODB_NAMESPACE = "AWS/DynamoDB"
-# The worker's EMF metrics always carry these two dimensions (docs/design.md, Telemetry).
-WORKER_DIMENSIONS = ("Operation", "WorkerIdentifier")
+# The metric-math function that folds a fleet's lines into one, by the metric's statistic.
+ACROSS = {"Sum": "SUM", "Average": "AVG", "Maximum": "MAX", "Minimum": "MIN"}
 
 
 @dataclass(frozen=True)
-class MetricSpec:
+class ResolvedMetric:
     namespace: str
     name: str
     statistic: Statistic
     label: str
     dimensions: tuple[tuple[str, str], ...] = ()
     per: str | None = None
-    total: bool = False
+    across: str | None = None
     per_second: bool = False
 
     def search_expression(self, period_seconds: int) -> str:
@@ -63,181 +68,104 @@ class MetricSpec:
 
 
 @dataclass(frozen=True)
-class ReferenceLine:
-    label: str
-    value: float
-
-
-@dataclass(frozen=True)
-class WidgetSpec:
+class ResolvedWidget:
     title: str
     unit: str
     y_label: str
-    metrics: tuple[MetricSpec, ...]
-    lines: tuple[ReferenceLine, ...] = field(default=())
+    metrics: tuple[ResolvedMetric, ...]
+    lines: tuple[ReferenceLine, ...] = ()
 
 
-def _worker_metric(
-    settings: Settings,
-    operation: str,
-    name: str,
-    statistic: Statistic,
-    label: str,
-    *,
-    total: bool,
-    per_second: bool = False,
-) -> MetricSpec:
-    return MetricSpec(
-        namespace=settings.metrics_namespace,
-        name=name,
-        statistic=statistic,
-        label=label,
-        dimensions=(("Operation", operation),),
-        per="WorkerIdentifier",
-        total=total,
-        per_second=per_second,
+def resolve_metric(metric: Metric, settings: Settings) -> ResolvedMetric:
+    """Where ``metric`` lives in this environment's CloudWatch."""
+    dimensions = dict(metric.dimensions)
+    if metric.source is WORKER:
+        namespace = settings.metrics_namespace
+        operation = metric.operation
+        if operation is None:  # pragma: no cover - Metric refuses a worker metric outside the catalogue
+            raise AssertionError(metric.name)
+        dimensions["Operation"] = operation
+    elif metric.source is AGENT:
+        namespace = settings.metrics_namespace
+    elif metric.source is LEASES_TABLE:
+        namespace = DYNAMODB_NAMESPACE
+        dimensions["TableName"] = settings.leases_table_name
+    elif metric.source is SOURCE_TABLE:
+        namespace = DYNAMODB_NAMESPACE
+        dimensions["TableName"] = settings.table.existing_table_name or settings.table.name
+    else:  # pragma: no cover - every Source of consumer.telemetry.widgets is handled above
+        raise AssertionError(metric.source)
+    per = metric.source.per
+    return ResolvedMetric(
+        namespace=namespace,
+        name=metric.name,
+        statistic=metric.statistic,
+        label=metric.label,
+        dimensions=tuple(sorted(dimensions.items())),
+        per=per,
+        across=None if metric.each or per is None else ACROSS[metric.statistic],
+        per_second=metric.per_second,
     )
 
 
-def _worker_rate(settings: Settings, operation: str, name: str, label: str) -> MetricSpec:
-    """A worker counter summed over the fleet, as a rate per second."""
-    return _worker_metric(settings, operation, name, "Sum", label, total=True, per_second=True)
-
-
-def _table_metric(
-    table: str, name: str, statistic: Statistic, label: str, *, per_second: bool = False
-) -> MetricSpec:
-    return MetricSpec(
-        DYNAMODB_NAMESPACE, name, statistic, label, (("TableName", table),), per_second=per_second
+def resolve(widget: Widget, settings: Settings) -> ResolvedWidget:
+    lines = reference_lines(settings)
+    return ResolvedWidget(
+        widget.title,
+        widget.unit,
+        widget.y_label,
+        tuple(resolve_metric(m, settings) for m in widget.metrics),
+        tuple(lines[r] for r in widget.references),
     )
 
 
-def _instance_metric(settings: Settings, name: str, label: str) -> MetricSpec:
-    # The CloudWatch agent publishes these under the application's namespace, rolled up per instance.
-    return MetricSpec(settings.metrics_namespace, name, "Average", label, per="InstanceId")
+def dashboard_widgets(settings: Settings) -> tuple[ResolvedWidget, ...]:
+    """Every widget of the one list, resolved for ``settings``' environment, in the list's order."""
+    return tuple(resolve(w, settings) for w in widgets_for(settings))
 
 
-def expected_partitions(settings: Settings) -> int:
-    """N, the table's expected partition count (:func:`infra.scaling.expected_partitions`)."""
-    return scaling.expected_partitions(settings)
+def graph_metric(spec: ResolvedMetric, period: int, index: int) -> cloudwatch.IMetric:
+    """One line (or one per worker / instance): a rate per second is FILL(x, 0) / the period, so a
+    period without data points reads zero (the local dashboard draws the same)."""
+    if spec.per is not None:
+        search = spec.search_expression(period)
+        expression = f"{spec.across}({search})" if spec.across else search
+        if spec.per_second:
+            # PERIOD() takes a metric, not an expression's result: the SEARCH fixes the period.
+            expression = f"FILL({expression}, 0) / {period}"
+        return cloudwatch.MathExpression(
+            expression=expression,
+            using_metrics={},
+            label=spec.label,
+            period=Duration.seconds(period),
+        )
+    metric = cloudwatch.Metric(
+        namespace=spec.namespace,
+        metric_name=spec.name,
+        dimensions_map=dict(spec.dimensions),
+        statistic=spec.statistic,
+        label=spec.label,
+        period=Duration.seconds(period),
+    )
+    if spec.per_second:
+        return cloudwatch.MathExpression(
+            expression=f"FILL(m{index}, 0) / PERIOD(m{index})",
+            using_metrics={f"m{index}": metric},
+            label=spec.label,
+            period=Duration.seconds(period),
+        )
+    return metric
 
 
-def scale_out_threshold(settings: Settings) -> float:
-    """The scale-out alarm's threshold: multiplier x N (2N by default), as :mod:`infra.scaling` sets it."""
-    return scaling.scaling_thresholds(settings).scale_out_at
-
-
-def dashboard_widgets(settings: Settings) -> tuple[WidgetSpec, ...]:
-    """Every widget of the dashboard, with names, dimensions and thresholds resolved for ``settings``."""
-    n = expected_partitions(settings)
-    leases_table = settings.leases_table_name
-    source_table = settings.table.existing_table_name or settings.table.name
-    multiplier = settings.scaling.returned_item_count_multiplier
-    leases_lines: list[ReferenceLine] = [
-        ReferenceLine(
-            f"{multiplier:g}N = {scale_out_threshold(settings):g} (scale out)", scale_out_threshold(settings)
-        ),
-        ReferenceLine(f"N = {n}", float(n)),
-    ]
-    capacity: list[MetricSpec] = [
-        _table_metric(leases_table, "ConsumedReadCapacityUnits", "Sum", "consumed RCU/s", per_second=True),
-        _table_metric(leases_table, "ConsumedWriteCapacityUnits", "Sum", "consumed WCU/s", per_second=True),
-    ]
-    if settings.worker.lease_table_billing_mode == "PROVISIONED":
-        capacity += [
-            _table_metric(leases_table, "ProvisionedReadCapacityUnits", "Average", "provisioned RCU"),
-            _table_metric(leases_table, "ProvisionedWriteCapacityUnits", "Average", "provisioned WCU"),
-        ]
-    return (
-        WidgetSpec(
-            "Records processed vs table writes",
-            "Count/Second",
-            "records/s",
-            (
-                _worker_rate(settings, "ProcessTask", "RecordsProcessed", "records processed/s"),
-                _table_metric(
-                    source_table,
-                    "ConsumedWriteCapacityUnits",
-                    "Sum",
-                    "table writes (consumed WCU/s)",
-                    per_second=True,
-                ),
-            ),
-        ),
-        WidgetSpec(
-            "Leases total (Scan ReturnedItemCount) vs 2N",
-            "Count",
-            "items per Scan",
-            (
-                MetricSpec(
-                    DYNAMODB_NAMESPACE,
-                    "ReturnedItemCount",
-                    "Average",
-                    "leases table Scan ReturnedItemCount",
-                    (("Operation", "Scan"), ("TableName", leases_table)),
-                ),
-            ),
-            tuple(leases_lines),
-        ),
-        WidgetSpec(
-            "Current leases per worker",
-            "Count",
-            "leases",
-            (_worker_metric(settings, "RenewAllLeases", "CurrentLeases", "Maximum", "leases", total=False),),
-        ),
-        WidgetSpec(
-            "Leases table: consumed vs provisioned capacity",
-            "Count/Second",
-            "capacity units/s",
-            tuple(capacity),
-        ),
-        WidgetSpec(
-            "Leases table throttles",
-            "Count/Second",
-            "throttled requests/s",
-            (
-                _table_metric(leases_table, "ReadThrottleEvents", "Sum", "read throttles/s", per_second=True),
-                _table_metric(
-                    leases_table, "WriteThrottleEvents", "Sum", "write throttles/s", per_second=True
-                ),
-                _worker_rate(settings, "LeaseTable", "LeaseTableThrottles", "throttles seen by workers/s"),
-            ),
-        ),
-        WidgetSpec(
-            "CPU per instance",
-            "Percent",
-            "% CPU",
-            (_instance_metric(settings, "cpu_usage_active", "CPU"),),
-        ),
-        WidgetSpec(
-            "Memory and disk per instance",
-            "Percent",
-            "% used",
-            (
-                _instance_metric(settings, "mem_used_percent", "memory"),
-                _instance_metric(settings, "disk_used_percent", "disk /"),
-            ),
-        ),
-        WidgetSpec(
-            "MillisBehindLatest per worker",
-            "Milliseconds",
-            "ms behind",
-            (_worker_metric(settings, "ProcessTask", "MillisBehindLatest", "Maximum", "lag", total=False),),
-            (ReferenceLine("lag alarm", settings.scaling.lag_alarm_millis),),
-        ),
-        WidgetSpec(
-            "Retries and dead letters",
-            "Count/Second",
-            "records/s",
-            (
-                _worker_rate(settings, "ProcessTask", "RecordsRetried", "retried/s"),
-                _worker_rate(settings, "ProcessTask", "RecordsSentToDeadLetter", "dead-lettered/s"),
-            ),
-        ),
-        WidgetSpec(
-            "Records lost to trimming",
-            "Count/Second",
-            "trim events/s",
-            (_worker_rate(settings, "Fetcher", "RecordsTrimmedLost", "lost to trimming/s"),),
-        ),
+def graph_widget(spec: ResolvedWidget, period: int = DASHBOARD_PERIOD_SECONDS) -> cloudwatch.GraphWidget:
+    """One dashboard graph from its resolved definition."""
+    return cloudwatch.GraphWidget(
+        title=spec.title,
+        left=[graph_metric(metric, period, i) for i, metric in enumerate(spec.metrics)],
+        left_y_axis=cloudwatch.YAxisProps(label=spec.y_label, show_units=False, min=0),
+        left_annotations=[
+            cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.lines
+        ],
+        width=12,
+        height=6,
     )

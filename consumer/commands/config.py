@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from consumer.cli import CommandError
+    from consumer.commands import CommandError
     from consumer.processing.errors import ProcessingConfigError
 
     settings = settings_from(args)
@@ -54,7 +54,8 @@ def _check_processing(settings: Settings) -> None:
     """
     import boto3
 
-    from consumer.processing.factory import ProcessingClients, build_processor_factory
+    from consumer.processing.factory import ProcessingClients
+    from consumer.runtime.processors import build_processor_factory
 
     session = boto3.session.Session(region_name=settings.region)
     clients = ProcessingClients(

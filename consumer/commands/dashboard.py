@@ -40,11 +40,12 @@ def register(subparsers: Any) -> None:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from consumer.cli import CommandError
+    from consumer.commands import CommandError
     from consumer.telemetry.dashboard import render
     from consumer.telemetry.errors import TelemetryError
     from consumer.telemetry.readback import points_of_all, read_jsonl, read_log_group
-    from consumer.telemetry.sinks import logs_client_for
+    from consumer.telemetry.transports import logs_client_for
+    from consumer.telemetry.widgets import reference_lines, widgets_for
 
     settings = settings_from(args)
     try:
@@ -59,12 +60,12 @@ def _dashboard(args: argparse.Namespace) -> int:
                 start = int((time.time() - args.since_minutes * 60) * 1000)
             documents = read_log_group(logs_client_for(settings), settings.metrics_log_group, start)
             source = f"log group {settings.metrics_log_group}"
-        n, _ = settings.table.expected_partitions()
         rendered = render(
             points_of_all(documents),
             args.out,
             bucket_seconds=settings.metrics.flush_interval_seconds,
-            expected_partitions=n,
+            references=reference_lines(settings),
+            widgets=widgets_for(settings),
             title=f"{settings.application_name} ({settings.env}) - from {source}",
             start_millis=args.start_millis,
         )

@@ -145,7 +145,7 @@ def _create_tables(settings: Settings, endpoint: str) -> int:
 def _write(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from consumer.cli import CommandError
+    from consumer.commands import CommandError
     from consumer.local_aws import endpoint_answers, is_local_endpoint, write_sample_items
 
     settings = settings_from(args)

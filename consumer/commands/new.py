@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
 
 
 def _processor(args: argparse.Namespace) -> int:
-    from consumer.cli import CommandError
+    from consumer.commands import CommandError
     from consumer.scaffold import ScaffoldError, write_scaffold
 
     try:

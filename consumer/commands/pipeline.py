@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import consumer
-from consumer.cli import CommandError
-from consumer.commands import add_env_arguments, settings_from
+from consumer.commands import CommandError, add_env_arguments, settings_from
 from consumer.emr import aws, fetch, package, request
 from consumer.settings import Settings, config_dir
 

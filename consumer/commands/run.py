@@ -30,23 +30,17 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import boto3
-
-    from consumer.clock import SystemClock
     from consumer.leases.errors import LeaseError
-    from consumer.lifecycle.ports import StreamGoneError
-    from consumer.lifecycle.stream_binding import SourceReader
-    from consumer.lifecycle.stream_target import StreamConfigError, resolve_stream_patiently
-    from consumer.lifecycle.worker import AwsClients, Worker, new_worker_id
     from consumer.processing.errors import ProcessingConfigError
-    from consumer.processing.factory import ProcessingClients, build_processor_factory
-    from consumer.processing.lifecycle_bridge import bridged
-    from consumer.streams.dynamodb import DynamoDBStreamSource
-    from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
+    from consumer.runtime.clients import AwsClients, processing_clients
+    from consumer.runtime.processors import build_processor_factory
+    from consumer.runtime.worker import Worker, new_worker_id
+    from consumer.streams.errors import FatalStreamError
+    from consumer.streams.target import StreamConfigError, resolve_stream_patiently
     from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
-    from consumer.telemetry.sinks import sink_from_settings
+    from consumer.telemetry.transports import transport_from_settings
 
     settings = settings_from(args)
     # Start-up checks run before logging and metrics start, so that a mistake gives one line on
@@ -55,14 +49,12 @@ def _run(args: argparse.Namespace) -> int:
     _check_local_endpoint(settings)
     worker_id = args.worker_id or new_worker_id(args.worker_name)
     clients = AwsClients.from_settings(settings)
-    metrics = MetricsRecorder(settings, worker_id, sink_from_settings(settings, worker_id))
+    metrics = MetricsRecorder(settings, worker_id, transport_from_settings(settings, worker_id))
     try:
-        aws = {"region_name": settings.region, "endpoint_url": settings.endpoint_url}
-        processing = ProcessingClients(
-            s3=boto3.client("s3", **aws), sqs=boto3.client("sqs", **aws), dynamodb=clients.dynamodb
-        )
         # Everything in processing.* is checked here, before the worker takes a single lease.
-        factory = bridged(build_processor_factory(settings, clients=processing, metrics=metrics))
+        factory = build_processor_factory(
+            settings, clients=processing_clients(settings, clients), metrics=metrics
+        )
         resolve_stream_patiently(
             clients.dynamodb,
             clients.streams,
@@ -80,16 +72,6 @@ def _run(args: argparse.Namespace) -> int:
             settings,
             clients=clients,
             processor_factory=factory,
-            # The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself.
-            reader_factory=lambda arn: SourceReader(
-                DynamoDBStreamSource(
-                    clients.streams,
-                    describe_pacer=CallPacer(
-                        DESCRIBE_STREAM_CALLS_PER_SECOND, SystemClock(), burst=DESCRIBE_STREAM_BURST
-                    ),
-                ),
-                arn,
-            ),
             worker_id=worker_id,
             # The worker's rounds also renew the heartbeat file, when one is asked for.
             metrics=HeartbeatMetrics(metrics, HeartbeatFile(args.heartbeat_file))
@@ -102,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     except StreamConfigError as exc:  # the stream changed between the check and the start
         print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
         return 2
-    except (StreamGoneError, LeaseError) as exc:
+    except (FatalStreamError, LeaseError) as exc:
         log.error("worker stopped: %s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -114,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_local_endpoint(settings: Settings) -> None:
     """With a local endpoint that nobody answers on, say how to start the emulator, and stop."""
-    from consumer.cli import CommandError
+    from consumer.commands import CommandError
     from consumer.local_aws import endpoint_answers, is_local_endpoint
 
     endpoint = settings.endpoint_url

@@ -35,7 +35,7 @@ from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 from consumer.settings import Settings
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.sinks import sink_from_settings
+from consumer.telemetry.transports import transport_from_settings
 from emulator.control import EmulatorControl
 from emulator.errors import StartupError
 from emulator.faults import FaultSettings
@@ -334,7 +334,7 @@ class Demo:
         """The load generator's ``TableWrites``, shipped where the workers ship their metrics."""
         name = "load-generator"
         return MetricsRecorder(
-            self.settings, name, sink_from_settings(self.settings, name), sample_process=False
+            self.settings, name, transport_from_settings(self.settings, name), sample_process=False
         )
 
     def run(self, workers: int = 3) -> DemoOutcome:

@@ -32,12 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.leases.errors import LeaseItemError
+from consumer.positions import AT_TIMESTAMP, LATEST, SENTINELS, SHARD_END, TRIM_HORIZON
 
-TRIM_HORIZON = "TRIM_HORIZON"
-LATEST = "LATEST"
-SHARD_END = "SHARD_END"
-AT_TIMESTAMP = "AT_TIMESTAMP"
-SENTINELS = (AT_TIMESTAMP, TRIM_HORIZON, LATEST, SHARD_END)
 FIRST_START_KEY = "__app__#first-start"
 # The workers-table row whose ``generation`` moves before every cleanup delete (conditions.py).
 LINEAGE_KEY = "__app__#lineage"

@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 
 from consumer.leases.errors import CheckpointRefusedError
-from consumer.leases.model import SHARD_END, ExtendedSequenceNumber
+from consumer.leases.model import ExtendedSequenceNumber
 from consumer.lifecycle.ports import LeaseOps
+from consumer.positions import SHARD_END
 
 
 def position_rank(position: str) -> tuple[int, int, int]:

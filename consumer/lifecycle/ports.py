@@ -1,20 +1,19 @@
-"""What the lifecycle needs from the lease coordinator, the stream and the processor.
+"""What the lifecycle needs from the lease coordinator and the stream.
 
 The lifecycle is written against these small protocols, not against the adapters, so it can be
-driven in tests by fakes with a fake clock; :mod:`consumer.lifecycle.stream_binding` binds them to the
-lease coordinator, the DynamoDB Streams adapter and the processing layer.
+driven in tests by fakes with a fake clock. The lease coordinator and
+:class:`consumer.streams.reader.ShardReader` satisfy them as they are: results and errors keep the
+lower layer's types (:mod:`consumer.streams.errors` for reads). The processor side needs no port of
+its own: the lifecycle drives :class:`consumer.processing.api.RecordProcessor` directly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Protocol
 
-from consumer.leases.model import SHARD_END, TRIM_HORIZON, Lease
-from consumer.records import ShardInfo, StreamRecord
-
-__all__ = ["SHARD_END", "TRIM_HORIZON"]
+from consumer.leases.model import Lease
+from consumer.streams.source import GetRecordsResult
 
 
 class LeaseOps(Protocol):
@@ -49,86 +48,14 @@ class LeaseOps(Protocol):
 # ------------------------------------------------------------------------------------ stream
 
 
-class ReadError(Exception):
-    """Base of what a :class:`StreamReader` raises; anything else is a bug."""
-
-
-class IteratorExpiredError(ReadError):
-    """The iterator is older than its 15 minutes: get a new one from the last position."""
-
-
-class DataTrimmedError(ReadError):
-    """The position is older than the stream's 24 h retention: records were lost."""
-
-
-class ShardGoneError(ReadError):
-    """The shard no longer exists (trimmed away entirely)."""
-
-
-class StreamGoneError(ReadError):
-    """The stream or table was deleted or disabled: fatal for the worker."""
-
-
-class ReadThrottledError(ReadError):
-    """Too many requests, or a transient service error: back off and retry."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    records: tuple[StreamRecord, ...]
-    next_iterator: str | None  # None once a closed shard has been read to its end
-    millis_behind_latest: int
-
-
 class StreamReader(Protocol):
+    """Reads one stream's shards (:class:`consumer.streams.reader.ShardReader` is the real one).
+
+    Raises only :mod:`consumer.streams.errors`' classes; anything else is a bug.
+    """
+
     def iterator_at(self, shard_id: str, position: str) -> str:
         """An iterator for TRIM_HORIZON, LATEST, or just after a sequence number (digits)."""
         ...
 
-    def fetch(self, shard_id: str, iterator: str, limit: int) -> Fetched: ...
-
-
-# --------------------------------------------------------------------------------- processor
-
-
-class Checkpointer(Protocol):
-    def checkpoint(self, sequence_number: str | None = None) -> None:
-        """Record progress up to ``sequence_number`` (None: everything delivered; SHARD_END at the end)."""
-        ...
-
-    def checkpoint_shard_end(self) -> None: ...
-
-
-class ShardProcessor(Protocol):
-    """One shard's processor, as the lifecycle drives it (the processing layer adapts user code)."""
-
-    def initialize(self, shard: ShardInfo, checkpoint: str) -> None: ...
-
-    def process(
-        self,
-        records: tuple[StreamRecord, ...],
-        millis_behind_latest: int,
-        checkpointer: Checkpointer,
-        should_stop: Callable[[], bool],
-        lease_held: Callable[[], bool] | None = None,
-    ) -> None:
-        """Handle the batch; checkpoint through ``checkpointer``. Raising means: deliver it again later.
-
-        ``should_stop``: lease going or a stop asked for; ``lease_held``: false only once the lease is
-        lost or fenced (what a side effect must check)."""
-        ...
-
-    def shard_ended(self, checkpointer: Checkpointer) -> None:
-        """The shard is finished: must checkpoint (no argument = SHARD_END) so the children can start."""
-        ...
-
-    def lease_lost(self) -> None:
-        """Another worker owns the shard now: stop, never checkpoint."""
-        ...
-
-    def shutdown_requested(self, checkpointer: Checkpointer) -> None:
-        """Graceful stop or hand-off: checkpoint what was processed; the lease is released after."""
-        ...
-
-
-ProcessorFactory = Callable[[ShardInfo], ShardProcessor]
+    def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult: ...

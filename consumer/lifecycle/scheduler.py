@@ -30,9 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from consumer.clock import Clock
 from consumer.leases.model import Lease
-from consumer.lifecycle.ports import LeaseOps, ProcessorFactory, StreamReader
-from consumer.lifecycle.shard_consumer import ShardConsumer, backoff_millis, is_fatal
+from consumer.lifecycle.failures import backoff_millis, is_fatal
+from consumer.lifecycle.ports import LeaseOps, StreamReader
+from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShutdownReason
+from consumer.processing.api import ProcessorFactory
 from consumer.records import ShardInfo
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics

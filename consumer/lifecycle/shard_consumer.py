@@ -30,75 +30,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from consumer.clock import Clock
-from consumer.leases.errors import (
-    LeaseLostError,
-    LeaseStoreUnavailableError,
-    LeaseTableMissingError,
-    LeaseTableSchemaError,
-)
+from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
-from consumer.lifecycle.ports import (
-    SHARD_END,
-    TRIM_HORIZON,
-    DataTrimmedError,
-    IteratorExpiredError,
-    LeaseOps,
-    ReadError,
-    ShardGoneError,
-    ShardProcessor,
-    StreamGoneError,
-    StreamReader,
-)
+from consumer.lifecycle.failures import backoff_millis, first_malformed, is_fatal, malformation, size_bytes
+from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
-from consumer.lifecycle.stream_target import StreamConfigError
+from consumer.positions import SHARD_END, TRIM_HORIZON
+from consumer.processing.api import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
 from consumer.processing.redelivery import DoneSequences, floor_of
-from consumer.records import RecordFormatError, ShardInfo, StreamRecord
-from consumer.settings import ConfigError, WorkerSettings
+from consumer.records import ShardInfo, StreamRecord
+from consumer.settings import WorkerSettings
+from consumer.streams.errors import (
+    ExpiredIteratorError,
+    InvalidStreamRequestError,
+    ShardNotFoundError,
+    StreamSourceError,
+    TrimmedDataError,
+)
 from consumer.telemetry.catalogue import log_lease_lost_shutdown, log_trimmed_loss
 from consumer.telemetry.context import shard_context
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.lifecycle")
-
-MAX_BACKOFF_MILLIS = 30_000
-
-# What no amount of retrying fixes: the worker must stop and someone must act. Everything else a
-# step meets is retried for its shard alone.
-FATAL_ERRORS: tuple[type[BaseException], ...] = (
-    StreamGoneError,  # the stream or its table was deleted or disabled
-    LeaseTableMissingError,  # the leases table vanished
-    LeaseTableSchemaError,  # ... or was re-created with a key schema this product cannot use
-    ConfigError,  # settings that cannot work
-    StreamConfigError,
-)
-
-
-def is_fatal(exc: BaseException) -> bool:
-    """Does ``exc`` end the worker? Only the errors above, and what is not an ``Exception`` at all."""
-    return isinstance(exc, FATAL_ERRORS) or not isinstance(exc, Exception)
-
-
-def backoff_millis(failures: int, base_millis: int, rng: random.Random) -> int:
-    """Exponential back-off with full jitter: between ``base`` and ``base * 2^failures`` (30 s cap).
-
-    The jitter keeps a fleet whose shards all hit the same throttled table from retrying in step.
-    """
-    ceiling = min(MAX_BACKOFF_MILLIS, base_millis * 2 ** min(failures, 10))
-    return max(base_millis, int(rng.uniform(0, ceiling)))
-
-
-def malformation(record: StreamRecord) -> str | None:
-    """Why ``record`` has no usable sequence number (naming the shard and the record), or None."""
-    try:
-        _ = record.sequence_number
-    except RecordFormatError as exc:
-        return str(exc)
-    return None
-
-
-def first_malformed(records: tuple[StreamRecord, ...]) -> int | None:
-    """Index of the first record whose sequence number is not digits, or None."""
-    return next((i for i, record in enumerate(records) if malformation(record) is not None), None)
 
 
 @dataclass
@@ -124,7 +84,7 @@ class ShardConsumer:
         *,
         leases: LeaseOps,
         reader: StreamReader,
-        processor: ShardProcessor,
+        processor: RecordProcessor,
         settings: WorkerSettings,
         clock: Clock,
         metrics: Metrics | None = None,
@@ -259,7 +219,9 @@ class ShardConsumer:
             return now
         delay = self._backoff()
         state = self.life.state.value
-        if isinstance(exc, ReadError | LeaseStoreUnavailableError):  # throttled: expected now and then
+        if isinstance(
+            exc, StreamSourceError | LeaseStoreUnavailableError
+        ):  # throttled: expected now and then
             log.warning("shard %s: %s: %s; retrying in %d ms", self.shard_id, state, exc, delay)
         else:
             log.error(
@@ -308,7 +270,7 @@ class ShardConsumer:
         start = self.checkpointer.last_checkpoint
         if not self._initialized:
             try:
-                self._processor.initialize(self.shard, start)
+                self._processor.initialize(InitializationInput(self.shard, start))
             except Exception as exc:
                 if is_fatal(exc):
                     raise
@@ -331,7 +293,7 @@ class ShardConsumer:
             return now
         try:
             self._iterator = self._reader.iterator_at(self.shard_id, start)
-        except (DataTrimmedError, ShardGoneError) as exc:
+        except (TrimmedDataError, ShardNotFoundError) as exc:
             return self._trimmed(exc, now)
         self._go(ShardEvent.INITIALIZED)
         return now
@@ -345,7 +307,7 @@ class ShardConsumer:
         if self._pending is None:
             try:
                 fetched = self._fetch()
-            except (DataTrimmedError, ShardGoneError) as exc:
+            except (TrimmedDataError, ShardNotFoundError) as exc:
                 return self._trimmed(exc, now)
             if fetched is None:
                 return now  # a new iterator was acquired: fetch again at once
@@ -395,16 +357,16 @@ class ShardConsumer:
         started = self._clock.monotonic_millis()
         try:
             result = self._reader.fetch(self.shard_id, self._iterator, self._settings.max_records)
-        except IteratorExpiredError:
+        except (ExpiredIteratorError, InvalidStreamRequestError):  # an iterator not accepted any more
             self._metrics.count("Fetcher", "ExpiredIterator", 1, shard_id=self.shard_id)
             log.info(
                 "shard %s: iterator expired; re-acquiring after %s", self.shard_id, self._resume_position()
             )
             self._iterator = None
             return None
-        except (DataTrimmedError, ShardGoneError):
+        except (TrimmedDataError, ShardNotFoundError):
             raise
-        except ReadError:
+        except StreamSourceError:
             self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, False)
             raise
         self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, True)
@@ -420,8 +382,15 @@ class ShardConsumer:
             self.checkpointer.delivered(records[-1].sequence_number)
         started = self._clock.monotonic_millis()
         try:
-            self._processor.process(
-                records, pending.millis_behind_latest, self.checkpointer, self._should_stop, self._lease_held
+            self._processor.process_records(
+                ProcessRecordsInput(
+                    records,
+                    self.checkpointer,
+                    pending.millis_behind_latest,
+                    self.shard,
+                    self._should_stop,
+                    self._lease_held,
+                )
             )
         except LeaseLostError:
             raise
@@ -441,7 +410,7 @@ class ShardConsumer:
         elapsed = self._clock.monotonic_millis() - started
         self._metrics.timing("ProcessTask", "RecordProcessor.processRecords", elapsed, True)
         self._metrics.count("ProcessTask", "RecordsProcessed", len(records), shard_id=self.shard_id)
-        self._metrics.count("ProcessTask", "DataBytesProcessed", _size_bytes(records), "Bytes", self.shard_id)
+        self._metrics.count("ProcessTask", "DataBytesProcessed", size_bytes(records), "Bytes", self.shard_id)
         self._metrics.gauge(
             "ProcessTask", "MillisBehindLatest", pending.millis_behind_latest, "Milliseconds", self.shard_id
         )
@@ -457,7 +426,7 @@ class ShardConsumer:
             pending.next_iterator, now, full=len(pending.records) >= self._settings.max_records
         )
 
-    def _trimmed(self, exc: DataTrimmedError | ShardGoneError, now: int) -> int:
+    def _trimmed(self, exc: TrimmedDataError | ShardNotFoundError, now: int) -> int:
         """Data gone before it was read, from GetShardIterator or GetRecords: never a silent skip.
 
         Trimmed records: an ERROR and a metric every time; ``on_trimmed=skip_to_trim_horizon``
@@ -467,7 +436,7 @@ class ShardConsumer:
         DescribeStream lists before GetShardIterator knows it is not mistaken for one; then, with
         ``skip_to_trim_horizon``, it is finished (SHARD_END) so its children can start.
         """
-        if isinstance(exc, ShardGoneError):
+        if isinstance(exc, ShardNotFoundError):
             self._gone_since = now if self._gone_since is None else self._gone_since
             if now - self._gone_since < 3 * self._settings.shard_sync_interval_millis:
                 raise exc  # retried with back-off; maybe not visible yet
@@ -475,7 +444,7 @@ class ShardConsumer:
         log_trimmed_loss(log, self.shard_id, self._resume_position(), str(exc), self._settings.on_trimmed)
         if self._settings.on_trimmed != "skip_to_trim_horizon":
             raise exc
-        if isinstance(exc, ShardGoneError):
+        if isinstance(exc, ShardNotFoundError):
             self._iterator = None
             return self._advance(None, now, full=False)
         self._iterator = self._reader.iterator_at(self.shard_id, TRIM_HORIZON)
@@ -511,7 +480,9 @@ class ShardConsumer:
             elif reason is ShutdownReason.LEASE_LOST:
                 self._stop_lease_lost()
             elif self._initialized:
-                self._processor.shutdown_requested(self.checkpointer)
+                self._processor.shutdown_requested(
+                    ShutdownRequestedInput(self.shard, self.checkpointer, self._should_stop)
+                )
             else:
                 log.info("shard %s: stopped before the processor was initialized", self.shard_id)
             self._processor_stopped = True
@@ -527,7 +498,7 @@ class ShardConsumer:
         """Have the processor checkpoint SHARD_END (once: not again after it did and then raised)."""
         if self._already_ended or self.checkpointer.last_checkpoint == SHARD_END:
             return True
-        self._processor.shard_ended(self.checkpointer)
+        self._processor.shard_ended(ShardEndedInput(self.shard, self.checkpointer, self._should_stop))
         if self.checkpointer.last_checkpoint == SHARD_END:
             return True
         log.error(
@@ -549,7 +520,7 @@ class ShardConsumer:
         if not self._initialized:
             return  # a processor never initialized is not told anything
         try:
-            self._processor.lease_lost()
+            self._processor.lease_lost(LeaseLostInput(self.shard))
         except Exception as exc:
             log.error(
                 "shard %s: the processor's lease_lost failed: %r; shutting it down anyway (the lease is gone)",
@@ -557,15 +528,3 @@ class ShardConsumer:
                 exc,
                 exc_info=exc,
             )
-
-
-def _size_bytes(records: tuple[StreamRecord, ...]) -> int:
-    """SizeBytes of the records, for the metric; a malformed value counts 0 rather than failing a batch
-    the processor already finished (it would be delivered again, forever)."""
-    total = 0
-    for record in records:
-        try:
-            total += record.size_bytes
-        except (TypeError, ValueError):
-            continue
-    return total

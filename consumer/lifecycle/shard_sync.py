@@ -44,12 +44,12 @@ from typing import Protocol
 
 from consumer.clock import Clock
 from consumer.leases.errors import LeaseError, LineageChangedError
-from consumer.leases.model import LATEST, ExtendedSequenceNumber, Lease, Snapshot
-from consumer.lifecycle.ports import ReadError
+from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
+from consumer.positions import LATEST, TRIM_HORIZON
 from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamSourceError
 from consumer.streams.source import Shard
-from consumer.streams.sync import TRIM_HORIZON, LeaseView, ShardSyncPlan, plan_shard_sync
+from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
@@ -144,7 +144,7 @@ class ShardSyncer:
                     deleted += 1
                 except LeaseError:
                     continue
-        except (ReadError, StreamSourceError, LeaseError) as exc:
+        except (StreamSourceError, LeaseError) as exc:
             elapsed = self._clock.monotonic_millis() - started
             log.warning("shard sync failed (retrying next round): %s", exc)
             self._metrics.timing("ShardSyncTask", "ShardSyncTask", elapsed, False)
@@ -252,7 +252,7 @@ class ShardSyncer:
         except LineageChangedError as exc:
             log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
             return None
-        except (ReadError, StreamSourceError, LeaseError) as exc:
+        except (StreamSourceError, LeaseError) as exc:
             log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
             return 0
         if created:

@@ -1,7 +1,8 @@
 """Record processing: the processor API (class and function forms) and the failure policy.
 
-See docs/processing.md. What the lifecycle uses: :func:`build_processor_factory` at start-up,
-then ``factory(shard)`` per lease, driving the returned :class:`RecordProcessor`.
+See docs/processing.md. The runtime builds a factory of :class:`RecordProcessor` at start-up
+(:func:`consumer.runtime.processors.build_processor_factory`); the lifecycle calls ``factory(shard)``
+per lease and drives the processor it returns.
 """
 
 from consumer.processing.api import (
@@ -27,7 +28,7 @@ from consumer.processing.errors import (
     ProcessingConfigError,
     ProcessingError,
 )
-from consumer.processing.factory import ProcessingClients, build_processor_factory, function_processor
+from consumer.processing.factory import ProcessingClients, function_processor
 from consumer.processing.memory_checkpointer import InMemoryCheckpointer
 
 __all__ = [
@@ -52,6 +53,5 @@ __all__ = [
     "ShardEndedInput",
     "ShardScoped",
     "ShutdownRequestedInput",
-    "build_processor_factory",
     "function_processor",
 ]

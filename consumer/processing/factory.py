@@ -1,7 +1,6 @@
-"""Build the per-shard processor factory from ``settings.processing`` — once, before any lease.
+"""Turn a user's processor, or a built-in sink's handler, into per-shard RecordProcessors.
 
-``processing.processor`` is a built-in sink (``changelog``, ``dynamodb_replica``) or a user object
-``package.module:Name``:
+A user object ``package.module:Name`` (:func:`user_processor`) is:
 
 * a class with the five RecordProcessor methods → class form, one instance per shard (``options``
   as keyword arguments); checkpoints are the class's business;
@@ -11,14 +10,14 @@
 User code is imported from ``processing.import_paths`` (default: the working directory) before the
 installed packages, so a processor in the project ``consumer run`` is started from just works.
 
-The function form is wrapped with the failure policy, filter and batching. Every problem (unknown
-sink, missing destination, a path that does not import, bad options) raises ProcessingConfigError
-here, naming the key to fix.
+The function form is wrapped (:func:`policy_wrapped`) with the failure policy, filter and batching.
+Which processor ``processing.processor`` names — a built-in sink or a user object — is decided one
+layer up, in :mod:`consumer.runtime.processors`, which knows the sinks; this module knows none.
+Every problem raises ProcessingConfigError, naming the key to fix.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import random
@@ -40,7 +39,6 @@ from consumer.records import ShardInfo
 from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics
 
-BUILT_INS = ("changelog", "dynamodb_replica")
 CLASS_METHODS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
 HandlerFactory = Callable[[ShardInfo], BatchHandler]
 
@@ -55,82 +53,13 @@ class ProcessingClients:
     replica_dynamodb: Any = None  # for dynamodb_replica in another region / endpoint
 
 
-def _check_options(sink: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
+def check_options(sink: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    """Refuse ``processing.options`` keys that ``sink`` does not take, naming the allowed ones."""
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ProcessingConfigError(
             f"processing.options for {sink}: unknown {', '.join(unknown)} (allowed: {', '.join(allowed)})"
         )
-
-
-def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
-    # The built-in sinks are imported when chosen, not with this module: they are processors built
-    # on consumer.processing's API, so importing them here made an import circle (importing
-    # consumer.sinks.changelog first failed). The wiring belongs in a layer above both (issue 18).
-    from consumer.sinks.changelog import ChangelogSink, ChangelogStore
-
-    _check_options("changelog", options, ("destination", "format"))
-    destination = options.get("destination", settings.pipeline.changelog_uri)
-    if not isinstance(destination, str) or not destination:
-        raise ProcessingConfigError(
-            "processing.options.destination: the changelog sink needs a directory or s3://bucket/prefix"
-        )
-    fmt = options.get("format", "jsonl")
-    if fmt not in ("jsonl", "parquet"):
-        raise ProcessingConfigError(f"processing.options.format {fmt!r}: use jsonl or parquet")
-    if destination.startswith("s3://"):
-        if not destination[5:].partition("/")[0]:
-            raise ProcessingConfigError(f"processing.options.destination {destination!r} names no bucket")
-        if clients.s3 is None:
-            raise ProcessingConfigError(f"the changelog sink needs an S3 client for {destination}")
-    store = ChangelogStore(destination, s3_client=clients.s3)
-    table = settings.table.name
-    # One sink per lease: what it knows about the shard's landed objects lives and dies with the
-    # ownership (docs/processing.md "Redelivery").
-    return lambda shard: ChangelogSink(store, table, fmt=fmt)
-
-
-def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
-    from consumer.sinks.dynamodb_replica import (
-        DEFAULT_SEQUENCE_ATTRIBUTE,
-        DynamoDBReplicaSink,
-    )  # see _changelog
-
-    _check_options(
-        "dynamodb_replica",
-        options,
-        ("table", "region", "endpoint_url", "sequence_attribute", "tombstone_table"),
-    )
-    table = options.get("table")
-    if not isinstance(table, str) or not table:
-        raise ProcessingConfigError("processing.options.table: dynamodb_replica needs the replica table name")
-    if settings.table.stream_view_type not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
-        raise ProcessingConfigError(
-            f"dynamodb_replica needs table.stream_view_type NEW_IMAGE or NEW_AND_OLD_IMAGES, "
-            f"not {settings.table.stream_view_type}"
-        )
-    client = clients.replica_dynamodb
-    if client is None:
-        if options.get("region") or options.get("endpoint_url"):
-            import boto3  # a client for another region, created at start-up (never at import)
-
-            client = boto3.client(
-                "dynamodb",
-                region_name=options.get("region") or settings.region,
-                endpoint_url=options.get("endpoint_url"),
-            )
-        else:
-            client = clients.dynamodb
-    if client is None:
-        raise ProcessingConfigError("dynamodb_replica needs a DynamoDB client (ProcessingClients.dynamodb)")
-    tombstones = options.get("tombstone_table")
-    sink = DynamoDBReplicaSink(
-        table,
-        client,
-        sequence_attribute=str(options.get("sequence_attribute", DEFAULT_SEQUENCE_ATTRIBUTE)),
-        tombstone_table=str(tombstones) if tombstones else None,
-    )
-    return lambda shard: sink
 
 
 def _search_path(import_paths: Sequence[str]) -> list[str]:
@@ -151,8 +80,8 @@ def import_processor(path: str, import_paths: Sequence[str] = (".",)) -> Any:
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise ProcessingConfigError(
-            f"processing.processor {path!r} is neither a built-in ({', '.join(BUILT_INS)}) nor "
-            "'package.module:Name' (a RecordProcessor class, a class with handle(batch), or a function)"
+            f"processing.processor {path!r} is not 'package.module:Name' "
+            "(a RecordProcessor class, a class with handle(batch), or a function)"
         )
     directories = _search_path(import_paths)
     importlib.invalidate_caches()  # a module written a moment ago (the scaffold) must be found
@@ -208,18 +137,24 @@ def _handler_of(instance: Any) -> BatchHandler:
     return handle
 
 
-def _user(
-    path: str, options: dict[str, Any], import_paths: Sequence[str]
-) -> ProcessorFactory | HandlerFactory:
-    """A factory of RecordProcessors (class form) or of handlers (function form)."""
+@dataclass(frozen=True)
+class UserProcessor:
+    """What a user's ``package.module:Name`` turned out to be: exactly one of the two is set."""
+
+    class_form: ProcessorFactory | None = None  # one RecordProcessor per shard, used as it is
+    handlers: HandlerFactory | None = None  # one function-form handler per shard, to be wrapped
+
+
+def user_processor(path: str, options: dict[str, Any], import_paths: Sequence[str]) -> UserProcessor:
+    """Import ``path`` and decide its form; bad options fail now, not at the first lease."""
     found = import_processor(path, import_paths)
     if inspect.isclass(found):
         if all(callable(getattr(found, m, None)) for m in CLASS_METHODS):
             _instantiate(path, found, options)  # bad options fail now, not at the first lease
-            return _ClassForm(found, options)
+            return UserProcessor(class_form=_ClassForm(found, options))
         if callable(getattr(found, "handle", None)):
             _instantiate(path, found, options)
-            return lambda shard: _handler_of(found(**options))
+            return UserProcessor(handlers=lambda shard: _handler_of(found(**options)))
         missing = [m for m in CLASS_METHODS if not callable(getattr(found, m, None))]
         raise ProcessingConfigError(
             f"processing.processor {path!r}: class lacks {', '.join(missing)} (or a handle(batch) method)"
@@ -230,41 +165,22 @@ def _user(
                 f"processing.options {sorted(options)} cannot be passed to the function {path!r}: "
                 "remove processing.options, or use a class with handle(batch) to receive options"
             )
-        return lambda shard: found
+        return UserProcessor(handlers=lambda shard: found)
     raise ProcessingConfigError(f"processing.processor {path!r} is not a class or a function")
 
 
-def build_processor_factory(
+def policy_wrapped(
     settings: Settings,
+    handlers: HandlerFactory,
     *,
-    clients: ProcessingClients | None = None,
-    clock: Clock | None = None,
-    metrics: Metrics | None = None,
-    rng: random.Random | None = None,
+    clients: ProcessingClients,
+    clock: Clock,
+    metrics: Metrics | None,
+    rng: random.Random | None,
 ) -> ProcessorFactory:
-    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``."""
+    """Function-form handlers as RecordProcessors: retries, dead letter, filter and batching from
+    ``settings.processing``, all checked now (before any lease)."""
     processing = settings.processing
-    clients = clients or ProcessingClients()
-    clock = clock or SystemClock()
-    options = dict(processing.options)
-    make: ProcessorFactory | HandlerFactory
-    if processing.processor == "changelog":
-        make = _changelog(settings, options, clients)
-    elif processing.processor == "dynamodb_replica":
-        make = _replica(settings, options, clients)
-    elif ":" not in processing.processor:
-        close = difflib.get_close_matches(processing.processor, BUILT_INS, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise ProcessingConfigError(
-            f"processing.processor {processing.processor!r} is not a built-in ({', '.join(BUILT_INS)}); "
-            f"{hint}a processor of your own is given as 'package.module:Name'"
-        )
-    else:
-        make = _user(processing.processor, options, processing.import_paths)
-    if isinstance(make, _ClassForm):
-        return make
-    handlers: HandlerFactory = make  # type: ignore[assignment]
-
     policy = RetryPolicy.from_settings(processing.retry, rng)
     dead_letter = build_dead_letter(processing.dead_letter, s3_client=clients.s3, sqs_client=clients.sqs)
     record_filter = RecordFilter.from_settings(processing.filter)

@@ -1,9 +1,20 @@
-"""The stream source's errors: one hierarchy, each naming what the caller (or the operator) should do.
+"""Everything reading a stream can raise: one hierarchy, each class naming what to do about it.
 
-The fetch loop decides by type, never by parsing messages: an expired iterator is re-acquired from the
-last delivered position, trimmed data is a loud loss, throttling and transient errors are backed off
-and retried, a stream that is gone or a permission that is missing is fatal. Every adapter error wraps
-the botocore error it came from (``raise ... from exc``) so the request id stays in the traceback.
+It is the only error vocabulary for stream reads: the adapter raises these, the lifecycle (the shard
+consumer, shard sync) and the worker's start-up catch them, test fakes raise them. Callers decide by
+type, never by parsing messages:
+
+* :class:`ExpiredIteratorError`, :class:`InvalidStreamRequestError` (an iterator the service no
+  longer accepts): get a new iterator from the last delivered position;
+* :class:`TrimmedDataError`, :class:`ShardNotFoundError`: data or a shard gone before it was read —
+  a loud loss, handled by ``worker.on_trimmed``;
+* :class:`FatalStreamError` (:class:`StreamNotFoundError`, :class:`StreamGoneError`,
+  :class:`AccessDeniedError`): no retry helps; the worker stops and says what to fix;
+* anything else (:class:`ThrottledError`, :class:`TransientStreamError`,
+  :class:`StreamFormatError`, the base class itself): back off and retry.
+
+Every adapter error wraps the botocore error it came from (``raise ... from exc``) so the request id
+stays in the traceback.
 """
 
 from __future__ import annotations
@@ -33,11 +44,15 @@ class InvalidStreamRequestError(StreamSourceError):
     """The service rejected a request as malformed (ValidationException): a bug or a bad setting."""
 
 
-class StreamNotFoundError(StreamSourceError):
+class FatalStreamError(StreamSourceError):
+    """The stream cannot be read as configured, and retrying will not change that: the worker stops."""
+
+
+class StreamNotFoundError(FatalStreamError):
     """The configured stream (or the table's stream) does not exist: fix the ARN or enable the stream."""
 
 
-class StreamGoneError(StreamSourceError):
+class StreamGoneError(FatalStreamError):
     """The stream was deleted or disabled while being read: fatal for the worker."""
 
 
@@ -45,7 +60,7 @@ class ShardNotFoundError(StreamSourceError):
     """The shard is no longer in the stream (trimmed away after 24 h, or a wrong id)."""
 
 
-class AccessDeniedError(StreamSourceError):
+class AccessDeniedError(FatalStreamError):
     """The worker's credentials lack a DynamoDB Streams permission; the message names the IAM action."""
 
 

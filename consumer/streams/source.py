@@ -11,38 +11,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from consumer.records import StreamRecord
-from consumer.streams.errors import (
-    AccessDeniedError,
-    ExpiredIteratorError,
-    InvalidStreamRequestError,
-    ShardNotFoundError,
-    StreamFormatError,
-    StreamGoneError,
-    StreamNotFoundError,
-    StreamSourceError,
-    ThrottledError,
-    TransientStreamError,
-    TrimmedDataError,
-)
 
-__all__ = [
-    "AccessDeniedError",
-    "ExpiredIteratorError",
-    "GetRecordsResult",
-    "InvalidStreamRequestError",
-    "Position",
-    "Shard",
-    "ShardNotFoundError",
-    "StreamDescription",
-    "StreamFormatError",
-    "StreamGoneError",
-    "StreamNotFoundError",
-    "StreamSource",
-    "StreamSourceError",
-    "ThrottledError",
-    "TransientStreamError",
-    "TrimmedDataError",
-]
+__all__ = ["GetRecordsResult", "Position", "Shard", "StreamDescription", "StreamSource"]
 
 IteratorType = Literal["TRIM_HORIZON", "LATEST", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"]
 _NAMED = ("TRIM_HORIZON", "LATEST")

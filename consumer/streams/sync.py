@@ -32,15 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, NamedTuple
 
+from consumer.positions import LATEST, SHARD_END, TRIM_HORIZON, InitialPosition
 from consumer.streams.graph import LineageWarning, ShardGraph
 from consumer.streams.source import Shard
-
-TRIM_HORIZON: Final = "TRIM_HORIZON"
-LATEST: Final = "LATEST"
-SHARD_END: Final = "SHARD_END"
-InitialPosition = Literal["TRIM_HORIZON", "LATEST"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Observability: EMF metrics, the two CloudWatch log groups, and the local dashboard.
 
 * ``metrics.MetricsRecorder`` - thread-safe aggregation, flushed as EMF on a timer.
-* ``sinks`` / ``shipper`` - where the documents go, without ever blocking the worker.
+* ``transports`` / ``shipper`` - where the documents go, without ever blocking the worker.
 * ``logs.configure_logging`` - JSON logs to the lease-worker and application log groups.
 * ``context`` - worker id and shard id attached to every log line.
 * ``catalogue`` - the meaningful log messages (LEASE_LOST, refused checkpoint, ...).

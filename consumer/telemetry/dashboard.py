@@ -7,13 +7,18 @@ so it is counted in the bucket that holds the middle of that period; a point at 
 bucket [x, x + bucket). Each widget's statistic is applied per bucket over every document of that
 bucket, so a metric published by several workers or shards adds up the way CloudWatch adds it.
 
-What is drawn:
+What is drawn is :data:`consumer.telemetry.widgets.WIDGETS`, the list the CloudWatch dashboard
+draws too, by the rules stated there:
 
-* counters (``Sum`` widgets) as rates per second (the bucket's sum / its length), with zero where
+* counters (``Sum`` metrics) as rates per second (the bucket's sum / its length), with zero where
   a bucket got no document: nothing was counted there, and a line must not bridge the gap;
 * gauges (``Maximum`` / ``Average``) as they were published; a bucket a publisher skipped (a
   paused or killed worker) breaks its line rather than joining the points around it;
-* an empty panel says which metrics it waited for, inside the panel.
+* only metrics the EMF documents hold (a local source); a widget with none says so inside its
+  panel ("not available locally", naming where CloudWatch gets its numbers), and an empty panel
+  says which metrics it waited for;
+* a reference line (2N, the lag alarm) far above everything drawn is named in the legend instead
+  of drawn, so that a 19-hour lag alarm does not flatten a few seconds of lag into the axis.
 
 The HTML page lists, per publisher, the totals of counters and the latest (and highest) value of
 gauges: adding up a gauge's samples means nothing.
@@ -38,9 +43,11 @@ import matplotlib.pyplot as plt  # the backend must be chosen before pyplot load
 from consumer.telemetry.errors import DashboardError
 from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION, Aggregation, spec_for
 from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widgets import WIDGETS, Statistic, Widget
+from consumer.telemetry.widgets import WIDGETS, Metric, Reference, ReferenceLine, Statistic, Widget
 
 Series = dict[float, float]  # bucket start, seconds since the axis' start -> value
+# A reference line above this multiple of the highest value drawn is named, not drawn.
+OFF_SCALE_FACTOR = 10.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class RenderedDashboard:
     png: Path
     html: Path
     workers: tuple[str, ...]
+    titles: tuple[str, ...]  # the panels' titles, read back from the figure, in order
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ def _apply(statistic: Statistic, values: list[float]) -> float:
         return sum(values)
     if statistic == "Maximum":
         return max(values)
+    if statistic == "Minimum":
+        return min(values)
     return sum(values) / len(values)
 
 
@@ -98,8 +108,10 @@ def series_for(
     worker: str | None = None,
     *,
     start_millis: int | None = None,
+    operation: str | None = None,
 ) -> Series:
-    """One metric's time series: the statistic over each bucket (optionally for one worker).
+    """One metric's time series: the statistic over each bucket (optionally for one worker, and
+    only documents of ``operation`` when given).
 
     Only buckets that got a document appear; :func:`per_second` and :func:`with_gaps` decide what
     the missing ones mean.
@@ -110,6 +122,8 @@ def series_for(
     buckets: dict[float, list[float]] = defaultdict(list)
     for point in points:
         if point.name != name or (worker is not None and point.worker != worker):
+            continue
+        if operation is not None and point.operation != operation:
             continue
         buckets[axis.bucket_of(point.timestamp_millis)].extend(point.values)
     return {t: _apply(statistic, values) for t, values in sorted(buckets.items())}
@@ -143,11 +157,12 @@ def render(
     out_png: str | Path,
     *,
     bucket_seconds: float,
-    expected_partitions: int,
+    references: Mapping[Reference, ReferenceLine],
     title: str,
     widgets: Sequence[Widget] = WIDGETS,
     start_millis: int | None = None,
 ) -> RenderedDashboard:
+    """Draw ``widgets`` (the environment's list, :func:`consumer.telemetry.widgets.widgets_for`)."""
     if not points:
         raise DashboardError("no metrics to draw: no EMF documents were found in the source")
     workers = fleet_workers(points)
@@ -169,12 +184,13 @@ def render(
             widget,
             points=points,
             time=axis_of_time,
-            expected_partitions=expected_partitions,
+            references=references,
             colours=colours,
         )
         axis.set_xlabel(time_label, fontsize=8)
     for index in range(len(widgets), rows * columns):
         axes[index // columns][index % columns].set_visible(False)
+    titles = tuple(axes[i // columns][i % columns].get_title() for i in range(len(widgets)))
     figure.suptitle(title, fontsize=13)
     figure.tight_layout(rect=(0, 0, 1, 0.97))
     png = Path(out_png)
@@ -183,13 +199,7 @@ def render(
     plt.close(figure)
     page = png.with_suffix(".html")
     page.write_text(_html(title, png.name, points), encoding="utf-8")
-    return RenderedDashboard(png, page, workers)
-
-
-def y_label(widget: Widget) -> str:
-    if widget.statistic == "Sum":
-        return f"per second ({widget.unit}/s)"
-    return f"{widget.statistic} ({widget.unit})"
+    return RenderedDashboard(png, page, workers, titles)
 
 
 def draw_widget(
@@ -198,53 +208,76 @@ def draw_widget(
     *,
     points: Sequence[MetricPoint],
     time: TimeAxis,
-    expected_partitions: int,
+    references: Mapping[Reference, ReferenceLine],
     colours: Mapping[str, Any],
 ) -> None:
+    axis.set_title(widget.title, fontsize=10)
+    axis.set_ylabel(widget.y_label, fontsize=8)
+    metrics = widget.local_metrics
+    if not metrics:
+        _not_available_locally(axis, widget)
+        return
     bucket = time.bucket_seconds
     span = time.span(points)
-    rate = widget.statistic == "Sum"
 
-    def shaped(name: str, worker: str | None) -> Series:
-        raw = series_for(points, name, widget.statistic, bucket, worker, start_millis=time.start_millis)
+    def shaped(metric: Metric, worker: str | None) -> Series:
+        raw = series_for(
+            points,
+            metric.name,
+            metric.statistic,
+            bucket,
+            worker,
+            start_millis=time.start_millis,
+            operation=metric.operation,
+        )
         if not raw:
             return {}
-        return per_second(raw, bucket, span) if rate else with_gaps(raw, bucket)
+        return per_second(raw, bucket, span) if metric.per_second else with_gaps(raw, bucket)
 
-    drawn = False
-    if widget.per_worker:
-        for worker, colour in colours.items():
-            series = shaped(widget.metrics[0], worker)
+    drawn: list[float] = []
+    for metric in metrics:
+        lines: list[tuple[Series, str, Any]] = []
+        if metric.each:
+            for worker, colour in colours.items():
+                label = worker if len(metrics) == 1 else f"{metric.label} ({worker})"
+                lines.append((shaped(metric, worker), label, colour))
+        else:
+            lines.append((shaped(metric, None), metric.label, None))
+        for series, label, colour in lines:
             if series:
-                axis.plot(list(series), list(series.values()), marker=".", color=colour, label=worker)
-                drawn = True
-    else:
-        for name in widget.metrics:
-            series = shaped(name, None)
-            if series:
-                label = f"{name} (per second)" if rate else f"{name} ({widget.statistic})"
-                axis.plot(list(series), list(series.values()), marker=".", label=label)
-                drawn = True
-    if widget.reference == "two_n" and drawn:
-        axis.axhline(
-            2 * expected_partitions, color="grey", linestyle="--", label=f"2N = {2 * expected_partitions}"
-        )
-    axis.set_title(widget.title, fontsize=10)
-    axis.set_ylabel(y_label(widget), fontsize=8)
+                axis.plot(list(series), list(series.values()), marker=".", color=colour, label=label)
+                drawn += [v for v in series.values() if not math.isnan(v)]
+    if not drawn:
+        _empty(axis, "no data points for", [m.name for m in metrics])
+        return
+    top = max(drawn)
+    for reference in widget.references:
+        line = references[reference]
+        if 0 < line.value <= OFF_SCALE_FACTOR * top:
+            axis.axhline(line.value, color="grey", linestyle="--", label=line.label)
+        else:
+            axis.plot(
+                [],
+                [],
+                color="grey",
+                linestyle="--",
+                label=f"{line.label} at {line.value:,.0f} (off the chart)",
+            )
+    if all(m.per_second for m in metrics):
+        axis.set_ylim(bottom=0)
     axis.grid(alpha=0.3)
-    if drawn:
-        if rate:
-            axis.set_ylim(bottom=0)
-        axis.legend(fontsize=7, loc="best")
-    else:
-        _empty(axis, widget)
+    axis.legend(fontsize=7, loc="best")
 
 
-def _empty(axis: Any, widget: Widget) -> None:
-    """An empty panel: which metrics it waited for, wrapped to stay inside the panel."""
-    lines = ["no data points for"] + [
-        line for name in widget.metrics for line in textwrap.wrap(name, width=40)
-    ]
+def _not_available_locally(axis: Any, widget: Widget) -> None:
+    """A widget whose every metric comes from AWS: the panel names where CloudWatch gets them."""
+    sources = sorted({m.source.description for m in widget.metrics})
+    _empty(axis, "not available locally: from", [*sources, *(m.name for m in widget.metrics)])
+
+
+def _empty(axis: Any, heading: str, names: Sequence[str]) -> None:
+    """An empty panel: why, and which metrics, wrapped to stay inside the panel."""
+    lines = [heading] + [line for name in names for line in textwrap.wrap(name, width=40)]
     axis.text(
         0.5,
         0.5,

@@ -2,7 +2,7 @@
 
 Telemetry must never take a worker down, so most transport failures are absorbed (a WARN and a
 counter). These exceptions are for the cases a person has to fix: a metric with a bad name or unit,
-a sink that cannot be configured, a dashboard source that holds no metrics.
+a transport that cannot be configured, a dashboard source that holds no metrics.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ class MetricsError(TelemetryError, ValueError):
     """A metric call with input CloudWatch would reject (name, unit, value)."""
 
 
-class SinkError(TelemetryError):
-    """A metrics sink could not deliver; the shipper turns this into a WARN and a counter."""
+class TransportError(TelemetryError):
+    """A metrics transport could not deliver; the shipper turns this into a WARN and a counter."""
 
 
 class DashboardError(TelemetryError):

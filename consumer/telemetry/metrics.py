@@ -32,7 +32,7 @@ from consumer.telemetry.metric_names import Aggregation, Level, spec_for
 from consumer.telemetry.process import ProcessSampler
 from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the port, re-exported for callers)
 from consumer.telemetry.shipper import BackgroundShipper
-from consumer.telemetry.sinks import MetricsSink
+from consumer.telemetry.transports import MetricsTransport
 
 log = logging.getLogger("consumer.telemetry.metrics")
 
@@ -96,7 +96,7 @@ class MetricsRecorder:
         self,
         settings: Settings,
         worker_id: str,
-        sink: MetricsSink,
+        transport: MetricsTransport,
         clock: Clock | None = None,
         *,
         health: TransportHealth | None = None,
@@ -113,7 +113,7 @@ class MetricsRecorder:
         self._clock = clock or SystemClock()
         self.health = health or TransportHealth(self._clock)
         self._shipper = BackgroundShipper(
-            sink, self.health, max_queued=max_queued_documents, retry_millis=retry_millis
+            transport, self.health, max_queued=max_queued_documents, retry_millis=retry_millis
         )
         self._max_samples = max_samples_per_period
         self._lock = threading.Lock()

@@ -12,19 +12,19 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from consumer.telemetry.errors import SinkError
+from consumer.telemetry.errors import TransportError
 from consumer.telemetry.health import TransportHealth
-from consumer.telemetry.sinks import MetricsSink
+from consumer.telemetry.transports import MetricsTransport
 
 log = logging.getLogger("consumer.telemetry.shipper")
 
 
 class BackgroundShipper:
-    """Non-blocking front of a :class:`MetricsSink`: ``submit`` never waits and never raises."""
+    """Non-blocking front of a :class:`MetricsTransport`: ``submit`` never waits and never raises."""
 
     def __init__(
         self,
-        sink: MetricsSink,
+        transport: MetricsTransport,
         health: TransportHealth,
         *,
         max_queued: int = 10_000,
@@ -33,7 +33,7 @@ class BackgroundShipper:
     ) -> None:
         if max_queued < 1 or batch_size < 1:
             raise ValueError("max_queued and batch_size must be at least 1")
-        self._sink = sink
+        self._transport = transport
         self._health = health
         self._max_queued = max_queued
         self._batch_size = batch_size
@@ -46,15 +46,15 @@ class BackgroundShipper:
         self._thread: threading.Thread | None = None
 
     @property
-    def sink(self) -> MetricsSink:
-        return self._sink
+    def transport(self) -> MetricsTransport:
+        return self._transport
 
     def start(self) -> None:
         with self._cond:
             if self._thread is not None:
                 return
             self._thread = threading.Thread(
-                target=self._run, name=f"telemetry-{self._sink.name}", daemon=True
+                target=self._run, name=f"telemetry-{self._transport.name}", daemon=True
             )
             self._thread.start()
 
@@ -69,7 +69,7 @@ class BackgroundShipper:
             self._cond.notify_all()
         if overflow > 0:
             self._health.dropped(
-                self._sink.name, overflow, f"queue full ({self._max_queued}), oldest dropped"
+                self._transport.name, overflow, f"queue full ({self._max_queued}), oldest dropped"
             )
 
     def queued(self) -> int:
@@ -99,11 +99,11 @@ class BackgroundShipper:
             left = len(self._queue)
             self._queue.clear()
         if left:
-            self._health.dropped(self._sink.name, left, "still queued at shutdown")
+            self._health.dropped(self._transport.name, left, "still queued at shutdown")
         try:
-            self._sink.close()
-        except Exception as exc:  # a sink's close must not break shutdown
-            log.debug("closing sink %s failed: %s", self._sink.name, exc)
+            self._transport.close()
+        except Exception as exc:  # a transport's close must not break shutdown
+            log.debug("closing transport %s failed: %s", self._transport.name, exc)
 
     def _drain_inline(self) -> None:
         """Never started (tests, one-shot commands): one synchronous attempt."""
@@ -111,7 +111,7 @@ class BackgroundShipper:
             batch = list(self._queue)
             self._queue.clear()
         if batch and not self._try_send(batch):
-            self._health.dropped(self._sink.name, len(batch), "send failed at shutdown")
+            self._health.dropped(self._transport.name, len(batch), "send failed at shutdown")
 
     def _run(self) -> None:
         while True:
@@ -140,15 +140,15 @@ class BackgroundShipper:
         for _ in range(max(0, overflow)):
             self._queue.popleft()
         if overflow > 0:
-            self._health.dropped(self._sink.name, overflow, "queue full while the transport is down")
+            self._health.dropped(self._transport.name, overflow, "queue full while the transport is down")
 
     def _try_send(self, batch: list[str]) -> bool:
         try:
-            self._sink.send(batch)
-        except SinkError as exc:
-            self._health.send_failed(self._sink.name, exc)
+            self._transport.send(batch)
+        except TransportError as exc:
+            self._health.send_failed(self._transport.name, exc)
             return False
-        except Exception as exc:  # an unexpected sink bug must not kill the shipping thread
-            self._health.send_failed(self._sink.name, repr(exc))
+        except Exception as exc:  # an unexpected transport bug must not kill the shipping thread
+            self._health.send_failed(self._transport.name, repr(exc))
             return False
         return True

@@ -24,7 +24,7 @@ import pytest
 
 from consumer.demo.fleet import LocalFleet
 from consumer.settings import load_settings
-from consumer.telemetry.sinks import log_stream_name
+from consumer.telemetry.transports import log_stream_name
 from tests.support import create_orders_table
 
 pytestmark = pytest.mark.e2e

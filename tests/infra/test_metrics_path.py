@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from consumer.telemetry.emf import MetricValues, build_documents
-from consumer.telemetry.sinks import AgentSink, sink_from_settings
+from consumer.telemetry.transports import AgentTransport, transport_from_settings
 from tests.infra.conftest import (
     ENVIRONMENTS,
     Synthesized,
@@ -55,15 +55,15 @@ def test_the_log_group_in_each_document_is_created_and_writable(synth: Synthesiz
     settings = synth.settings.model_copy(
         update={"metrics": synth.settings.metrics.model_copy(update={"destination": "agent"})}
     )
-    sink = sink_from_settings(settings, "host:123:abc")
-    assert isinstance(sink, AgentSink)
+    transport = transport_from_settings(settings, "host:123:abc")
+    assert isinstance(transport, AgentTransport)
     (document,) = build_documents(
         settings.metrics_namespace,
         [{"Operation": "ProcessTask", "WorkerIdentifier": "host:123:abc"}],
         [MetricValues("RecordsProcessed", "Count", (3.0,))],
         1_700_000_000_000,
     )
-    meta = json.loads(sink.addressed(document))["_aws"]
+    meta = json.loads(transport.addressed(document))["_aws"]
     group = meta["LogGroupName"]
     assert meta["LogStreamName"] == "host_123_abc"
     assert group == settings.metrics_log_group != "emf/logs/default"

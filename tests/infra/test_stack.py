@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.widgets import dashboard_widgets, expected_partitions
+from infra.scaling import expected_partitions, scaling_thresholds
+from infra.widgets import dashboard_widgets
 from tests.infra.conftest import (
     ENVIRONMENTS,
     Synthesized,
@@ -262,17 +263,18 @@ def test_dashboard_counters_are_rates_per_second_with_zero_for_empty_periods(syn
             assert spec.unit == "Count/Second" and "/s" in spec.y_label, spec.title
             if metric.per is not None:
                 inner = metric.search_expression(60)
-                inner = f"SUM({inner})" if metric.total else inner
+                inner = f"{metric.across}({inner})" if metric.across else inner
                 assert f"FILL({inner}, 0) / 60" in expressions, (spec.title, metric.name)
             else:
                 assert (metric.namespace, metric.name) in rated, (spec.title, metric.name)
-    assert counters >= 8  # processed, writes, RCU, WCU, throttles x3, retries, dead letters, trimmed
+    # processed, writes x2, RCU and WCU x2, throttles x3, retries, dead letters, trimmed
+    assert counters >= 12
 
 
 def test_dashboard_leases_widget_against_config(synth: Synthesized) -> None:
     body = dashboard_body(synth.raw)
     (widget,) = [w for w in body["widgets"] if w["properties"].get("title", "").startswith("Leases total")]
-    (metric,) = widget["properties"]["metrics"]
+    (metric,) = [m for m in widget["properties"]["metrics"] if m[:2] == ["AWS/DynamoDB", "ReturnedItemCount"]]
     assert metric[:6] == [
         "AWS/DynamoDB",
         "ReturnedItemCount",
@@ -284,6 +286,8 @@ def test_dashboard_leases_widget_against_config(synth: Synthesized) -> None:
     n = synth.settings.table.expected_partitions()[0]
     values = {a["value"] for a in widget["properties"]["annotations"]["horizontal"]}
     assert synth.settings.scaling.returned_item_count_multiplier * n in values
+    # The dashboard's 2N line is the scale-out alarm's threshold, not a second computation of it.
+    assert scaling_thresholds(synth.settings).scale_out_at in values
     titles = {w["properties"].get("title") for w in body["widgets"]}
     for expected in (
         "Records processed vs table writes",
@@ -292,6 +296,8 @@ def test_dashboard_leases_widget_against_config(synth: Synthesized) -> None:
         "Leases table throttles",
         "CPU per instance",
         "Memory and disk per instance",
+        "CPU per worker",
+        "Memory per worker",
         "MillisBehindLatest per worker",
         "Retries and dead letters",
         "Records lost to trimming",

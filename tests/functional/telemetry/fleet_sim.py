@@ -17,7 +17,7 @@ from pathlib import Path
 from consumer.clock import FakeClock
 from consumer.settings import Settings
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.sinks import JsonlFileSink
+from consumer.telemetry.transports import JsonlFileTransport
 
 
 def simulate(path: Path, settings: Settings, periods: int = 36, seed: int = 3) -> dict[str, int]:
@@ -26,7 +26,8 @@ def simulate(path: Path, settings: Settings, periods: int = 36, seed: int = 3) -
     clock = FakeClock(start_millis=time.time_ns() // 1_000_000 - periods * 5_000)
     workers = ["worker-a", "worker-b", "worker-c"]
     recorders = {
-        w: MetricsRecorder(settings, w, JsonlFileSink(path), clock, sample_process=False) for w in workers
+        w: MetricsRecorder(settings, w, JsonlFileTransport(path), clock, sample_process=False)
+        for w in workers
     }
     seen = {"RecordsProcessed": 0, "TableWrites": 0}
     for period in range(periods):

@@ -13,7 +13,7 @@ from consumer.settings import Settings
 from consumer.telemetry.dashboard import series_for
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.readback import points_of_all, read_jsonl
-from consumer.telemetry.sinks import sink_from_settings
+from consumer.telemetry.transports import transport_from_settings
 from tests.functional.telemetry.fleet_sim import simulate
 
 
@@ -51,7 +51,9 @@ def test_dashboard_reads_the_metrics_log_group(
     settings = Settings.model_validate(
         {**settings.model_dump(), "metrics": {**settings.metrics.model_dump(), "destination": "logs"}}
     )
-    recorder = MetricsRecorder(settings, "worker-x", sink_from_settings(settings, "worker-x", logs_client))
+    recorder = MetricsRecorder(
+        settings, "worker-x", transport_from_settings(settings, "worker-x", logs_client)
+    )
     recorder.count("ProcessTask", "RecordsProcessed", 42, shard_id="s-1")
     recorder.stop(timeout_seconds=10)
 

@@ -11,7 +11,7 @@ import pytest
 from consumer.settings import Settings
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.readback import points_of_all, read_log_group
-from consumer.telemetry.sinks import sink_from_settings
+from consumer.telemetry.transports import transport_from_settings
 
 
 def _settings(endpoint: str, shard_dimension: bool) -> Settings:
@@ -44,7 +44,7 @@ class CountingProcessor:
 def _run_workers(settings: Settings, logs_client: Any) -> CountingProcessor:
     processor = CountingProcessor()
     recorders = [
-        MetricsRecorder(settings, worker, sink_from_settings(settings, worker, logs_client))
+        MetricsRecorder(settings, worker, transport_from_settings(settings, worker, logs_client))
         for worker in ("worker-a", "worker-b")
     ]
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import pytest
 
 from consumer.clock import FakeClock
-from consumer.telemetry.errors import SinkError
+from consumer.telemetry.errors import TransportError
 from consumer.telemetry.health import TransportHealth
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.shipper import BackgroundShipper
-from consumer.telemetry.sinks import AgentSink, InMemorySink
+from consumer.telemetry.transports import AgentTransport, InMemoryTransport
 from tests.unit.telemetry.helpers import metric_sums, settings_with
 
 
@@ -30,7 +30,7 @@ def test_agent_not_listening_warns_and_counts(caplog: pytest.LogCaptureFixture) 
     recorder = MetricsRecorder(
         settings,
         "w-down",
-        AgentSink(settings.metrics.agent_endpoint, 0.5, log_group=settings.metrics_log_group),
+        AgentTransport(settings.metrics.agent_endpoint, 0.5, log_group=settings.metrics_log_group),
     )
     done = threading.Event()
 
@@ -53,14 +53,14 @@ def test_agent_not_listening_warns_and_counts(caplog: pytest.LogCaptureFixture) 
     assert any("not reachable" in r.getMessage() for r in caplog.records)
 
 
-def test_agent_sink_delivers_lines_to_a_listening_agent() -> None:
+def test_agent_transport_delivers_lines_to_a_listening_agent() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         server.settimeout(10)
-        sink = AgentSink(f"tcp://127.0.0.1:{server.getsockname()[1]}", log_group="/app/metrics")
+        transport = AgentTransport(f"tcp://127.0.0.1:{server.getsockname()[1]}", log_group="/app/metrics")
         try:
-            sink.send(['{"a": 1, "_aws": {"Timestamp": 5}}', '{"b": 2}'])
+            transport.send(['{"a": 1, "_aws": {"Timestamp": 5}}', '{"b": 2}'])
             connection, _ = server.accept()
             with connection:
                 connection.settimeout(10)
@@ -68,7 +68,7 @@ def test_agent_sink_delivers_lines_to_a_listening_agent() -> None:
                 while received.count(b"\n") < 2:
                     received += connection.recv(4096)
         finally:
-            sink.close()
+            transport.close()
     # Each line names the log group the agent must write it to (aws-embedded-metrics does the same).
     assert [json.loads(line) for line in received.decode().splitlines()] == [
         {"a": 1, "_aws": {"Timestamp": 5, "LogGroupName": "/app/metrics"}},
@@ -77,23 +77,23 @@ def test_agent_sink_delivers_lines_to_a_listening_agent() -> None:
 
 
 def test_bad_agent_endpoint_is_refused_with_the_setting_name() -> None:
-    with pytest.raises(SinkError, match=r"metrics\.agent_endpoint"):
-        AgentSink("127.0.0.1:25888", log_group="/app/metrics")
+    with pytest.raises(TransportError, match=r"metrics\.agent_endpoint"):
+        AgentTransport("127.0.0.1:25888", log_group="/app/metrics")
 
 
-class FlakySink:
+class FlakyTransport:
     """Fails the first ``failures`` sends, then stores what it gets."""
 
     name = "flaky"
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
-        self.inner = InMemorySink()
+        self.inner = InMemoryTransport()
 
     def send(self, documents: Sequence[str]) -> None:
         if self.failures > 0:
             self.failures -= 1
-            raise SinkError("listener restarting")
+            raise TransportError("listener restarting")
         self.inner.send(documents)
 
     def close(self) -> None:
@@ -101,9 +101,9 @@ class FlakySink:
 
 
 def test_failures_are_published_as_telemetry_counters_once_the_transport_is_back() -> None:
-    sink = FlakySink(failures=2)
+    transport = FlakyTransport(failures=2)
     recorder = MetricsRecorder(
-        settings_with(), "w-1", sink, FakeClock(), sample_process=False, retry_millis=10
+        settings_with(), "w-1", transport, FakeClock(), sample_process=False, retry_millis=10
     )
     recorder.start()
     try:
@@ -113,16 +113,16 @@ def test_failures_are_published_as_telemetry_counters_once_the_transport_is_back
         recorder.flush()  # publishes the failures counted meanwhile
     finally:
         recorder.stop(timeout_seconds=5)
-    sums = metric_sums(sink.inner.documents)
+    sums = metric_sums(transport.inner.documents)
     assert sums["RecordsProcessed"] == 5  # retried, not lost
     assert sums["TelemetrySendFailures"] == 2
 
 
 def test_bounded_queue_drops_the_oldest_and_counts_them() -> None:
     health = TransportHealth(FakeClock())
-    sink = InMemorySink()
-    shipper = BackgroundShipper(sink, health, max_queued=3)
+    transport = InMemoryTransport()
+    shipper = BackgroundShipper(transport, health, max_queued=3)
     shipper.submit(["1", "2", "3", "4", "5"])
     shipper.close()
-    assert [str(d) for d in sink.documents] == ["3", "4", "5"]
+    assert [str(d) for d in transport.documents] == ["3", "4", "5"]
     assert health.totals().dropped == 2

@@ -10,7 +10,7 @@ from consumer.settings import LoadSettings, Settings
 from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.readback import points_of_all
-from consumer.telemetry.sinks import InMemorySink
+from consumer.telemetry.transports import InMemoryTransport
 
 
 class RecordingTable:
@@ -30,8 +30,8 @@ def test_every_write_is_counted_as_table_writes(tmp_path: Path) -> None:
     settings = Settings.model_validate(
         {"application_name": "load-test", "table": {"name": "orders", "partition_key": {"name": "pk"}}}
     )
-    sink = InMemorySink()
-    recorder = MetricsRecorder(settings, "load-generator", sink, sample_process=False)
+    transport = InMemoryTransport()
+    recorder = MetricsRecorder(settings, "load-generator", transport, sample_process=False)
     table = RecordingTable()
     load = LoadGenerator(
         table,
@@ -44,6 +44,6 @@ def test_every_write_is_counted_as_table_writes(tmp_path: Path) -> None:
     recorder.stop(timeout_seconds=5)
 
     assert written > 0 and written == table.calls == load.writes
-    points = [p for p in points_of_all(sink.documents) if p.name == "TableWrites"]
+    points = [p for p in points_of_all(transport.documents) if p.name == "TableWrites"]
     assert sum(v for p in points for v in p.values) == written
     assert {(p.operation, p.worker) for p in points} == {(LOAD_GENERATOR_OPERATION, "load-generator")}

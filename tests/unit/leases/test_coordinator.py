@@ -9,7 +9,8 @@ from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
 from consumer.leases.errors import CheckpointRefusedError, LeaseLostError
 from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import SHARD_END, ExtendedSequenceNumber, Lease
+from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.positions import SHARD_END
 from consumer.settings import WorkerSettings
 
 ESN = ExtendedSequenceNumber

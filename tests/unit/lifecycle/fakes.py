@@ -9,8 +9,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from consumer.leases.model import Lease
-from consumer.lifecycle.ports import Checkpointer, Fetched, LeaseOps, ReadError
+from consumer.lifecycle.ports import LeaseOps
+from consumer.processing.api import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessRecordsInput,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
 from consumer.records import ShardInfo, StreamRecord
+from consumer.streams.errors import StreamSourceError
+from consumer.streams.source import GetRecordsResult
 
 
 def _faults() -> defaultdict[str, list[Exception]]:
@@ -38,9 +47,9 @@ class FakeStream:
 
     shards: dict[str, list[StreamRecord]] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
-    faults: dict[str, list[ReadError]] = field(default_factory=lambda: defaultdict(list))
+    faults: dict[str, list[StreamSourceError]] = field(default_factory=lambda: defaultdict(list))
     fetches: int = 0
-    iterator_faults: dict[str, list[ReadError]] = field(default_factory=lambda: defaultdict(list))
+    iterator_faults: dict[str, list[StreamSourceError]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, shard: str, first: int, count: int, *, closed: bool = True, key: str = "k") -> None:
         self.shards[shard] = [record(shard, first + 10 * i, key) for i in range(count)]
@@ -60,7 +69,7 @@ class FakeStream:
             index = sum(1 for n in numbers if n.isdigit() and int(n) <= int(position))
         return f"{shard_id}|{index}"
 
-    def fetch(self, shard_id: str, iterator: str, limit: int) -> Fetched:
+    def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         self.fetches += 1
         shard, _, index_text = iterator.partition("|")
         if self.faults[shard]:
@@ -69,7 +78,7 @@ class FakeStream:
         batch = tuple(self.shards[shard][index : index + limit])
         end = index + len(batch)
         done = shard in self.closed and end >= len(self.shards[shard])
-        return Fetched(batch, None if done else f"{shard}|{end}", 0)
+        return GetRecordsResult(batch, None if done else f"{shard}|{end}", 0)
 
 
 def malformed(shard: str, seq: int, sequence_number: str = "not-a-number") -> StreamRecord:
@@ -99,39 +108,33 @@ class RecordingProcessor:
         if self.faults[method]:
             raise self.faults[method].pop(0)
 
-    def initialize(self, shard: ShardInfo, checkpoint: str) -> None:
-        self.events.append(f"initialize@{checkpoint}")
+    def initialize(self, initialization: InitializationInput) -> None:
+        self.events.append(f"initialize@{initialization.checkpoint}")
         self._maybe_fail("initialize")
-        self.shard = shard
+        self.shard = initialization.shard
 
-    def process(
-        self,
-        records: tuple[StreamRecord, ...],
-        millis_behind_latest: int,
-        checkpointer: Checkpointer,
-        should_stop: Callable[[], bool],
-        lease_held: Callable[[], bool] | None = None,
-    ) -> None:
+    def process_records(self, process: ProcessRecordsInput) -> None:
         self.calls += 1
+        records = process.records
         if self.fail(self.calls, records):
             raise RuntimeError(f"injected failure on call {self.calls}")
         self.seen.extend(r.sequence_number for r in records)
         if records and self.checkpoint_in_process:
-            checkpointer.checkpoint()
+            process.checkpointer.checkpoint()
 
-    def shard_ended(self, checkpointer: Checkpointer) -> None:
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         self.events.append("shard_ended")
         self._maybe_fail("shard_ended")
-        checkpointer.checkpoint()
+        shard_ended.checkpointer.checkpoint()
 
-    def lease_lost(self) -> None:
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
         self.events.append("lease_lost")
         self._maybe_fail("lease_lost")
 
-    def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
         self.events.append("shutdown_requested")
         self._maybe_fail("shutdown_requested")
-        checkpointer.checkpoint()
+        shutdown.checkpointer.checkpoint()
 
 
 class FlakyLeases:

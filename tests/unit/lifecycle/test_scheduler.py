@@ -11,10 +11,11 @@ from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import LeaseStoreThrottledError, LeaseStoreUnavailableError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.ports import StreamGoneError
 from consumer.lifecycle.scheduler import Scheduler
+from consumer.processing.api import ProcessRecordsInput
 from consumer.records import ShardInfo
 from consumer.settings import WorkerSettings
+from consumer.streams.errors import StreamGoneError
 from tests.unit.lifecycle.fakes import FakeStream, FlakyLeases, RecordingProcessor
 
 FAST = WorkerSettings(
@@ -52,14 +53,14 @@ def test_lineage_in_order_every_record_once_then_graceful_drain() -> None:
 
     def factory(shard: ShardInfo) -> RecordingProcessor:
         processor = RecordingProcessor()
-        original = processor.process
+        original = processor.process_records
 
-        def process(records, behind, checkpointer, should_stop, lease_held=None):  # type: ignore[no-untyped-def]
+        def process_records(process: ProcessRecordsInput) -> None:
             with lock:
-                order.extend(shard.shard_id for _ in records)
-            original(records, behind, checkpointer, should_stop, lease_held)
+                order.extend(shard.shard_id for _ in process.records)
+            original(process)
 
-        processor.process = process  # type: ignore[method-assign]
+        processor.process_records = process_records  # type: ignore[method-assign]
         processors[shard.shard_id] = processor
         return processor
 

@@ -11,17 +11,13 @@ from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.ports import (
-    DataTrimmedError,
-    IteratorExpiredError,
-    LeaseOps,
-    ReadThrottledError,
-    ShardGoneError,
-)
+from consumer.lifecycle.ports import LeaseOps
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
+from consumer.processing.api import RecordProcessor
 from consumer.records import ShardInfo
 from consumer.settings import WorkerSettings
+from consumer.streams.errors import ExpiredIteratorError, ShardNotFoundError, ThrottledError, TrimmedDataError
 from tests.unit.lifecycle.fakes import FakeStream, RecordingProcessor
 
 SETTINGS = WorkerSettings(max_records=100, idle_time_between_reads_millis=200, failover_time_millis=10_000)
@@ -44,7 +40,7 @@ class Rig:
     def consumer(
         self,
         shard: str,
-        processor: RecordingProcessor,
+        processor: RecordProcessor,
         parents: tuple[str, ...] = (),
         *,
         leases: LeaseOps | None = None,
@@ -137,7 +133,7 @@ def test_expired_iterator_resumes_after_what_was_delivered() -> None:
     rig = Rig()
     rig.stream.add("s1", 100, 250)
     rig.lease("s1")
-    rig.stream.faults["s1"] = [IteratorExpiredError("expired"), ReadThrottledError("slow down")]
+    rig.stream.faults["s1"] = [ExpiredIteratorError("expired"), ThrottledError("slow down")]
     processor = RecordingProcessor()
     rig.drive(rig.consumer("s1", processor))
     assert processor.seen == [r.sequence_number for r in rig.stream.shards["s1"]]
@@ -147,7 +143,7 @@ def test_trimmed_data_blocks_the_shard_loudly_by_default(caplog: pytest.LogCaptu
     rig = Rig()
     rig.stream.add("s1", 100, 10)
     rig.lease("s1")
-    rig.stream.faults["s1"] = [DataTrimmedError("trimmed")] * 5
+    rig.stream.faults["s1"] = [TrimmedDataError("trimmed")] * 5
     processor = RecordingProcessor()
     consumer = rig.consumer("s1", processor)
     for _ in range(6):
@@ -163,7 +159,7 @@ def test_trimmed_data_can_skip_to_trim_horizon_when_told() -> None:
     rig = Rig(SETTINGS.model_copy(update={"on_trimmed": "skip_to_trim_horizon"}))
     rig.stream.add("s1", 100, 10)
     rig.lease("s1")
-    rig.stream.faults["s1"] = [DataTrimmedError("trimmed")]
+    rig.stream.faults["s1"] = [TrimmedDataError("trimmed")]
     processor = RecordingProcessor()
     rig.drive(rig.consumer("s1", processor))
     assert len(processor.seen) == 10
@@ -173,7 +169,7 @@ def test_trimmed_under_the_checkpoint_at_start_skips_to_trim_horizon_when_told()
     rig = Rig(SETTINGS.model_copy(update={"on_trimmed": "skip_to_trim_horizon"}))
     rig.stream.add("s1", 100, 10)
     rig.lease("s1")
-    rig.stream.iterator_faults["s1"] = [DataTrimmedError("trimmed")]  # from GetShardIterator
+    rig.stream.iterator_faults["s1"] = [TrimmedDataError("trimmed")]  # from GetShardIterator
     processor = RecordingProcessor()
     rig.drive(rig.consumer("s1", processor))
     assert len(processor.seen) == 10
@@ -188,7 +184,7 @@ def test_a_shard_trimmed_away_entirely_is_finished_only_after_it_stayed_missing(
     rig = Rig(settings)
     rig.stream.add("s1", 100, 10)
     rig.lease("s1")
-    rig.stream.iterator_faults["s1"] = [ShardGoneError("ResourceNotFoundException")] * 10_000
+    rig.stream.iterator_faults["s1"] = [ShardNotFoundError("ResourceNotFoundException")] * 10_000
     processor = RecordingProcessor()
     consumer = rig.consumer("s1", processor)
     started = rig.clock.monotonic_millis()
@@ -206,7 +202,7 @@ def test_a_missing_shard_stays_stuck_and_loud_by_default(caplog: pytest.LogCaptu
     rig = Rig(SETTINGS.model_copy(update={"shard_sync_interval_millis": 1000}))
     rig.stream.add("s1", 100, 10)
     rig.lease("s1")
-    rig.stream.iterator_faults["s1"] = [ShardGoneError("ResourceNotFoundException")] * 10_000
+    rig.stream.iterator_faults["s1"] = [ShardNotFoundError("ResourceNotFoundException")] * 10_000
     consumer = rig.consumer("s1", RecordingProcessor())
     for _ in range(40):
         due = consumer.step()

@@ -20,9 +20,10 @@ from consumer.leases.errors import (
     LeaseTableMissingError,
 )
 from consumer.leases.model import ExtendedSequenceNumber
-from consumer.lifecycle.ports import ReadThrottledError, StreamGoneError
-from consumer.lifecycle.shard_consumer import ShardConsumer, backoff_millis
+from consumer.lifecycle.failures import backoff_millis
+from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
+from consumer.streams.errors import StreamGoneError, ThrottledError
 from tests.unit.lifecycle.fakes import FlakyLeases, RecordingProcessor, malformed, record
 from tests.unit.lifecycle.test_shard_consumer import SETTINGS, Rig
 
@@ -297,7 +298,7 @@ def test_initialize_is_called_once_when_getting_the_iterator_is_throttled() -> N
     rig = Rig()
     rig.stream.add("s1", 100, 5)
     rig.lease("s1")
-    rig.stream.iterator_faults["s1"] = [ReadThrottledError("slow down"), ReadThrottledError("slow down")]
+    rig.stream.iterator_faults["s1"] = [ThrottledError("slow down"), ThrottledError("slow down")]
     processor = RecordingProcessor()
     rig.drive(rig.consumer("s1", processor))
     assert processor.events == ["initialize@TRIM_HORIZON", "shard_ended"]

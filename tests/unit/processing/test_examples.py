@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.processing import build_processor_factory
 from consumer.records import ShardInfo
+from consumer.runtime.processors import build_processor_factory
 from examples import class_form, function_form
 from tests.unit.processing.test_factory import make_settings
 

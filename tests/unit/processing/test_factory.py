@@ -13,10 +13,10 @@ from consumer.processing import (
     ProcessingClients,
     ProcessingConfigError,
     ProcessRecordsInput,
-    build_processor_factory,
 )
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.records import ShardInfo
+from consumer.runtime.processors import build_processor_factory
 from consumer.settings import Settings
 from tests.unit.processing import user_processors
 from tests.unit.processing.helpers import SHARD, records

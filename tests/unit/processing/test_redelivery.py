@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.clock import FakeClock
-from consumer.lifecycle.ports import Checkpointer
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing import (
     Batch,
@@ -28,7 +26,6 @@ from consumer.processing import (
     function_processor,
 )
 from consumer.processing.function_processor import FunctionProcessor
-from consumer.processing.lifecycle_bridge import LifecycleBridge
 from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
 from consumer.settings import WorkerSettings
@@ -269,37 +266,31 @@ def _run(
 
 
 class HalfThenFail:
-    """A class-form processor (the lifecycle port) that checkpoints half of its first batch and then
+    """A class-form processor that checkpoints half of its first batch and then
     raises: the redelivery must start after that checkpoint."""
 
     def __init__(self) -> None:
         self.deliveries: list[list[int]] = []
 
-    def initialize(self, shard: ShardInfo, checkpoint: str) -> None:
+    def initialize(self, initialization: InitializationInput) -> None:
         pass
 
-    def process(
-        self,
-        records: tuple[StreamRecord, ...],
-        millis_behind_latest: int,
-        checkpointer: Checkpointer,
-        should_stop: Callable[[], bool],
-        lease_held: Callable[[], bool] | None = None,
-    ) -> None:
+    def process_records(self, process: ProcessRecordsInput) -> None:
+        records = process.records
         self.deliveries.append(numbers(records))
         if len(self.deliveries) == 1:
-            checkpointer.checkpoint(records[len(records) // 2 - 1].sequence_number)
+            process.checkpointer.checkpoint(records[len(records) // 2 - 1].sequence_number)
             raise RuntimeError("failed half-way")
         if records:
-            checkpointer.checkpoint()
+            process.checkpointer.checkpoint()
 
-    def shard_ended(self, checkpointer: Checkpointer) -> None:
-        checkpointer.checkpoint()
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
+        shard_ended.checkpointer.checkpoint()
 
-    def lease_lost(self) -> None:
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
         pass
 
-    def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
         pass
 
 
@@ -308,7 +299,7 @@ def test_the_shard_consumer_delivers_a_failed_batch_again_from_just_after_its_ch
     rig.stream.add("s1", 100, 10)  # 100, 110, ..., 190; closed
     rig.lease("s1")
     processor = HalfThenFail()
-    consumer = rig.consumer("s1", processor)  # type: ignore[arg-type]
+    consumer = rig.consumer("s1", processor)
     rig.drive(consumer)
     assert processor.deliveries[:2] == [list(range(100, 200, 10)), list(range(150, 200, 10))]
     assert consumer.life.reason is ShutdownReason.SHARD_END
@@ -330,7 +321,7 @@ def test_through_the_whole_path_each_change_lands_once_and_the_shard_is_forgotte
     sink = sink_on(destination)
     processor = function_processor(sink, clock=rig.clock)
     failing = FailOnceLeases(rig.coordinator, at_call=3)
-    consumer = rig.consumer("s1", LifecycleBridge(processor, ShardInfo("s1")), leases=failing)  # type: ignore[arg-type]
+    consumer = rig.consumer("s1", processor, leases=failing)
     with caplog.at_level(logging.INFO, logger="consumer.sinks"):
         for _ in range(40):
             rig.step(consumer)

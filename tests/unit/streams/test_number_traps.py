@@ -20,12 +20,10 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from consumer.processing import Batch, function_processor
 from consumer.processing.dead_letter import LocalDeadLetter
-from consumer.processing.lifecycle_bridge import LifecycleBridge
 from consumer.processing.retry import RetryPolicy
 from consumer.records import (
     AttributeValueError,
     RecordFormatError,
-    ShardInfo,
     StreamRecord,
     deserialize_value,
 )
@@ -163,7 +161,7 @@ def test_a_number_that_cannot_be_held_fails_only_its_record_into_the_dead_letter
         ),
         dead_letter=dead,
     )
-    consumer = rig.consumer("s1", LifecycleBridge(processor, ShardInfo("s1")))  # type: ignore[arg-type]
+    consumer = rig.consumer("s1", processor)
     rig.drive(consumer)  # never raises: the error is the record's, not the worker's
     assert sorted(totals) == [Decimal(n) for n in range(100, 200, 10) if n != 140]
     assert Decimal(0) not in totals  # the old context silently turned 1E-170 into 0

@@ -18,10 +18,15 @@ from consumer.telemetry.dashboard import (
     render,
     series_for,
     time_axis,
-    y_label,
 )
 from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widgets import WIDGETS, Widget
+from consumer.telemetry.widgets import WIDGETS, Reference, ReferenceLine, Widget
+
+REFERENCES = {
+    Reference.SCALE_OUT: ReferenceLine("2N = 8 (scale out)", 8.0),
+    Reference.PARTITIONS: ReferenceLine("N = 4", 4.0),
+    Reference.LAG_ALARM: ReferenceLine("lag alarm", 69_120_000.0),
+}
 
 START = 1_700_000_000_000
 BUCKET = 5.0
@@ -64,12 +69,15 @@ def drawn_lines(widget_: Widget, points: list[MetricPoint]) -> dict[str, tuple[l
             widget_,
             points=points,
             time=time_axis(points, BUCKET, START),
-            expected_partitions=4,
+            references=REFERENCES,
             colours={w: "C0" for w in workers},
         )
-        assert axis.get_ylabel() == y_label(widget_)
+        assert axis.get_ylabel() == widget_.y_label
         return {
-            str(line.get_label()): ([float(x) for x in line.get_xdata()], [float(y) for y in line.get_ydata()])
+            str(line.get_label()): (
+                [float(x) for x in line.get_xdata()],
+                [float(y) for y in line.get_ydata()],
+            )
             for line in axis.get_lines()
         }
     finally:
@@ -87,10 +95,10 @@ def test_counters_are_drawn_per_second_with_zero_for_a_period_without_documents(
     ]
     records = widget("Records processed vs table writes")
     lines = drawn_lines(records, points)
-    assert "per second" in y_label(records)
-    assert lines["RecordsProcessed (per second)"] == ([0.0, 5.0, 10.0, 15.0], [10.0, 20.0, 0.0, 5.0])
+    assert records.y_label.endswith("/s")
+    assert lines["records processed/s"] == ([0.0, 5.0, 10.0, 15.0], [10.0, 20.0, 0.0, 5.0])
     # The writes line is drawn (the load generator publishes it), zero where it wrote nothing.
-    assert lines["TableWrites (per second)"] == ([0.0, 5.0, 10.0, 15.0], [40.0, 0.0, 0.0, 20.0])
+    assert lines["table writes by the load generator/s"] == ([0.0, 5.0, 10.0, 15.0], [40.0, 0.0, 0.0, 20.0])
 
 
 def test_a_silent_worker_breaks_its_gauge_line_instead_of_bridging_the_gap() -> None:
@@ -131,7 +139,7 @@ def test_the_page_shows_gauges_by_their_latest_value_and_counters_by_their_total
             point(seconds, "RecordsProcessed", 100),
             point(seconds, "RenewLease.Time", 12, operation="RenewAllLeases", unit="Milliseconds"),
         ]
-    rendered = render(points, tmp_path / "dash.png", bucket_seconds=BUCKET, expected_partitions=4, title="t")
+    rendered = render(points, tmp_path / "dash.png", bucket_seconds=BUCKET, references=REFERENCES, title="t")
     page = rendered.html.read_text()
     counters, gauges = page.split("<h2>Gauges", 1)
     assert "<td>RecordsProcessed</td><td>300</td>" in counters
@@ -146,19 +154,69 @@ def test_an_empty_panel_says_what_it_waits_for_inside_the_panel() -> None:
     figure, axes = plt.subplots(4, 2, figsize=(14, 13.6), squeeze=False)
     try:
         axis = axes[1][1]
-        capacity = widget("Leases table: consumed capacity and throttles")
+        capacity = widget("Leases table: consumed vs provisioned capacity")
         points = [point(5, "RecordsProcessed", 1)]
         draw_widget(
-            axis, capacity, points=points, time=time_axis(points, BUCKET), expected_partitions=4, colours={}
+            axis, capacity, points=points, time=time_axis(points, BUCKET), references=REFERENCES, colours={}
         )
         figure.tight_layout()
         figure.canvas.draw()
         renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
         panel = axis.get_window_extent(renderer)
         (text,) = axis.texts
-        for name in capacity.metrics:
-            assert name in text.get_text()
+        assert capacity.local_metrics  # the workers report the leases table's capacity
+        for metric in capacity.local_metrics:
+            assert metric.name in text.get_text()
         box = text.get_window_extent(renderer)
         assert panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 and box.y1 <= panel.y1
     finally:
         plt.close(figure)
+
+
+def _drawn_text(widget_: Widget, points: list[MetricPoint]) -> tuple[str, list[str]]:
+    """What a panel says in its middle, and its legend's entries."""
+    figure, axis = plt.subplots()
+    try:
+        draw_widget(
+            axis,
+            widget_,
+            points=points,
+            time=time_axis(points, BUCKET, START),
+            references=REFERENCES,
+            colours={w: "C0" for w in fleet_workers(points)},
+        )
+        legend = axis.get_legend()
+        entries = [t.get_text() for t in legend.get_texts()] if legend is not None else []
+        return "\n".join(t.get_text() for t in axis.texts), entries
+    finally:
+        plt.close(figure)
+
+
+def test_a_widget_the_local_run_cannot_have_says_so_and_where_its_numbers_come_from() -> None:
+    # The CloudWatch agent's host metrics never reach the EMF documents, whatever the run held.
+    points = [point(5, "CpuUtilization", 40, operation="Process", unit="Percent")]
+    text, entries = _drawn_text(widget("CPU per instance"), points)
+    assert "not available locally" in text and "CloudWatch agent" in text and "cpu_usage_active" in text
+    assert entries == []
+    # The same run draws the per-worker figure the workers publish themselves.
+    text, entries = _drawn_text(widget("CPU per worker"), points)
+    assert text == "" and entries == ["worker-1"]
+
+
+def test_reference_lines_far_above_the_data_are_named_not_drawn() -> None:
+    leases = [point(5, "TotalLeases", 6, operation="TakeLeases")]
+    _, entries = _drawn_text(widget("Leases total vs 2N"), leases)
+    assert entries == ["leases seen by the workers", "2N = 8 (scale out)", "N = 4"]
+    lag = [point(5, "MillisBehindLatest", 1_500, operation="ProcessTask", unit="Milliseconds")]
+    _, entries = _drawn_text(widget("MillisBehindLatest per worker"), lag)
+    assert entries == ["worker-1", "lag alarm at 69,120,000 (off the chart)"]
+
+
+def test_a_fleet_gauge_is_the_statistic_across_workers_of_its_own_operation() -> None:
+    points = [
+        point(5, "TotalLeases", 6, operation="TakeLeases", worker="worker-1"),
+        point(5, "TotalLeases", 9, operation="TakeLeases", worker="worker-2"),
+        point(5, "TotalLeases", 50, operation="SomethingElse", worker="worker-3"),
+    ]
+    lines = drawn_lines(widget("Leases total vs 2N"), points)
+    assert lines["leases seen by the workers"] == ([0.0], [9.0])

@@ -7,27 +7,27 @@ import pytest
 from consumer.clock import FakeClock
 from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.metrics import MetricsRecorder, NullMetrics
-from consumer.telemetry.sinks import InMemorySink
+from consumer.telemetry.transports import InMemoryTransport
 from tests.unit.telemetry.helpers import metric_sums, settings_with, units
 
 
-def recorder(sink: InMemorySink, **metrics: object) -> MetricsRecorder:
-    return MetricsRecorder(settings_with(**metrics), "w-1", sink, FakeClock(), sample_process=False)
+def recorder(transport: InMemoryTransport, **metrics: object) -> MetricsRecorder:
+    return MetricsRecorder(settings_with(**metrics), "w-1", transport, FakeClock(), sample_process=False)
 
 
-def flushed(rec: MetricsRecorder, sink: InMemorySink) -> list[dict[str, object]]:
+def flushed(rec: MetricsRecorder, transport: InMemoryTransport) -> list[dict[str, object]]:
     rec.flush()
     rec.stop(timeout_seconds=2)
-    return sink.documents  # type: ignore[return-value]
+    return transport.documents  # type: ignore[return-value]
 
 
 def test_counts_are_summed_per_period_into_one_document_per_operation() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink)
+    transport = InMemoryTransport()
+    rec = recorder(transport)
     for _ in range(7):
         rec.count("ProcessTask", "RecordsProcessed", 3, shard_id="shard-a")
     rec.count("ProcessTask", "DataBytesProcessed", 100, "Bytes", shard_id="shard-b")
-    docs = flushed(rec, sink)
+    docs = flushed(rec, transport)
     assert len(docs) == 1
     doc = docs[0]
     assert doc["RecordsProcessed"] == 21
@@ -41,12 +41,12 @@ def test_counts_are_summed_per_period_into_one_document_per_operation() -> None:
 
 
 def test_shard_dimension_adds_a_per_shard_set_and_keeps_the_aggregate_set() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink, shard_id_dimension=True)
+    transport = InMemoryTransport()
+    rec = recorder(transport, shard_id_dimension=True)
     rec.count("ProcessTask", "RecordsProcessed", 5, shard_id="shard-a")
     rec.count("ProcessTask", "RecordsProcessed", 2, shard_id="shard-b")
     rec.count("ProcessTask", "RecordsProcessed", 1)
-    docs = flushed(rec, sink)
+    docs = flushed(rec, transport)
     by_shard = {d.get("ShardId"): d for d in docs}
     assert set(by_shard) == {"shard-a", "shard-b", None}
     assert by_shard["shard-a"]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [  # type: ignore[index]
@@ -58,50 +58,50 @@ def test_shard_dimension_adds_a_per_shard_set_and_keeps_the_aggregate_set() -> N
 
 
 def test_gauges_keep_max_for_lag_and_last_for_lease_counts() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink)
+    transport = InMemoryTransport()
+    rec = recorder(transport)
     for lag in (500, 9_000, 20):
         rec.gauge("ProcessTask", "MillisBehindLatest", lag, "Milliseconds", shard_id="s")
     for leases in (4, 6, 5):
         rec.gauge("RenewAllLeases", "CurrentLeases", leases, "Count")
-    docs = {d["Operation"]: d for d in flushed(rec, sink)}
+    docs = {d["Operation"]: d for d in flushed(rec, transport)}
     assert docs["ProcessTask"]["MillisBehindLatest"] == 9_000
     assert docs["RenewAllLeases"]["CurrentLeases"] == 5
 
 
 def test_timing_and_timed_publish_time_and_success_pairs() -> None:
-    sink = InMemorySink()
+    transport = InMemoryTransport()
     clock = FakeClock()
-    rec = MetricsRecorder(settings_with(), "w-1", sink, clock, sample_process=False)
+    rec = MetricsRecorder(settings_with(), "w-1", transport, clock, sample_process=False)
     rec.timing("RenewAllLeases", "RenewLease", 12, True)
     with rec.timed("RenewAllLeases", "RenewLease"):
         clock.advance(30)
     with pytest.raises(RuntimeError), rec.timed("RenewAllLeases", "RenewLease"):
         clock.advance(5)
         raise RuntimeError("conditional write failed")
-    (doc,) = flushed(rec, sink)
+    (doc,) = flushed(rec, transport)
     assert doc["RenewLease.Time"] == [12, 30, 5]
     assert doc["RenewLease.Success"] == [1, 1, 0]
     assert units([doc]) == {"RenewLease.Time": "Milliseconds", "RenewLease.Success": "Count"}
 
 
 def test_summary_level_drops_detailed_metrics_and_none_records_nothing() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink, level="SUMMARY")
+    transport = InMemoryTransport()
+    rec = recorder(transport, level="SUMMARY")
     rec.count("ProcessTask", "RecordsProcessed", 1)
     rec.timing("Fetcher", "GetRecords", 3, True)
     rec.count("TakeLeases", "TakenLeases", 1)
-    names = set(metric_sums(flushed(rec, sink)))
+    names = set(metric_sums(flushed(rec, transport)))
     assert names == {"RecordsProcessed"}
 
-    quiet = InMemorySink()
+    quiet = InMemoryTransport()
     rec = recorder(quiet, level="NONE")
     rec.count("ProcessTask", "RecordsProcessed", 1)
     assert flushed(rec, quiet) == []
 
 
 def test_bad_metrics_are_refused_with_a_message_naming_the_problem() -> None:
-    rec = recorder(InMemorySink())
+    rec = recorder(InMemoryTransport())
     with pytest.raises(MetricsError, match="not a CloudWatch unit"):
         rec.count("ProcessTask", "Custom", 1, "records")
     with pytest.raises(MetricsError, match="published in Bytes"):
@@ -114,8 +114,8 @@ def test_bad_metrics_are_refused_with_a_message_naming_the_problem() -> None:
 
 
 def test_concurrent_counts_from_many_threads_add_up() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink)
+    transport = InMemoryTransport()
+    rec = recorder(transport)
 
     def work() -> None:
         for _ in range(2_000):
@@ -128,26 +128,26 @@ def test_concurrent_counts_from_many_threads_add_up() -> None:
         rec.flush()
     for t in threads:
         t.join()
-    assert metric_sums(flushed(rec, sink))["RecordsProcessed"] == 16_000
+    assert metric_sums(flushed(rec, transport))["RecordsProcessed"] == 16_000
 
 
 def test_many_values_are_split_into_documents_of_at_most_100_values() -> None:
-    sink = InMemorySink()
-    rec = recorder(sink)
+    transport = InMemoryTransport()
+    rec = recorder(transport)
     for i in range(250):
         rec.timing("Fetcher", "GetRecords", i, True)
-    docs = flushed(rec, sink)
+    docs = flushed(rec, transport)
     assert len(docs) == 3
     assert all(len(d["GetRecords.Time"]) <= 100 for d in docs)  # type: ignore[arg-type]
     assert metric_sums(docs)["GetRecords.Time"] == sum(range(250))
 
 
 def test_process_sampler_publishes_cpu_and_memory() -> None:
-    sink = InMemorySink()
+    transport = InMemoryTransport()
     clock = FakeClock()
-    rec = MetricsRecorder(settings_with(), "w-1", sink, clock)
+    rec = MetricsRecorder(settings_with(), "w-1", transport, clock)
     clock.advance(1_000)
-    docs = flushed(rec, sink)
+    docs = flushed(rec, transport)
     process = next(d for d in docs if d["Operation"] == "Process")
     assert process["MemoryResident"] > 1  # type: ignore[operator]
     assert process["CpuUtilization"] >= 0  # type: ignore[operator]

@@ -1,8 +1,8 @@
 """Where EMF documents go: the CloudWatch agent, CloudWatch Logs, stdout, a file, memory.
 
-A sink's ``send`` is called only from the shipper's background thread (``shipper.py``), never from
-record processing, and raises :class:`SinkError` on any failure; the shipper turns that into a WARN,
-a counter and a retry. Sinks therefore stay simple and synchronous.
+A transport's ``send`` is called only from the shipper's background thread (``shipper.py``), never from
+record processing, and raises :class:`TransportError` on any failure; the shipper turns that into a WARN,
+a counter and a retry. Transports therefore stay simple and synchronous.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.settings import Settings
-from consumer.telemetry.errors import SinkError
+from consumer.telemetry.errors import TransportError
 
 # CloudWatch Logs PutLogEvents limits.
 MAX_EVENTS_PER_PUT = 10_000
@@ -27,7 +27,7 @@ MAX_BYTES_PER_PUT = 1_048_576
 EVENT_OVERHEAD_BYTES = 26
 
 
-class MetricsSink(Protocol):
+class MetricsTransport(Protocol):
     name: str
 
     def send(self, documents: Sequence[str]) -> None: ...
@@ -35,7 +35,7 @@ class MetricsSink(Protocol):
     def close(self) -> None: ...
 
 
-class InMemorySink:
+class InMemoryTransport:
     """Keeps every document; for tests and for reading metrics back in-process."""
 
     name = "memory"
@@ -57,7 +57,7 @@ class InMemorySink:
             return [json.loads(d) for d in self._documents]
 
 
-class NullSink:
+class NullTransport:
     """``metrics.destination: none``: documents are built (levels still apply) and discarded."""
 
     name = "none"
@@ -69,7 +69,7 @@ class NullSink:
         """Nothing to release."""
 
 
-class StdoutSink:
+class StdoutTransport:
     """One JSON document per line; CloudWatch Logs ingests EMF from a container's stdout."""
 
     name = "stdout"
@@ -86,13 +86,13 @@ class StdoutSink:
                     stream.write(document + "\n")
                 stream.flush()
         except (OSError, ValueError) as exc:
-            raise SinkError(f"cannot write metrics to stdout: {exc}") from exc
+            raise TransportError(f"cannot write metrics to stdout: {exc}") from exc
 
     def close(self) -> None:
-        """stdout belongs to the process, not to the sink."""
+        """stdout belongs to the process, not to the transport."""
 
 
-class JsonlFileSink:
+class JsonlFileTransport:
     """Appends documents to a JSON Lines file (``consumer dashboard --from-file`` reads it)."""
 
     name = "file"
@@ -108,17 +108,17 @@ class JsonlFileSink:
                 with self._path.open("a", encoding="utf-8") as handle:
                     handle.writelines(d + "\n" for d in documents)
         except OSError as exc:
-            raise SinkError(f"cannot append metrics to {self._path}: {exc}") from exc
+            raise TransportError(f"cannot append metrics to {self._path}: {exc}") from exc
 
     def close(self) -> None:
         """The file is opened per send."""
 
 
-class AgentSink:
+class AgentTransport:
     """The CloudWatch agent's EMF listener (``tcp://host:port`` or ``udp://host:port``, port 25888).
 
     Each document names its destination in its ``_aws`` metadata, as aws-embedded-metrics' own
-    agent sink does: ``LogGroupName`` (without it the agent writes to ``emf/logs/default``, which
+    agent transport does: ``LogGroupName`` (without it the agent writes to ``emf/logs/default``, which
     the instance role may neither create nor write) and ``LogStreamName`` when given. TCP keeps one
     connection and reconnects after a failure; each document is one line.
     """
@@ -135,12 +135,14 @@ class AgentSink:
     ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("tcp", "udp") or not parts.hostname or parts.port is None:
-            raise SinkError(
+            raise TransportError(
                 f"metrics.agent_endpoint {endpoint!r} must look like tcp://127.0.0.1:25888 or "
                 "udp://127.0.0.1:25888"
             )
         if not log_group:
-            raise SinkError("the agent sink needs the log group its documents go to (metrics.log_group)")
+            raise TransportError(
+                "the agent transport needs the log group its documents go to (metrics.log_group)"
+            )
         self._scheme = parts.scheme
         self._address = (parts.hostname, parts.port)
         self._timeout = timeout_seconds
@@ -178,7 +180,7 @@ class AgentSink:
                     self._send_tcp(documents)
             except OSError as exc:
                 self._drop_connection()
-                raise SinkError(
+                raise TransportError(
                     f"CloudWatch agent at {self._scheme}://{self._address[0]}:{self._address[1]} "
                     f"not reachable: {exc}"
                 ) from exc
@@ -208,11 +210,11 @@ class AgentSink:
             self._drop_connection()
 
 
-class CloudWatchLogsSink:
+class CloudWatchLogsTransport:
     """PutLogEvents into the metrics log group; CloudWatch extracts the metrics from EMF there.
 
     Used locally against the emulator (or moto) so that the documents can be read back; on AWS
-    the agent sink is cheaper. The group and stream are created on first use.
+    the agent transport is cheaper. The group and stream are created on first use.
     """
 
     name = "cloudwatch-logs"
@@ -239,9 +241,9 @@ class CloudWatchLogsSink:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                     self._ready = False
-                raise SinkError(f"PutLogEvents to {self._group}/{self._stream} failed: {exc}") from exc
+                raise TransportError(f"PutLogEvents to {self._group}/{self._stream} failed: {exc}") from exc
             except BotoCoreError as exc:
-                raise SinkError(f"CloudWatch Logs not reachable for {self._group}: {exc}") from exc
+                raise TransportError(f"CloudWatch Logs not reachable for {self._group}: {exc}") from exc
 
     def _ensure_stream(self) -> None:
         if self._ready:
@@ -273,7 +275,7 @@ def _document_timestamp(document: str) -> int:
     try:
         return int(json.loads(document)["_aws"]["Timestamp"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise SinkError(f"not an EMF document (no _aws.Timestamp): {document[:120]!r}") from exc
+        raise TransportError(f"not an EMF document (no _aws.Timestamp): {document[:120]!r}") from exc
 
 
 def _batches(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -308,19 +310,21 @@ def log_stream_name(worker_id: str) -> str:
     return worker_id.replace(":", "_").replace("*", "_")
 
 
-def sink_from_settings(settings: Settings, worker_id: str, logs_client: Any | None = None) -> MetricsSink:
-    """The sink ``metrics.destination`` names. ``agent`` and ``logs`` both write into
+def transport_from_settings(
+    settings: Settings, worker_id: str, logs_client: Any | None = None
+) -> MetricsTransport:
+    """The transport ``metrics.destination`` names. ``agent`` and ``logs`` both write into
     ``settings.metrics_log_group`` (the group the stack creates and grants), one log stream per
     worker (:func:`log_stream_name`)."""
     destination = settings.metrics.destination
     stream = log_stream_name(worker_id)
     if destination == "agent":
-        return AgentSink(
+        return AgentTransport(
             settings.metrics.agent_endpoint, log_group=settings.metrics_log_group, log_stream=stream
         )
     if destination == "logs":
         client = logs_client if logs_client is not None else logs_client_for(settings)
-        return CloudWatchLogsSink(client, settings.metrics_log_group, stream)
+        return CloudWatchLogsTransport(client, settings.metrics_log_group, stream)
     if destination == "stdout":
-        return StdoutSink()
-    return NullSink()
+        return StdoutTransport()
+    return NullTransport()

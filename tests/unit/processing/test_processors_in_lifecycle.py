@@ -1,4 +1,5 @@
-"""The function-form adapter driven by the real shard consumer (fake stream, in-memory leases)."""
+"""The processing layer's processors driven by the real shard consumer (fake stream, in-memory leases):
+the lifecycle calls the class form directly, with no adapter between them."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from consumer.processing import (
     function_processor,
 )
 from consumer.processing.dead_letter import LocalDeadLetter
-from consumer.processing.lifecycle_bridge import LifecycleBridge
 from consumer.processing.retry import RetryPolicy
-from consumer.records import ShardInfo, StreamRecord
+from consumer.records import StreamRecord
 from consumer.settings import WorkerSettings
 from tests.unit.lifecycle.test_shard_consumer import Rig
 from tests.unit.processing.helpers import ScriptedHandler
@@ -36,7 +36,7 @@ def test_a_closed_shard_with_a_poison_record_and_flaky_calls_ends_at_shard_end(t
         ),
         dead_letter=dead,
     )
-    consumer = rig.consumer("s1", LifecycleBridge(processor, ShardInfo("s1")))  # type: ignore[arg-type]
+    consumer = rig.consumer("s1", processor)
     rig.drive(consumer)
     everything = [100 + 10 * i for i in range(30)]
     first_seen: dict[int, int] = {}
@@ -55,7 +55,7 @@ def test_a_stuck_record_gives_control_back_when_the_worker_must_stop_without_che
     rig.lease("s2")
     handler = ScriptedHandler(poison={120})
     processor = function_processor(handler, clock=rig.clock, policy=RetryPolicy(base_backoff_millis=5))
-    consumer = rig.consumer("s2", LifecycleBridge(processor, ShardInfo("s2")))  # type: ignore[arg-type]
+    consumer = rig.consumer("s2", processor)
     for _ in range(3):
         due = consumer.step()
         assert due is not None
@@ -101,7 +101,7 @@ def test_a_class_form_processor_stopped_before_its_parents_finished_is_never_cal
     rig.lease("parent")
     rig.lease("child", parents=("parent",))
     user = StrictClassForm()
-    child = rig.consumer("child", LifecycleBridge(user, ShardInfo("child", ("parent",))), ("parent",))  # type: ignore[arg-type]
+    child = rig.consumer("child", user, ("parent",))
     assert child.step() is not None  # waiting on its parent
     child.request_shutdown()
     rig.drive(child)

@@ -1,4 +1,4 @@
-"""One worker process: everything `consumer run` starts, in order, and stops, in reverse.
+"""One worker process, assembled: everything `consumer run` starts, in order, and stops, in reverse.
 
 Start-up does every check that can fail *before* taking a lease: settings, the processor (a path that
 does not import, an unknown sink), the source table and its stream (missing, disabled, wrong view
@@ -16,18 +16,21 @@ import signal
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
 from consumer.clock import Clock, SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.lifecycle.ports import ProcessorFactory
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.lifecycle.stream_target import StreamTarget, resolve_stream_patiently
+from consumer.processing.api import ProcessorFactory
+from consumer.runtime.clients import AwsClients
 from consumer.settings import Settings
+from consumer.streams.dynamodb import DynamoDBStreamSource
+from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
+from consumer.streams.reader import ShardReader
+from consumer.streams.target import StreamTarget, resolve_stream_patiently
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.worker")
@@ -39,42 +42,6 @@ def new_worker_id(name: str | None = None) -> str:
     return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def lease_client_timeouts(failover_time_millis: int) -> dict[str, Any]:
-    """Timeouts for the leases-table client: every attempt, with its retries, ends within one failover
-    period. botocore's defaults (60 s to connect, 60 s to read) would let a heartbeat hang past the
-    fence and a create planned long ago land long after it was decided (consumer.lifecycle.shard_sync
-    relies on this bound)."""
-    seconds = failover_time_millis / 1000
-    return {
-        "connect_timeout": max(0.2, seconds / 10),
-        "read_timeout": max(0.5, seconds / 5),
-        "retries": {"max_attempts": 3, "mode": "standard"},
-    }
-
-
-@dataclass
-class AwsClients:
-    dynamodb: Any
-    streams: Any
-    leases: Any = None  # the leases and workers tables' client; ``dynamodb`` when None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AwsClients:
-        import boto3
-        from botocore.config import Config
-
-        config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=64)
-        lease_config = Config(
-            max_pool_connections=16, **lease_client_timeouts(settings.worker.failover_time_millis)
-        )
-        session = boto3.session.Session(region_name=settings.region)
-        return cls(
-            dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
-            streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
-            leases=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=lease_config),
-        )
-
-
 class Worker:
     def __init__(
         self,
@@ -82,7 +49,7 @@ class Worker:
         *,
         clients: AwsClients,
         processor_factory: ProcessorFactory,
-        reader_factory: Any,
+        reader_factory: Callable[[str], ShardReader] | None = None,
         worker_id: str | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
@@ -93,12 +60,18 @@ class Worker:
         self.clock = clock or SystemClock()
         self.metrics = metrics or NullMetrics()
         self._processor_factory = processor_factory
-        self._reader_factory = reader_factory
+        self._reader_factory = reader_factory or self._shard_reader
         self._stop = threading.Event()
         self.target: StreamTarget | None = None
         self.coordinator: LeaseCoordinator | None = None
         self.scheduler: Scheduler | None = None
         self._syncer: ShardSyncer | None = None
+
+    def _shard_reader(self, stream_arn: str) -> ShardReader:
+        """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
+        listings are paced to the fleet's share of the account's DescribeStream budget."""
+        pacer = CallPacer(DESCRIBE_STREAM_CALLS_PER_SECOND, self.clock, burst=DESCRIBE_STREAM_BURST)
+        return ShardReader(DynamoDBStreamSource(self.clients.streams, describe_pacer=pacer), stream_arn)
 
     def request_stop(self, *_: object) -> None:
         if not self._stop.is_set():
@@ -144,7 +117,7 @@ class Worker:
         self.coordinator = coordinator
         syncer = ShardSyncer(
             list_shards=reader.list_shards,
-            list_children=getattr(reader, "list_children", None),
+            list_children=reader.list_children,
             coordinator=coordinator,
             settings=settings.worker,
             clock=self.clock,

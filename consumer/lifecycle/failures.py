@@ -1,0 +1,67 @@
+"""How a shard consumer's step judges what went wrong: fatal or retried, and after how long.
+
+Kept apart from :mod:`consumer.lifecycle.shard_consumer` (the state machine) because these are pure
+functions of an error, a record or a failure count, and the scheduler uses them too.
+"""
+
+from __future__ import annotations
+
+import random
+
+from consumer.leases.errors import LeaseTableMissingError, LeaseTableSchemaError
+from consumer.records import RecordFormatError, StreamRecord
+from consumer.settings import ConfigError
+from consumer.streams.errors import FatalStreamError
+from consumer.streams.target import StreamConfigError
+
+MAX_BACKOFF_MILLIS = 30_000
+
+# What no amount of retrying fixes: the worker must stop and someone must act. Everything else a
+# step meets is retried for its shard alone.
+FATAL_ERRORS: tuple[type[BaseException], ...] = (
+    FatalStreamError,  # the stream or its table deleted or disabled, or a permission missing
+    LeaseTableMissingError,  # the leases table vanished
+    LeaseTableSchemaError,  # ... or was re-created with a key schema this product cannot use
+    ConfigError,  # settings that cannot work
+    StreamConfigError,
+)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Does ``exc`` end the worker? Only the errors above, and what is not an ``Exception`` at all."""
+    return isinstance(exc, FATAL_ERRORS) or not isinstance(exc, Exception)
+
+
+def backoff_millis(failures: int, base_millis: int, rng: random.Random) -> int:
+    """Exponential back-off with full jitter: between ``base`` and ``base * 2^failures`` (30 s cap).
+
+    The jitter keeps a fleet whose shards all hit the same throttled table from retrying in step.
+    """
+    ceiling = min(MAX_BACKOFF_MILLIS, base_millis * 2 ** min(failures, 10))
+    return max(base_millis, int(rng.uniform(0, ceiling)))
+
+
+def malformation(record: StreamRecord) -> str | None:
+    """Why ``record`` has no usable sequence number (naming the shard and the record), or None."""
+    try:
+        _ = record.sequence_number
+    except RecordFormatError as exc:
+        return str(exc)
+    return None
+
+
+def first_malformed(records: tuple[StreamRecord, ...]) -> int | None:
+    """Index of the first record whose sequence number is not digits, or None."""
+    return next((i for i, record in enumerate(records) if malformation(record) is not None), None)
+
+
+def size_bytes(records: tuple[StreamRecord, ...]) -> int:
+    """SizeBytes of the records, for the metric; a malformed value counts 0 rather than failing a batch
+    the processor already finished (it would be delivered again, forever)."""
+    total = 0
+    for record in records:
+        try:
+            total += record.size_bytes
+        except (TypeError, ValueError):
+            continue
+    return total

@@ -1,0 +1,59 @@
+"""The AWS clients a worker uses, built once from the settings (the only place boto3 is configured).
+
+The leases-table client gets its own timeouts (:func:`lease_client_timeouts`) because a lease write
+that hangs is worse than one that fails: it must end within one failover period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from consumer.processing.factory import ProcessingClients
+from consumer.settings import Settings
+
+
+def lease_client_timeouts(failover_time_millis: int) -> dict[str, Any]:
+    """Timeouts for the leases-table client: every attempt, with its retries, ends within one failover
+    period. botocore's defaults (60 s to connect, 60 s to read) would let a heartbeat hang past the
+    fence and a create planned long ago land long after it was decided (consumer.lifecycle.shard_sync
+    relies on this bound)."""
+    seconds = failover_time_millis / 1000
+    return {
+        "connect_timeout": max(0.2, seconds / 10),
+        "read_timeout": max(0.5, seconds / 5),
+        "retries": {"max_attempts": 3, "mode": "standard"},
+    }
+
+
+@dataclass
+class AwsClients:
+    dynamodb: Any
+    streams: Any
+    leases: Any = None  # the leases and workers tables' client; ``dynamodb`` when None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AwsClients:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=64)
+        lease_config = Config(
+            max_pool_connections=16, **lease_client_timeouts(settings.worker.failover_time_millis)
+        )
+        session = boto3.session.Session(region_name=settings.region)
+        return cls(
+            dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
+            streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
+            leases=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=lease_config),
+        )
+
+
+def processing_clients(settings: Settings, clients: AwsClients) -> ProcessingClients:
+    """The clients the processor's sinks and dead letters use (S3, SQS, the table's DynamoDB)."""
+    import boto3
+
+    aws = {"region_name": settings.region, "endpoint_url": settings.endpoint_url}
+    return ProcessingClients(
+        s3=boto3.client("s3", **aws), sqs=boto3.client("sqs", **aws), dynamodb=clients.dynamodb
+    )

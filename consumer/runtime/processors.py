@@ -1,0 +1,139 @@
+"""The processor registry: ``processing.processor`` from the settings, built into a factory of
+:class:`~consumer.processing.api.RecordProcessor` — once, at start-up, before any lease is taken.
+
+It lives in the runtime layer because it is wiring: it knows the built-in sinks
+(:mod:`consumer.sinks`, which are processors written on :mod:`consumer.processing`'s API) and the
+user's import path, and joins them with the failure policy, filters and batching that
+:mod:`consumer.processing.factory` provides. Neither the sinks nor the processing layer import it.
+
+``processing.processor`` is a built-in sink (:data:`BUILT_IN_SINKS`) or a user object
+``package.module:Name`` (see :func:`consumer.processing.factory.user_processor`). Every problem
+(unknown sink, missing destination, a path that does not import, bad options) raises
+ProcessingConfigError here, naming the key to fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections.abc import Callable
+from typing import Any
+
+from consumer.clock import Clock, SystemClock
+from consumer.processing.api import ProcessorFactory
+from consumer.processing.errors import ProcessingConfigError
+from consumer.processing.factory import (
+    HandlerFactory,
+    ProcessingClients,
+    check_options,
+    policy_wrapped,
+    user_processor,
+)
+from consumer.settings import Settings
+from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDBReplicaSink
+from consumer.telemetry.metrics import Metrics
+
+SinkBuilder = Callable[[Settings, dict[str, Any], ProcessingClients], HandlerFactory]
+
+
+def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
+    check_options("changelog", options, ("destination", "format"))
+    destination = options.get("destination", settings.pipeline.changelog_uri)
+    if not isinstance(destination, str) or not destination:
+        raise ProcessingConfigError(
+            "processing.options.destination: the changelog sink needs a directory or s3://bucket/prefix"
+        )
+    fmt = options.get("format", "jsonl")
+    if fmt not in ("jsonl", "parquet"):
+        raise ProcessingConfigError(f"processing.options.format {fmt!r}: use jsonl or parquet")
+    if destination.startswith("s3://"):
+        if not destination[5:].partition("/")[0]:
+            raise ProcessingConfigError(f"processing.options.destination {destination!r} names no bucket")
+        if clients.s3 is None:
+            raise ProcessingConfigError(f"the changelog sink needs an S3 client for {destination}")
+    store = ChangelogStore(destination, s3_client=clients.s3)
+    table = settings.table.name
+    # One sink per lease: what it knows about the shard's landed objects lives and dies with the
+    # ownership (docs/processing.md "Redelivery").
+    return lambda shard: ChangelogSink(store, table, fmt=fmt)
+
+
+def _replica(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
+    check_options(
+        "dynamodb_replica",
+        options,
+        ("table", "region", "endpoint_url", "sequence_attribute", "tombstone_table"),
+    )
+    table = options.get("table")
+    if not isinstance(table, str) or not table:
+        raise ProcessingConfigError("processing.options.table: dynamodb_replica needs the replica table name")
+    if settings.table.stream_view_type not in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES"):
+        raise ProcessingConfigError(
+            f"dynamodb_replica needs table.stream_view_type NEW_IMAGE or NEW_AND_OLD_IMAGES, "
+            f"not {settings.table.stream_view_type}"
+        )
+    client = clients.replica_dynamodb
+    if client is None:
+        if options.get("region") or options.get("endpoint_url"):
+            import boto3  # a client for another region, created at start-up (never at import)
+
+            client = boto3.client(
+                "dynamodb",
+                region_name=options.get("region") or settings.region,
+                endpoint_url=options.get("endpoint_url"),
+            )
+        else:
+            client = clients.dynamodb
+    if client is None:
+        raise ProcessingConfigError("dynamodb_replica needs a DynamoDB client (ProcessingClients.dynamodb)")
+    tombstones = options.get("tombstone_table")
+    sink = DynamoDBReplicaSink(
+        table,
+        client,
+        sequence_attribute=str(options.get("sequence_attribute", DEFAULT_SEQUENCE_ATTRIBUTE)),
+        tombstone_table=str(tombstones) if tombstones else None,
+    )
+    return lambda shard: sink
+
+
+BUILT_IN_SINKS: dict[str, SinkBuilder] = {"changelog": _changelog, "dynamodb_replica": _replica}
+"""The processors this product ships, by the name ``processing.processor`` gives them."""
+
+
+def build_processor_factory(
+    settings: Settings,
+    *,
+    clients: ProcessingClients | None = None,
+    clock: Clock | None = None,
+    metrics: Metrics | None = None,
+    rng: random.Random | None = None,
+) -> ProcessorFactory:
+    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``."""
+    processing = settings.processing
+    clients = clients or ProcessingClients()
+    clock = clock or SystemClock()
+    options = dict(processing.options)
+    built_in = BUILT_IN_SINKS.get(processing.processor)
+    if built_in is not None:
+        return policy_wrapped(
+            settings,
+            built_in(settings, options, clients),
+            clients=clients,
+            clock=clock,
+            metrics=metrics,
+            rng=rng,
+        )
+    if ":" not in processing.processor:
+        names = sorted(BUILT_IN_SINKS)
+        close = difflib.get_close_matches(processing.processor, names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise ProcessingConfigError(
+            f"processing.processor {processing.processor!r} is not a built-in ({', '.join(names)}); "
+            f"{hint}a processor of your own is given as 'package.module:Name'"
+        )
+    made = user_processor(processing.processor, options, processing.import_paths)
+    if made.class_form is not None:
+        return made.class_form
+    assert made.handlers is not None
+    return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
