@@ -33,6 +33,7 @@ from consumer.clock import Clock
 from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
 from consumer.lifecycle.failures import backoff_millis, first_malformed, is_fatal, malformation, size_bytes
+from consumer.lifecycle.polling import next_read_delay
 from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
 from consumer.positions import SHARD_END, TRIM_HORIZON
@@ -115,6 +116,8 @@ class ShardConsumer:
         self._gone_since: int | None = None
         self._pending: _Pending | None = None
         self._backoff_failures = 0
+        self._empty_polls = 0  # empty answers in a row (adaptive polling: consumer/lifecycle/polling.py)
+        self._read_started = 0  # when the last GetRecords was sent (monotonic ms)
         self._already_ended = False
         self._initialized = False  # the processor's initialize returned: it may be told to stop
         self._processor_stopped = False  # the processor's part of the shutdown is over
@@ -321,7 +324,7 @@ class ShardConsumer:
             self._backoff_failures = 0
             self._gone_since = None
             if not records and not self._settings.call_process_records_even_for_empty_record_list:
-                return self._advance(next_iterator, now, full=False)
+                return self._advance(next_iterator, now, records=0, full=False, behind=behind)
             self._pending = _Pending(records, behind, next_iterator)
         return self._deliver(now)
 
@@ -354,7 +357,7 @@ class ShardConsumer:
     def _fetch(self) -> tuple[tuple[StreamRecord, ...], int, str | None] | None:
         if self._iterator is None:
             self._iterator = self._reader.iterator_at(self.shard_id, self._resume_position())
-        started = self._clock.monotonic_millis()
+        started = self._read_started = self._clock.monotonic_millis()
         try:
             result = self._reader.fetch(self.shard_id, self._iterator, self._settings.max_records)
         except (ExpiredIteratorError, InvalidStreamRequestError):  # an iterator not accepted any more
@@ -423,7 +426,11 @@ class ShardConsumer:
             return now
         self._backoff_failures = 0
         return self._advance(
-            pending.next_iterator, now, full=len(pending.records) >= self._settings.max_records
+            pending.next_iterator,
+            now,
+            records=len(pending.records),
+            full=len(pending.records) >= self._settings.max_records,
+            behind=pending.millis_behind_latest,
         )
 
     def _trimmed(self, exc: TrimmedDataError | ShardNotFoundError, now: int) -> int:
@@ -446,21 +453,28 @@ class ShardConsumer:
             raise exc
         if isinstance(exc, ShardNotFoundError):
             self._iterator = None
-            return self._advance(None, now, full=False)
+            return self._advance(None, now, records=0, full=False, behind=0)
         self._iterator = self._reader.iterator_at(self.shard_id, TRIM_HORIZON)
         if self.life.state is ShardState.INITIALIZING:
             self._go(ShardEvent.INITIALIZED)
         return now
 
-    def _advance(self, next_iterator: str | None, now: int, *, full: bool) -> int:
+    def _advance(self, next_iterator: str | None, now: int, *, records: int, full: bool, behind: int) -> int:
         self._iterator = next_iterator
         if next_iterator is None:
             self.checkpointer.at_shard_end = True
             self._go(ShardEvent.SHARD_END)
             return now
         self._go(ShardEvent.BATCH)
-        # A full batch means more is waiting: read again at once; otherwise poll after the idle time.
-        return now if full else now + self._settings.idle_time_between_reads_millis
+        self._empty_polls = 0 if records else self._empty_polls + 1
+        return now + next_read_delay(
+            self._settings,
+            records=records,
+            full=full,
+            behind_millis=behind,
+            empty_polls=self._empty_polls,
+            since_read_started=now - self._read_started,
+        )
 
     def _shut_down(self, now: int) -> int | None:
         """Tell the processor why it stops (if it was initialized), then finish the lease's part.

@@ -38,7 +38,30 @@ class WorkerSettings(SettingsModel):
     max_leases_for_worker: int = Field(UNBOUNDED, ge=1, description="Cap on leases one worker holds.")
     max_leases_to_steal_at_one_time: int = Field(1, ge=1, description="Leases stolen per taker run.")
     max_records: int = Field(1000, ge=1, le=1000, description="GetRecords Limit (DynamoDB Streams max 1000).")
-    idle_time_between_reads_millis: int = Field(1000, ge=0, description="Pause between GetRecords polls.")
+    idle_time_between_reads_millis: int = Field(
+        1000,
+        ge=0,
+        description="Pause before the next GetRecords after a batch that was not full (records are not "
+        "waiting); empty polls in a row back off from it to max_idle_time_between_reads_millis.",
+    )
+    max_idle_time_between_reads_millis: int = Field(
+        10_000,
+        ge=0,
+        description="Longest pause between polls of a shard that keeps answering empty (doubling from "
+        "idle_time_between_reads_millis; never below it). Bounds an idle shard's cost and the delay of "
+        "its first record after a quiet spell; set it to idle_time_between_reads_millis to turn off.",
+    )
+    catch_up_behind_millis: int = Field(
+        10_000,
+        ge=0,
+        description="A batch whose records are this far behind the stream's tip is followed at once by the "
+        "next read (catch-up), at most one read per min_time_between_reads_millis; 0 turns catch-up off.",
+    )
+    min_time_between_reads_millis: int = Field(
+        200,
+        ge=0,
+        description="Shortest time between the starts of two catch-up reads of one shard (KCL 3's minimum).",
+    )
     parent_shard_poll_interval_millis: int = Field(
         10_000, ge=100, description="How often a child shard re-checks whether its parents finished."
     )

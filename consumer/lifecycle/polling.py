@@ -1,0 +1,52 @@
+"""When a shard consumer reads its shard next: adaptive polling, as a pure function.
+
+Every GetRecords call is a billed stream read and costs the worker CPU (signing, a round trip,
+parsing), empty or not, so how often an idle shard is polled decides what a fleet of idle shards
+costs; how fast a shard that is behind is read decides how soon it catches up. The rules:
+
+* a **full** batch (``worker.max_records`` records): more is waiting — read again at once;
+* a batch whose records are at least ``catch_up_behind_millis`` behind the stream's tip: **catch
+  up** — read again as soon as ``min_time_between_reads_millis`` has passed since the last read
+  started (KCL 3's 200 ms minimum between polls, so a shard is never hammered);
+* any other batch with records: wait ``idle_time_between_reads_millis``;
+* an **empty** answer: wait ``idle_time_between_reads_millis``, doubled for each further empty
+  answer in a row, up to ``max_idle_time_between_reads_millis`` (never below the idle time). The
+  first records after a quiet spell reset it.
+
+With the defaults (1 s, doubling to 10 s) a shard that stays empty is polled every 10 s after 15 s
+of silence: at about 0.35–0.75 ms of CPU per empty poll that is under 0.1 ms of CPU per second of
+wall time; the price is that its first record after the silence waits up to 10 s.
+"""
+
+from __future__ import annotations
+
+from consumer.settings import WorkerSettings
+
+_MAX_DOUBLINGS = 20  # 2^20 x any idle time is far past any sensible maximum
+
+
+def next_read_delay(
+    settings: WorkerSettings,
+    *,
+    records: int,
+    full: bool,
+    behind_millis: int,
+    empty_polls: int,
+    since_read_started: int,
+) -> int:
+    """Milliseconds from now until the next GetRecords of the shard.
+
+    ``empty_polls``: empty answers in a row, this one included (0 when this batch had records);
+    ``since_read_started``: milliseconds since the read that produced this batch was sent.
+    """
+    idle = settings.idle_time_between_reads_millis
+    if full:
+        return 0
+    if records > 0:
+        threshold = settings.catch_up_behind_millis
+        if threshold > 0 and behind_millis >= threshold:
+            return max(0, settings.min_time_between_reads_millis - since_read_started)
+        return idle
+    longest = max(idle, settings.max_idle_time_between_reads_millis)
+    doublings = min(max(empty_polls - 1, 0), _MAX_DOUBLINGS)
+    return min(longest, idle << doublings)
