@@ -27,6 +27,7 @@ BENCHMARKS: tuple[str, ...] = (
     "failover",
     "rebalance",
     "latency",
+    "worker_cpu",
 )
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

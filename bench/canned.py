@@ -379,15 +379,16 @@ class CannedTransport:
 
 
 def streams_client(transport: CannedTransport) -> Any:
-    """A stock boto3 ``dynamodbstreams`` client (standard retries, as the worker's) on the canned transport."""
+    """A boto3 ``dynamodbstreams`` client configured as the worker's (consumer.runtime.clients) on the
+    canned transport."""
     import boto3
-    from botocore.config import Config
+
+    from consumer.runtime.clients import stream_client_config
 
     session = boto3.session.Session(
         aws_access_key_id="bench", aws_secret_access_key="bench", region_name=REGION
     )
-    config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=64)
-    return transport.attach(session.client("dynamodbstreams", config=config))
+    return transport.attach(session.client("dynamodbstreams", config=stream_client_config()))
 
 
 # ------------------------------------------------------------------ the worker over the canned stream

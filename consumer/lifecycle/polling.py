@@ -7,7 +7,8 @@ costs; how fast a shard that is behind is read decides how soon it catches up. T
 * a **full** batch (``worker.max_records`` records): more is waiting — read again at once;
 * a batch whose records are at least ``catch_up_behind_millis`` behind the stream's tip: **catch
   up** — read again as soon as ``min_time_between_reads_millis`` has passed since the last read
-  started (KCL 3's 200 ms minimum between polls, so a shard is never hammered);
+  started (KCL 3's 200 ms minimum between polls, so a shard is never hammered), never later than
+  the idle time;
 * any other batch with records: wait ``idle_time_between_reads_millis``;
 * an **empty** answer: wait ``idle_time_between_reads_millis``, doubled for each further empty
   answer in a row, up to ``max_idle_time_between_reads_millis`` (never below the idle time). The
@@ -45,7 +46,7 @@ def next_read_delay(
     if records > 0:
         threshold = settings.catch_up_behind_millis
         if threshold > 0 and behind_millis >= threshold:
-            return max(0, settings.min_time_between_reads_millis - since_read_started)
+            return min(idle, max(0, settings.min_time_between_reads_millis - since_read_started))
         return idle
     longest = max(idle, settings.max_idle_time_between_reads_millis)
     doublings = min(max(empty_polls - 1, 0), _MAX_DOUBLINGS)

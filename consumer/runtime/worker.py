@@ -26,6 +26,7 @@ from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.processing.api import ProcessorFactory
 from consumer.runtime.clients import AwsClients
+from consumer.runtime.gc_tuning import tune_for_long_running
 from consumer.settings import Settings
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
@@ -53,12 +54,14 @@ class Worker:
         worker_id: str | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        tune_gc: bool = True,
     ) -> None:
         self.settings = settings
         self.clients = clients
         self.worker_id = worker_id or new_worker_id()
         self.clock = clock or SystemClock()
         self.metrics = metrics or NullMetrics()
+        self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
         self._processor_factory = processor_factory
         self._reader_factory = reader_factory or self._shard_reader
         self._stop = threading.Event()
@@ -150,6 +153,8 @@ class Worker:
             on_shard_end=syncer.shard_ended,
         )
         self.scheduler = scheduler
+        if self.tune_gc:
+            tune_for_long_running()  # start-up is done: what lives now lives for the process's life
         try:
             scheduler.run(self._stop, drain_millis=settings.worker.failover_time_millis)
         finally:
