@@ -1,4 +1,4 @@
-"""Per-record CPU of reading GetRecords responses: the fast path against json.loads and stock boto3.
+"""Per-record CPU of reading GetRecords responses: the fast path against orjson.loads and stock boto3.
 
 Run: ``.venv/bin/python -m bench.parse_floor [--records 1000] [--batches 20]``
 
@@ -6,8 +6,11 @@ Run: ``.venv/bin/python -m bench.parse_floor [--records 1000] [--batches 20]``
 it: the worker never does. It is not one of ``make bench``'s ratios, its figures are for reading.)
 
 All contenders parse the same response bytes (full batches of NEW_AND_OLD_IMAGES records of about
-1 KB). The goal of the fast path is at most 2 × ``json.loads`` of the same bytes; stock boto3 (its
-response parser plus ``TypeDeserializer`` on every image) is the cost this product avoids.
+1 KB). The floor is ``orjson.loads`` of the same bytes (the parser the worker uses; stdlib
+``json.loads`` is shown beside it). The fast path parses once with orjson and holds each record as
+its bytes (cut from the body when it is compact, as the service sends it; this benchmark's bodies are
+compact) with the few fields the worker reads; stock boto3 (its response parser plus
+``TypeDeserializer`` on every image) is the cost this product avoids.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def sample_body(records: int, attributes: int = 12) -> bytes:
                 },
             }
         )
-    return json.dumps({"Records": batch, "NextShardIterator": "next"}).encode()
+    return orjson.dumps({"Records": batch, "NextShardIterator": "next"})  # compact, as the service sends
 
 
 def boto3_path() -> Callable[[bytes], Any]:
@@ -117,11 +120,11 @@ def measure(function: Callable[[bytes], Any], body: bytes, batches: int) -> floa
 
 
 def run(records: int, batches: int, include_boto3: bool = True) -> list[tuple[str, float, float]]:
-    """(name, µs per record, ratio to json.loads) for each contender."""
+    """(name, µs per record, ratio to orjson.loads) for each contender."""
     body = sample_body(records)
     contenders: list[tuple[str, Callable[[bytes], Any]]] = [
-        ("json.loads (floor)", json.loads),
-        ("orjson.loads", orjson.loads),
+        ("orjson.loads (floor)", orjson.loads),
+        ("json.loads", json.loads),
         ("fast path: parse_get_records", lambda b: parse_get_records(b, "shardId-1", 0)),
         ("fast path + seq/eventName per record", _ours_routing),
         ("fast path + Python values of all images", _ours_with_values),
@@ -145,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{args.records} records per response ({body_kb:.0f} KB), {args.batches} responses, best of 3 (CPU time)"
     )
-    print(f"{'contender':42} {'µs/record':>10} {'× json.loads':>13}")
+    print(f"{'contender':42} {'µs/record':>10} {'× orjson':>13}")
     for name, micros, ratio in run(args.records, args.batches, include_boto3=not args.no_boto3):
         print(f"{name:42} {micros:10.2f} {ratio:13.2f}")
     return 0
