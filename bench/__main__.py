@@ -19,6 +19,7 @@ from bench.common import Ratio, machine
 BENCHMARKS: tuple[str, ...] = (
     "lease_cost",
     "discovery_scale",
+    "taker_scale",
     "lease_faults",
     "spark_snapshot",
     "record_cpu",

@@ -15,14 +15,14 @@ with L leases of ``lease_bytes`` each and M workers. Checkpoint writes are the s
 and are left out of both sides of the comparison. :func:`design_units_per_second` is this design's:
 
 - writes/s = M × ⌈heartbeat bytes / 1 KB⌉ / renewal_interval      one heartbeat row per worker
-- reads/s  = M × scan(L + M heartbeat rows) / taker_interval       every worker scans every failover/3
+- reads/s  = M × scan(M heartbeat rows) / taker_interval            every round reads the workers table
+           + M × scan(L + M heartbeat rows) / full_scan_interval    a full scan every 2 × failover
 
-So writes fall from one per lease to one per worker (≈ M/L of KCL's), and reads rise by
-2 × failover / taker_interval (6 × with the defaults). Reads cannot reach KCL's while failover stays
-within 1.5 × failover: someone must look at a dead worker's liveness within failover/2 − skew of its
-expiry, and the cheapest look (one eventually consistent read, 0.5 unit) every failover/2 by each of
-two workers already costs more than KCL's two scans of a small table every 2 × failover. What this
-design buys is the total: :func:`compare` gives both and the provisioned-price ratio (a write unit
+plus the full scans a change asks for (a worker joins, dies or stops; a child lease at a rollover;
+a worker short of its share), which bench/taker_scale.py measures on a running fleet. So writes fall
+from one per lease to one per worker (≈ M/L of KCL's) and reads are about KCL's: liveness, which must
+be looked at every failover/3 for failover within 1.5 × failover, is read from the small workers
+table, not from the leases. :func:`compare` gives both and the provisioned-price ratio (a write unit
 costs 5 read units).
 """
 
@@ -58,11 +58,17 @@ def kcl_units_per_second(
 def design_units_per_second(
     leases: int, workers: int, lease_bytes: int, heartbeat_bytes: int, settings: WorkerSettings
 ) -> Units:
-    """This design's steady state: a heartbeat per worker per renewal, a scan of each table (leases,
-    workers) per worker per taker round."""
+    """This design's settled state: a heartbeat per worker per renewal; a scan of the workers table
+    per worker per taker round; a full scan of both tables per worker per full-scan interval (the
+    scans a change asks for — a worker joining or dying, a child lease at a rollover — come on top,
+    and bench/taker_scale.py measures them)."""
     writes = workers * write_units(heartbeat_bytes) / (settings.renewal_interval_millis / 1000)
-    scan = scan_units(leases * lease_bytes) + scan_units(workers * heartbeat_bytes)
-    reads = workers * scan / (settings.taker_interval_millis / 1000)
+    workers_scan = scan_units(workers * heartbeat_bytes)
+    full = scan_units(leases * lease_bytes) + workers_scan
+    reads = workers * (
+        workers_scan / (settings.taker_interval_millis / 1000)
+        + full / (settings.full_scan_interval_millis / 1000)
+    )
     return Units(reads, writes)
 
 

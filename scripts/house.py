@@ -139,6 +139,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _is_room(package: Path, name: str) -> bool:
+    return (package / name).is_dir() or (package / f"{name}.py").is_file()
+
+
 def imports(package: Path = PACKAGE) -> Iterator[Import]:
     """Every import of a ``consumer`` module by a module of ``consumer/``, wherever it stands."""
     for path in sorted(package.rglob("*.py")):
@@ -155,9 +159,15 @@ def imports(package: Path = PACKAGE) -> Iterator[Import]:
                     anchor = anchor if is_package else anchor[:-1]
                     anchor = anchor[: len(anchor) - (node.level - 1)]
                     base = ".".join([*anchor, base] if base else anchor)
-                # ``from consumer import leases`` imports the room, not the package's __init__ only
-                from_package = base == "consumer"
-                targets = [f"consumer.{alias.name}" for alias in node.names] if from_package else [base]
+                # ``from consumer import leases`` imports the room; ``from consumer import __version__``
+                # only the package itself
+                if base == "consumer":
+                    targets = [
+                        f"consumer.{alias.name}" if _is_room(package, alias.name) else "consumer"
+                        for alias in node.names
+                    ]
+                else:
+                    targets = [base]
             else:
                 continue
             for target in targets:

@@ -96,6 +96,7 @@ class LeaseCoordinator:
             rng or random.Random(),
         )
         self._stop = threading.Event()
+        self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
         self._threads: list[threading.Thread] = []
         self._listeners: list[LeaseListener] = []
 
@@ -153,12 +154,18 @@ class LeaseCoordinator:
             self._threads.append(thread)
 
     def stop_taking(self) -> None:
-        """Graceful stop, first step: take nothing more (shed leases are handed off by the lifecycle)."""
+        """Graceful stop, first step: take nothing more (shed leases are handed off by the lifecycle),
+        and say so on the heartbeat row from the next beat on, so that the others scan the leases
+        table every round and adopt what this worker hands them without waiting for a full scan."""
         self.taker.taking = False
+        self.liveness.stopping = True
+        self._beat_now.set()  # the row says so now, not an interval later
 
     def stop(self, release: bool = True) -> None:
         self.taker.taking = False
+        self.liveness.stopping = True
         self._stop.set()
+        self._beat_now.set()
         for thread in self._threads:
             thread.join(timeout=self.settings.failover_time_millis / 1000)
         if release:
@@ -167,7 +174,11 @@ class LeaseCoordinator:
 
     def _heartbeat_loop(self) -> None:
         wait = self.settings.renewal_interval_millis
-        while not self._stop.wait(wait / 1000):
+        while True:
+            self._beat_now.wait(wait / 1000)
+            self._beat_now.clear()
+            if self._stop.is_set():
+                return
             wait = self.liveness.next_wait_millis(self.heartbeat_once())
 
     def taker_wait_millis(self) -> int:

@@ -58,6 +58,7 @@ class Meter:
     read_units: float = 0.0
     write_units: float = 0.0
     scans: int = 0
+    worker_scans: int = 0  # scans of the workers table alone (a taker round with no full scan)
     writes: int = 0
 
 
@@ -78,6 +79,13 @@ class MeteredStore:
         beats = sum(item_bytes(heartbeat_to_item(beat)) for beat in snapshot.heartbeats.values())
         self.meter.read_units += scan_units(leases) + scan_units(beats)  # one Scan of each table
         self.meter.scans += 1
+        return snapshot
+
+    def scan_workers(self) -> Snapshot:
+        snapshot = self.inner.scan_workers()
+        beats = sum(item_bytes(heartbeat_to_item(beat)) for beat in snapshot.heartbeats.values())
+        self.meter.read_units += scan_units(beats)
+        self.meter.worker_scans += 1
         return snapshot
 
     def get(self, shard_id: str) -> Lease | None:

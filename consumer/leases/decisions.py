@@ -52,6 +52,8 @@ class RoundPlan:
     # Ready leases no worker may take because every worker is at max_leases_for_worker: the fleet
     # is short of capacity (warned about, and the ReadyLeasesUnassigned metric that an alarm watches).
     unassigned_ready: int = 0
+    # Leases this worker's shares still lack after the planned takes (steals pending, nothing free).
+    short: int = 0
 
 
 def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset[str]:
@@ -96,6 +98,54 @@ def successor(
     if not loads:
         return None
     return min(loads, key=lambda w: (loads[w], w))
+
+
+def full_scan_reason(
+    *,
+    since_full_millis: int | None,
+    full_scan_interval_millis: int,
+    live_now: frozenset[str],
+    live_at_full: frozenset[str],
+    held_active: int,
+    held_after_plan: int,
+    last_plan: RoundPlan,
+    others_stopping: bool = False,
+) -> str | None:
+    """Why this round must scan the whole leases table, or None when the workers table is enough.
+
+    A full scan costs reads in proportion to the table (about 375 read units for 10 000 leases);
+    the workers table costs a unit or two. Only a full scan shows what there is to take, so one is
+    made when something may have changed for this worker:
+
+    * ``first``: none made yet;
+    * ``interval``: ``full_scan_interval_millis`` passed (new leases from shard sync, a lease
+      released free, a Java KCL owner expiring: what no heartbeat row announces);
+    * ``workers``: the set of live workers changed — one died (its leases are to be taken within
+      the failover time), joined (balance), or stopped and handed its leases on (adopt them);
+    * ``handing``: another live worker is stopping gracefully (its heartbeat row says so): it is
+      about to hand its leases on, and the ones handed here are adopted at the next round;
+    * ``wanting``: the last plan had work (takes, steals, sheds, hand-overs, expired leases) or left
+      this worker short of its share, or this worker holds fewer leases than when the plan was
+      carried out (one finished, was handed over or lost), or fewer than the scan named it owner
+      of (one to adopt): keep scanning every round until settled.
+
+    ``held_active``: unfinished leases held now; ``held_after_plan``: right after the last plan was
+    carried out; ``live_at_full``: live workers at the last full scan.
+    """
+    if since_full_millis is None:
+        return "first"
+    if since_full_millis >= full_scan_interval_millis:
+        return "interval"
+    if live_now != live_at_full:
+        return "workers"
+    if others_stopping:
+        return "handing"
+    plan = last_plan
+    if plan.take or plan.steal or plan.shed or plan.hand_over or plan.expired or plan.short:
+        return "wanting"
+    if held_active < held_after_plan or held_after_plan < plan.mine:
+        return "wanting"  # one went since, or the table names me owner of one I do not hold (adopt)
+    return None
 
 
 def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
@@ -156,7 +206,7 @@ def plan_round(
     spare: list[tuple[Lease, ...]] = []
     steal: list[Lease] = []
     shed: list[Lease] = []
-    target = spillover = mine_total = 0
+    target = spillover = mine_total = short = 0
     for pool, cap in ((ready, max_leases_for_worker), (blocked, None)):
         counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
         share = quotas(counts, workers, len(pool), cap)
@@ -193,6 +243,7 @@ def plan_round(
         # The rest are on their way: asking again every round would mark one more lease per round
         # until the victim had none left.
         need = quota - len(mine) - len(chosen) - (len(asked) - sum(1 for lease in overdue if lease in chosen))
+        short += max(0, quota - len(mine) - len(chosen))
         if need > 0 and cap is not None:
             over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
             victims = [
@@ -221,6 +272,7 @@ def plan_round(
         expired=expired,
         mine=mine_total,
         unassigned_ready=max(0, len(ready) - max_leases_for_worker * len(workers)),
+        short=short,
     )
 
 

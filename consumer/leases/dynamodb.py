@@ -86,6 +86,9 @@ class DynamoDBLeaseStore:
             self._tables.scan_all(self.table_name), self._tables.scan_all(self.workers_table_name)
         )
 
+    def scan_workers(self) -> Snapshot:
+        return snapshot_from_items((), self._tables.scan_all(self.workers_table_name))
+
     def get(self, shard_id: str) -> Lease | None:
         item = self._tables.get_item(self.table_name, {"leaseKey": {"S": shard_id}}, shard_id)
         return lease_from_item(item) if item else None
@@ -169,8 +172,11 @@ class DynamoDBLeaseStore:
                 return ()
             names = {f"#c{i}": hand_over_attribute(shard_id) for i, shard_id in enumerate(clear)}
             expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
-            if names:
-                expression += " REMOVE " + ", ".join(names)
+            if beat.stopping:
+                expression += ", stopping = :stopping"
+            removed = list(names) if beat.stopping else [*names, "stopping"]
+            if removed:
+                expression += " REMOVE " + ", ".join(removed)
             request: dict[str, Any] = {
                 "TableName": self.workers_table_name,
                 "Key": {"workerId": {"S": beat.worker_id}},
@@ -181,6 +187,7 @@ class DynamoDBLeaseStore:
                     ":counter": {"N": str(beat.counter)},
                     ":at": {"N": str(beat.at_wall_millis)},
                     ":count": {"N": str(beat.lease_count)},
+                    **({":stopping": {"BOOL": True}} if beat.stopping else {}),
                 },
                 "ReturnValues": "ALL_NEW",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -62,6 +62,7 @@ class Liveness:
         self.counter: int | None = None  # the counter my row holds, as far as I know
         self._on_row: tuple[HandOverRequest, ...] = ()  # hand-over requests my row held last time
         self._stale_after = stale_request_millis
+        self.stopping = False  # set by a graceful stop: every beat from then on says so on the row
 
     def next_wait_millis(self, last_ok: bool) -> int:
         """After a failed heartbeat, retry after a third of the interval: one throttled request must
@@ -91,7 +92,7 @@ class Liveness:
     def _attempt(self, started: int, resync_left: int) -> BeatResult:
         expected = self.counter
         now_wall = self._clock.wall_millis()
-        beat = Heartbeat(self._me, (expected or 0) + 1, now_wall, self._holdings.count())
+        beat = Heartbeat(self._me, (expected or 0) + 1, now_wall, self._holdings.count(), self.stopping)
         try:
             requests = self._store.heartbeat(beat, expected, self._settled(now_wall))
         except HeartbeatConflictError as exc:

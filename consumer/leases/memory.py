@@ -44,6 +44,11 @@ class InMemoryLeaseStore:
             self.scans += 1
             return Snapshot(dict(self._leases), dict(self._beats), (), self.first_start_by is not None)
 
+    def scan_workers(self) -> Snapshot:
+        """:meth:`scan` without the leases (so a subclass that makes scans stale makes these stale too)."""
+        full = self.scan()
+        return Snapshot({}, full.heartbeats, (), full.first_start_claimed)
+
     def lineage_generation(self) -> int:
         with self._lock:
             self._check_available()

@@ -104,6 +104,9 @@ class Heartbeat:
     counter: int
     at_wall_millis: int
     lease_count: int = 0
+    # The worker is stopping gracefully and will hand its leases on: the others scan the leases
+    # table every round until it is gone, so they adopt what it hands them at once.
+    stopping: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,16 +206,20 @@ def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
         counter=_int(item, "heartbeatCounter", key, required=True),
         at_wall_millis=_int(item, "heartbeatAt", key, required=True),
         lease_count=_int(item, "leaseCount", key),
+        stopping=bool(_get(item, "stopping", "BOOL", key)),
     )
 
 
 def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "workerId": {"S": beat.worker_id},
         "heartbeatCounter": {"N": str(beat.counter)},
         "heartbeatAt": {"N": str(beat.at_wall_millis)},
         "leaseCount": {"N": str(beat.lease_count)},
     }
+    if beat.stopping:
+        item["stopping"] = {"BOOL": True}
+    return item
 
 
 def first_start_item(worker_id: str, at_wall_millis: int) -> dict[str, Any]:

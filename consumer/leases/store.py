@@ -17,7 +17,14 @@ from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heart
 
 
 class LeaseStore(Protocol):
-    def scan(self) -> Snapshot: ...
+    def scan(self) -> Snapshot:
+        """Both tables, eventually consistent: every lease and every heartbeat row."""
+        ...
+
+    def scan_workers(self) -> Snapshot:
+        """The workers table only (heartbeats, the first-start marker), eventually consistent; the
+        snapshot's ``leases`` is empty. What a taker round reads when no full scan is due."""
+        ...
 
     def get(self, shard_id: str) -> Lease | None:
         """A strongly consistent read of one lease."""

@@ -27,7 +27,15 @@ class WorkerSettings(SettingsModel):
     lease_taker_interval_millis: int | None = Field(
         None,
         ge=100,
-        description="How often a worker scans the leases table to take, steal, balance; default failover/3.",
+        description="How often a worker's taker runs a round: reads the workers table (who is alive) and, "
+        "when something may need doing, scans the leases table to take, steal, balance; default failover/3.",
+    )
+    lease_full_scan_interval_millis: int | None = Field(
+        None,
+        ge=100,
+        description="Longest time between two full scans of the leases table by one worker when nothing "
+        "asked for one sooner (a worker joined, died or left; it wants leases; it just took some); "
+        "default 2 x failover, the Java KCL's scan period. Bounds how late a new unowned lease is seen.",
     )
     max_clock_skew_millis: int = Field(
         500, ge=0, description="Assumed bound on wall-clock skew between workers (NTP / Amazon Time Sync)."
@@ -104,6 +112,12 @@ class WorkerSettings(SettingsModel):
         if self.lease_taker_interval_millis is not None:
             return self.lease_taker_interval_millis
         return self.failover_time_millis // 3
+
+    @property
+    def full_scan_interval_millis(self) -> int:
+        if self.lease_full_scan_interval_millis is not None:
+            return max(self.lease_full_scan_interval_millis, self.taker_interval_millis)
+        return max(2 * self.failover_time_millis, self.taker_interval_millis)
 
     @property
     def fence_margin_millis(self) -> int:

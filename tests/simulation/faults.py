@@ -330,6 +330,16 @@ class FaultyStore:
 
         return self._call("scan", read, write=False, fault=fault)
 
+    def scan_workers(self) -> Snapshot:
+        def read() -> Snapshot:
+            age = 0
+            if self.faults.active and self.faults.stale_scan_millis:
+                age = self.rng.randint(0, self.faults.stale_scan_millis)
+            view = self.table.view_at(self.kernel.now - age)
+            return Snapshot({}, view.heartbeats, (), view.first_start_claimed)
+
+        return self._call("scan_workers", read, write=False)
+
     def get(self, shard_id: str) -> Lease | None:
         return self._call("get", lambda: self.table.get(shard_id), write=False)
 

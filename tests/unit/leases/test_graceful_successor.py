@@ -31,6 +31,9 @@ def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_i
     assert sorted(len(w.held()) for w in workers) == [2, 2, 2]
     leaving, b, c = workers
     leaving.stop_taking()
+    b.take_round()  # before the leaving worker's row says it is stopping: a light round, nothing to do
+    assert b.taker.latest is not None
+    leaving.heartbeat_once()  # the row now says "stopping": the others scan every round
     leaving.release_all()
     owners = sorted(lease.owner or "" for lease in store.scan().leases.values())
     assert owners == ["b", "b", "b", "c", "c", "c"]
