@@ -29,6 +29,7 @@ BENCHMARKS: tuple[str, ...] = (
     "rebalance",
     "latency",
     "worker_cpu",
+    "parallel",
 )
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -547,7 +547,13 @@ def worker_name(owner: str | None) -> str | None:
     return owner.split("@", 1)[0] if owner else None
 
 
-def config_text(name: str, endpoint: str, worker: dict[str, Any], processor_options: dict[str, Any]) -> str:
+def config_text(
+    name: str,
+    endpoint: str,
+    worker: dict[str, Any],
+    processor_options: dict[str, Any],
+    processing: dict[str, Any] | None = None,
+) -> str:
     config = {
         "application_name": f"bench-{name}",
         "region": "us-east-1",
@@ -560,7 +566,11 @@ def config_text(name: str, endpoint: str, worker: dict[str, Any], processor_opti
         "worker": {"initial_position": "TRIM_HORIZON", **worker},
         "metrics": {"destination": "none"},
         "logs": {"retention_days": 1, "ship_to_cloudwatch": False},
-        "processing": {"processor": "bench.fleet_support:RecordingChangelog", "options": processor_options},
+        "processing": {
+            "processor": "bench.fleet_support:RecordingChangelog",
+            "options": processor_options,
+            **(processing or {}),
+        },
     }
     return yaml.safe_dump(config, sort_keys=False)
 
@@ -574,8 +584,11 @@ def bench_stack(
     seed: int = 1,
     changelog: bool = True,
     emulator: dict[str, Any] | None = None,
+    processing: dict[str, Any] | None = None,
 ) -> Iterator[Stack]:
     """Emulator + config + source table + an empty LocalFleet; all torn down on exit.
+
+    ``processing``: more ``processing`` settings (another processor, its own options, a factor...).
 
     The temporary directory (worker logs, deliveries, change log) is kept when the block raises, or
     when BENCH_KEEP=1, and its path printed."""
@@ -605,7 +618,9 @@ def bench_stack(
             options: dict[str, Any] = {"deliveries": str(workdir / "deliveries"), "table": TABLE}
             if changelog:
                 options["destination"] = str(workdir / "changelog")
-            (config_dir / f"{ENV}.yaml").write_text(config_text(name, emu.endpoint, worker, options))
+            (config_dir / f"{ENV}.yaml").write_text(
+                config_text(name, emu.endpoint, worker, options, processing)
+            )
             settings = load_settings(ENV, config_dir, environ={})
             create_source_table(emu.client("dynamodb"), settings)
             pythonpath = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)

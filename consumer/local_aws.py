@@ -90,13 +90,25 @@ class TableSpec:
 
 
 def configured_tables(settings: Settings) -> list[TableSpec]:
-    """The source table (with its stream) and, for ``dynamodb_replica``, the replica tables.
+    """The source table (with its stream), the window-state table when tumbling windows are on, and,
+    for ``dynamodb_replica``, the replica tables.
 
     The leases and workers tables are not listed: the worker creates them itself, as on AWS.
     """
     table = settings.table
     source = table.existing_table_name or table.name
     specs = [TableSpec(source, "source table", table.partition_key, table.sort_key, table.stream_view_type)]
+    if settings.processing.tumbling_window_seconds > 0:
+        # consumer.processing.windows.DynamoDBWindowStateStore's items (never in the leases table).
+        specs.append(
+            TableSpec(
+                settings.window_state_table_name,
+                "window-state table",
+                KeyAttribute(name="shard", type="S"),
+                KeyAttribute(name="sequence", type="S"),
+                None,
+            )
+        )
     if settings.processing.processor == "dynamodb_replica":
         options: Mapping[str, Any] = settings.processing.options
         if options.get("region") or options.get("endpoint_url"):

@@ -281,6 +281,14 @@ class StreamRecord:
     def keys(self) -> dict[str, Any]:
         return self._image("Keys") or {}
 
+    @property
+    def typed_keys(self) -> Mapping[str, Any]:
+        """The item's key as the stream sends it (DynamoDB's typed JSON, unconverted): what a stable
+        hash of the item is taken over (per-key lanes). Reads the held bytes through the one-entry
+        parse cache, so a handler that reads the images next does not parse the record again."""
+        keys = self._dynamodb.get("Keys")
+        return keys if isinstance(keys, Mapping) else {}
+
     @cached_property
     def new_image(self) -> dict[str, Any] | None:
         return self._image("NewImage")

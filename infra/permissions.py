@@ -29,6 +29,8 @@ LEASES_ACTIONS = [
     "dynamodb:DeleteItem",
     "dynamodb:Scan",
 ]
+# consumer/processing/windows.py's DynamoDBWindowStateStore: get / put / delete versions, query a shard's.
+WINDOW_STATE_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"]
 LOG_ACTIONS = ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]
 
 
@@ -94,8 +96,14 @@ def worker_statements(
     leases_table_arns: list[str],
     log_group_arns: list[str],
     group_name: str,
+    window_state_table_arn: str | None = None,
 ) -> list[iam.PolicyStatement]:
     """Everything a worker instance may do, resource by resource."""
+    window_state = (
+        [iam.PolicyStatement(actions=WINDOW_STATE_ACTIONS, resources=[window_state_table_arn])]
+        if window_state_table_arn
+        else []
+    )
     return [
         iam.PolicyStatement(actions=STREAM_ACTIONS, resources=[stream_arn]),
         # The worker finds the stream through the table's LatestStreamArn.
@@ -124,5 +132,6 @@ def worker_statements(
         ),
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
         # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
+        *window_state,
         *destination_statements(settings),
     ]

@@ -22,6 +22,7 @@ from infra.permissions import worker_statements
 from infra.pipeline_resources import ChangeLogBucket, PipelineResources, needs_changelog_bucket
 from infra.source_table import SourceTable, imported_streams_arn
 from infra.suppressions import suppress_accepted_findings
+from infra.window_state_table import WindowStateTable
 
 # Environments where throw-away resources are fine: no deletion protection, destroyed with the stack.
 DISPOSABLE_ENVIRONMENTS = ("local", "dev")
@@ -75,6 +76,15 @@ class StatefulStack(Stack):
             auto_scale_max_capacity=settings.scaling.lease_table_max_capacity,
             target_utilization_percent=settings.scaling.lease_table_target_utilization_percent,
         )
+        self.window_state: WindowStateTable | None = None
+        if settings.processing.tumbling_window_seconds > 0:
+            self.window_state = WindowStateTable(
+                self,
+                "WindowState",
+                name=settings.window_state_table_name,
+                settings=settings.worker,
+                protect=protect,
+            )
         self.log_groups = LogGroups(self, "Logs", settings=settings, retain=protect)
         self.changelog: ChangeLogBucket | None = None
         if needs_changelog_bucket(settings):  # the workers write an s3:// change log, or EMR runs
@@ -87,6 +97,11 @@ class StatefulStack(Stack):
             "LeasesTableArn": (self.leases.table.table_arn, "ARN of the leases table."),
             "WorkersTableName": (self.leases.workers_table.table_name, "The workers' heartbeat table."),
         }
+        if self.window_state is not None:
+            outputs["WindowStateTableName"] = (
+                self.window_state.table.table_name,
+                "Tumbling windows' state, saved with each checkpoint.",
+            )
         if self.changelog is not None:
             outputs["ChangeLogBucketName"] = (self.changelog.bucket.bucket_name, "The change-log bucket.")
         _outputs(self, outputs)
@@ -137,6 +152,9 @@ class ConsumerStack(Stack):
                 ],
                 log_group_arns=[log_group_arn(self, name) for name in data.log_groups.names],
                 group_name=self.fleet.group_name,
+                window_state_table_arn=self._table_arn(settings.window_state_table_name)
+                if settings.processing.tumbling_window_seconds > 0
+                else None,
             ),
         )
         self.worker_policy.attach_to_role(self.fleet.role)

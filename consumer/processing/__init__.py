@@ -28,8 +28,9 @@ from consumer.processing.errors import (
     ProcessingConfigError,
     ProcessingError,
 )
-from consumer.processing.factory import ProcessingClients, function_processor
+from consumer.processing.factory import ProcessingClients, function_processor, windowed_processor
 from consumer.processing.memory_checkpointer import InMemoryCheckpointer
+from consumer.processing.windows import Window, WindowedBatch
 
 __all__ = [
     "Batch",
@@ -53,5 +54,8 @@ __all__ = [
     "ShardEndedInput",
     "ShardScoped",
     "ShutdownRequestedInput",
+    "Window",
+    "WindowedBatch",
     "function_processor",
+    "windowed_processor",
 ]

@@ -110,6 +110,11 @@ class ProcessorFactory(Protocol):
 class Batch:
     """What a function-form handler receives: records of one shard, in sequence order.
 
+    With ``processing.parallelization_factor`` N > 1 the shard's records are spread over N lanes by
+    a hash of their keys and the lanes run at once: a batch then holds only its lane's records
+    (still in sequence order; every record of one item is in the same lane) and ``lane`` / ``lanes``
+    say which. The handler is called from several threads at once then.
+
     ``should_stop()`` turns true when the lease is lost, the worker fenced itself or a stop or
     hand-over was asked for (retries and long work should end early). ``lease_held()`` turns false
     only when the lease is lost or fenced: a handler with a slow side effect checks it just before
@@ -122,6 +127,10 @@ class Batch:
     millis_behind_latest: int = 0
     should_stop: Callable[[], bool] = field(default=_never)
     lease_held: Callable[[], bool] = field(default=_always)
+    # processing.parallelization_factor > 1: this batch is one lane's records (every record of a key
+    # goes to the same lane, in order); ``lanes`` is the factor. 0 of 1 on the serial path.
+    lane: int = 0
+    lanes: int = 1
 
     @property
     def shard_id(self) -> str:

@@ -34,7 +34,16 @@ from consumer.processing.errors import ProcessingConfigError
 from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
+from consumer.processing.lanes import LaneRunner
 from consumer.processing.retry import RetryPolicy
+from consumer.processing.windows import (
+    DynamoDBWindowStateStore,
+    InMemoryWindowStateStore,
+    WindowedAdapter,
+    WindowedHandler,
+    WindowedRunner,
+    WindowStateStore,
+)
 from consumer.records import ShardInfo
 from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics
@@ -51,6 +60,9 @@ class ProcessingClients:
     sqs: Any = None
     dynamodb: Any = None  # for dynamodb_replica when options give no other region or endpoint
     replica_dynamodb: Any = None  # for dynamodb_replica in another region / endpoint
+    # Tumbling windows' state: None means the window-state table, through ``dynamodb`` (tests and
+    # examples give an InMemoryWindowStateStore).
+    window_states: WindowStateStore | None = None
 
 
 def check_options(sink: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -192,8 +204,57 @@ def policy_wrapped(
             "otherwise hold its buffer until the next record arrives)"
         )
 
+    lanes = processing.parallelization_factor
+    window_seconds = processing.tumbling_window_seconds
+    states: WindowStateStore | None = None
+    if window_seconds > 0:
+        if lanes > 1:
+            raise ProcessingConfigError(
+                "processing.tumbling_window_seconds and processing.parallelization_factor > 1 cannot be "
+                "combined: a window's state is one per shard, carried batch to batch in order"
+            )
+        states = clients.window_states
+        if states is None:
+            if clients.dynamodb is None:
+                raise ProcessingConfigError(
+                    "processing.tumbling_window_seconds needs a DynamoDB client for the window-state "
+                    f"table {settings.window_state_table_name} (ProcessingClients.dynamodb)"
+                )
+            table = DynamoDBWindowStateStore(
+                clients.dynamodb, settings.window_state_table_name, settings.application_name
+            )
+            problem = table.check()
+            if problem is not None:
+                raise ProcessingConfigError(
+                    f"processing.tumbling_window_seconds: {problem} (`consumer local up` creates it on "
+                    "the emulator, the CDK stack on AWS)"
+                )
+            states = table
+
     def factory(shard: ShardInfo) -> RecordProcessor:
-        runner = FailurePolicyRunner(
+        if states is not None:
+            adapter = WindowedAdapter(
+                handlers(shard),  # type: ignore[arg-type]  # a windowed handler: WindowedBatch in
+                window_seconds,
+                processing.max_window_state_bytes,
+                metrics,
+            )
+            windowed = FailurePolicyRunner(
+                adapter,
+                policy,
+                clock,
+                dead_letter=dead_letter,
+                metrics=metrics,
+                max_batch_records=batching.batch_size,
+            )
+            return FunctionProcessor(
+                WindowedRunner(windowed, adapter, states, clock),
+                clock,
+                record_filter=record_filter,
+                max_buffered_records=batching.batch_size,
+                max_window_millis=batching.max_window_millis,
+            )
+        serial = FailurePolicyRunner(
             handlers(shard),
             policy,
             clock,
@@ -201,6 +262,8 @@ def policy_wrapped(
             metrics=metrics,
             max_batch_records=batching.batch_size,
         )
+        # Factor 1 stays on the serial path: no pool, no thread hop.
+        runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
         return FunctionProcessor(
             runner,
             clock,
@@ -222,10 +285,12 @@ def function_processor(
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
 
-    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``.
+    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``,
+    ``parallelization_factor`` (lanes, 1-10; 1 is the serial path).
     """
     clock = clock or SystemClock()
-    runner = FailurePolicyRunner(
+    lanes = int(kwargs.pop("parallelization_factor", 1))
+    serial = FailurePolicyRunner(
         handler,
         policy or RetryPolicy(),
         clock,
@@ -233,4 +298,35 @@ def function_processor(
         metrics=metrics,
         max_batch_records=kwargs.get("max_buffered_records", 1000),
     )
+    runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
     return FunctionProcessor(runner, clock, **kwargs)
+
+
+def windowed_processor(
+    handler: WindowedHandler,
+    *,
+    seconds: int,
+    states: WindowStateStore | None = None,
+    clock: Clock | None = None,
+    policy: RetryPolicy | None = None,
+    metrics: Metrics | None = None,
+    max_state_bytes: int = 262_144,
+    **kwargs: Any,
+) -> FunctionProcessor:
+    """A RecordProcessor for one windowed handler (tumbling windows of ``seconds``), for code that
+    wires processors by hand (tests, examples); ``states`` defaults to an in-memory store.
+
+    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``.
+    """
+    clock = clock or SystemClock()
+    adapter = WindowedAdapter(handler, seconds, max_state_bytes, metrics)
+    runner = FailurePolicyRunner(
+        adapter,
+        policy or RetryPolicy(),
+        clock,
+        dead_letter=kwargs.pop("dead_letter", None),
+        metrics=metrics,
+        max_batch_records=kwargs.get("max_buffered_records", 1000),
+    )
+    store = states if states is not None else InMemoryWindowStateStore()
+    return FunctionProcessor(WindowedRunner(runner, adapter, store, clock), clock, **kwargs)

@@ -56,6 +56,8 @@ class FailurePolicyRunner:
         dead_letter: DeadLetter | None = None,
         metrics: Metrics | None = None,
         max_batch_records: int = 1000,
+        lane: int = 0,
+        lanes: int = 1,
     ) -> None:
         self._handler = handler
         self._policy = policy
@@ -63,10 +65,30 @@ class FailurePolicyRunner:
         self._dead_letter = dead_letter
         self._metrics = metrics or NullMetrics()
         self._max_batch = max_batch_records
+        self._lane = lane
+        self._lanes = lanes
 
     @property
     def handler(self) -> BatchHandler:
         return self._handler
+
+    @property
+    def max_batch_records(self) -> int:
+        return self._max_batch
+
+    def for_lane(self, lane: int, lanes: int) -> FailurePolicyRunner:
+        """The same policy for one lane of ``lanes`` (:mod:`consumer.processing.lanes`): its batches
+        say which lane they are. Runs of different lanes share no state (the handler aside)."""
+        return FailurePolicyRunner(
+            self._handler,
+            self._policy,
+            self._clock,
+            dead_letter=self._dead_letter,
+            metrics=self._metrics,
+            max_batch_records=self._max_batch,
+            lane=lane,
+            lanes=lanes,
+        )
 
     def run(
         self,
@@ -152,7 +174,9 @@ class FailurePolicyRunner:
     ) -> tuple[BaseException | None, int]:
         """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
         try:
-            result = self._handler(Batch(shard, records, behind, should_stop, lease_held))
+            result = self._handler(
+                Batch(shard, records, behind, should_stop, lease_held, lane=self._lane, lanes=self._lanes)
+            )
         except (LeaseLostError, HandlerStoppedError):
             raise
         except Exception as exc:

@@ -12,6 +12,12 @@ It keeps no redelivery filter of its own: the shard consumer hands a batch again
 buffer before it raises — the redelivery puts them in again, once — and a call that returns keeps
 them (they are never delivered again). A handler that keeps state per shard
 (:class:`~consumer.processing.api.ShardScoped`) is told when the shard starts and stops here.
+
+The runner is the failure policy itself (the serial path), or the same spread over lanes
+(:mod:`consumer.processing.lanes`, ``parallelization_factor`` > 1: a flush returns when every lane
+has stopped), or run window by window with the state saved before each checkpoint
+(:mod:`consumer.processing.windows`, ``tumbling_window_seconds`` > 0: the state is loaded at
+``initialize``, the window closed on an idle caught-up poll and at shard end).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from consumer.processing.api import (
 )
 from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
+from consumer.processing.lanes import LaneRunner
+from consumer.processing.windows import WindowedRunner
 from consumer.records import ShardInfo, StreamRecord
 
 log = logging.getLogger("consumer.processing")
@@ -49,7 +57,7 @@ def shard_hooks(handler: object) -> ShardScoped | None:
 class FunctionProcessor:
     def __init__(
         self,
-        runner: FailurePolicyRunner,
+        runner: FailurePolicyRunner | LaneRunner | WindowedRunner,
         clock: Clock,
         *,
         record_filter: RecordFilter | None = None,
@@ -78,6 +86,9 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started = None
         self._unrecorded = None
+        if isinstance(self._runner, WindowedRunner):
+            # The window state saved with the checkpoint this ownership resumes from.
+            self._runner.start(initialization.shard, initialization.checkpoint)
         if self._hooks is not None:
             self._hooks.shard_started(initialization.shard, initialization.checkpoint)
 
@@ -95,6 +106,8 @@ class FunctionProcessor:
                     process.millis_behind_latest,
                     process.lease_held,
                 )
+            if isinstance(self._runner, WindowedRunner) and not self._buffer:
+                self._runner.idle(process.shard, process.millis_behind_latest, process.should_stop)
         except LeaseLostError:
             raise  # nothing is delivered again to this processor: lease_lost drops the buffer
         except Exception:
@@ -186,8 +199,12 @@ class FunctionProcessor:
 
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
+            if isinstance(self._runner, WindowedRunner):
+                self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # the final call
             shard_ended.checkpointer.checkpoint_shard_end()
             self._unrecorded = None
+            if isinstance(self._runner, WindowedRunner):
+                self._runner.forget(shard_ended.shard)
             self._stopped(shard_ended.shard)
 
     def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
@@ -201,5 +218,7 @@ class FunctionProcessor:
 
     def _stopped(self, shard: ShardInfo) -> None:
         """The ownership is over (the lifecycle calls nothing more): the handler drops its shard state."""
+        if isinstance(self._runner, LaneRunner):
+            self._runner.close()  # every lane has returned: process_records waits for all of them
         if self._hooks is not None:
             self._hooks.shard_stopped(shard)

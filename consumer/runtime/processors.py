@@ -115,6 +115,11 @@ def build_processor_factory(
     clock = clock or SystemClock()
     options = dict(processing.options)
     built_in = BUILT_IN_SINKS.get(processing.processor)
+    if built_in is not None and processing.tumbling_window_seconds:
+        raise ProcessingConfigError(
+            f"processing.tumbling_window_seconds: the built-in {processing.processor} sink does not "
+            "aggregate; windows are for a handler of your own, handle(batch: WindowedBatch) -> state"
+        )
     if built_in is not None:
         return policy_wrapped(
             settings,
@@ -134,6 +139,16 @@ def build_processor_factory(
         )
     made = user_processor(processing.processor, options, processing.import_paths)
     if made.class_form is not None:
+        for key, value, off in (
+            ("parallelization_factor", processing.parallelization_factor, 1),
+            ("tumbling_window_seconds", processing.tumbling_window_seconds, 0),
+        ):
+            if value != off:
+                raise ProcessingConfigError(
+                    f"processing.{key}: {value} applies to the function form and the built-in sinks; "
+                    f"the class form {processing.processor!r} gets each batch whole and checkpoints "
+                    f"itself (set it to {off}, or give the class a handle(batch) method)"
+                )
         return made.class_form
     assert made.handlers is not None
     return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)

@@ -182,6 +182,12 @@ class Settings(SettingsModel):
         return self.worker.worker_table_name or f"{self.leases_table_name}-workers"
 
     @property
+    def window_state_table_name(self) -> str:
+        """Where tumbling windows keep their state (processing.tumbling_window_seconds > 0): beside
+        the leases table, never in it (every lease taker's scan would read the states)."""
+        return f"{self.leases_table_name}-window-state"
+
+    @property
     def metrics_namespace(self) -> str:
         return self.metrics.namespace or self.name_prefix
 

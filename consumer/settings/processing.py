@@ -94,3 +94,28 @@ class ProcessingSettings(SettingsModel):
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
     filter: FilterSettings = Field(default_factory=FilterSettings)
     batching: BatchingSettings = Field(default_factory=BatchingSettings)
+    parallelization_factor: int = Field(
+        1,
+        ge=1,
+        le=10,
+        description=(
+            "Lanes per shard run at once (function form and built-in sinks): records are spread by "
+            "a hash of their keys, one item's records stay in order in one lane; Lambda's "
+            "ParallelizationFactor. 1: one batch at a time."
+        ),
+    )
+    tumbling_window_seconds: int = Field(
+        0,
+        ge=0,
+        le=900,
+        description=(
+            "Tumbling windows (function form): the handler gets the window's state with each batch "
+            "and returns the new one; it is saved with every checkpoint. 0: off."
+        ),
+    )
+    max_window_state_bytes: int = Field(
+        262_144,
+        ge=1024,
+        le=350_000,
+        description="Largest window state (JSON) a handler may return; bigger fails the batch.",
+    )

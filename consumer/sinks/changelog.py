@@ -72,6 +72,25 @@ def change_line(
     }
 
 
+LANE_MARK = "~lane"
+
+
+def lane_prefix(batch: Batch) -> str:
+    """Where a batch's objects go: ``<shard id>/``, or ``<shard id>~laneIIofNN/`` for one lane's.
+
+    Under ``processing.parallelization_factor`` N > 1 a batch holds one lane's records only (the
+    items whose keys hash to it), so an object named ``<first>-<last>`` in the shard's folder would
+    claim records of other lanes in between: a later owner would skip them. Each lane therefore has
+    its own folder, in which the redelivery rule holds as on the serial path: a lane's records
+    reach it in order, and every record of the lane between an object's first and last is in it.
+    (A replay with another factor writes other folders: copies, never gaps; the pipeline
+    de-duplicates by shard and sequence number.)
+    """
+    if batch.lanes <= 1:
+        return batch.shard_id
+    return f"{batch.shard_id}{LANE_MARK}{batch.lane:02d}of{batch.lanes:02d}"
+
+
 def object_name(shard_id: str, first: str, last: str, fmt: ChangelogFormat = "jsonl") -> str:
     return f"{shard_id}/{first.zfill(40)}-{last.zfill(40)}{SUFFIX[fmt]}"
 
@@ -188,6 +207,7 @@ class ChangelogSink:
         self._table = table
         self._format: ChangelogFormat = fmt
         self._now = now
+        # Per shard (and lane, under processing.parallelization_factor: see lane_prefix).
         self._done: dict[str, DoneSequences] = {}
         self._starts: dict[str, int] = {}  # started, destination not looked at yet: the start floor
         self._lock = threading.Lock()
@@ -198,36 +218,41 @@ class ChangelogSink:
         """This worker (re)starts the shard after ``checkpoint``: what it knew may be stale (another
         worker may have landed more meanwhile), so the first batch looks at the destination again."""
         with self._lock:
-            self._done.pop(shard.shard_id, None)
+            self._forget(shard.shard_id)
             self._starts[shard.shard_id] = floor_of(checkpoint)
 
     def shard_stopped(self, shard: ShardInfo) -> None:
         """The ownership ended (lease lost, shard end, hand-off): nothing about the shard is kept."""
         with self._lock:
-            self._done.pop(shard.shard_id, None)
+            self._forget(shard.shard_id)
             self._starts.pop(shard.shard_id, None)
+
+    def _forget(self, shard_id: str) -> None:
+        for prefix in [p for p in self._done if p == shard_id or p.startswith(shard_id + LANE_MARK)]:
+            del self._done[prefix]
 
     def remembered(self, shard_id: str) -> DoneSequences | None:
         """What the sink keeps about the shard now (None: nothing), for tests and diagnostics."""
         with self._lock:
             return self._done.get(shard_id)
 
-    def _state(self, shard_id: str) -> DoneSequences:
+    def _state(self, shard_id: str, prefix: str) -> DoneSequences:
+        """What is landed under ``prefix`` (the shard's, or one lane's, objects) for this ownership."""
         with self._lock:
-            known = self._done.get(shard_id)
+            known = self._done.get(prefix)
             floor = self._starts.get(shard_id, NOTHING_DONE)
         if known is None:
             # Only objects past the start can matter: the lifecycle delivers nothing at or before it.
-            known = DoneSequences(floor, self._store.landed_ranges(shard_id))
+            known = DoneSequences(floor, self._store.landed_ranges(prefix))
             with self._lock:
-                self._done[shard_id] = known
-                self._starts.pop(shard_id, None)
+                known = self._done.setdefault(prefix, known)
         return known
 
     # ------------------------------------------------------------------------------- the handler
 
     def __call__(self, batch: Batch) -> BatchResult | None:
-        done = self._state(batch.shard_id)
+        prefix = lane_prefix(batch)
+        done = self._state(batch.shard_id, prefix)
         fresh = done.fresh(batch.records)
         if fresh.skipped:
             # A redelivery: an earlier owner (or an earlier attempt) landed these and stopped before
@@ -245,7 +270,7 @@ class ChangelogSink:
                 raise HandlerStoppedError(
                     f"shard {batch.shard_id}: stopping before landing {len(run)} records"
                 )
-            self._write(batch, list(run))
+            self._write(prefix, batch, list(run))
             # Everything of the batch up to here is landed now or was already: one shard's records
             # reach the sink in order, so the floor moves up to it (and absorbs the ranges it passes).
             done.advance(int(run[-1].sequence_number))
@@ -253,9 +278,9 @@ class ChangelogSink:
             done.advance(int(batch.records[-1].sequence_number))
         return None
 
-    def _write(self, batch: Batch, records: list[StreamRecord]) -> None:
+    def _write(self, prefix: str, batch: Batch, records: list[StreamRecord]) -> None:
         landed = self._now()
         lines = [change_line(r, self._table, batch.shard.parent_shard_ids, landed) for r in records]
         first, last = records[0].sequence_number, records[-1].sequence_number
         payload = encode_jsonl(lines) if self._format == "jsonl" else encode_parquet(lines)
-        self._store.put(object_name(batch.shard_id, first, last, self._format), payload)
+        self._store.put(object_name(prefix, first, last, self._format), payload)

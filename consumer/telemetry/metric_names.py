@@ -63,6 +63,20 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "RecordsSentToDeadLetter", "Count", S, SUM, "ProcessTask", "Records the retry policy gave up on."
     ),
     MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
+    # --- per-key parallelism and tumbling windows (docs/processing.md)
+    MetricSpec("LanesInFlight", "Count", S, MAX, "ProcessTask", "Lanes of one shard busy at once."),
+    MetricSpec(
+        "LaneRecordsInFlight", "Count", S, MAX, "ProcessTask", "Records in flight in a shard's fullest lane."
+    ),
+    MetricSpec(
+        "SlowestLaneLag",
+        "Milliseconds",
+        S,
+        MAX,
+        "ProcessTask",
+        "Age of the record the slowest lane holds the checkpoint at.",
+    ),
+    MetricSpec("WindowStateBytes", "Bytes", S, MAX, "ProcessTask", "Size of a tumbling window's state."),
     # --- leases (KCL RenewAllLeases / TakeLeases)
     MetricSpec("CurrentLeases", "Count", S, LAST, "RenewAllLeases", "Leases this worker holds."),
     MetricSpec("LostLeases", "Count", S, SUM, "RenewAllLeases", "Leases lost at renewal."),

@@ -261,6 +261,27 @@ WIDGETS: tuple[Widget, ...] = (
         ),
     ),
     Widget(
+        "Parallel lanes per worker",
+        "Count",
+        "lanes / records",
+        (
+            _per_worker("LanesInFlight", "Maximum", "lanes in flight"),
+            _per_worker("LaneRecordsInFlight", "Maximum", "records in the fullest lane"),
+        ),
+    ),
+    Widget(
+        "Slowest lane lag per worker",
+        "Milliseconds",
+        "ms behind",
+        (_per_worker("SlowestLaneLag", "Maximum", "slowest lane"),),
+    ),
+    Widget(
+        "Tumbling window state size",
+        "Bytes",
+        "bytes",
+        (_per_worker("WindowStateBytes", "Maximum", "window state"),),
+    ),
+    Widget(
         "Records lost to trimming",
         "Count/Second",
         "trim events/s",

@@ -1,0 +1,226 @@
+"""Per-key parallelism inside one shard (``processing.parallelization_factor``, Lambda's
+ParallelizationFactor): one flush of the function form spread over N lanes that run at once.
+
+A handler that calls a slow service record by record is bound by that service's latency: at 20 ms a
+record, one shard moves 50 records/s, whatever the worker's CPU. DynamoDB Streams only orders the
+changes *of one item*, so the records of different items may be handled at the same time:
+
+* every record goes to lane ``hash(its Keys) % N`` (a stable hash of the wire form of the keys), so
+  all records of one item are in one lane, in sequence order, and a lane handles them one batch at
+  a time: per-key order is kept;
+* each lane runs the ordinary failure policy (:class:`~consumer.processing.failure_policy.
+  FailurePolicyRunner`) over its records — retries, bisection, dead letters and partial batch
+  failures mean what they mean on the serial path, per lane — on a thread of a pool that belongs to
+  this processor (handlers wait on I/O, so threads, not processes);
+* the checkpoint only ever moves to the highest sequence number below which every record of every
+  lane is finished: the record just before the first unfinished one in shard order. A lane that is
+  stuck on a record holds the checkpoint there while the other lanes go on; nothing after an
+  unfinished record is checkpointed and nothing is skipped;
+* the flush returns only when every lane has stopped (finished, or interrupted by ``should_stop``),
+  so the lifecycle's graceful stop, hand-over and fencing — which wait for ``process_records`` to
+  return — drain every lane before the lease is given away. One lane that raises (the lease is lost,
+  an unexpected error) stops the others at their next record.
+
+The serial path (factor 1) does not come here at all: :func:`consumer.processing.factory.
+policy_wrapped` wraps the runner only when the factor is above 1.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import zlib
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import orjson
+
+from consumer.clock import Clock
+from consumer.processing.api import BatchHandler, _always
+from consumer.processing.errors import LeaseLostError
+from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.records import ShardInfo, StreamRecord
+from consumer.telemetry.metrics import Metrics, NullMetrics
+
+MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
+
+
+def lane_of(record: StreamRecord, lanes: int) -> int:
+    """The lane of a record: a stable hash (CRC-32, the same in every process) of its item's keys."""
+    if lanes <= 1:
+        return 0
+    return zlib.crc32(orjson.dumps(record.typed_keys, option=orjson.OPT_SORT_KEYS)) % lanes
+
+
+def _keep_all(record: StreamRecord) -> bool:
+    return True
+
+
+class _Flush:
+    """One flush's progress over its lanes: what is finished, and the checkpoint it allows."""
+
+    def __init__(
+        self,
+        delivered: Sequence[StreamRecord],
+        lanes: dict[int, tuple[StreamRecord, ...]],
+        checkpoint: Callable[[str], None],
+    ) -> None:
+        self.delivered = delivered
+        self.lanes = lanes
+        self._checkpoint = checkpoint
+        self._position = {r.sequence_number: i for i, r in enumerate(delivered)}
+        self._numbers = {lane: [int(r.sequence_number) for r in records] for lane, records in lanes.items()}
+        self._finished = dict.fromkeys(lanes, 0)  # per lane: how many of its records are finished
+        self._checkpointed = -1  # index in ``delivered`` checkpointed by this flush
+        self._lock = threading.Lock()
+        self.stop = threading.Event()  # one lane raised: the others stop at their next record
+
+    def first_unfinished(self) -> StreamRecord | None:
+        """The record the checkpoint waits for: the first unfinished one in shard order."""
+        with self._lock:
+            index = self._first_unfinished_index()
+        return self.delivered[index] if index < len(self.delivered) else None
+
+    def _first_unfinished_index(self) -> int:
+        waiting = (
+            self._position[records[self._finished[lane]].sequence_number]
+            for lane, records in self.lanes.items()
+            if self._finished[lane] < len(records)
+        )
+        return min(waiting, default=len(self.delivered))
+
+    def lane_checkpoint(self, lane: int, sequence_number: str) -> None:
+        """Lane ``lane`` finished its records up to ``sequence_number``: move the shard's checkpoint
+        to just before the first unfinished record of any lane (under a lock: checkpoints go up)."""
+        with self._lock:
+            done = bisect_right(self._numbers[lane], int(sequence_number))
+            self._finished[lane] = max(self._finished[lane], done)
+            target = self._first_unfinished_index() - 1
+            if target > self._checkpointed:
+                self._checkpoint(self.delivered[target].sequence_number)
+                self._checkpointed = target
+
+
+class LaneRunner:
+    """A :class:`FailurePolicyRunner` over ``lanes`` lanes at once (same ``run`` contract)."""
+
+    def __init__(
+        self,
+        runner: FailurePolicyRunner,
+        lanes: int,
+        clock: Clock,
+        *,
+        metrics: Metrics | None = None,
+    ) -> None:
+        if not 2 <= lanes <= MAX_LANES:
+            raise ValueError(f"a LaneRunner needs 2-{MAX_LANES} lanes, not {lanes}")
+        self._lanes = lanes
+        self._runners = tuple(runner.for_lane(i, lanes) for i in range(lanes))
+        self._handler = runner.handler
+        self._clock = clock
+        self._metrics = metrics or NullMetrics()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    @property
+    def handler(self) -> BatchHandler:
+        return self._handler
+
+    @property
+    def lanes(self) -> int:
+        return self._lanes
+
+    def _executor(self, shard: ShardInfo) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._lanes, thread_name_prefix=f"lanes-{shard.shard_id[-12:]}"
+                )
+            return self._pool
+
+    def close(self) -> None:
+        """The ownership ended: let the pool's threads go (a new flush would start a new pool)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def run(
+        self,
+        shard: ShardInfo,
+        delivered: Sequence[StreamRecord],
+        keep: Callable[[StreamRecord], bool],
+        checkpoint: Callable[[str], None],
+        should_stop: Callable[[], bool],
+        *,
+        millis_behind_latest: int = 0,
+        lease_held: Callable[[], bool] = _always,
+    ) -> bool:
+        """Process ``delivered`` over the lanes; True when all are finished and checkpointed.
+
+        False: ``should_stop`` interrupted a lane (the checkpoint is just before the first unfinished
+        record). ``LeaseLostError`` from ``checkpoint`` propagates, after every lane has stopped.
+        """
+        if not delivered:
+            return True
+        grouped: dict[int, list[StreamRecord]] = {}
+        for record in delivered:
+            if keep(record):
+                grouped.setdefault(lane_of(record, self._lanes), []).append(record)
+        if not grouped:
+            checkpoint(delivered[-1].sequence_number)  # everything was filtered out
+            return True
+        flush = _Flush(delivered, {lane: tuple(records) for lane, records in grouped.items()}, checkpoint)
+        sid = shard.shard_id
+        self._metrics.gauge(OPERATION, "LanesInFlight", len(grouped), "Count", sid)
+        self._metrics.gauge(
+            OPERATION, "LaneRecordsInFlight", max(len(r) for r in grouped.values()), "Count", sid
+        )
+
+        def stop() -> bool:
+            return flush.stop.is_set() or should_stop()
+
+        def one_lane(lane: int) -> bool:
+            try:
+                return self._runners[lane].run(
+                    shard,
+                    flush.lanes[lane],
+                    _keep_all,
+                    lambda sequence_number: flush.lane_checkpoint(lane, sequence_number),
+                    stop,
+                    millis_behind_latest=millis_behind_latest,
+                    lease_held=lease_held,
+                )
+            except BaseException:
+                flush.stop.set()
+                raise
+            finally:
+                self._publish_lag(flush, sid)
+
+        pool = self._executor(shard)
+        futures: list[Future[bool]] = [
+            pool.submit(contextvars.copy_context().run, one_lane, lane) for lane in sorted(flush.lanes)
+        ]
+        outcomes: list[bool] = []
+        errors: list[BaseException] = []
+        for future in futures:  # every lane has stopped before this returns or raises
+            error = future.exception()
+            if error is None:
+                outcomes.append(future.result())
+            else:
+                errors.append(error)
+        lost = [e for e in errors if isinstance(e, LeaseLostError)]
+        if lost:
+            raise lost[0]
+        if errors:
+            raise errors[0]
+        return all(outcomes)
+
+    def _publish_lag(self, flush: _Flush, shard_id: str) -> None:
+        """How far behind the slowest lane is: the age of the record the checkpoint waits for."""
+        waiting = flush.first_unfinished()
+        if waiting is None or waiting.approximate_creation_time <= 0:
+            return
+        lag = max(0.0, self._clock.wall_millis() - waiting.approximate_creation_time * 1000)
+        self._metrics.gauge(OPERATION, "SlowestLaneLag", lag, "Milliseconds", shard_id)
