@@ -99,7 +99,7 @@ def configured_tables(settings: Settings) -> list[TableSpec]:
     source = table.existing_table_name or table.name
     specs = [TableSpec(source, "source table", table.partition_key, table.sort_key, table.stream_view_type)]
     if settings.processing.tumbling_window_seconds > 0:
-        # consumer.processing.windows.DynamoDBWindowStateStore's items (never in the leases table).
+        # consumer.processing.window_state.DynamoDBWindowStateStore's items (never in the leases table).
         specs.append(
             TableSpec(
                 settings.window_state_table_name,

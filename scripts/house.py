@@ -109,6 +109,24 @@ FLOORS: tuple[tuple[str, dict[str, str]], ...] = (
 
 FLOOR_OF: dict[str, int] = {room: floor for floor, (_, rooms) in enumerate(FLOORS) for room in rooms}
 
+LONG_MODULE_LINES = 400
+"""A module past this many lines no longer reads in one sitting; one that stays past it says why here."""
+LONG_MODULES: dict[str, str] = {
+    "consumer/lifecycle/shard_consumer.py": "one shard's state machine: every state's step reads and moves "
+    "the same fields (iterator, pending batch, back-off, checkpointer); its pure judgements are in "
+    "failures.py and polling.py, and splitting the handlers would scatter one transition table",
+    "consumer/records.py": "the record's two forms, parsed (tests, fakes) and held as wire bytes (the "
+    "worker), must answer every attribute alike; they stand side by side so that each is read "
+    "against the other",
+    "consumer/leases/taker.py": "one taker round in order (reconcile, adopt, plan, execute, hand over), "
+    "sharing the round's view and the holdings; what to read is in reading.py, what to do in "
+    "decisions.py",
+    "consumer/leases/coordinator.py": "the one face the lifecycle and shard sync see (LeaseOps, the "
+    "shard-sync table port): one short method per operation, delegating to the taker, liveness or store",
+    "consumer/demo/run.py": "the demo as one script read top to bottom: emulator, workers, load, chaos, "
+    "pipeline, verdict",
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -195,6 +213,23 @@ def violations(found: list[Import] | None = None) -> list[str]:
     return sorted(set(problems))
 
 
+def long_modules(package: Path = PACKAGE) -> list[str]:
+    """Modules past :data:`LONG_MODULE_LINES` without a reason in :data:`LONG_MODULES`, and reasons
+    left for modules that are no longer long (or gone)."""
+    problems = []
+    lengths = {
+        str(path.relative_to(package.parent)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package.rglob("*.py")
+    }
+    for name, lines in sorted(lengths.items()):
+        if lines > LONG_MODULE_LINES and name not in LONG_MODULES:
+            problems.append(f"{name}: {lines} lines and no reason in scripts/house.py LONG_MODULES: split it")
+    for name in sorted(LONG_MODULES):
+        if lengths.get(name, 0) <= LONG_MODULE_LINES:
+            problems.append(f"{name}: listed in LONG_MODULES but {lengths.get(name, 0)} lines: drop the entry")
+    return problems
+
+
 def edges(found: list[Import] | None = None) -> set[tuple[str, str]]:
     """Room-to-room imports as they are in the code."""
     return {
@@ -262,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="update the picture in docs/design.md")
     args = parser.parse_args(argv)
-    problems = violations()
+    problems = violations() + long_modules()
     for problem in problems:
         print(problem, file=sys.stderr)
     if args.write:

@@ -25,7 +25,6 @@ from consumer.leases.decisions import (
     RoundPlan,
     Timing,
     dead_heartbeats,
-    full_scan_reason,
     live_workers,
     plan_round,
     successor,
@@ -38,6 +37,7 @@ from consumer.leases.errors import (
 )
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
+from consumer.leases.reading import RoundReader
 from consumer.leases.store import LeaseStore
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
@@ -67,10 +67,7 @@ class Taker:
         self.failures = 0  # consecutive failed scans
         self.taking = True
         self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
-        self._full_at: int | None = None  # when the last full scan was read (monotonic ms)
-        self._live_at_full: frozenset[str] = frozenset()  # live workers as that scan showed them
-        self._held_after_plan = 0  # unfinished leases held right after the last plan was carried out
-        self._handing = False  # another live worker's row says it is stopping (wait_millis)
+        self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
         self._shortfall_logged_at: int | None = None
 
     def wait_millis(self) -> int:
@@ -80,7 +77,7 @@ class Taker:
         its shards drain, and each is adopted at the next round (a few seconds of more frequent
         scans per graceful stop, against shards left idle for up to a whole interval)."""
         interval = self.settings.taker_interval_millis
-        if self.failures == 0 and self._handing:
+        if self.failures == 0 and self.reader.handing:
             return max(interval // 4, 1)
         return min(interval << min(self.failures, 8), max(interval, self.timing.failover_millis))
 
@@ -92,7 +89,7 @@ class Taker:
         was made (a failed read, a light round, fenced, or stopping)."""
         started = self.clock.monotonic_millis()
         try:
-            snapshot, full = self._read()
+            snapshot, full = self.reader.read(self.latest, self._held(), self.last_plan)
         except LeaseError as exc:
             self.failures += 1
             log.warning(
@@ -132,57 +129,12 @@ class Taker:
         self._execute(plan, snapshot)
         self._retire_dead_workers(snapshot)
         self.last_plan = plan
-        self._held_after_plan = sum(1 for lease in self.holdings.leases() if not lease.finished)
+        self.reader.held_after_plan = self._held()
         self._report(plan, snapshot, self.clock.monotonic_millis() - started)
         return plan
 
-    def _read(self) -> tuple[Snapshot, bool]:
-        """This round's view and whether it is a full scan. The workers table is read first when no
-        reason for a full scan is known without it; a full scan reads both tables."""
-        now = self.clock.monotonic_millis()
-        since = None if self._full_at is None else now - self._full_at
-        held = sum(1 for lease in self.holdings.leases() if not lease.finished)
-
-        def reason(live_now: frozenset[str], stopping: bool = False) -> str | None:
-            return full_scan_reason(
-                since_full_millis=since,
-                full_scan_interval_millis=self.settings.full_scan_interval_millis,
-                live_now=live_now,
-                live_at_full=self._live_at_full,
-                held_active=held,
-                held_after_plan=self._held_after_plan,
-                last_plan=self.last_plan,
-                others_stopping=stopping,
-            )
-
-        why = reason(self._live_at_full)
-        if why is None:
-            workers = self.store.scan_workers()
-            live = live_workers(workers, self.clock.wall_millis(), self.timing) | {self.me}
-            stopping = any(
-                beat.stopping for w, beat in workers.heartbeats.items() if w in live and w != self.me
-            )
-            why = reason(live, stopping)
-            self._handing = stopping
-            if why is None:
-                self.metrics.count("TakeLeases", "WorkerTableScans", 1)
-                # Leases as the last full scan saw them (what successor() counts and is_shard_finished
-                # reads: a finished lease stays finished), heartbeats as they are now.
-                view = self.latest
-                return Snapshot(
-                    view.leases, workers.heartbeats, view.malformed, workers.first_start_claimed
-                ), False
-        snapshot = self.store.scan()
-        self._full_at = self.clock.monotonic_millis()
-        self._live_at_full = live_workers(snapshot, self.clock.wall_millis(), self.timing) | {self.me}
-        self._handing = any(
-            beat.stopping
-            for w, beat in snapshot.heartbeats.items()
-            if w in self._live_at_full and w != self.me
-        )
-        self.metrics.count("TakeLeases", "FullScans", 1)
-        log.debug("worker %s: full scan (%s)", self.me, why)
-        return snapshot, True
+    def _held(self) -> int:
+        return sum(1 for lease in self.holdings.leases() if not lease.finished)
 
     def _report(self, plan: RoundPlan, snapshot: Snapshot, elapsed: int) -> None:
         self.metrics.timing("TakeLeases", "TakeLeases", elapsed, True)

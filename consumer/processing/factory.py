@@ -36,14 +36,12 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.lanes import LaneRunner
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.windows import (
+from consumer.processing.window_state import (
     DynamoDBWindowStateStore,
     InMemoryWindowStateStore,
-    WindowedAdapter,
-    WindowedHandler,
-    WindowedRunner,
     WindowStateStore,
 )
+from consumer.processing.windows import WindowedAdapter, WindowedHandler, WindowedRunner
 from consumer.records import ShardInfo
 from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics

@@ -23,11 +23,8 @@ from consumer.processing import (
 from consumer.processing.dead_letter import LocalDeadLetter
 from consumer.processing.factory import windowed_processor
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.windows import (
-    InMemoryWindowStateStore,
-    WindowedBatch,
-    WindowStateTooLargeError,
-)
+from consumer.processing.window_state import InMemoryWindowStateStore
+from consumer.processing.windows import WindowedBatch, WindowStateTooLargeError
 from consumer.records import ShardInfo, StreamRecord
 from consumer.runtime.processors import build_processor_factory
 from examples.windowed_counter import WindowedCounter
