@@ -15,7 +15,7 @@ with L leases of ``lease_bytes`` each and M workers. Checkpoint writes are the s
 and are left out of both sides of the comparison. :func:`design_units_per_second` is this design's:
 
 - writes/s = M × ⌈heartbeat bytes / 1 KB⌉ / renewal_interval      one heartbeat row per worker
-- reads/s  = M × scan(M heartbeat rows) / taker_interval            every round reads the workers table
+- reads/s  = M × scan(M heartbeat rows) / (taker_interval / 2)      a round every half taking interval
            + M × scan(L + M heartbeat rows) / full_scan_interval    a full scan every 2 × failover
 
 plus the full scans a change asks for (a worker joins, dies or stops; a child lease at a rollover;
@@ -59,14 +59,14 @@ def design_units_per_second(
     leases: int, workers: int, lease_bytes: int, heartbeat_bytes: int, settings: WorkerSettings
 ) -> Units:
     """This design's settled state: a heartbeat per worker per renewal; a scan of the workers table
-    per worker per taker round; a full scan of both tables per worker per full-scan interval (the
+    per worker per taker round (every half taking interval); a full scan of both tables per worker per full-scan interval (the
     scans a change asks for — a worker joining or dying, a child lease at a rollover — come on top,
     and bench/taker_scale.py measures them)."""
     writes = workers * write_units(heartbeat_bytes) / (settings.renewal_interval_millis / 1000)
     workers_scan = scan_units(workers * heartbeat_bytes)
     full = scan_units(leases * lease_bytes) + workers_scan
     reads = workers * (
-        workers_scan / (settings.taker_interval_millis / 1000)
+        workers_scan / (settings.taker_interval_millis / 2000)
         + full / (settings.full_scan_interval_millis / 1000)
     )
     return Units(reads, writes)

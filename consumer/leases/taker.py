@@ -71,14 +71,16 @@ class Taker:
         self._shortfall_logged_at: int | None = None
 
     def wait_millis(self) -> int:
-        """The pause before the next round: the interval, doubled per consecutive failed scan (a
-        throttled or unreachable table is not hammered), never beyond failover. While another worker
-        is stopping gracefully, a quarter of the interval: it is handing its leases on one by one as
-        its shards drain, and each is adopted at the next round (a few seconds of more frequent
-        scans per graceful stop, against shards left idle for up to a whole interval)."""
+        """The pause before the next round. Half the taking interval: a round without a full scan is
+        one small read of the workers table, so looking twice per interval costs little and brings a
+        dead worker's leases, and a stopping worker's hand-overs, back within the interval rather
+        than up to a whole one after it. While another worker is stopping gracefully, a quarter:
+        it hands its leases on as its shards drain, and each is adopted at the next round. After a
+        failed read, the interval doubled per failure in a row (a throttled or unreachable table
+        is not hammered), never beyond failover."""
         interval = self.settings.taker_interval_millis
-        if self.failures == 0 and self.reader.handing:
-            return max(interval // 4, 1)
+        if self.failures == 0:
+            return max(interval // (4 if self.reader.handing else 2), 1)
         return min(interval << min(self.failures, 8), max(interval, self.timing.failover_millis))
 
     # ---------------------------------------------------------------------------- round

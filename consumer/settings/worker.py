@@ -27,8 +27,10 @@ class WorkerSettings(SettingsModel):
     lease_taker_interval_millis: int | None = Field(
         None,
         ge=100,
-        description="How often a worker's taker runs a round: reads the workers table (who is alive) and, "
-        "when something may need doing, scans the leases table to take, steal, balance; default failover/3.",
+        description="The taking interval: a dead worker's or a stopping worker's leases are taken up within "
+        "about one of it. A worker runs a taker round every half of it: reads the workers table (who is "
+        "alive, who is stopping) and, when something may need doing, scans the leases table to take, "
+        "steal, balance. Default failover/3.",
     )
     lease_full_scan_interval_millis: int | None = Field(
         None,

@@ -18,10 +18,10 @@ def test_design_formula() -> None:
     settings = WorkerSettings()  # failover 10 s: renewal 3.308 s, taker 3.333 s
     units = design_units_per_second(300, 4, lease_bytes=250, heartbeat_bytes=100, settings=settings)
     assert units.writes_per_second == 4 * 1 / 3.308  # one 1-unit heartbeat per worker per renewal
-    # the workers table every taker round, both tables every full-scan interval (2 x failover)
+    # the workers table every round (half the taking interval), both tables every full-scan interval
     workers_table = scan_units(4 * 100)
     full = scan_units(300 * 250) + workers_table
-    assert abs(units.reads_per_second - 4 * (workers_table / 3.333 + full / 20)) < 1e-9
+    assert abs(units.reads_per_second - 4 * (workers_table / (3.333 / 2) + full / 20)) < 1e-9
 
 
 def test_comparison_writes_fall_with_leases_per_worker_and_reads_are_about_kcls() -> None:

@@ -103,7 +103,7 @@ def test_a_stopping_worker_makes_the_others_scan_every_quarter_round_and_adopt_w
     store, clock, workers = _fleet(("a", "b", "c"), 6)
     _rounds(clock, workers, 3 * SETTINGS.full_scan_interval_millis)
     leaving, b, c = workers
-    assert b.taker_wait_millis() == SETTINGS.taker_interval_millis
+    assert b.taker_wait_millis() == SETTINGS.taker_interval_millis // 2
     leaving.stop_taking()
     leaving.heartbeat_once()  # what stop_taking's immediate beat does in a running worker
     b.take_round()
