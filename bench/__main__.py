@@ -22,6 +22,7 @@ BENCHMARKS: tuple[str, ...] = (
     "taker_scale",
     "lease_faults",
     "spark_snapshot",
+    "pipeline_table",
     "record_cpu",
     "throughput",
     "memory",

@@ -1,8 +1,10 @@
 """Entry points of the pipeline: the only code that reads and writes.
 
-Runs locally through ``consumer pipeline snapshot|stats|verify --env X`` and on a cluster through
-``spark-submit pipeline/jobs.py snapshot|stats|verify --env X`` (or ``python -m pipeline.jobs``);
-both call :func:`run_snapshot`, :func:`run_stats` and :func:`run_verify`.
+Runs locally through ``consumer pipeline snapshot|bootstrap|stats|verify --env X`` and on a cluster
+through ``spark-submit pipeline/jobs.py snapshot|bootstrap|stats|verify --env X`` (or ``python -m
+pipeline.jobs``); both call :func:`run_snapshot`, :func:`run_bootstrap`, :func:`run_stats` and
+:func:`run_verify`. The snapshot is Iceberg tables (:mod:`pipeline.table`): Spark writes the Parquet
+files, PyIceberg registers them in the catalog.
 """
 
 from __future__ import annotations
@@ -12,23 +14,31 @@ import datetime as dt
 import re
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
-from pipeline import chart, compare, parse, snapshot, stats
+from pipeline import bootstrap, chart, compare, parse, snapshot, stats
 from pipeline.changelog import select_objects
 from pipeline.errors import BadChangeLogError, PipelineError
-from pipeline.schemas import EVENT, ITEM_COLUMN, KeySchema, snapshot_schema
+from pipeline.schemas import CREATED, EVENT, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
 from pipeline.storage import Store, join, spark_uri, store_for
+from pipeline.table import (
+    BUCKET,
+    DEFAULT_BUCKETS,
+    SnapshotTables,
+    as_file_uri,
+    namespace_for,
+    stored_schema,
+)
 from pipeline.table_scan import scan_items
-from pipeline.versions import Manifest, SnapshotCatalog
 
 Progress = Callable[[str], None]
 ResultT = TypeVar("ResultT")
@@ -125,8 +135,8 @@ def _parse_checked(
 
 @dataclass(frozen=True)
 class SnapshotResult:
-    version: str | None  # the version the pointer names after the run
-    up_to_date: bool  # True: nothing new, no version written
+    version: str | None  # the snapshot table's Iceberg snapshot id after the run
+    up_to_date: bool  # True: nothing new, nothing written
     objects_read: int = 0
     objects_already_merged: int = 0
     lines: int = 0
@@ -135,20 +145,73 @@ class SnapshotResult:
     items: int = 0
     tombstones: int = 0
     ignored_files: tuple[str, ...] = field(default_factory=tuple)
+    buckets_rewritten: int | None = None  # None: every bucket (a full rebuild or the first run)
 
 
-def read_snapshot(spark: SparkSession, settings: Settings, store: Store | None = None) -> DataFrame:
-    """The current snapshot's items (what the pointer names); an error before the first run."""
-    keys = KeySchema.of(settings.table)
-    catalog = SnapshotCatalog(
-        store or store_for(settings.pipeline.snapshot_uri, spark), settings.pipeline.snapshot_uri
+def snapshot_tables(settings: Settings) -> SnapshotTables:
+    """The environment's snapshot tables: SQLite catalog locally, the Glue Data Catalog on S3."""
+    return SnapshotTables(
+        settings.pipeline.snapshot_uri,
+        namespace_for(settings.application_name, settings.env),
+        settings.table.name,
+        KeySchema.of(settings.table),
+        region=settings.region,
     )
-    current = catalog.current()
-    if current is None:
+
+
+def read_files(spark: SparkSession, schema: Any, files: Sequence[str]) -> DataFrame:
+    """Parquet files with an explicit schema (no inference); no files: an empty frame."""
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*[spark_uri(f) for f in files])
+
+
+def read_snapshot(
+    spark: SparkSession, settings: Settings, store: Store | None = None, tables: SnapshotTables | None = None
+) -> DataFrame:
+    """The current snapshot's items (the snapshot table's data files); an error before the first run."""
+    keys = KeySchema.of(settings.table)
+    tables = tables or snapshot_tables(settings)
+    if tables.state() is None:
         raise PipelineError(
             f"no snapshot at {settings.pipeline.snapshot_uri} yet: run `consumer pipeline snapshot` first"
         )
-    return spark.read.schema(snapshot_schema(keys)).parquet(spark_uri(catalog.items_uri(current.version)))
+    return read_files(spark, stored_schema(keys), tables.data_files(tables.items_name))
+
+
+def _with_bucket(frame: DataFrame, keys: KeySchema, buckets: int) -> DataFrame:
+    bucket = F.pmod(F.xxhash64(*[F.col(n) for n in keys.names]), F.lit(buckets)).cast("int")
+    return frame.withColumn(BUCKET, bucket)
+
+
+def _report_bad_lines(
+    parsed: DataFrame, raw: DataFrame, counts: tuple[int, int], tolerate: int, progress: Progress
+) -> None:
+    bad, lines = counts
+    if not bad:
+        return
+    shown = parse.bad_lines(parse.problems(parsed), raw).orderBy("file", "line")
+    listing = [
+        f"  {row['file']}:{row['line']}: {row['problem']}: {row['text']!r}"
+        for row in _reading(lambda: shown.limit(REPORTED_BAD_LINES).collect())
+    ]
+    more = f"\n  … and {bad - len(listing)} more" if bad > len(listing) else ""
+    report = f"{bad} malformed change-log line(s) of {lines}:\n" + "\n".join(listing) + more
+    if bad > tolerate:
+        raise BadChangeLogError(
+            f"{report}\nthe run tolerates {tolerate} (pipeline.tolerate_bad_lines or "
+            f"--tolerate-bad-lines); nothing was written"
+        )
+    progress(f"warning: {report}\n  tolerated ({bad} <= {tolerate}); these lines are not in the result")
+
+
+def _name_watermarks(selection: Any) -> dict[str, str]:
+    """Per shard, the highest last sequence number named by the objects read (the sink's contract)."""
+    marks: dict[str, str] = {}
+    for obj in selection.to_read:
+        if obj.shard_id is not None and obj.last is not None and obj.last > marks.get(obj.shard_id, ""):
+            marks[obj.shard_id] = obj.last
+    return marks
 
 
 def run_snapshot(
@@ -159,20 +222,25 @@ def run_snapshot(
     tolerate_bad_lines: int | None = None,
     store: Store | None = None,
     progress: Progress = _quiet,
+    tables: SnapshotTables | None = None,
+    buckets: int = DEFAULT_BUCKETS,
 ) -> SnapshotResult:
-    """Merge the changes after the current version's watermarks into a new version, then switch to it.
+    """Merge the changes after the table's watermarks into the snapshot table, bucket by bucket.
 
-    ``full`` ignores the previous version and rebuilds from the whole change log (same result).
+    Incremental: only the buckets holding a changed key are read and rewritten; ``full`` rebuilds
+    every bucket from the whole change log (and the bootstrap's base, if any): the same result.
+    ``buckets`` is used when the tables are created (afterwards the table's own count holds).
     """
     config = settings.pipeline
     keys = KeySchema.of(settings.table)
     tolerate = config.tolerate_bad_lines if tolerate_bad_lines is None else tolerate_bad_lines
-    snapshot_store = store or store_for(config.snapshot_uri, spark)
     log_store = store or store_for(config.changelog_uri, spark)
-    catalog = SnapshotCatalog(snapshot_store, config.snapshot_uri)
-    pointed = catalog.current()
-    current = None if full else pointed  # --full: start from nothing, but still number after the pointer
-    marks = current.watermarks if current else {}
+    out_store = store or store_for(config.snapshot_uri, spark)
+    tables = tables or snapshot_tables(settings)
+    state = tables.state()
+    incremental = state is not None and state.run > 0 and not full
+    marks = state.watermarks if (incremental and state is not None) else {}
+    start_time = state.start_time if state is not None else None
 
     selection = select_objects(log_store.list_files(config.changelog_uri), marks)
     progress(
@@ -180,76 +248,123 @@ def run_snapshot(
         f"{selection.already_merged} already merged"
         + (f", {len(selection.ignored)} other file(s) ignored" if selection.ignored else "")
     )
-    if not selection.to_read and current is not None:
-        progress(f"[4/4] snapshot version {current.version} is up to date; nothing written")
+    if incremental and not selection.to_read and state is not None:
+        progress(f"[4/4] snapshot {tables.items_name} is up to date; nothing written")
         return SnapshotResult(
-            current.version, True, 0, selection.already_merged, ignored_files=selection.ignored
+            state.version, True, 0, selection.already_merged, ignored_files=selection.ignored
         )
-
-    schema = snapshot_schema(keys)
-    previous_watermarks = spark.createDataFrame(
-        [(shard, seq) for shard, seq in sorted(marks.items())], snapshot.WATERMARKS
-    )
+    count = tables.ensure(buckets)
+    stored = stored_schema(keys)
+    names = stored.fieldNames()
+    lines = bad = 0
+    raw = parsed = None
+    line_observation = Observation("lines")
     if selection.to_read:
-        log = _parse_checked(spark, [o.uri for o in selection.to_read], keys, tolerate, progress)
-        lines, bad = log.lines, log.bad
-        # Not deduplicated: copies of a change are the same change, and the merge picks one of them.
-        changes = snapshot.after_watermarks(parse.valid_changes(log.parsed, keys), previous_watermarks)
-        cached = log.parsed
+        raw = read_lines(spark, [o.uri for o in selection.to_read])
+        parsed = _with_bucket(parse.parse_lines(raw, keys), keys, count)
+        if not incremental:  # one pass: the lines are counted as the merge reads them
+            parsed = parsed.observe(
+                line_observation,
+                F.count(F.lit(1)).alias("lines"),
+                F.count_if(F.col("_problem").isNotNull()).alias("bad"),
+            )
+        changes = parse.valid_changes(parsed, keys, extra=(BUCKET,))
+        if marks:
+            previous_marks = spark.createDataFrame(sorted(marks.items()), snapshot.WATERMARKS)
+            changes = snapshot.after_watermarks(changes, previous_marks)
+        if start_time is not None:  # the bootstrap's state already holds every older change
+            changes = changes.filter(F.col(CREATED).isNull() | (F.col(CREATED) >= F.lit(start_time)))
     else:
-        lines = bad = 0
-        changes = cached = spark.createDataFrame([], schema)
+        changes = spark.createDataFrame([], stored)
+    changes = changes.select(*names).withColumn(snapshot.NEW, F.lit(True))
+
+    run_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    out = tables.data_uri(run_id)
+    cached: list[DataFrame] = []
     try:
-        marks_rows = _reading(
-            lambda: (
-                snapshot.shard_watermarks(changes, previous_watermarks)
-                .join(snapshot.distinct_per_shard(changes), "shard_id", "left")
-                .collect()
+        touched: list[int] | None = None
+        if incremental:
+            # Small (the changes since the last run): parsed once, kept, and its buckets listed.
+            assert parsed is not None and raw is not None
+            parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(parsed)
+            rows = _reading(
+                lambda: parsed.groupBy(F.col("_problem").isNotNull().alias("bad"), BUCKET).count().collect()
             )
-        )
-        new_changes = sum(int(row["count"] or 0) for row in marks_rows)
-        progress(f"[2/4] parsed {lines} line(s): {new_changes} new change(s), {bad} malformed")
-
-        version = catalog.next_version(pointed)
-        if current is not None:
-            previous = spark.read.schema(schema).parquet(
-                spark_uri(catalog.items_uri(current.version)),
-                spark_uri(catalog.tombstones_uri(current.version)),
+            bad = sum(int(r["count"]) for r in rows if r["bad"])
+            lines = sum(int(r["count"]) for r in rows)
+            _report_bad_lines(parsed, raw, (bad, lines), tolerate, progress)
+            touched = sorted({int(r[BUCKET]) for r in rows if not r["bad"] and r[BUCKET] is not None})
+            previous = read_files(
+                spark,
+                stored,
+                tables.data_files(tables.items_name, touched)
+                + tables.data_files(tables.tombstones_name, touched),
             )
+            merged = snapshot.merge_into(previous.select(*names), changes, keys, len(touched))
         else:
-            previous = spark.createDataFrame([], schema)
-        state = snapshot.latest_state(previous, changes, keys).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            by_event = {row[EVENT]: int(row["count"]) for row in state.groupBy(EVENT).count().collect()}
-            removed = by_event.get("REMOVE", 0)
-            items = sum(by_event.values()) - removed
-            progress(f"[3/4] merged: {items} item(s), {removed} tombstone(s); writing version {version}")
-            snapshot.visible_items(state).write.mode("overwrite").parquet(
-                spark_uri(catalog.items_uri(version))
-            )
-            snapshot.tombstones(state).write.mode("overwrite").parquet(
-                spark_uri(catalog.tombstones_uri(version))
-            )
-        finally:
-            state.unpersist()
+            base = read_files(spark, stored, tables.data_files(tables.base_name)) if start_time else None
+            merged = snapshot.rebuild(changes, keys, base)
+        observation = Observation("snapshot")
+        observed = merged.observe(
+            observation,
+            F.count_if(F.col(EVENT) != "REMOVE").alias("items"),
+            F.count_if(F.col(EVENT) == "REMOVE").alias("tombstones"),
+            F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes"),
+        )
+        progress(
+            f"[2/4] merging into {'every bucket' if touched is None else f'{len(touched)} of {count} bucket(s)'}"
+        )
+        _reading(lambda: snapshot.write_parts(observed, out))
+        metrics = observation.get
+        items, removed, new_changes = (
+            int(metrics["items"]),
+            int(metrics["tombstones"]),
+            int(metrics["changes"]),
+        )
+        if not incremental and raw is not None and parsed is not None:
+            counted = line_observation.get
+            lines, bad = int(counted["lines"]), int(counted["bad"])
+            _report_bad_lines(parsed, raw, (bad, lines), tolerate, progress)
+        progress(f"[3/4] parsed {lines} line(s): {new_changes} new change(s), {bad} malformed")
+        written = [as_file_uri(f) for f in out_store.list_files(out) if f.endswith(".parquet")]
+        item_files = [f for f in written if "/kind=items/" in f]
+        tombstone_files = [f for f in written if "/kind=tombstones/" in f]
+        new_marks = dict(marks)
+        for shard, mark in _name_watermarks(selection).items():
+            if mark > new_marks.get(shard, ""):
+                new_marks[shard] = mark
+        if selection.unconventional:
+            assert parsed is not None
+            for row in _reading(
+                lambda: (
+                    parse.valid_changes(parsed, keys)
+                    .groupBy(SHARD_ID)
+                    .agg(F.max(SEQUENCE).alias("m"))
+                    .collect()
+                )
+            ):
+                if row["m"] > new_marks.get(row[SHARD_ID], ""):
+                    new_marks[row[SHARD_ID]] = row["m"]
+        version = tables.commit(
+            item_files=item_files,
+            tombstone_files=tombstone_files,
+            buckets=touched,
+            watermarks=new_marks,
+            summary={
+                "consumer.objects-read": str(len(selection.to_read)),
+                "consumer.lines": str(lines),
+                "consumer.bad-lines": str(bad),
+                "consumer.new-changes": str(new_changes),
+            },
+        )
+    except BaseException:
+        out_store.remove_tree(out)
+        raise
     finally:
-        cached.unpersist()
-
-    manifest = Manifest(
-        version=version,
-        watermarks={str(row["shard_id"]): str(row["sequence_number"]) for row in marks_rows},
-        counts={
-            "objects_read": len(selection.to_read),
-            "lines": lines,
-            "bad_lines": bad,
-            "new_changes": new_changes,
-            "items": items,
-            "tombstones": removed,
-        },
-        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    )
-    catalog.commit(manifest)
-    progress(f"[4/4] pointer {join(config.snapshot_uri, 'CURRENT')} -> version {version} ({items} items)")
+        for frame in cached:
+            frame.unpersist()
+    progress(f"[4/4] committed {tables.items_name} version {version} ({items} items, {removed} tombstones)")
     return SnapshotResult(
         version,
         False,
@@ -261,7 +376,71 @@ def run_snapshot(
         items,
         removed,
         selection.ignored,
+        None if touched is None else len(touched),
     )
+
+
+def run_bootstrap(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    export_uri: str | None = None,
+    segments: int = 4,
+    store: Store | None = None,
+    progress: Progress = _quiet,
+    tables: SnapshotTables | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+) -> SnapshotResult:
+    """The first snapshot of a table with data: its export (``export_uri``) or a parallel scan of
+    ``segments`` segments becomes the base; then a full snapshot run merges the change log on top."""
+    keys = KeySchema.of(settings.table)
+    tables = tables or snapshot_tables(settings)
+    out_store = store or store_for(settings.pipeline.snapshot_uri, spark)
+    if export_uri is not None:
+        manifest = bootstrap.read_export_manifest(store or store_for(export_uri, spark), export_uri)
+        start_time = manifest.export_time
+        rows = bootstrap.export_rows(spark, manifest, keys, spark_uri)
+        source = f"export {export_uri} ({len(manifest.data_files)} data file(s), exportTime {start_time:.3f})"
+    else:
+        start_time = bootstrap.scan_start()
+        table = settings.table.source_table_name
+        rows = bootstrap.scan_rows(
+            spark,
+            keys,
+            table=table,
+            region=settings.region,
+            endpoint_url=settings.endpoint_url,
+            segments=segments,
+            start_time=start_time,
+        )
+        source = f"parallel scan of {table} ({segments} segment(s), started {start_time:.3f})"
+    progress(f"[bootstrap] reading the {source}")
+    count = tables.ensure(buckets)
+    out = tables.data_uri(f"base-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}")
+    observation = Observation("base")
+    observed = _with_bucket(rows, keys, count).observe(
+        observation,
+        F.count(F.lit(1)).alias("items"),
+        F.count_if(F.greatest(*[F.col(n).isNull() for n in keys.names])).alias("keyless"),
+    )
+    try:
+        _reading(lambda: snapshot.write_parts(observed, out))
+        metrics = observation.get
+        if int(metrics["keyless"]):
+            raise bootstrap.BootstrapError(
+                f"{metrics['keyless']} item(s) lack the table's key attributes {keys.names}: "
+                "is this the table's export?"
+            )
+        files = [as_file_uri(f) for f in out_store.list_files(out) if f.endswith(".parquet")]
+        tables.commit_base(files, start_time)
+    except BaseException:
+        out_store.remove_tree(out)
+        raise
+    progress(
+        f"[bootstrap] base of {int(metrics['items'])} item(s) committed to {tables.base_name}; "
+        f"changes created before {start_time:.3f} are in it"
+    )
+    return run_snapshot(spark, settings, full=True, store=store, progress=progress, tables=tables)
 
 
 # -------------------------------------------------------------------------------------- stats
@@ -396,7 +575,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser = parser or argparse.ArgumentParser(
         prog="pipeline.jobs", description="Spark jobs over the change log (spark-submit-ready)."
     )
-    parser.add_argument("job", choices=("snapshot", "stats", "verify"))
+    parser.add_argument("job", choices=("snapshot", "bootstrap", "stats", "verify"))
     parser.add_argument("--env", default="local", help="environment: config/<env>.yaml (default: local)")
     parser.add_argument("--config-dir", default=None, help="configuration directory (default: ./config)")
     parser.add_argument("--master", default=None, help="Spark master (default: the submitter's)")
@@ -404,10 +583,23 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument(
         "--tolerate-bad-lines", type=int, default=None, help="override pipeline.tolerate_bad_lines"
     )
+    add_bootstrap_arguments(parser)
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="show Spark's own warnings and log4j banners"
     )
     return parser
+
+
+def add_bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--export",
+        default=None,
+        metavar="URI",
+        help="bootstrap: a DynamoDB export's folder (DYNAMODB_JSON; default: a parallel scan)",
+    )
+    parser.add_argument(
+        "--segments", type=int, default=4, help="bootstrap without --export: parallel scan segments (4)"
+    )
 
 
 def execute(args: argparse.Namespace, settings: Settings, master: str | None) -> int:
@@ -432,6 +624,15 @@ def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) 
     if args.job == "snapshot":
         run_snapshot(
             spark, settings, full=args.full, tolerate_bad_lines=args.tolerate_bad_lines, progress=say
+        )
+        return 0
+    if args.job == "bootstrap":
+        run_bootstrap(
+            spark,
+            settings,
+            export_uri=getattr(args, "export", None),
+            segments=int(getattr(args, "segments", 4)),
+            progress=say,
         )
         return 0
     if args.job == "stats":

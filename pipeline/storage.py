@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ class Store(Protocol):
     def replace_text(self, uri: str, text: str) -> None: ...
 
     def upload(self, local_path: Path, uri: str) -> None: ...
+
+    def remove_tree(self, uri: str) -> None: ...
 
 
 def join(uri: str, *parts: str) -> str:
@@ -87,6 +90,9 @@ class LocalStore:
             return
         self.replace_bytes(target, local_file.read_bytes())
 
+    def remove_tree(self, uri: str) -> None:
+        shutil.rmtree(local_path(uri), ignore_errors=True)
+
     @staticmethod
     def replace_bytes(target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +149,11 @@ class HadoopStore:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
             stream.close()
+
+    def remove_tree(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        if fs.exists(path):
+            fs.delete(path, True)
 
     def upload(self, local_file: Path, uri: str) -> None:
         fs, path = self._fs(uri)

@@ -31,7 +31,8 @@ DEFAULT_BUILD_DIR = Path("var/emr-build")
 EMR_ARCHITECTURE = "X86_64"
 
 JOBS = {
-    "snapshot": "change log -> current state of the table as Parquet (incremental, atomic pointer)",
+    "snapshot": "change log -> the table's current state as an Iceberg table (incremental, by key bucket)",
+    "bootstrap": "first snapshot from a DynamoDB export (--export URI) or a parallel scan, then the log",
     "stats": "changes per minute by event type, end-to-end lag percentiles, items per shard (+ PNG)",
     "verify": "compare the snapshot with a scan of the live table; exit 1 on any difference",
 }
@@ -56,8 +57,22 @@ def register(subparsers: Any) -> None:
         )
         if name == "snapshot":
             job.add_argument("--full", action="store_true", help="rebuild from the whole change log")
+        if name == "bootstrap":
+            _bootstrap_arguments(job)
         job.set_defaults(handler=_run, full=False)
     _register_submit(jobs)
+
+
+def _bootstrap_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--export",
+        default=None,
+        metavar="URI",
+        help="a DynamoDB export's folder (…/AWSDynamoDB/<export id>, DYNAMODB_JSON); default: a parallel scan",
+    )
+    parser.add_argument(
+        "--segments", type=int, default=4, help="without --export: parallel scan segments (default 4)"
+    )
 
 
 def _register_submit(jobs: Any) -> None:
@@ -66,7 +81,7 @@ def _register_submit(jobs: Any) -> None:
         "Python environment archives, upload those not in S3 yet, start the job run, print its id."
     )
     submit = jobs.add_parser("submit", help="run a job on EMR Serverless", description=description)
-    submit.add_argument("job", metavar="JOB", choices=list(JOBS), help="snapshot, stats or verify")
+    submit.add_argument("job", metavar="JOB", choices=list(JOBS), help=", ".join(JOBS))
     add_env_arguments(submit)
     submit.add_argument("--dry-run", action="store_true", help="build, then print the uploads and request")
     submit.add_argument("--application-id", help="the application (default: the fleet stack's output)")
@@ -91,6 +106,7 @@ def _register_submit(jobs: Any) -> None:
     submit.add_argument(
         "--tolerate-bad-lines", type=int, default=None, help="override pipeline.tolerate_bad_lines"
     )
+    _bootstrap_arguments(submit)
     submit.set_defaults(handler=_submit)
 
 
@@ -181,7 +197,12 @@ def _submit(args: argparse.Namespace) -> int:
             uploaded=request.Uploaded(**uris),
             log_uri=log_uri,
             arguments=request.job_arguments(
-                args.job, settings.env, full=args.full, tolerate_bad_lines=args.tolerate_bad_lines
+                args.job,
+                settings.env,
+                full=args.full,
+                tolerate_bad_lines=args.tolerate_bad_lines,
+                export=args.export,
+                segments=args.segments if args.job == "bootstrap" and args.export is None else None,
             ),
             client_token=str(uuid.uuid4()),
         )

@@ -92,6 +92,31 @@ def _key_value(name_type: str, text: str) -> dict[str, str]:
     return {"S": text}
 
 
+PREFILL_ITEMS = 200  # items the table holds before its stream exists (the bootstrap's part)
+
+
+def prefill(dynamodb: Any, table: TableSettings, count: int = PREFILL_ITEMS) -> int:
+    """Write ``count`` items (keys ``seed-NNNNN``, which the load never touches) with BatchWriteItem:
+    the table's state from before the stream, which only a bootstrap brings into the snapshot."""
+    sort = {table.sort_key.name: _key_value(table.sort_key.type, "0")} if table.sort_key else {}
+    items = [
+        {
+            table.partition_key.name: _key_value(table.partition_key.type, f"seed-{number:05d}"),
+            **sort,
+            "payload": {"S": f"written before the stream: {number}"},
+            "kind": {"S": "seed"},
+        }
+        for number in range(count)
+    ]
+    for start in range(0, len(items), 25):
+        pending: dict[str, Any] = {
+            table.name: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]
+        }
+        while pending:
+            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    return len(items)
+
+
 class LoadGenerator:
     """Applies a :class:`LoadPlan` to the source table at a steady rate, recording the oracle and
     counting each write as ``TableWrites`` (the dashboard's "records processed vs table writes")."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from rich.live import Live
 from consumer.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
 from consumer.demo.events import FleetEvents, LogTail, short_shard
 from consumer.demo.fleet import LocalFleet
-from consumer.demo.load import LoadGenerator
+from consumer.demo.load import PREFILL_ITEMS, LoadGenerator, prefill
 from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
 from consumer.settings import Settings
@@ -83,7 +84,9 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     stop_emulator(process)
 
 
-def create_source_table(ddb: Any, settings: Settings) -> None:
+def create_source_table(ddb: Any, settings: Settings, prefilled: int = 0) -> int:
+    """The table, ``prefilled`` items written while it has no stream (as in a table older than the
+    stream's 24 h), then its stream. Returns the items written before the stream."""
     table = settings.table
     keys = [(table.partition_key, "HASH")] + ([(table.sort_key, "RANGE")] if table.sort_key else [])
     ddb.create_table(
@@ -91,8 +94,28 @@ def create_source_table(ddb: Any, settings: Settings) -> None:
         KeySchema=[{"AttributeName": k.name, "KeyType": kind} for k, kind in keys],
         AttributeDefinitions=[{"AttributeName": k.name, "AttributeType": k.type} for k, _ in keys],
         BillingMode="PAY_PER_REQUEST",
+    )
+    written = prefill(ddb, table, prefilled) if prefilled else 0
+    ddb.update_table(
+        TableName=table.name,
         StreamSpecification={"StreamEnabled": True, "StreamViewType": table.stream_view_type},
     )
+    return written
+
+
+def bootstrap_snapshot(env: str, config_dir: Path, log_path: Path) -> str:
+    """``consumer pipeline bootstrap``: the snapshot's base from a parallel scan of the table, taken
+    before the load starts (so every change after it is in the change log). Returns its last line."""
+    command = [sys.executable, "-m", "consumer.cli", "pipeline", "bootstrap", "--env", env]
+    run = subprocess.run(
+        [*command, "--config-dir", str(config_dir)], capture_output=True, text=True, timeout=600, check=False
+    )
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(run.stdout + run.stderr, encoding="utf-8")
+    if run.returncode != 0:
+        raise DemoError(f"consumer pipeline bootstrap failed (exit {run.returncode}; see {log_path})")
+    lines = [line for line in run.stdout.splitlines() if line.startswith("[bootstrap]")]
+    return lines[-1] if lines else run.stdout.strip().splitlines()[-1]
 
 
 @dataclass(frozen=True, order=True)
@@ -339,7 +362,12 @@ class Demo:
 
     def run(self, workers: int = 3) -> DemoOutcome:
         duration = self.settings.load.duration_seconds
-        create_source_table(self.ddb, self.settings)
+        seeded = create_source_table(self.ddb, self.settings, prefilled=PREFILL_ITEMS)
+        self.console.print(
+            f"{seeded} items written before the table had a stream; bootstrapping the snapshot"
+        )
+        done = bootstrap_snapshot(self.settings.env, self.config_dir, self.workdir / "bootstrap.log")
+        self.console.print(done, markup=False, highlight=False, soft_wrap=True)
         load_metrics = self._load_metrics()
         load = LoadGenerator(
             self.ddb, self.settings.table, self.settings.load, self.oracle, metrics=load_metrics

@@ -34,7 +34,8 @@ ENTRY_MODULE = "pipeline.jobs"
 MINIMUM_PYTHON = (3, 11)
 # What pipeline/ and the consumer/settings package import besides the standard library and PySpark (EMR
 # provides PySpark and puts it on the path; a second copy would clash with its JVM side).
-REQUIREMENTS = ("pydantic", "PyYAML", "boto3", "matplotlib")
+# pyiceberg (and pyarrow, which it writes and reads with) registers the snapshot in the Glue catalog.
+REQUIREMENTS = ("pydantic", "PyYAML", "boto3", "matplotlib", "pyarrow", "pyiceberg")
 # The interpreter in the job's working directory, where Spark unpacks ``...#environment``.
 ENVIRONMENT_PYTHON = "./environment/bin/python3"
 ENTRY_SCRIPT = b"import sys\n\nfrom pipeline.jobs import main\n\nsys.exit(main())\n"

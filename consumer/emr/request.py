@@ -15,7 +15,7 @@ from typing import Any
 from consumer.emr.package import ENVIRONMENT_PYTHON
 from consumer.settings import Settings
 
-JOBS = ("snapshot", "stats", "verify")
+JOBS = ("snapshot", "bootstrap", "stats", "verify")
 CONFIG_DIR_ON_EMR = "./config"
 
 
@@ -40,7 +40,13 @@ class Uploaded:
 
 
 def job_arguments(
-    job: str, env: str, *, full: bool = False, tolerate_bad_lines: int | None = None
+    job: str,
+    env: str,
+    *,
+    full: bool = False,
+    tolerate_bad_lines: int | None = None,
+    export: str | None = None,
+    segments: int | None = None,
 ) -> list[str]:
     """``pipeline.jobs``'s command line on EMR (its configuration comes from ``#config``)."""
     if job not in JOBS:
@@ -50,6 +56,10 @@ def job_arguments(
         arguments.append("--full")
     if tolerate_bad_lines is not None:
         arguments += ["--tolerate-bad-lines", str(tolerate_bad_lines)]
+    if job == "bootstrap" and export is not None:
+        arguments += ["--export", export]
+    if job == "bootstrap" and segments is not None:
+        arguments += ["--segments", str(segments)]
     return arguments
 
 

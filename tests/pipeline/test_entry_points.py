@@ -55,7 +55,7 @@ def test_consumer_pipeline_snapshot_in_a_fresh_process(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert "[4/4] pointer" in run.stdout and "(2 items)" in run.stdout
+    assert "[4/4] committed" in run.stdout and "(2 items," in run.stdout
     # Quiet by default: no Spark, log4j, JVM or pandas warnings (`-v` shows them).
     output = run.stdout + run.stderr
     for noise in ("WARN", "log4j", "Warning", "Setting default log level", "incubator"):

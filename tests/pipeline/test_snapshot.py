@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline.errors import BadChangeLogError
-from pipeline.jobs import read_snapshot, run_snapshot
+from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
 from pipeline.schemas import ITEM, ITEM_COLUMN
 from tests.pipeline.fixtures import change, n_attr, s_attr, settings_for, write_object
 from tests.pipeline.frames import assert_frames_equal
@@ -40,8 +40,10 @@ def expect(spark: SparkSession, rows: list[tuple[str, str, dict[str, Any]]]) -> 
     return spark.createDataFrame(rows, VIEW)
 
 
-def pointer(settings: Any) -> dict[str, Any]:
-    return json.loads((Path(settings.pipeline.snapshot_uri) / "CURRENT").read_text())
+def version(settings: Any) -> str | None:
+    """The committed snapshot version, None before the first committed run."""
+    state = snapshot_tables(settings).state()
+    return None if state is None or state.run == 0 else state.version
 
 
 def test_insert_modify_remove_and_reinsert(spark: SparkSession, tmp_path: Path) -> None:
@@ -204,7 +206,7 @@ def test_malformed_lines_fail_the_run_with_their_location(spark: SparkSession, t
     assert f"{bad}:2: not a change-log record" in message
     assert f"{bad}:3: sequenceNumber is not 1 to 40 digits" in message
     assert str(good) not in message
-    assert not (tmp_path / "snapshot" / "CURRENT").exists()  # a failed run changes nothing
+    assert version(settings) is None  # a failed run changes nothing
 
     result = run_snapshot(spark, settings, tolerate_bad_lines=2)
     assert (result.bad_lines, result.items) == (2, 2)
@@ -246,10 +248,10 @@ def test_unreadable_object_is_named(spark: SparkSession, tmp_path: Path) -> None
         run_snapshot(spark, settings)
     assert "unreadable change-log object" in str(failure.value)
     assert broken.name in str(failure.value)
-    assert not (tmp_path / "snapshot" / "CURRENT").exists()
+    assert version(settings) is None
 
 
-def test_failed_write_leaves_the_pointer_on_the_previous_version(
+def test_failed_write_leaves_the_snapshot_on_the_previous_version(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = settings_for(tmp_path)
@@ -260,14 +262,35 @@ def test_failed_write_leaves_the_pointer_on_the_previous_version(
 
     from pipeline import snapshot
 
-    def broken_tombstones(state: DataFrame) -> DataFrame:
+    def broken_write(state: DataFrame, uri: str) -> None:
+        Path(uri).mkdir(parents=True)
+        (Path(uri) / "half-written.parquet").write_bytes(b"PAR1")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(snapshot, "tombstones", broken_tombstones)
+    monkeypatch.setattr(snapshot, "write_parts", broken_write)
     with pytest.raises(RuntimeError):
         run_snapshot(spark, settings)
-    assert pointer(settings)["version"] == "000001"
+    assert version(settings) == "000001"
     assert_frames_equal(current(spark, settings), expect(spark, [item("a")]))
+    assert not list((tmp_path / "snapshot" / "warehouse" / "runs").rglob("half-written.parquet"))
     monkeypatch.undo()
     assert run_snapshot(spark, settings).version == "000002"
     assert_frames_equal(current(spark, settings), expect(spark, [item("a"), item("b")]))
+
+
+def test_a_run_rewrites_only_the_buckets_of_changed_keys(spark: SparkSession, tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
+    first = run_snapshot(spark, settings, buckets=8)
+    tables = snapshot_tables(settings)
+    before = set(tables.data_files(tables.items_name))
+    assert first.buckets_rewritten is None and len(before) == 8  # 40 keys fill every bucket
+
+    write_object(log, [change(P, 50, "MODIFY", "k7", image={"n": {"N": "70"}})])
+    second = run_snapshot(spark, settings)
+    after = set(tables.data_files(tables.items_name))
+    assert second.buckets_rewritten == 1 and second.new_changes == 1
+    assert len(before - after) == 1 and len(after - before) == 1  # one file replaced, seven kept
+    rows = {r["pk"]: r[ITEM_COLUMN]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
+    assert rows == {**{f"k{i}": str(i) for i in range(1, 41)}, "k7": "70"}

@@ -1,43 +1,13 @@
-"""Stores and the snapshot catalog: the pointer is switched last and names a complete version."""
+"""Stores: listing, small texts replaced atomically, trees removed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.errors import SnapshotStoreError
 from pipeline.storage import HadoopStore, LocalStore, store_for
-from pipeline.versions import Manifest, SnapshotCatalog
-
-
-def test_local_catalog_commits_manifest_then_pointer(tmp_path: Path) -> None:
-    catalog = SnapshotCatalog(LocalStore(), str(tmp_path / "snap"))
-    assert catalog.current() is None
-    assert catalog.next_version(None) == "000001"
-    catalog.commit(Manifest("000001", {"s1": "0" * 39 + "9"}, {"items": 3}, "2026-01-01T00:00:00+00:00"))
-    current = catalog.current()
-    assert (
-        current is not None
-        and current.watermarks == {"s1": "0" * 39 + "9"}
-        and current.counts == {"items": 3}
-    )
-    assert catalog.next_version(current) == "000002"
-    assert json.loads((tmp_path / "snap" / "CURRENT").read_text())["version"] == "000001"
-    assert [
-        p.name for p in (tmp_path / "snap").iterdir() if p.name.startswith(".")
-    ] == []  # no temp files left
-
-
-def test_pointer_to_a_missing_manifest_is_an_error(tmp_path: Path) -> None:
-    (tmp_path / "CURRENT").write_text('{"version": "000004"}')
-    with pytest.raises(SnapshotStoreError, match="names version 000004, but .*manifest.json is missing"):
-        SnapshotCatalog(LocalStore(), str(tmp_path)).current()
-    (tmp_path / "CURRENT").write_text("not json")
-    with pytest.raises(SnapshotStoreError, match="is not a snapshot pointer"):
-        SnapshotCatalog(LocalStore(), str(tmp_path)).current()
 
 
 def test_local_listing_skips_hidden_and_underscore_folders(tmp_path: Path) -> None:

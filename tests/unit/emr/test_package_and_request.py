@@ -194,8 +194,13 @@ def test_the_start_job_run_request() -> None:
     ]  # fmt: skip
     logs = built["configurationOverrides"]["monitoringConfiguration"]["s3MonitoringConfiguration"]
     assert logs == {"logUri": "s3://b/emr/logs/"}
-    with pytest.raises(ValueError, match="expected one of snapshot, stats, verify"):
+    with pytest.raises(ValueError, match="expected one of snapshot, bootstrap, stats, verify"):
         request.job_arguments("compact", "prod")
+    assert request.job_arguments("bootstrap", "prod", export="s3://e/AWSDynamoDB/01-x")[-2:] == [
+        "--export",
+        "s3://e/AWSDynamoDB/01-x",
+    ]
+    assert request.job_arguments("bootstrap", "prod", segments=8)[-2:] == ["--segments", "8"]
     with pytest.raises(ValueError, match="cannot hold spaces"):
         request.spark_submit_parameters(uploaded, {"spark.x": "a b"})
 

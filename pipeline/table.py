@@ -1,0 +1,308 @@
+"""The snapshot as Apache Iceberg tables in a catalog, through PyIceberg (no Spark runtime jar).
+
+Two tables per environment, in the namespace :func:`namespace_for`:
+
+* ``<table>_snapshot`` — one row per item that exists: what readers query (Athena, Trino, Spark,
+  DuckDB, PyIceberg: any Iceberg reader, by name through the catalog);
+* ``<table>_tombstones`` — keys whose latest change is a REMOVE (kept so that a change arriving late
+  with a lower sequence number can never resurrect a removed item).
+
+Both are partitioned by ``identity(_bucket)``, ``_bucket = pmod(xxhash64(key attributes), buckets)``:
+a run rewrites only the buckets that hold a changed key, in one Iceberg commit per table that drops
+the bucket's old data files and adds the new ones (copy-on-write; never a delete file, so every
+reader — PyIceberg included, which cannot read equality deletes — sees plain data files).
+
+Spark writes the Parquet files (on the executors); this module only registers them (``add_files``,
+using the Parquet footers' statistics) and keeps the run's bookkeeping in the snapshot table's
+properties, set in the same commit as its data:
+
+* ``consumer.watermarks`` — per shard, the highest sequence number merged (JSON);
+* ``consumer.start_time`` — after a bootstrap, the export's (or scan's) start time, epoch seconds:
+  changes created before it are already in the bootstrapped state and never win over it;
+* ``consumer.buckets`` — the bucket count, fixed when the table is created.
+
+Catalogs: a ``snapshot_uri`` on this machine gets a SQL catalog on SQLite
+(``<snapshot_uri>/catalog.db``, warehouse ``<snapshot_uri>/warehouse``); an ``s3://`` one gets the
+AWS Glue Data Catalog (warehouse ``<snapshot_uri>/warehouse``), which Athena, EMR and Trino read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
+
+from pipeline.errors import SnapshotStoreError
+from pipeline.schemas import KeySchema, snapshot_schema
+from pipeline.storage import is_local, join, local_path
+
+BUCKET = "_bucket"
+DEFAULT_BUCKETS = 16
+WATERMARKS = "consumer.watermarks"
+START_TIME = "consumer.start_time"
+BUCKETS = "consumer.buckets"
+CATALOG = "consumer"  # the SQL catalog scopes its tables by catalog name: readers use this one
+RUN = "consumer.run"  # runs committed: the snapshot's version number
+_NAME = re.compile(r"[^a-z0-9_]+")
+
+
+def sql_name(text: str) -> str:
+    """A catalog-safe name: lower case, runs of other characters → ``_`` (Glue's rules)."""
+    return _NAME.sub("_", text.lower()).strip("_") or "default"
+
+
+def namespace_for(application_name: str, env: str) -> str:
+    return sql_name(f"{application_name}_{env}")
+
+
+def stored_schema(keys: KeySchema) -> T.StructType:
+    """The Spark schema of both tables' rows: a snapshot row plus its bucket."""
+    return T.StructType(
+        [*snapshot_schema(keys).fields, T.StructField(BUCKET, T.IntegerType(), nullable=False)]
+    )
+
+
+def arrow_type(kind: T.DataType) -> pa.DataType:
+    """Spark type → Arrow type (the types the snapshot uses)."""
+    if isinstance(kind, T.StringType):
+        return pa.string()
+    if isinstance(kind, T.BinaryType):
+        return pa.binary()
+    if isinstance(kind, T.DoubleType):
+        return pa.float64()
+    if isinstance(kind, T.IntegerType):
+        return pa.int32()
+    if isinstance(kind, T.LongType):
+        return pa.int64()
+    if isinstance(kind, T.BooleanType):
+        return pa.bool_()
+    if isinstance(kind, T.ArrayType):
+        return pa.list_(arrow_type(kind.elementType))
+    if isinstance(kind, T.MapType):
+        return pa.map_(arrow_type(kind.keyType), arrow_type(kind.valueType))
+    if isinstance(kind, T.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType), nullable=True) for f in kind.fields])
+    raise SnapshotStoreError(f"no Arrow type for {kind}")
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType), nullable=True) for f in schema.fields])
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the snapshot table says about the last run."""
+
+    watermarks: dict[str, str]
+    start_time: float | None
+    buckets: int
+    run: int  # runs committed so far (0: created, never committed)
+
+    @property
+    def version(self) -> str:
+        return f"{self.run:06d}"
+
+
+def _catalog(snapshot_uri: str, region: str | None, endpoint_url: str | None) -> Any:
+    if is_local(snapshot_uri):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        root = local_path(snapshot_uri).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        return SqlCatalog(
+            CATALOG,
+            uri=f"sqlite:///{root / 'catalog.db'}",
+            warehouse=(root / "warehouse").as_uri(),
+        )
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    properties = {"warehouse": join(snapshot_uri, "warehouse")}
+    if region:
+        properties["glue.region"] = region
+        properties["s3.region"] = region
+    if endpoint_url:  # an emulator of Glue (tests); AWS otherwise
+        properties["glue.endpoint"] = endpoint_url
+    return GlueCatalog(CATALOG, **properties)
+
+
+class SnapshotTables:
+    """The snapshot's two Iceberg tables: create, read their files and properties, commit a run."""
+
+    def __init__(
+        self,
+        snapshot_uri: str,
+        namespace: str,
+        table_name: str,
+        keys: KeySchema,
+        *,
+        region: str | None = None,
+        glue_endpoint: str | None = None,
+        catalog: Any = None,
+    ) -> None:
+        self.snapshot_uri = snapshot_uri.rstrip("/")
+        self.namespace = namespace
+        self.items_name = f"{namespace}.{sql_name(table_name)}_snapshot"
+        self.tombstones_name = f"{namespace}.{sql_name(table_name)}_tombstones"
+        self.base_name = f"{namespace}.{sql_name(table_name)}_base"
+        self.keys = keys
+        self.catalog = catalog if catalog is not None else _catalog(snapshot_uri, region, glue_endpoint)
+
+    # ------------------------------------------------------------------------------- reading
+
+    def _load(self, name: str) -> Any | None:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog.load_table(name)
+        except NoSuchTableError:
+            return None
+
+    def items_table(self) -> Any | None:
+        return self._load(self.items_name)
+
+    def state(self) -> TableState | None:
+        """The last run's bookkeeping, or None before the first run (or bootstrap)."""
+        table = self.items_table()
+        if table is None:
+            return None
+        props = table.properties
+        try:
+            marks = {str(k): str(v) for k, v in json.loads(props.get(WATERMARKS, "{}")).items()}
+            start = props.get(START_TIME)
+            return TableState(
+                marks,
+                float(start) if start else None,
+                int(props.get(BUCKETS, DEFAULT_BUCKETS)),
+                int(props.get(RUN, 0)),
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise SnapshotStoreError(f"{self.items_name}: unreadable consumer.* properties: {exc}") from exc
+
+    def data_files(self, name: str, buckets: Iterable[int] | None = None) -> list[str]:
+        """The data files of one table (all, or those of the given buckets) in its current snapshot."""
+        table = self._load(name)
+        if table is None or table.current_snapshot() is None:
+            return []
+        scan = table.scan()
+        if buckets is not None:
+            wanted = sorted(set(buckets))
+            if not wanted:
+                return []
+            scan = table.scan(row_filter=f"{BUCKET} IN ({', '.join(str(b) for b in wanted)})")
+        return sorted(task.file.file_path for task in scan.plan_files())
+
+    # ------------------------------------------------------------------------------- writing
+
+    def _create(self, name: str, buckets: int) -> Any:
+        schema = arrow_schema(stored_schema(self.keys))
+        if self.namespace not in {".".join(n) for n in self.catalog.list_namespaces()}:
+            self.catalog.create_namespace_if_not_exists(self.namespace)
+        location = join(self.snapshot_uri, "warehouse", *name.split("."))
+        table = self.catalog.create_table_if_not_exists(
+            name, schema=schema, location=location, properties={BUCKETS: str(buckets)}
+        )
+        if not table.spec().fields:
+            with table.update_spec() as update:
+                update.add_identity(BUCKET)
+            table = self.catalog.load_table(name)
+        return table
+
+    def ensure(self, buckets: int = DEFAULT_BUCKETS) -> int:
+        """Create both tables if missing; returns the bucket count the snapshot table has."""
+        items = self._create(self.items_name, buckets)
+        count = int(items.properties.get(BUCKETS, buckets))
+        self._create(self.tombstones_name, count)
+        self._create(self.base_name, count)
+        return count
+
+    def commit_base(self, files: Sequence[str], start_time: float) -> None:
+        """A bootstrap: the base table holds ``files`` (the table's state at ``start_time``), and the
+        snapshot table's next run is a full one (base + every change from ``start_time`` on)."""
+        base = self._load(self.base_name)
+        items = self._load(self.items_name)
+        if base is None or items is None:
+            raise SnapshotStoreError(f"{self.base_name} or {self.items_name} vanished during the bootstrap")
+        _replace_all(base, files)
+        with items.transaction() as tx:
+            tx.set_properties(**{START_TIME: repr(float(start_time)), WATERMARKS: "{}", RUN: "0"})
+
+    def data_uri(self, run_id: str) -> str:
+        """Where a run's Spark job writes its Parquet files before they are added to the tables."""
+        return join(self.snapshot_uri, "warehouse", "runs", run_id)
+
+    def commit(
+        self,
+        *,
+        item_files: Sequence[str],
+        tombstone_files: Sequence[str],
+        buckets: Iterable[int] | None,
+        watermarks: Mapping[str, str],
+        summary: Mapping[str, str],
+        start_time: float | None = None,
+    ) -> str:
+        """Replace the given buckets (None: every bucket) of both tables with the new files.
+
+        Tombstones first, then the snapshot table with its properties: a failure in between leaves
+        the snapshot table — and its watermarks — as they were, and the next run recomputes those
+        buckets from the same changes (the merge is a max per key, so applying a change twice is
+        harmless). Returns the snapshot's new version (``consumer.run``, six digits).
+        """
+        from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+
+        run = 0
+        listed = ", ".join(str(int(b)) for b in sorted(set(buckets or ())))
+        where: BooleanExpression | str = AlwaysTrue() if buckets is None else f"{BUCKET} IN ({listed or -1})"
+        properties = {**{k: str(v) for k, v in summary.items()}}
+        for name, files, last in (
+            (self.tombstones_name, tombstone_files, False),
+            (self.items_name, item_files, True),
+        ):
+            table = self._load(name)
+            if table is None:
+                raise SnapshotStoreError(f"table {name} vanished during the run")
+            with table.transaction() as tx, warnings.catch_warnings():
+                # "Delete operation did not match any records": a bucket new to the table.
+                warnings.filterwarnings("ignore", message="Delete operation did not match")
+                if table.current_snapshot() is not None:
+                    tx.delete(where, snapshot_properties=properties)
+                if files:
+                    tx.add_files(list(files), snapshot_properties=properties, check_duplicate_files=False)
+                if last:
+                    run = int(table.properties.get(RUN, 0)) + 1
+                    update = {
+                        RUN: str(run),
+                        WATERMARKS: json.dumps(dict(sorted(watermarks.items())), sort_keys=True),
+                    }
+                    if start_time is not None:
+                        update[START_TIME] = repr(float(start_time))
+                    tx.set_properties(**update)
+        return f"{run:06d}"
+
+
+def _replace_all(table: Any, files: Sequence[str]) -> None:
+    from pyiceberg.expressions import AlwaysTrue
+
+    with table.transaction() as tx, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Delete operation did not match")
+        if table.current_snapshot() is not None:
+            tx.delete(AlwaysTrue())
+        if files:
+            tx.add_files(list(files), check_duplicate_files=False)
+
+
+def parquet_files(listing: Iterable[str]) -> list[str]:
+    return sorted(f for f in listing if f.endswith(".parquet"))
+
+
+def as_file_uri(path: str) -> str:
+    """A local path → file:// URI (what PyIceberg's file IO expects); other URIs unchanged."""
+    if is_local(path) and not path.startswith("file:"):
+        return f"file://{Path(path).resolve()}"  # not percent-encoded: PyIceberg opens the path as is
+    return path
