@@ -66,7 +66,7 @@ def measure(shards: int, workers: int, settings: WorkerSettings) -> tuple[float,
                     due[id(c)][0] = now + settings.renewal_interval_millis
                 if now >= take:
                     c.take_round()
-                    due[id(c)][1] = now + settings.taker_interval_millis
+                    due[id(c)][1] = now + c.taker_wait_millis()  # as the taker loop waits
                 # What the lifecycle does with a lease it is asked to hand over: checkpoint, release.
                 for lease in c.held():
                     if c.handoff_requested(lease.shard_id):

@@ -4,7 +4,7 @@ and how soon a child shard's lease is taken.
 Method, in two parts measured in one run:
 
 1. **Fleet on simulated time.** 100 real LeaseCoordinators (heartbeat and taker timers at the
-   default settings: failover 10 s, rounds every failover/3, full scans at most 2 x failover apart
+   default settings: failover 10 s, rounds every failover/6 (half the taking interval), full scans at most 2 x failover apart
    unless a reason comes up) share one in-memory leases table through a store that charges every
    request with DynamoDB's capacity rules (consumer.leases.cost.MeteredStore). They start together
    on 10 000 unowned leases and run until every lease is held and the fleet is balanced; then for
@@ -95,7 +95,7 @@ def fleet(settings: WorkerSettings, seed: int = 7) -> dict[str, Any]:
                 started = time.process_time()
                 c.take_round()
                 cpu[id(c)] += time.process_time() - started
-                due[id(c)][1] = now + settings.taker_interval_millis
+                due[id(c)][1] = now + c.taker_wait_millis()  # as the taker loop waits
             for lease in c.held():
                 if c.handoff_requested(lease.shard_id):
                     c.release(lease.shard_id)
