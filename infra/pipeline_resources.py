@@ -113,7 +113,33 @@ def job_statements(settings: Settings, *, source_table_arn: str) -> list[iam.Pol
             )
         )
     statements.append(iam.PolicyStatement(actions=TABLE_ACTIONS, resources=[source_table_arn]))
+    statements.append(glue_statement(settings))
     return statements
+
+
+GLUE_ACTIONS = [
+    "glue:GetDatabase",
+    "glue:GetDatabases",
+    "glue:CreateDatabase",
+    "glue:GetTable",
+    "glue:GetTables",
+    "glue:CreateTable",
+    "glue:UpdateTable",
+]
+
+
+def glue_statement(settings: Settings) -> iam.PolicyStatement:
+    """The pipeline's Iceberg tables in the Glue Data Catalog: its own database (the namespace
+    pipeline/table.py names for this application and environment) and the tables in it, nothing else.
+    PyIceberg creates the database and tables on the first run and commits each run by UpdateTable."""
+    from pipeline.table import namespace_for
+
+    database = namespace_for(settings.application_name, settings.env)
+    glue = f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+    return iam.PolicyStatement(
+        actions=GLUE_ACTIONS,
+        resources=[f"{glue}:catalog", f"{glue}:database/{database}", f"{glue}:table/{database}/*"],
+    )
 
 
 class ChangeLogBucket(Construct):

@@ -97,6 +97,15 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{location.bucket}/{wildcard}]",
                 f"Spark names its objects at run time; the grant is limited to the prefix of {location.key}.",
             )
+        from pipeline.table import namespace_for
+
+        database = namespace_for(settings.application_name, settings.env)
+        _ack(
+            pipeline,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table/{database}/*]",
+            "The pipeline's Iceberg tables (snapshot, tombstones, base) are created by name at run time; "
+            "the grant is limited to the pipeline's own Glue database.",
+        )
     if pipeline is not None and policy is None:  # the change-log bucket, in the data stack
         _ack(
             pipeline,

@@ -101,11 +101,11 @@ def test_the_job_role_uses_the_buckets_prefixes_and_nothing_else(synthesized: di
     prod = synthesized["prod"]
     (bucket,) = _bucket_names(prod)
     statements = _job_role_statements(prod)
-    actions = {a for s in statements for a in _as_list(s["Action"])}
+    actions = {a for s in statements for a in _as_list(s["Action"]) if not a.startswith("glue:")}
     assert actions == {
         "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
         "dynamodb:DescribeTable", "dynamodb:Scan",
-    }  # fmt: skip
+    }  # fmt: skip  (the Glue catalog grant: test_the_job_role_reaches_only_its_own_glue_database)
     objects: dict[str, set[str]] = {}
     for statement in statements:
         assert statement["Effect"] == "Allow" and statement.get("Resource") != "*"
@@ -136,3 +136,21 @@ def test_the_fleet_stack_names_the_application_and_its_role(synthesized: dict[st
     assert app["Name"] == "orders-stream-consumer-prod-pipeline" and app["Architecture"] == "X86_64"
     assert "Fn::GetAtt" in outputs["EmrJobRoleArn"]["Value"]
     assert outputs["EmrJobRoleArn"]["Value"]["Fn::GetAtt"][1] == "Arn"
+
+
+def test_the_job_role_reaches_only_its_own_glue_database(synthesized: dict[str, Synthesized]) -> None:
+    """The snapshot job commits Iceberg tables in the Glue Data Catalog (pipeline/table.py): it may
+    create and update its own database's tables, and nothing else in the catalog."""
+    from pipeline.table import namespace_for
+
+    prod = synthesized["prod"]
+    glue = [
+        s for s in _job_role_statements(prod) if any(a.startswith("glue:") for a in _as_list(s["Action"]))
+    ]
+    assert len(glue) == 1
+    assert "glue:UpdateTable" in _as_list(glue[0]["Action"])
+    assert not any(a.startswith("glue:Delete") for a in _as_list(glue[0]["Action"]))
+    database = namespace_for(prod.settings.application_name, prod.settings.env)
+    resources = sorted(resolve_join(r) for r in _as_list(glue[0]["Resource"]))
+    assert all(r.startswith("arn:<TOKEN>:glue:") for r in resources), resources
+    assert [r.split(":", 5)[5] for r in resources] == ["catalog", f"database/{database}", f"table/{database}/*"]
