@@ -14,6 +14,8 @@ small scan per worker per taker round.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
@@ -53,22 +55,31 @@ class LeasesTable(Construct):
     def _table(
         self, construct_id: str, name: str, key: str, settings: WorkerSettings, protect: bool
     ) -> dynamodb.Table:
-        provisioned = settings.lease_table_billing_mode == "PROVISIONED"
         return dynamodb.Table(
             self,
             construct_id,
             table_name=name,
             partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PROVISIONED
-            if provisioned
-            else dynamodb.BillingMode.PAY_PER_REQUEST,
-            read_capacity=settings.initial_lease_table_read_capacity if provisioned else None,
-            write_capacity=settings.initial_lease_table_write_capacity if provisioned else None,
-            # Checkpoints are the fleet's only memory of where it is: recoverable to the second.
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            deletion_protection=protect,
-            removal_policy=RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+            **fleet_table_conventions(settings, protect),
         )
+
+
+def fleet_table_conventions(settings: WorkerSettings, protect: bool) -> dict[str, Any]:
+    """What every table of the fleet's own state shares (leases, workers, window state): the leases
+    table's billing and capacity settings, AWS-managed encryption, point-in-time recovery (checkpoints
+    are the fleet's only memory of where it is: recoverable to the second), and deletion protection
+    with retention where the environment protects its data."""
+    provisioned = settings.lease_table_billing_mode == "PROVISIONED"
+    return {
+        "billing_mode": dynamodb.BillingMode.PROVISIONED
+        if provisioned
+        else dynamodb.BillingMode.PAY_PER_REQUEST,
+        "read_capacity": settings.initial_lease_table_read_capacity if provisioned else None,
+        "write_capacity": settings.initial_lease_table_write_capacity if provisioned else None,
+        "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        "encryption": dynamodb.TableEncryption.AWS_MANAGED,
+        "deletion_protection": protect,
+        "removal_policy": RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+    }

@@ -10,11 +10,11 @@ conventions as the leases table beside it (infra/leases_table.py).
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from consumer.settings import WorkerSettings
+from infra.leases_table import fleet_table_conventions
 
 
 class WindowStateTable(Construct):
@@ -22,23 +22,12 @@ class WindowStateTable(Construct):
         self, scope: Construct, construct_id: str, *, name: str, settings: WorkerSettings, protect: bool
     ) -> None:
         super().__init__(scope, construct_id)
-        provisioned = settings.lease_table_billing_mode == "PROVISIONED"
         self.table = dynamodb.Table(
             self,
             "Table",
             table_name=name,
             partition_key=dynamodb.Attribute(name="shard", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="sequence", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PROVISIONED
-            if provisioned
-            else dynamodb.BillingMode.PAY_PER_REQUEST,
-            read_capacity=settings.initial_lease_table_read_capacity if provisioned else None,
-            write_capacity=settings.initial_lease_table_write_capacity if provisioned else None,
-            # The state belongs with the checkpoints: recoverable the same way.
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            deletion_protection=protect,
-            removal_policy=RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+            # The state belongs with the checkpoints: recoverable, protected and billed the same way.
+            **fleet_table_conventions(settings, protect),
         )

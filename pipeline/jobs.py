@@ -108,22 +108,7 @@ def _parse_checked(
         )
         bad = int(counts.get(True, 0))
         lines = bad + int(counts.get(False, 0))
-        if bad:
-            shown = parse.bad_lines(parse.problems(parsed), raw).orderBy("file", "line")
-            listing = [
-                f"  {row['file']}:{row['line']}: {row['problem']}: {row['text']!r}"
-                for row in _reading(lambda: shown.limit(REPORTED_BAD_LINES).collect())
-            ]
-            more = f"\n  … and {bad - len(listing)} more" if bad > len(listing) else ""
-            report = f"{bad} malformed change-log line(s) of {lines}:\n" + "\n".join(listing) + more
-            if bad > tolerate:
-                raise BadChangeLogError(
-                    f"{report}\nthe run tolerates {tolerate} (pipeline.tolerate_bad_lines or "
-                    f"--tolerate-bad-lines); nothing was written"
-                )
-            progress(
-                f"warning: {report}\n  tolerated ({bad} <= {tolerate}); these lines are not in the result"
-            )
+        _report_bad_lines(parsed, raw, (bad, lines), tolerate, progress)
     except BaseException:
         parsed.unpersist()
         raise

@@ -1,13 +1,18 @@
-"""One Spark session for the whole pipeline test session (start-up is the slow part)."""
+"""One Spark session for the whole pipeline test session (start-up is the slow part), and a moto
+DynamoDB with the source table for the tests that scan it (verify, bootstrap)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 from pyspark.sql import SparkSession
 
 from pipeline.session import build_session
+from tests.support import moto_server
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +24,28 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def dynamodb(endpoint: str) -> Iterator[Any]:
+    config = Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1})
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint, config=config)
+    client.create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    try:
+        yield client
+    finally:
+        client.delete_table(TableName="orders")

@@ -4,48 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from pyspark.sql import SparkSession
 
 from pipeline.bootstrap import BootstrapError
 from pipeline.jobs import run_bootstrap, run_snapshot, run_verify, snapshot_tables
 from tests.pipeline.fixtures import T0, change, settings_for, write_object
-from tests.support import moto_server
 
 pytestmark = pytest.mark.spark
 P = "shardId-00000001"
 EXPORT_TIME = T0 + 3600  # the export's point in time
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def dynamodb(endpoint: str) -> Iterator[Any]:
-    config = Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1})
-    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint, config=config)
-    client.create_table(
-        TableName="orders",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    try:
-        yield client
-    finally:
-        client.delete_table(TableName="orders")
 
 
 def wire(pk: str, **attributes: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +128,9 @@ def test_an_export_in_another_format_is_refused(spark: SparkSession, tmp_path: P
     assert snapshot_tables(settings_for(tmp_path)).state() is None
 
 
-def test_scan_bootstrap_then_changes(spark: SparkSession, tmp_path: Path, dynamodb: Any, endpoint: str) -> None:
+def test_scan_bootstrap_then_changes(
+    spark: SparkSession, tmp_path: Path, dynamodb: Any, endpoint: str
+) -> None:
     settings = settings_for(tmp_path).model_copy(update={"endpoint_url": endpoint})
     put(dynamodb, [wire(f"item-{i}", n={"N": str(i)}) for i in range(7)])
     result = run_bootstrap(spark, settings, segments=3)

@@ -3,48 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from botocore.config import Config
 from pyspark.sql import SparkSession
 
 from pipeline import jobs
 from pipeline.errors import VerifyError
 from pipeline.jobs import run_snapshot, run_verify
 from tests.pipeline.fixtures import change, settings_for, write_object
-from tests.support import moto_server
 
 pytestmark = pytest.mark.spark
 P = "shardId-1"
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
-@pytest.fixture
-def dynamodb(endpoint: str) -> Iterator[Any]:
-    config = Config(connect_timeout=2, read_timeout=10, retries={"max_attempts": 1})
-    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint, config=config)
-    client.create_table(
-        TableName="orders",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    try:
-        yield client
-    finally:
-        client.delete_table(TableName="orders")
 
 
 RICH = {
