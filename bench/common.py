@@ -6,11 +6,16 @@ each is taken ``repeats`` times and reported as min / median / max so the noise 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,23 @@ def at_most(name: str, values: tuple[float, ...], goal: float, method: str) -> R
 
 def at_least(name: str, values: tuple[float, ...], goal: float, method: str) -> Ratio:
     return Ratio(name, values, f">={goal:g}", statistics.median(values) >= goal, method)
+
+
+def in_fresh_process(module: str, *args: str, timeout: float) -> dict[str, Any]:
+    """Run ``python -m <module> *args`` from the repository root in a new interpreter (a heap and a
+    collector untouched by this one) and return the JSON object its last line of output prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the measuring process failed:\n{done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def machine() -> str:

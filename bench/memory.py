@@ -29,15 +29,13 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
 from bench import canned
-from bench.common import Ratio, at_most, machine
+from bench.common import Ratio, at_most, in_fresh_process, machine
 from consumer.streams.wire import parse_get_records
 
 LIMITS = (
@@ -46,7 +44,6 @@ LIMITS = (
     "see the printed make-up; peak RSS adds the transient parse of one response and allocator slack."
 )
 REPEATS = 3
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _status() -> dict[str, int]:
@@ -163,17 +160,7 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
         for attempt in range(repeats):
             figures = {}
             for mode in ("--trace", "--rss"):
-                done = subprocess.run(
-                    [sys.executable, "-m", "bench.memory", "--child", path, mode],
-                    cwd=ROOT,
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
-                )
-                if done.returncode != 0:
-                    raise RuntimeError(f"the measuring process failed:\n{done.stderr[-2000:]}")
-                figures[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+                figures[mode] = in_fresh_process("bench.memory", "--child", path, mode, timeout=600)
             t, r = figures["--trace"], figures["--rss"]
             wire = t["wire_bytes"] / t["records"]
             held, peak = t["traced"] / t["records"], t["traced_peak"] / t["records"]

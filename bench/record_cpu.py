@@ -39,8 +39,6 @@ import json
 import os
 import pstats
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -50,7 +48,7 @@ from typing import Any
 import orjson
 
 from bench import canned
-from bench.common import Ratio, at_least, at_most, machine
+from bench.common import Ratio, at_least, at_most, in_fresh_process, machine
 from bench.parse_floor import boto3_path
 from consumer.processing.api import Batch
 
@@ -199,17 +197,7 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
         path = os.path.join(folder, "canned.bin")
         canned.write(stream, path)
         for attempt in range(repeats):
-            done = subprocess.run(
-                [sys.executable, "-m", "bench.record_cpu", "--child", path],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"the measuring process failed:\n{done.stderr[-2000:]}")
-            f = json.loads(done.stdout.strip().splitlines()[-1])
+            f = in_fresh_process("bench.record_cpu", "--child", path, timeout=900)
             runs.append(f)
             print(
                 f"{attempt + 1:>6} | {f['worker'] * 1e6:10.1f} {f['orjson'] * 1e6:10.1f} {f['images'] * 1e6:10.1f} "
