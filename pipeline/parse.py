@@ -4,9 +4,12 @@ A line that cannot be used is never dropped silently: :func:`parse_lines` marks 
 ``_problem`` and :func:`bad_lines` lists it with its object, line number and text, so the entry point
 can count, report and (beyond the tolerated number) fail the run.
 
-Cost matters here (this is most of the snapshot job): the JSON is parsed once, the image is typed
-with one ``transform_values`` and validated with one ``exists`` over the typed values; Spark's
-higher-order functions are interpreted, so every extra one is paid per attribute of every change.
+Cost matters here (this is most of the snapshot job): the JSON is parsed once and every line is
+validated on its wire form with compiled expressions only where possible. Spark's higher-order
+functions (``transform_values``, ``filter``) are interpreted, so each is paid per attribute of every
+change: the typing of an image (one ``transform_values``) is the dearest, which is why a full
+rebuild keeps the wire image through its merge and types only each key's winner
+(``parse_lines(..., typed=False)``, then :func:`typed_item`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from pipeline.schemas import (
     CHANGELOG_LINE,
     CREATED,
     EVENT,
+    ITEM,
     ITEM_COLUMN,
     LANDED,
     RAW_LINES,
     SEQUENCE,
     SEQUENCE_DIGITS,
     SHARD_ID,
+    WIRE_ATTRIBUTE,
+    WIRE_ITEM,
     KeySchema,
     change_schema,
 )
@@ -62,18 +68,31 @@ def _drops_some(values: Column, as_type: str | None = None) -> Column:
     return F.size(F.array_compact(cast)) != F.size(F.array_compact(values))
 
 
-def _image_problem(item: Column) -> Column:
-    """Why a typed item is unusable: an attribute of no known type, or a number that is not one.
+def _no_type() -> Column:
+    """A wire attribute none of whose type fields is set: the JSON reader's result for an unknown type."""
+    return F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in WIRE_ATTRIBUTE.fields])
 
-    Written without lambdas: ``map_values(item).n`` extracts a field from every struct at once, and a
-    cast that turns an element into null reveals a bad number. (A regular expression inside
-    ``exists`` cost four times the whole parse in the benchmark; checking the wire form instead, with
-    one ``array_compact`` per type field, cost twice this.)
+
+def _image_problem(image: Column) -> Column:
+    """Why a wire image is unusable: an attribute of no known type, or a number that is not one.
+
+    Written without lambdas where possible: ``array_contains`` of the all-null struct finds an
+    attribute with no type field set, and is null (no match, but a null element) when an attribute
+    value is JSON null — both untyped, as :func:`typed_item` would leave them. ``map_values(image).N``
+    extracts a field from every struct at once, and a cast that turns an element into null reveals a
+    bad number. (A regular expression inside ``exists`` cost four times the whole parse in the
+    benchmark; one ``array_compact`` per type field, an interpreted ``filter`` each, cost more than
+    typing the image.)
     """
-    values = F.map_values(item)
-    untyped = F.size(F.array_compact(values["type"])) != F.size(values)
-    bad_number = _drops_some(values["n"], "double")
-    bad_set_number = _drops_some(F.flatten(F.array_compact(values["ns"])), "double")
+    values = F.map_values(image)
+    untyped = F.coalesce(F.array_contains(values, _no_type()), F.lit(True))
+    bad_number = _drops_some(values["N"], "double")
+    # Only where some attribute is a number set (``array_max`` is null when all are null): the check
+    # takes four interpreted ``filter``s, and most lines have no number set.
+    number_sets = values["NS"]
+    bad_set_number = F.array_max(number_sets).isNotNull() & _drops_some(
+        F.flatten(F.array_compact(number_sets)), "double"
+    )
     return F.when(
         untyped | bad_number | bad_set_number,
         F.lit("newImage has an attribute of no known type, or a number that is not a decimal number"),
@@ -85,7 +104,7 @@ def typed_item(image: Column) -> Column:
     return F.transform_values(image, lambda _, v: _typed(v))
 
 
-def _problem(record: Column, item: Column, keys: KeySchema) -> Column:
+def _problem(record: Column, image: Column, keys: KeySchema) -> Column:
     """The first reason this line is not a usable change, or null."""
     checks: list[tuple[Column, str]] = [
         (record["v"].isNull(), 'not a change-log record (malformed JSON or no "v")'),
@@ -109,13 +128,13 @@ def _problem(record: Column, item: Column, keys: KeySchema) -> Column:
                 f"keys lack {attribute.name!r} of type {attribute.type} (the table's key schema)",
             )
         )
-    problem: Column = _image_problem(item)
+    problem: Column = _image_problem(image)
     for failed, message in reversed(checks):
         problem = F.when(F.coalesce(failed, F.lit(True)), F.lit(message)).otherwise(problem)
     return problem
 
 
-def parse_lines(raw: DataFrame, keys: KeySchema) -> DataFrame:
+def parse_lines(raw: DataFrame, keys: KeySchema, *, typed: bool = True) -> DataFrame:
     """:data:`RAW_LINES` → one row per non-blank line: ``file``, ``position``, ``_problem`` (null when
     the line is a usable change) and the columns of :func:`pipeline.schemas.change_schema`.
 
@@ -123,16 +142,20 @@ def parse_lines(raw: DataFrame, keys: KeySchema) -> DataFrame:
     and is null for a REMOVE. Sequence numbers are zero-padded to 40 digits so that comparing the
     strings compares the integers (they can exceed Spark's 38-digit decimals).
 
+    ``typed=False`` leaves the item in its wire form (:data:`pipeline.schemas.WIRE_ITEM`, validated
+    all the same) for a caller that keeps only some changes and types those with :func:`typed_item`.
     """
-    lines = raw.select(*RAW_LINES.fieldNames()).filter(F.length(F.trim("value")) > 0)
+    # Blank: nothing but spaces (what ``trim`` removes); a search for another character stops at the
+    # first one, where ``length(trim(value)) > 0`` copied every line (a tenth of the parse's cost).
+    lines = raw.select(*RAW_LINES.fieldNames()).filter(F.col("value").rlike("[^ ]"))
     parsed = lines.select(
         "file", "position", F.from_json("value", CHANGELOG_LINE, {"mode": "PERMISSIVE"}).alias(_PARSED)
     )
     record = F.col(_PARSED)
-    typed_image = parsed.select(
-        "file", "position", record, typed_item(F.coalesce(record["newImage"], record["keys"])).alias("_typed")
+    image = F.coalesce(record["newImage"], record["keys"])
+    item = F.when(record["eventName"] == "REMOVE", F.lit(None)).otherwise(
+        typed_item(image) if typed else image
     )
-    item = F.when(record["eventName"] == "REMOVE", F.lit(None)).otherwise(F.col("_typed"))
     schema = change_schema(keys)
     columns = {
         **{a.name: record["keys"][a.name][_KEY_FIELD[a.type]] for a in keys.attributes},
@@ -143,11 +166,15 @@ def parse_lines(raw: DataFrame, keys: KeySchema) -> DataFrame:
         CREATED: record["approximateCreationDateTime"],
         LANDED: record["landedAt"],
     }
-    return typed_image.select(
+    item_type = ITEM if typed else WIRE_ITEM
+    return parsed.select(
         "file",
         "position",
-        _problem(record, F.col("_typed"), keys).alias(_PROBLEM),
-        *[columns[f.name].cast(f.dataType).alias(f.name) for f in schema.fields],
+        _problem(record, image, keys).alias(_PROBLEM),
+        *[
+            columns[f.name].cast(item_type if f.name == ITEM_COLUMN else f.dataType).alias(f.name)
+            for f in schema.fields
+        ],
     )
 
 
