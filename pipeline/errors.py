@@ -17,3 +17,8 @@ class SnapshotStoreError(PipelineError):
 
 class VerifyError(PipelineError):
     """The live table cannot be scanned for verification."""
+
+
+class HalfCommittedError(SnapshotStoreError):
+    """The tombstones table committed a run and the snapshot table did not: the run's files stay
+    (the tombstones table holds some of them) and the next run repairs the snapshot table."""

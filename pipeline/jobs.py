@@ -25,14 +25,17 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
-from pipeline import bootstrap, chart, compare, parse, snapshot, stats
+from pipeline import bootstrap, chart, compare, parse, patch, snapshot, stats
 from pipeline.changelog import select_objects
-from pipeline.errors import BadChangeLogError, PipelineError
-from pipeline.schemas import CREATED, EVENT, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
+from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
+from pipeline.layout import Plan, bucket_files, plan_buckets
+from pipeline.reading import FILE, POS, read_live
+from pipeline.schemas import CREATED, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
 from pipeline.storage import Store, join, spark_uri, store_for
 from pipeline.table import (
     BUCKET,
     DEFAULT_BUCKETS,
+    FileTask,
     SnapshotTables,
     as_file_uri,
     namespace_for,
@@ -130,7 +133,8 @@ class SnapshotResult:
     items: int = 0
     tombstones: int = 0
     ignored_files: tuple[str, ...] = field(default_factory=tuple)
-    buckets_rewritten: int | None = None  # None: every bucket (a full rebuild or the first run)
+    buckets_changed: int | None = None  # None: every bucket (a full rebuild or the first run)
+    buckets_patched: int = 0  # of those, patched with position deletes instead of rewritten
 
 
 def snapshot_tables(settings: Settings) -> SnapshotTables:
@@ -144,13 +148,6 @@ def snapshot_tables(settings: Settings) -> SnapshotTables:
     )
 
 
-def read_files(spark: SparkSession, schema: Any, files: Sequence[str]) -> DataFrame:
-    """Parquet files with an explicit schema (no inference); no files: an empty frame."""
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[spark_uri(f) for f in files])
-
-
 def read_snapshot(
     spark: SparkSession, settings: Settings, store: Store | None = None, tables: SnapshotTables | None = None
 ) -> DataFrame:
@@ -161,12 +158,88 @@ def read_snapshot(
         raise PipelineError(
             f"no snapshot at {settings.pipeline.snapshot_uri} yet: run `consumer pipeline snapshot` first"
         )
-    return read_files(spark, stored_schema(keys), tables.data_files(tables.items_name))
+    return read_live(spark, stored_schema(keys), tables.tasks(tables.items_name))
 
 
 def _with_bucket(frame: DataFrame, keys: KeySchema, buckets: int) -> DataFrame:
     bucket = F.pmod(F.xxhash64(*[F.col(n) for n in keys.names]), F.lit(buckets)).cast("int")
     return frame.withColumn(BUCKET, bucket)
+
+
+@dataclass(frozen=True)
+class IncrementalMerge:
+    """What an incremental run writes (``rows``) and what it learnt on the way (``patched``, kept)."""
+
+    rows: DataFrame
+    patched: DataFrame
+    plan: Plan
+    files: list[FileTask]  # the touched buckets' data files, both tables: a row's FILE indexes this
+    kinds: list[str]  # per file, the table it belongs to: "items" or "tombstones"
+
+    def outcome(self) -> tuple[int, dict[str, dict[int, list[tuple[str, int]]]]]:
+        """New changes merged, and the position deletes of the patched buckets (kind → bucket →
+        (data file, row)): two small jobs over the kept patch, and only the deletes come to the
+        driver, which writes their files (a patched bucket has fewer than
+        ``rewrite_deleted_share`` of its rows deleted)."""
+        total = _reading(lambda: self.patched.agg(F.sum(snapshot.CHANGES)).first())
+        deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
+        if self.plan.patch:
+            patched = patch.deleted_rows(self.patched).filter(F.col(BUCKET).isin(sorted(self.plan.patch)))
+            for row in _reading(patched.collect):
+                place = int(row[FILE])
+                deletes[self.kinds[place]].setdefault(int(row[BUCKET]), []).append(
+                    (self.files[place].path, int(row[POS]))
+                )
+        return int(total[0] or 0) if total is not None else 0, deletes
+
+
+def _merge_incremental(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    tables: SnapshotTables,
+    changes: DataFrame,
+    changed: dict[int, int],
+) -> IncrementalMerge:
+    """The rows an incremental run writes, and what it deletes.
+
+    Every changed key is first located among the touched buckets' live rows — only the columns
+    that order changes are read — and merged with its new changes (:func:`pipeline.patch.patch`):
+    that says which rows a winning change replaces and what it writes. Then, per bucket
+    (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
+    position deletes for the replaced ones; a rewritten bucket is read whole, once, without the
+    replaced rows (and its older deletes), and written again with the new rows.
+    """
+    keys = KeySchema.of(settings.table)
+    stored = stored_schema(keys)
+    touched = sorted(changed)
+    items = tables.tasks(tables.items_name, touched)
+    tombstones = tables.tasks(tables.tombstones_name, touched)
+    files = [*items, *tombstones]
+    kinds = ["items"] * len(items) + ["tombstones"] * len(tombstones)
+    plan = plan_buckets(
+        bucket_files(files),
+        changed,
+        rewrite_deleted_share=settings.pipeline.rewrite_deleted_share,
+        max_files_per_bucket=settings.pipeline.max_files_per_bucket,
+    )
+    located = read_live(
+        spark,
+        stored,
+        files,
+        columns=[*keys.names, BUCKET, *patch.ORDER_COLUMNS],
+        locate=True,
+        only=changes.select(*keys.names).distinct(),
+        keys=keys.names,
+    )
+    patched = patch.patch(located, changes, keys).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = patch.new_rows(patched, keys)
+    if plan.rewrite:
+        rewritten = [task for task in files if task.bucket in plan.rewrite]
+        replaced = patch.deleted_rows(patched).filter(F.col(BUCKET).isin(sorted(plan.rewrite)))
+        kept = read_live(spark, stored, rewritten, numbering=files, also_deleted=replaced)
+        rows = rows.unionByName(kept.withColumn(snapshot.CHANGES, F.lit(0)))
+    return IncrementalMerge(snapshot.by_bucket(rows, len(touched)), patched, plan, files, kinds)
 
 
 def _report_bad_lines(
@@ -246,7 +319,9 @@ def run_snapshot(
     line_observation = Observation("lines")
     if selection.to_read:
         raw = read_lines(spark, [o.uri for o in selection.to_read])
-        parsed = _with_bucket(parse.parse_lines(raw, keys), keys, count)
+        # A rebuild keeps items in wire form and types only each key's winner; an incremental run
+        # types its (few) changes at once.
+        parsed = _with_bucket(parse.parse_lines(raw, keys, typed=incremental), keys, count)
         if not incremental:  # one pass: the lines are counted as the merge reads them
             parsed = parsed.observe(
                 line_observation,
@@ -268,6 +343,8 @@ def run_snapshot(
     cached: list[DataFrame] = []
     try:
         touched: list[int] | None = None
+        rewritten: list[int] | None = None  # buckets replaced whole (None: every bucket)
+        incremental_merge: IncrementalMerge | None = None
         if incremental:
             # Small (the changes since the last run): parsed once, kept, and its buckets listed.
             assert parsed is not None and raw is not None
@@ -279,34 +356,37 @@ def run_snapshot(
             bad = sum(int(r["count"]) for r in rows if r["bad"])
             lines = sum(int(r["count"]) for r in rows)
             _report_bad_lines(parsed, raw, (bad, lines), tolerate, progress)
-            touched = sorted({int(r[BUCKET]) for r in rows if not r["bad"] and r[BUCKET] is not None})
-            previous = read_files(
-                spark,
-                stored,
-                tables.data_files(tables.items_name, touched)
-                + tables.data_files(tables.tombstones_name, touched),
+            changed = {
+                int(r[BUCKET]): int(r["count"]) for r in rows if not r["bad"] and r[BUCKET] is not None
+            }
+            touched = sorted(changed)
+            incremental_merge = _merge_incremental(
+                spark, settings, tables=tables, changes=changes, changed=changed
             )
-            merged = snapshot.merge_into(previous.select(*names), changes, keys, len(touched))
+            cached.append(incremental_merge.patched)
+            rewritten = sorted(incremental_merge.plan.rewrite)
+            merged = incremental_merge.rows
         else:
-            base = read_files(spark, stored, tables.data_files(tables.base_name)) if start_time else None
-            merged = snapshot.rebuild(changes, keys, base)
+            base = read_live(spark, stored, tables.tasks(tables.base_name)) if start_time else None
+            merged = snapshot.rebuild(changes, keys, base, buckets=count)
         observation = Observation("snapshot")
         observed = merged.observe(
-            observation,
-            F.count_if(F.col(EVENT) != "REMOVE").alias("items"),
-            F.count_if(F.col(EVENT) == "REMOVE").alias("tombstones"),
-            F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes"),
+            observation, F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes")
         )
         progress(
-            f"[2/4] merging into {'every bucket' if touched is None else f'{len(touched)} of {count} bucket(s)'}"
+            "[2/4] merging into "
+            + (
+                "every bucket"
+                if touched is None or rewritten is None
+                else f"{len(touched)} of {count} bucket(s): {len(rewritten)} rewritten, "
+                f"{len(touched) - len(rewritten)} patched"
+            )
         )
         _reading(lambda: snapshot.write_parts(observed, out))
-        metrics = observation.get
-        items, removed, new_changes = (
-            int(metrics["items"]),
-            int(metrics["tombstones"]),
-            int(metrics["changes"]),
-        )
+        new_changes = int(observation.get["changes"])
+        deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
+        if incremental_merge is not None:  # every changed key's count is in the patch, written or not
+            new_changes, deletes = incremental_merge.outcome()
         if not incremental and raw is not None and parsed is not None:
             counted = line_observation.get
             lines, bad = int(counted["lines"]), int(counted["bad"])
@@ -334,8 +414,11 @@ def run_snapshot(
         version = tables.commit(
             item_files=item_files,
             tombstone_files=tombstone_files,
-            buckets=touched,
+            buckets=rewritten,
             watermarks=new_marks,
+            item_deletes=deletes["items"],
+            tombstone_deletes=deletes["tombstones"],
+            deletes_folder=as_file_uri(join(out, "deletes")),
             summary={
                 "consumer.objects-read": str(len(selection.to_read)),
                 "consumer.lines": str(lines),
@@ -343,12 +426,15 @@ def run_snapshot(
                 "consumer.new-changes": str(new_changes),
             },
         )
+    except HalfCommittedError:
+        raise  # the tombstones table holds some of the run's files: they stay
     except BaseException:
         out_store.remove_tree(out)
         raise
     finally:
         for frame in cached:
             frame.unpersist()
+    items, removed = tables.live_rows(tables.items_name), tables.live_rows(tables.tombstones_name)
     progress(f"[4/4] committed {tables.items_name} version {version} ({items} items, {removed} tombstones)")
     return SnapshotResult(
         version,
@@ -362,6 +448,7 @@ def run_snapshot(
         removed,
         selection.ignored,
         None if touched is None else len(touched),
+        0 if touched is None or rewritten is None else len(touched) - len(rewritten),
     )
 
 

@@ -16,7 +16,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.schemas import EVENT, LANDED, SEQUENCE, SHARD_ID, KeySchema, snapshot_schema
+from pipeline import parse
+from pipeline.schemas import (
+    EVENT,
+    ITEM,
+    ITEM_COLUMN,
+    LANDED,
+    SEQUENCE,
+    SHARD_ID,
+    WIRE_ITEM,
+    KeySchema,
+    snapshot_schema,
+)
 from pipeline.table import BUCKET
 
 WATERMARKS = T.StructType(
@@ -42,6 +53,8 @@ def after_watermarks(changes: DataFrame, watermarks: DataFrame) -> DataFrame:
 
 NEW = "_new"  # true on this run's changes, false on rows of the previous state
 CHANGES = "_changes"  # distinct new changes (shard id + sequence number) merged into the row
+_PART = "_part"  # the task a row of a rebuild goes to, when buckets are split over tasks
+_TYPED = "_typed_item"  # a typed base row's item, while the changes' items are still in wire form
 
 
 def latest_state(previous: DataFrame, changes: DataFrame, keys: KeySchema) -> DataFrame:
@@ -75,32 +88,69 @@ def _tasks(frame: DataFrame, buckets: int) -> int:
     return max(1, min(buckets, frame.sparkSession.sparkContext.defaultParallelism * 2))
 
 
-def rebuild(changes: DataFrame, keys: KeySchema, base: DataFrame | None = None) -> DataFrame:
+def by_id(rows: DataFrame, partitions: int, column: str) -> DataFrame:
+    """Each row to the task its ``column`` names, modulo ``partitions`` (``repartitionById``, Spark
+    4.1+). EMR's Spark 3.5 lacks it and gets a hash of the column: the same grouping, spread less
+    evenly over tasks (murmur3 puts 3 to 6 of 16 buckets in each of 4 tasks)."""
+    if hasattr(rows, "repartitionById"):
+        return rows.repartitionById(partitions, F.col(column))
+    return rows.repartition(partitions, F.col(column))
+
+
+def _whole_buckets(rows: DataFrame, keys: KeySchema, buckets: int) -> tuple[DataFrame, list[str]]:
+    """``rows`` spread so that each task holds whole buckets (one file per bucket and kind), and the
+    columns to group them by: as many tasks as the session's shuffle partitions, but at most one per
+    bucket; beyond that each bucket is split by another hash of the key (murmur3: independent of the
+    bucket's xxhash64), and that task number is grouped by too (a function of the key, it splits no
+    group), so that the aggregation finds its rows already in place and adds no second shuffle."""
+    partitions = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
+    split = max(1, partitions // buckets)
+    if split == 1:
+        return by_id(rows, max(1, min(partitions, buckets)), BUCKET), [BUCKET, *keys.names]
+    part = F.col(BUCKET) + F.lit(buckets) * F.pmod(F.hash(*[F.col(n) for n in keys.names]), F.lit(split))
+    spread = by_id(rows.withColumn(_PART, part.cast("int")), buckets * split, _PART)
+    return spread, [_PART, BUCKET, *keys.names]
+
+
+def rebuild(
+    changes: DataFrame, keys: KeySchema, base: DataFrame | None = None, buckets: int = 16
+) -> DataFrame:
     """Every bucket from scratch: the latest change per key over ``changes`` (and a bootstrap's
-    ``base`` state). Grouped by bucket and key: one shuffle, after a partial aggregation per task
-    (a repartition by bucket first would keep one file per bucket but forgo that)."""
+    ``base`` state, typed).
+
+    One shuffle, by bucket (:func:`_whole_buckets`), then the aggregation per key in the same tasks: no
+    partial aggregation before the shuffle (with a few changes per key it saved less than it cost),
+    and whole buckets per task, so that the table gets one file per bucket and kind, not one per task
+    as well. ``changes`` may carry their items in wire form (``parse.parse_lines(..., typed=False)``):
+    only each key's winner is then typed, after the merge — typing is the dearest part of a parse.
+    """
+    wire = changes.schema[ITEM_COLUMN].dataType == WIRE_ITEM
     rows = changes
     if base is not None:
-        rows = base.select(*[c for c in changes.columns if c != NEW]).withColumn(NEW, F.lit(False))
-        rows = rows.unionByName(changes)
-    return _latest_per_key(rows, keys, [BUCKET, *keys.names])
+        if wire:  # the base is typed already: carried beside the wire items, typed or not, of the changes
+            rows = rows.withColumn(_TYPED, F.lit(None).cast(ITEM))
+            base = base.withColumn(_TYPED, F.col(ITEM_COLUMN)).withColumn(
+                ITEM_COLUMN, F.lit(None).cast(WIRE_ITEM)
+            )
+        rows = (
+            base.select(*[c for c in rows.columns if c != NEW])
+            .withColumn(NEW, F.lit(False))
+            .unionByName(rows)
+        )
+    spread, group = _whole_buckets(rows, keys, buckets)
+    latest = _latest_per_key(spread, keys, group).drop(_PART)
+    if not wire:
+        return latest
+    typed = parse.typed_item(F.col(ITEM_COLUMN))
+    if base is not None:
+        typed = F.coalesce(F.col(_TYPED), typed)
+    return latest.withColumn(ITEM_COLUMN, typed).drop(_TYPED)
 
 
-def merge_into(previous: DataFrame, changes: DataFrame, keys: KeySchema, buckets: int) -> DataFrame:
-    """The new state of the buckets ``previous`` holds (all their rows, items and tombstones) after
-    ``changes`` (each marked :data:`NEW`, all in those buckets).
-
-    Rows whose key no change touches pass through as they are — no aggregation, one broadcast
-    anti-join against the changed keys; only the changed keys are aggregated (their previous row
-    against their new changes). The result is then spread by bucket, one task per bucket, so that a
-    bucket stays one file run after run.
-    """
-    changed = F.broadcast(changes.select(*keys.names).distinct())
-    untouched = previous.join(changed, keys.names, "left_anti").withColumn(CHANGES, F.lit(0))
-    contested = previous.join(changed, keys.names, "left_semi").withColumn(NEW, F.lit(False))
-    latest = _latest_per_key(contested.unionByName(changes), keys, [BUCKET, *keys.names])
-    merged = untouched.unionByName(latest.select(*untouched.columns))
-    return merged.repartition(_tasks(previous, buckets), BUCKET)
+def by_bucket(state: DataFrame, buckets: int) -> DataFrame:
+    """Spread rows by bucket, one task per bucket (up to two per core): a bucket gets one file per
+    run and kind, not one per task."""
+    return by_id(state, _tasks(state, buckets), BUCKET)
 
 
 def write_parts(state: DataFrame, uri: str) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.errors import SnapshotStoreError
+from pipeline.errors import HalfCommittedError, SnapshotStoreError
 from pipeline.schemas import KeySchema, snapshot_schema
 from pipeline.storage import is_local, join, local_path
 
@@ -94,6 +93,16 @@ def arrow_type(kind: T.DataType) -> pa.DataType:
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, arrow_type(f.dataType), nullable=True) for f in schema.fields])
+
+
+@dataclass(frozen=True, order=True)
+class FileTask:
+    """One live data file of a table and the position delete files (path, rows) that apply to it."""
+
+    path: str
+    bucket: int
+    rows: int
+    deletes: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,8 +194,9 @@ class SnapshotTables:
         except (ValueError, TypeError, AttributeError) as exc:
             raise SnapshotStoreError(f"{self.items_name}: unreadable consumer.* properties: {exc}") from exc
 
-    def data_files(self, name: str, buckets: Iterable[int] | None = None) -> list[str]:
-        """The data files of one table (all, or those of the given buckets) in its current snapshot."""
+    def tasks(self, name: str, buckets: Iterable[int] | None = None) -> list[FileTask]:
+        """The live data files of one table (all, or those of the given buckets), each with the
+        position delete files that apply to it, in the table's current snapshot."""
         table = self._load(name)
         if table is None or table.current_snapshot() is None:
             return []
@@ -196,7 +206,19 @@ class SnapshotTables:
             if not wanted:
                 return []
             scan = table.scan(row_filter=f"{BUCKET} IN ({', '.join(str(b) for b in wanted)})")
-        return sorted(task.file.file_path for task in scan.plan_files())
+        return sorted(
+            FileTask(
+                task.file.file_path,
+                int(task.file.partition[0]),
+                int(task.file.record_count),
+                tuple(sorted((d.file_path, int(d.record_count)) for d in task.delete_files)),
+            )
+            for task in scan.plan_files()
+        )
+
+    def data_files(self, name: str, buckets: Iterable[int] | None = None) -> list[str]:
+        """The data files of one table (all, or those of the given buckets) in its current snapshot."""
+        return [task.path for task in self.tasks(name, buckets)]
 
     # ------------------------------------------------------------------------------- writing
 
@@ -229,7 +251,7 @@ class SnapshotTables:
         items = self._load(self.items_name)
         if base is None or items is None:
             raise SnapshotStoreError(f"{self.base_name} or {self.items_name} vanished during the bootstrap")
-        _replace_all(base, files)
+        self._replace(base, None, files, deletes={}, deletes_folder="", properties={})
         with items.transaction() as tx:
             tx.set_properties(**{START_TIME: repr(float(start_time)), WATERMARKS: "{}", RUN: "0"})
 
@@ -245,56 +267,122 @@ class SnapshotTables:
         buckets: Iterable[int] | None,
         watermarks: Mapping[str, str],
         summary: Mapping[str, str],
-        start_time: float | None = None,
+        item_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
+        tombstone_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
+        deletes_folder: str = "",
     ) -> str:
-        """Replace the given buckets (None: every bucket) of both tables with the new files.
+        """One run: in both tables, every file of ``buckets`` (None: of every bucket) is replaced by
+        the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position) are
+        deleted through position delete files written under ``deletes_folder``.
 
         Tombstones first, then the snapshot table with its properties: a failure in between leaves
         the snapshot table — and its watermarks — as they were, and the next run recomputes those
-        buckets from the same changes (the merge is a max per key, so applying a change twice is
-        harmless). Returns the snapshot's new version (``consumer.run``, six digits).
+        buckets from the same changes (the merge is a max per key, and it deletes every older row of
+        a key it finds, so applying a change twice is harmless). Returns the snapshot's new version
+        (``consumer.run``, six digits).
         """
-        from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-
-        run = 0
-        listed = ", ".join(str(int(b)) for b in sorted(set(buckets or ())))
-        where: BooleanExpression | str = AlwaysTrue() if buckets is None else f"{BUCKET} IN ({listed or -1})"
-        properties = {**{k: str(v) for k, v in summary.items()}}
-        for name, files, last in (
-            (self.tombstones_name, tombstone_files, False),
-            (self.items_name, item_files, True),
-        ):
-            table = self._load(name)
-            if table is None:
-                raise SnapshotStoreError(f"table {name} vanished during the run")
-            with table.transaction() as tx, warnings.catch_warnings():
-                # "Delete operation did not match any records": a bucket new to the table.
-                warnings.filterwarnings("ignore", message="Delete operation did not match")
-                if table.current_snapshot() is not None:
-                    tx.delete(where, snapshot_properties=properties)
-                if files:
-                    tx.add_files(list(files), snapshot_properties=properties, check_duplicate_files=False)
-                if last:
-                    run = int(table.properties.get(RUN, 0)) + 1
-                    update = {
-                        RUN: str(run),
-                        WATERMARKS: json.dumps(dict(sorted(watermarks.items())), sort_keys=True),
-                    }
-                    if start_time is not None:
-                        update[START_TIME] = repr(float(start_time))
-                    tx.set_properties(**update)
+        properties = {k: str(v) for k, v in summary.items()}
+        tombstones = self._load(self.tombstones_name)
+        items = self._load(self.items_name)
+        if tombstones is None or items is None:
+            raise SnapshotStoreError(
+                f"table {self.tombstones_name} or {self.items_name} vanished during the run"
+            )
+        self._replace(
+            tombstones,
+            buckets,
+            tombstone_files,
+            deletes=tombstone_deletes or {},
+            deletes_folder=deletes_folder,
+            properties=properties,
+        )
+        run = int(items.properties.get(RUN, 0)) + 1
+        try:
+            self._replace(
+                items,
+                buckets,
+                item_files,
+                deletes=item_deletes or {},
+                deletes_folder=deletes_folder,
+                properties=properties,
+                table_properties={
+                    RUN: str(run),
+                    WATERMARKS: json.dumps(dict(sorted(watermarks.items())), sort_keys=True),
+                },
+            )
+        except Exception as exc:
+            raise HalfCommittedError(
+                f"{self.tombstones_name} committed this run but {self.items_name} did not ({exc}); "
+                f"run the snapshot again: it merges the same changes and repairs {self.items_name}"
+            ) from exc
         return f"{run:06d}"
 
+    def live_rows(self, name: str) -> int:
+        """Rows a reader sees in one table: its records minus its position deletes (each of ours
+        deletes one live row, and a rewritten bucket's delete files leave with its data files)."""
+        table = self._load(name)
+        snapshot = table.current_snapshot() if table is not None else None
+        if snapshot is None or snapshot.summary is None:
+            return 0
+        totals = snapshot.summary.additional_properties
+        return int(totals.get("total-records", 0)) - int(totals.get("total-position-deletes", 0))
 
-def _replace_all(table: Any, files: Sequence[str]) -> None:
-    from pyiceberg.expressions import AlwaysTrue
+    def _replace(
+        self,
+        table: Any,
+        buckets: Iterable[int] | None,
+        files: Sequence[str],
+        *,
+        deletes: Mapping[int, Sequence[tuple[str, int]]],
+        deletes_folder: str,
+        properties: Mapping[str, str],
+        table_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """One Iceberg snapshot of ``table``: the buckets' files out, ``files`` in, ``deletes`` applied."""
+        from pyiceberg.io.pyarrow import parquet_file_to_data_file
+        from pyiceberg.table import TableProperties
+        from pyiceberg.utils.concurrent import ExecutorFactory
 
-    with table.transaction() as tx, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Delete operation did not match")
-        if table.current_snapshot() is not None:
-            tx.delete(AlwaysTrue())
-        if files:
-            tx.add_files(list(files), check_duplicate_files=False)
+        from pipeline.deletes import RowDelta, read_position_deletes, write_position_deletes
+
+        name = ".".join(table.name())
+        wanted = None if buckets is None else sorted(set(buckets))
+        removed: list[str] = []
+        if wanted is None or wanted:
+            for task in self.tasks(name, wanted):
+                removed.append(task.path)
+                removed.extend(path for path, _ in task.deletes)
+        metadata = table.metadata
+        added = list(
+            ExecutorFactory.get_or_create().map(
+                lambda f: parquet_file_to_data_file(table.io, metadata, f), files
+            )
+        )
+        # A patched bucket keeps one delete file per table: its older ones are folded into the new
+        # one and leave in the same commit (readers open every delete file of a bucket).
+        older: dict[int, set[str]] = {}
+        for task in self.tasks(name, sorted(deletes)) if deletes else []:
+            older.setdefault(task.bucket, set()).update(path for path, _ in task.deletes)
+        delete_files = []
+        for bucket, positions in sorted(deletes.items()):
+            folded = sorted(older.get(bucket, ()))
+            merged = [*positions, *read_position_deletes(table, folded)]
+            written = write_position_deletes(table, deletes_folder, bucket, merged)
+            if written is not None:
+                delete_files.append(written)
+                removed.extend(folded)
+        with table.transaction() as tx:
+            if metadata.name_mapping() is None:  # data files written by Spark carry no field ids
+                tx.set_properties(
+                    **{TableProperties.DEFAULT_NAME_MAPPING: metadata.schema().name_mapping.model_dump_json()}
+                )
+            if removed or added or delete_files:
+                with RowDelta(
+                    tx, removed=set(removed), added=added, deletes=delete_files, properties=dict(properties)
+                ):
+                    pass
+            if table_properties:
+                tx.set_properties(**dict(table_properties))
 
 
 def parquet_files(listing: Iterable[str]) -> list[str]:

@@ -19,6 +19,25 @@ class PipelineSettings(SettingsModel):
     stats_uri: str = Field("var/stats", description="Where change statistics are written.")
     spark_master: str = Field("local[2]", description="Spark master for local runs.")
     tolerate_bad_lines: int = Field(0, ge=0, description="Malformed change-log lines tolerated per run.")
+    rewrite_deleted_share: float = Field(
+        0.2,
+        gt=0,
+        le=1,
+        description=(
+            "An incremental snapshot run patches a bucket (position deletes plus a small data file) "
+            "while the rows it has deleted stay below this share of the bucket's rows; at the share "
+            "(each bucket a little earlier, by its own fixed amount, so that rewrites spread over "
+            "runs) it rewrites the bucket whole."
+        ),
+    )
+    max_files_per_bucket: int = Field(
+        40,
+        ge=8,
+        description=(
+            "Data and delete files a snapshot bucket may hold (both tables) before a run rewrites "
+            "it whole (each bucket a little earlier, as above): readers open every one."
+        ),
+    )
     emr_serverless: bool = Field(
         False,
         description=(

@@ -279,18 +279,19 @@ def test_failed_write_leaves_the_snapshot_on_the_previous_version(
 
 
 def test_a_run_rewrites_only_the_buckets_of_changed_keys(spark: SparkSession, tmp_path: Path) -> None:
-    settings = settings_for(tmp_path)
+    # Every changed bucket rewritten whole (copy-on-write); patching is tests/pipeline/test_position_deletes.py.
+    settings = settings_for(tmp_path, rewrite_deleted_share=0.01)
     log = tmp_path / "changelog"
     write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
     first = run_snapshot(spark, settings, buckets=8)
     tables = snapshot_tables(settings)
     before = set(tables.data_files(tables.items_name))
-    assert first.buckets_rewritten is None and len(before) == 8  # 40 keys fill every bucket
+    assert first.buckets_changed is None and len(before) == 8  # 40 keys fill every bucket
 
     write_object(log, [change(P, 50, "MODIFY", "k7", image={"n": {"N": "70"}})])
     second = run_snapshot(spark, settings)
     after = set(tables.data_files(tables.items_name))
-    assert second.buckets_rewritten == 1 and second.new_changes == 1
+    assert second.buckets_changed == 1 and second.buckets_patched == 0 and second.new_changes == 1
     assert len(before - after) == 1 and len(after - before) == 1  # one file replaced, seven kept
     rows = {r["pk"]: r[ITEM_COLUMN]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
     assert rows == {**{f"k{i}": str(i) for i in range(1, 41)}, "k7": "70"}

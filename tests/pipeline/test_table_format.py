@@ -33,7 +33,9 @@ def test_iceberg_readers_and_duckdb_see_the_items_by_table_name(spark: SparkSess
 
     # PyIceberg, configured only with the catalog's name and location: the catalog names the tables.
     root = tmp_path / "snapshot"
-    catalog = SqlCatalog("consumer", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=(root / "warehouse").as_uri())
+    catalog = SqlCatalog(
+        "consumer", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=(root / "warehouse").as_uri()
+    )
     assert ("orders_stream_consumer_local", "orders_snapshot") in catalog.list_tables(
         "orders_stream_consumer_local"
     )

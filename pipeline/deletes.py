@@ -1,0 +1,202 @@
+"""Iceberg position deletes: write the delete files and commit them with new data files, atomically.
+
+An incremental run that changes a few keys of a large bucket should not rewrite the bucket: it
+marks the old rows of the changed keys deleted — a *position delete file* lists ``(file_path,
+pos)`` pairs, the row's data file and its 0-based row number — and adds the new rows in a new data
+file. Every Iceberg reader (Spark, Trino, Athena, DuckDB through PyIceberg, PyIceberg itself)
+applies position deletes; equality deletes would spare the run even the lookup of the old rows, but
+PyIceberg cannot read them, so the table would stop being readable by one of its readers.
+
+PyIceberg 0.12 reads position deletes but has no public API to *commit* them: its snapshot producers
+write every manifest as a data manifest. :class:`RowDelta` is the one producer this product needs —
+in one snapshot it removes whole files (data or delete files of buckets rewritten copy-on-write),
+adds data files and adds position delete files, writing the latter into a manifest whose content is
+``deletes`` (Iceberg table spec, format version 2). It relies on PyIceberg's snapshot-producer
+internals, which is why ``pyiceberg`` is pinned exactly and ``tests/pipeline/test_position_deletes.py``
+checks the result through PyIceberg's own reader and DuckDB.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriter,
+    ManifestWriterV2,
+)
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _SnapshotProducer
+from pyiceberg.typedef import Record
+
+from pipeline.errors import SnapshotStoreError
+
+PATH_FIELD_ID = 2147483546  # Iceberg spec: the reserved field ids of a position delete file
+POS_FIELD_ID = 2147483545
+POSITION_DELETE_ARROW = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": str(PATH_FIELD_ID)}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": str(POS_FIELD_ID)}),
+    ]
+)
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """A version-2 manifest whose entries are delete files (``content = deletes``)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def read_position_deletes(table: Any, paths: Iterable[str]) -> list[tuple[str, int]]:
+    """The (data file, position) rows of position delete files, read through the table's file IO."""
+    rows: list[tuple[str, int]] = []
+    for path in paths:
+        with table.io.new_input(path).open() as stream:
+            data = pq.read_table(stream, columns=["file_path", "pos"])
+        rows.extend(zip(data.column("file_path").to_pylist(), data.column("pos").to_pylist(), strict=True))
+    return rows
+
+
+def write_position_deletes(
+    table: Any, folder: str, bucket: int, positions: Iterable[tuple[str, int]]
+) -> DataFile | None:
+    """One position delete file for one partition (``_bucket = bucket``) of ``table``, through the
+    table's own file IO (local disk or S3); rows sorted by path, then position, as the spec asks.
+
+    The path bounds are recorded, so readers skip the file for data files it does not name. Returns
+    None when there is nothing to delete.
+    """
+    rows = sorted(set(positions))
+    if not rows:
+        return None
+    paths = [path for path, _ in rows]
+    data = pa.table(
+        [pa.array(paths, pa.string()), pa.array([pos for _, pos in rows], pa.int64())],
+        schema=POSITION_DELETE_ARROW,
+    )
+    buffer = io.BytesIO()
+    pq.write_table(data, buffer, compression="zstd")
+    location = f"{folder.rstrip('/')}/delete-b{bucket}-{uuid.uuid4().hex}.parquet"
+    payload = buffer.getvalue()
+    with table.io.new_output(location).create(overwrite=True) as out:
+        out.write(payload)
+    spec = table.metadata.spec()
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(bucket),
+        record_count=len(rows),
+        file_size_in_bytes=len(payload),
+        lower_bounds={PATH_FIELD_ID: min(paths).encode()},
+        upper_bounds={PATH_FIELD_ID: max(paths).encode()},
+        spec_id=spec.spec_id,
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+    )
+
+
+class RowDelta(_SnapshotProducer["RowDelta"]):
+    """One OVERWRITE snapshot: remove whole files, add data files, add position delete files.
+
+    Use inside a PyIceberg transaction, as its own producers are used::
+
+        with RowDelta(tx, removed=paths, added=data_files, deletes=delete_files, properties=...):
+            pass
+    """
+
+    def __init__(
+        self,
+        transaction: Any,
+        *,
+        removed: Iterable[str],
+        added: Sequence[DataFile],
+        deletes: Sequence[DataFile],
+        properties: dict[str, str],
+    ) -> None:
+        super().__init__(
+            Operation.OVERWRITE, transaction, transaction._table.io, snapshot_properties=properties
+        )
+        self._removed_paths = set(removed)
+        self._new_data = list(added)
+        self._new_deletes = list(deletes)
+        self._added_data_files = [*self._new_data, *self._new_deletes]  # counted in the summary
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        return []  # unused: _manifests is written whole below
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        return []
+
+    def _writer(self, content: ManifestContent) -> ManifestWriter:
+        metadata = self._transaction.table_metadata
+        if metadata.format_version != 2:
+            raise SnapshotStoreError(
+                f"position deletes need an Iceberg format-version 2 table, not {metadata.format_version}"
+            )
+        kind = _DeleteManifestWriter if content == ManifestContent.DELETES else ManifestWriterV2
+        return kind(
+            metadata.spec(), self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression
+        )
+
+    def _manifests(self) -> list[ManifestFile]:
+        """The parent's manifests, those naming a removed file rewritten without it (the file kept
+        as a DELETED entry, as the spec asks), then one manifest of new data and one of new deletes."""
+        manifests: list[ManifestFile] = []
+        self._deleted_data_files = set()
+        metadata = self._transaction.table_metadata
+        parent = (
+            metadata.snapshot_by_id(self._parent_snapshot_id)
+            if self._parent_snapshot_id is not None
+            else None
+        )
+        found: set[str] = set()
+        for manifest in parent.manifests(io=self._io) if parent is not None else []:
+            entries = manifest.fetch_manifest_entry(io=self._io, discard_deleted=True)
+            if not any(e.data_file.file_path in self._removed_paths for e in entries):
+                manifests.append(manifest)
+                continue
+            with self._writer(manifest.content) as writer:
+                for entry in entries:
+                    if entry.data_file.file_path in self._removed_paths:
+                        found.add(entry.data_file.file_path)
+                        self._deleted_data_files.add(entry.data_file)
+                        writer.delete(entry)
+                    else:
+                        writer.existing(entry)
+            manifests.append(writer.to_manifest_file())
+        if missing := self._removed_paths - found:
+            raise SnapshotStoreError(f"files to remove are not in the table: {sorted(missing)[:3]}")
+        for content, files in (
+            (ManifestContent.DATA, self._new_data),
+            (ManifestContent.DELETES, self._new_deletes),
+        ):
+            if files:
+                with self._writer(content) as writer:
+                    for data_file in files:
+                        writer.add(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.ADDED,
+                                snapshot_id=self._snapshot_id,
+                                data_file=data_file,
+                            )
+                        )
+                manifests.append(writer.to_manifest_file())
+        return manifests

@@ -1,0 +1,193 @@
+"""Patched buckets (merge-on-read): old rows deleted by position, new rows in new files, and the
+table still what every reader — ours, PyIceberg's, DuckDB through PyIceberg — sees the same way."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipeline.errors import HalfCommittedError
+from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
+from pipeline.schemas import ITEM_COLUMN
+from pipeline.table import SnapshotTables
+from tests.pipeline.fixtures import change, settings_for, write_object
+
+pytestmark = pytest.mark.spark
+P, C = "shardId-00000001-parent", "shardId-00000002-child"
+PATCH = {"rewrite_deleted_share": 1.0, "max_files_per_bucket": 1000}  # patch every bucket holding rows
+REWRITE = {"rewrite_deleted_share": 0.01}  # rewrite every changed bucket
+
+
+def ours(spark: SparkSession, settings: Any) -> dict[str, str]:
+    return {r["pk"]: r[ITEM_COLUMN]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
+
+
+def iceberg(settings: Any) -> dict[str, str]:
+    """The snapshot table through PyIceberg's own scan (it applies the position deletes itself)."""
+    tables = snapshot_tables(settings)
+    table = tables.items_table()
+    assert table is not None
+    rows = table.scan(selected_fields=("pk", ITEM_COLUMN)).to_arrow().to_pylist()
+    return {r["pk"]: dict(r[ITEM_COLUMN])["n"]["n"] for r in rows}
+
+
+def duckdb_rows(settings: Any) -> dict[str, str]:
+    table = snapshot_tables(settings).items_table()
+    assert table is not None
+    connection = table.scan().to_duckdb("snap")
+    return dict(connection.execute("SELECT pk, _item['n'].n FROM snap").fetchall())
+
+
+def delete_files(tables: SnapshotTables, name: str) -> set[str]:
+    return {path for task in tables.tasks(name) for path, _ in task.deletes}
+
+
+def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    settings = settings_for(tmp_path, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
+    run_snapshot(spark, settings, buckets=4)
+    tables = snapshot_tables(settings)
+    before = set(tables.data_files(tables.items_name))
+
+    write_object(
+        log,
+        [
+            change(P, 50, "MODIFY", "k7", image={"n": {"N": "70"}}),
+            change(P, 51, "REMOVE", "k8"),
+            change(P, 52, "INSERT", "k99", image={"n": {"N": "99"}}),
+        ],
+    )
+    second = run_snapshot(spark, settings)
+    after = set(tables.data_files(tables.items_name))
+    assert before <= after  # no data file rewritten
+    assert len(delete_files(tables, tables.items_name)) >= 1  # k7's and k8's old rows deleted by position
+    assert (second.new_changes, second.items, second.tombstones) == (3, 40, 1)
+    assert second.buckets_patched == second.buckets_changed  # every changed bucket patched
+
+    expected = {**{f"k{i}": str(i) for i in range(1, 41) if i != 8}, "k7": "70", "k99": "99"}
+    assert ours(spark, settings) == expected
+    assert iceberg(settings) == expected
+    assert duckdb_rows(settings) == expected
+    assert tables.live_rows(tables.items_name) == 40 and tables.live_rows(tables.tombstones_name) == 1
+
+    # A second patch of the same buckets folds their delete files: one per bucket and table, still.
+    write_object(
+        log, [change(P, 55, "MODIFY", "k9", image={"n": {"N": "90"}}), change(P, 56, "REMOVE", "k99")]
+    )
+    assert run_snapshot(spark, settings).buckets_patched >= 1
+    for name in (tables.items_name, tables.tombstones_name):
+        per_bucket: dict[int, set[str]] = {}
+        for task in tables.tasks(name):
+            per_bucket.setdefault(task.bucket, set()).update(path for path, _ in task.deletes)
+        assert all(len(files) <= 1 for files in per_bucket.values()), per_bucket
+    expected = {**expected, "k9": "90"}
+    del expected["k99"]
+    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
+
+    # A rewrite folds the deletes in: the bucket's files and delete files are replaced by one file each.
+    rewrite = settings_for(tmp_path, **REWRITE)
+    write_object(
+        log, [change(P, 60, "MODIFY", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41) if i != 8]
+    )
+    run_snapshot(spark, rewrite)
+    assert (
+        delete_files(tables, tables.items_name) == set()
+        and delete_files(tables, tables.tombstones_name) == set()
+    )
+    assert ours(spark, rewrite) == {f"k{i}": str(i) for i in range(1, 41) if i != 8}
+
+
+def _random_runs(seed: int, runs: int) -> list[list[dict[str, Any]]]:
+    """Batches of changes over 12 keys: inserts, modifies, removes, copies of earlier changes, and
+    a parent's change that lands after its child's (ordered before them)."""
+    rng = random.Random(seed)
+    seq = {P: 1_000, C: 10_000}
+    batches: list[list[dict[str, Any]]] = []
+    sent: list[dict[str, Any]] = []
+    for _ in range(runs):
+        batch: list[dict[str, Any]] = []
+        for _ in range(rng.randrange(3, 9)):
+            shard = rng.choice((P, C))
+            seq[shard] += rng.randrange(1, 5)
+            key = f"k{rng.randrange(12)}"
+            event = rng.choice(("INSERT", "MODIFY", "MODIFY", "REMOVE"))
+            image = None if event == "REMOVE" else {"n": {"N": str(seq[shard])}}
+            batch.append(
+                change(shard, seq[shard], event, key, image=image, parents=[P] if shard == C else [])
+            )
+        if sent and rng.random() < 0.5:
+            batch.append(rng.choice(sent))  # a replayed copy
+        sent += batch
+        batches.append(batch)
+    return batches
+
+
+def _land(log: Path, batch: list[dict[str, Any]]) -> None:
+    for shard in (P, C):
+        mine = [c for c in batch if c["shardId"] == shard]
+        if mine:
+            write_object(log, mine)
+
+
+@pytest.mark.parametrize("seed", [3, 17])
+def test_patched_and_rewritten_runs_equal_a_full_rebuild(
+    spark: SparkSession, tmp_path: Path, seed: int
+) -> None:
+    """The same batches, one run each, in three tables: always patched, always rewritten, and rebuilt
+    from the whole log at the end. Every reader sees the same items in all three."""
+    first = [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(12, 72)]
+    batches = [first, *_random_runs(seed, 4)]
+    states = []
+    for mode, overrides in (("patch", PATCH), ("rewrite", REWRITE)):
+        settings = settings_for(tmp_path / mode, **overrides)
+        patched = 0
+        for batch in batches:
+            _land(tmp_path / mode / "changelog", batch)
+            patched += run_snapshot(spark, settings, buckets=2).buckets_patched
+        assert (patched > 0) == (mode == "patch")
+        states.append((ours(spark, settings), iceberg(settings), duckdb_rows(settings)))
+    full = settings_for(tmp_path / "patch", **PATCH)
+    rebuilt = run_snapshot(spark, full, full=True)
+    assert rebuilt.version == "000006"
+    expected = ours(spark, full)
+    assert all(view == expected for state in states for view in state), (states, expected)
+
+
+def test_a_half_committed_run_is_repaired_by_the_next(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tombstones table committed, the snapshot table not: k1 is then live in both; the rerun
+    deletes the row that lost and the table is whole again."""
+    settings = settings_for(tmp_path, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 11)])
+    run_snapshot(spark, settings, buckets=2)
+    write_object(log, [change(P, 20, "REMOVE", "k1")])
+
+    calls: list[str] = []
+    original = SnapshotTables._replace
+
+    def fail_second(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(".".join(table.name()))
+        if len(calls) == 2:
+            raise RuntimeError("catalog unreachable")
+        original(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(SnapshotTables, "_replace", fail_second)
+    with pytest.raises(HalfCommittedError, match="catalog unreachable"):
+        run_snapshot(spark, settings)
+    monkeypatch.undo()
+    tables = snapshot_tables(settings)
+    assert calls[0] == tables.tombstones_name and tables.live_rows(tables.tombstones_name) == 1
+    assert "k1" in ours(spark, settings)  # the snapshot table did not move
+
+    again = run_snapshot(spark, settings)
+    assert (again.items, again.tombstones) == (9, 1)
+    assert ours(spark, settings) == {f"k{i}": str(i) for i in range(2, 11)} == iceberg(settings)
