@@ -110,6 +110,18 @@ def scan(emu: RunningEmulator, table: str) -> dict[str, dict[str, Any]]:
     return items
 
 
+def live_leases(emu: RunningEmulator, leases_table: str, process: str) -> int:
+    """Leases of unfinished shards owned by the worker process called ``process`` right now."""
+    items = emu.client("dynamodb").scan(TableName=leases_table, ConsistentRead=True)["Items"]
+    return sum(
+        1
+        for item in items
+        if not item["leaseKey"]["S"].startswith("__")
+        and item.get("leaseOwner", {}).get("S", "").startswith(f"{process}@")
+        and item.get("checkpoint", {}).get("S") != "SHARD_END"
+    )
+
+
 @dataclass
 class FleetRun:
     emu: RunningEmulator
@@ -178,11 +190,24 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             writer = threading.Thread(target=load.run, args=(24,), daemon=True)
             started = time.monotonic()
             writer.start()
+            frozen_at: list[float] = []
+
+            def freeze() -> None:
+                # Past the failover time it must fence itself on waking, which it can only show while
+                # it holds a lease: shards roll over every few seconds, so wait for one it holds.
+                wait_for(lambda: live_leases(emu, APP, "worker-1") > 0, 15, "worker-1 to hold a lease")
+                fleet.pause("worker-1")
+                frozen_at.append(time.monotonic())
+
+            def thaw() -> None:
+                time.sleep(max(0.0, frozen_at[0] + 5 - time.monotonic()))  # 5 s > failover 3 s
+                fleet.resume("worker-1")
+
             script = [
                 (6, lambda: (fleet.start_worker(), fleet.start_worker())),
-                (9, lambda: fleet.pause("worker-1")),  # past the failover time: it must fence itself
-                (14, lambda: fleet.resume("worker-1")),
+                (9, freeze),
                 (12, lambda: emu.control.split("orders")),
+                (14, thaw),
                 (16, lambda: fleet.kill("worker-2")),
                 (19, lambda: fleet.terminate("worker-3")),
             ]
