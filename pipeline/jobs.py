@@ -200,6 +200,7 @@ def _merge_incremental(
     tables: SnapshotTables,
     changes: DataFrame,
     changed: dict[int, int],
+    run: int,
 ) -> IncrementalMerge:
     """The rows an incremental run writes, and what it deletes.
 
@@ -222,6 +223,7 @@ def _merge_incremental(
         changed,
         rewrite_deleted_share=settings.pipeline.rewrite_deleted_share,
         max_files_per_bucket=settings.pipeline.max_files_per_bucket,
+        run=run,
     )
     located = read_live(
         spark,
@@ -347,7 +349,7 @@ def run_snapshot(
         incremental_merge: IncrementalMerge | None = None
         if incremental:
             # Small (the changes since the last run): parsed once, kept, and its buckets listed.
-            assert parsed is not None and raw is not None
+            assert parsed is not None and raw is not None and state is not None
             parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(parsed)
             rows = _reading(
@@ -361,7 +363,7 @@ def run_snapshot(
             }
             touched = sorted(changed)
             incremental_merge = _merge_incremental(
-                spark, settings, tables=tables, changes=changes, changed=changed
+                spark, settings, tables=tables, changes=changes, changed=changed, run=state.run + 1
             )
             cached.append(incremental_merge.patched)
             rewritten = sorted(incremental_merge.plan.rewrite)

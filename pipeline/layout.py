@@ -11,13 +11,20 @@ bucket's *pressure* is the larger of two fractions it would reach with this run'
 At pressure 1 the bucket is rewritten whole (copy-on-write, its deletes folded in): dense changes
 and small tables get there at once, where a rewrite costs about what a patch does. Buckets changed
 at one pace (keys spread evenly, as DynamoDB's own hashing spreads them) would all get there in the
-same run, so a run also rewrites, ahead of need, the most pressed of the buckets past one half, one
-for every eight buckets it changes: the rewrites are spread over runs, not all paid in one.
+same run, so runs also rewrite buckets ahead of need (once past a quarter of a limit, so that a
+bucket just rewritten is left alone), most pressed first, at a steady *rate*: the pressure a run
+adds to the buckets it changes, summed, is how many buckets' worth of limits it uses up, so
+rewriting that many buckets per run (with a quarter more for margin) keeps pace in the long run.
+The rate is fractional, so run ``n`` rewrites ``floor((n+1)·rate) − floor(n·rate)`` buckets (those
+at their limits included): over many runs the same number as a budget carried from run to run, with
+no state to keep but the run's number. Buckets then reach their rewrites staggered, one or two a
+run, not all in one.
 A bucket the snapshot does not hold yet is "rewritten" too: there is nothing to patch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -59,13 +66,35 @@ class Plan:
     patch: frozenset[int]
 
 
+# A patch adds a data file per table; its delete files replace the bucket's older ones (folded).
+_FILES_PER_PATCH = 2
+_DELETE_FILES_AFTER_PATCH = 2  # one per table
+EARLY_MARGIN = 1.25  # early rewrites run this much ahead of the pace the changes set
+EARLY_FROM = 0.25  # the least pressure at which a bucket may be rewritten ahead of need
+
+
 def pressure(
     files: BucketFiles, changes: int, *, rewrite_deleted_share: float, max_files_per_bucket: int
 ) -> float:
     """How close this run's patch would bring a bucket to its limits (1: at them)."""
-    # A patch deletes at most one row per change and adds a data and a delete file per table.
+    # A patch deletes at most one row per change.
     deleted = (files.deleted + changes) / (rewrite_deleted_share * files.rows) if files.rows else 1.0
-    return max(deleted, (files.files + files.delete_files + 4) / max_files_per_bucket)
+    count = files.files + _FILES_PER_PATCH + max(files.delete_files, _DELETE_FILES_AFTER_PATCH)
+    return max(deleted, count / max_files_per_bucket)
+
+
+def pace(
+    files: BucketFiles, changes: int, *, rewrite_deleted_share: float, max_files_per_bucket: int
+) -> float:
+    """The pressure one patch like this run's adds to a bucket: the share of its limits it uses up."""
+    deleted = changes / (rewrite_deleted_share * files.live) if files.live > 0 else 1.0
+    return min(1.0, max(deleted, _FILES_PER_PATCH / max_files_per_bucket))
+
+
+def early_budget(rate: float, run: int) -> int:
+    """Rewrites due at ``rate`` per run in run number ``run``: over any runs, their count is the
+    rate times the runs, rounded down, however the runs' rates vary little from run to run."""
+    return math.floor((run + 1) * rate) - math.floor(run * rate)
 
 
 def plan_buckets(
@@ -74,25 +103,25 @@ def plan_buckets(
     *,
     rewrite_deleted_share: float,
     max_files_per_bucket: int,
+    run: int = 0,
 ) -> Plan:
-    """Split the changed buckets (bucket → changes in this run) into rewrite and patch."""
+    """Split the changed buckets (bucket → changes in this run) into rewrite and patch; ``run`` is
+    the run's number (the snapshot's version), which spreads the early rewrites over runs."""
     rewrite: set[int] = set()
-    early: list[tuple[float, int]] = []
+    waiting: list[tuple[float, int]] = []
+    rate = 0.0
     for bucket, changes in changed.items():
         files = held.get(bucket)
         if files is None or files.live <= 0:
             rewrite.add(bucket)
             continue
-        level = pressure(
-            files,
-            changes,
-            rewrite_deleted_share=rewrite_deleted_share,
-            max_files_per_bucket=max_files_per_bucket,
-        )
+        share, most = rewrite_deleted_share, max_files_per_bucket
+        level = pressure(files, changes, rewrite_deleted_share=share, max_files_per_bucket=most)
+        rate += EARLY_MARGIN * pace(files, changes, rewrite_deleted_share=share, max_files_per_bucket=most)
         if level >= 1:
             rewrite.add(bucket)
-        elif level >= 0.5:
-            early.append((level, bucket))
-    budget = max(0, -(-len(changed) // 8) - len(rewrite))
-    rewrite.update(bucket for _, bucket in sorted(early, reverse=True)[:budget])
+        elif level >= EARLY_FROM:
+            waiting.append((level, bucket))
+    budget = max(0, early_budget(rate, run) - len(rewrite))
+    rewrite.update(bucket for _, bucket in sorted(waiting, reverse=True)[:budget])
     return Plan(frozenset(rewrite), frozenset(changed) - frozenset(rewrite))
