@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
@@ -29,7 +30,7 @@ from pipeline import bootstrap, chart, compare, parse, patch, snapshot, stats
 from pipeline.changelog import select_objects
 from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
 from pipeline.layout import Plan, bucket_files, plan_buckets
-from pipeline.reading import FILE, POS, read_live
+from pipeline.reading import FILE, POS, read_live, small_frame
 from pipeline.schemas import CREATED, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
 from pipeline.storage import Store, join, spark_uri, store_for
 from pipeline.table import (
@@ -134,7 +135,7 @@ class SnapshotResult:
     tombstones: int = 0
     ignored_files: tuple[str, ...] = field(default_factory=tuple)
     buckets_changed: int | None = None  # None: every bucket (a full rebuild or the first run)
-    buckets_patched: int = 0  # of those, patched with position deletes instead of rewritten
+    buckets_patched: int = 0  # of those, patched in the items table (deletes + new file), not rewritten
 
 
 def snapshot_tables(settings: Settings) -> SnapshotTables:
@@ -172,7 +173,7 @@ class IncrementalMerge:
 
     rows: DataFrame
     patched: DataFrame
-    plan: Plan
+    plans: dict[str, Plan]  # per table ("items", "tombstones"): which buckets it rewrites, which it patches
     files: list[FileTask]  # the touched buckets' data files, both tables: a row's FILE indexes this
     kinds: list[str]  # per file, the table it belongs to: "items" or "tombstones"
 
@@ -183,14 +184,24 @@ class IncrementalMerge:
         ``rewrite_deleted_share`` of its rows deleted)."""
         total = _reading(lambda: self.patched.agg(F.sum(snapshot.CHANGES)).first())
         deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
-        if self.plan.patch:
-            patched = patch.deleted_rows(self.patched).filter(F.col(BUCKET).isin(sorted(self.plan.patch)))
+        if any(plan.patch for plan in self.plans.values()):
+            patched = patch.deleted_rows(self.patched).filter(_in_buckets(self.plans, "patch", self.kinds))
             for row in _reading(patched.collect):
                 place = int(row[FILE])
                 deletes[self.kinds[place]].setdefault(int(row[BUCKET]), []).append(
                     (self.files[place].path, int(row[POS]))
                 )
         return int(total[0] or 0) if total is not None else 0, deletes
+
+
+def _in_buckets(plans: dict[str, Plan], part: str, kinds: list[str]) -> Column:
+    """True for a located row (:data:`FILE`, :data:`BUCKET`) in a bucket its table's plan puts in
+    ``part`` ("rewrite" or "patch"). The files are numbered items first, then tombstones."""
+    items = kinds.count("items")
+    chosen = {kind: sorted(getattr(plan, part)) for kind, plan in plans.items()}
+    in_items = (F.col(FILE) < F.lit(items)) & F.col(BUCKET).isin(chosen["items"])
+    in_tombstones = (F.col(FILE) >= F.lit(items)) & F.col(BUCKET).isin(chosen["tombstones"])
+    return in_items | in_tombstones
 
 
 def _merge_incremental(
@@ -206,8 +217,8 @@ def _merge_incremental(
 
     Every changed key is first located among the touched buckets' live rows — only the columns
     that order changes are read — and merged with its new changes (:func:`pipeline.patch.patch`):
-    that says which rows a winning change replaces and what it writes. Then, per bucket
-    (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
+    that says which rows a winning change replaces and what it writes. Then, per bucket of each
+    table (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
     position deletes for the replaced ones; a rewritten bucket is read whole, once, without the
     replaced rows (and its older deletes), and written again with the new rows.
     """
@@ -218,13 +229,16 @@ def _merge_incremental(
     tombstones = tables.tasks(tables.tombstones_name, touched)
     files = [*items, *tombstones]
     kinds = ["items"] * len(items) + ["tombstones"] * len(tombstones)
-    plan = plan_buckets(
-        bucket_files(files),
-        changed,
-        rewrite_deleted_share=settings.pipeline.rewrite_deleted_share,
-        max_files_per_bucket=settings.pipeline.max_files_per_bucket,
-        run=run,
-    )
+    plans = {
+        kind: plan_buckets(
+            bucket_files(tasks),
+            changed,
+            rewrite_deleted_share=settings.pipeline.rewrite_deleted_share,
+            max_files_per_bucket=settings.pipeline.max_files_per_bucket,
+            run=run,
+        )
+        for kind, tasks in (("items", items), ("tombstones", tombstones))
+    }
     located = read_live(
         spark,
         stored,
@@ -236,12 +250,12 @@ def _merge_incremental(
     )
     patched = patch.patch(located, changes, keys).persist(StorageLevel.MEMORY_AND_DISK)
     rows = patch.new_rows(patched, keys)
-    if plan.rewrite:
-        rewritten = [task for task in files if task.bucket in plan.rewrite]
-        replaced = patch.deleted_rows(patched).filter(F.col(BUCKET).isin(sorted(plan.rewrite)))
+    rewritten = [task for task, kind in zip(files, kinds, strict=True) if task.bucket in plans[kind].rewrite]
+    if rewritten:
+        replaced = patch.deleted_rows(patched).filter(_in_buckets(plans, "rewrite", kinds))
         kept = read_live(spark, stored, rewritten, numbering=files, also_deleted=replaced)
         rows = rows.unionByName(kept.withColumn(snapshot.CHANGES, F.lit(0)))
-    return IncrementalMerge(snapshot.by_bucket(rows, len(touched)), patched, plan, files, kinds)
+    return IncrementalMerge(snapshot.by_bucket(rows, len(touched)), patched, plans, files, kinds)
 
 
 def _report_bad_lines(
@@ -332,7 +346,14 @@ def run_snapshot(
             )
         changes = parse.valid_changes(parsed, keys, extra=(BUCKET,))
         if marks:
-            previous_marks = spark.createDataFrame(sorted(marks.items()), snapshot.WATERMARKS)
+            shards = sorted(marks)
+            previous_marks = small_frame(
+                spark,
+                {
+                    "shard_id": pa.array(shards, pa.string()),
+                    "sequence_number": pa.array([marks[s] for s in shards], pa.string()),
+                },
+            )
             changes = snapshot.after_watermarks(changes, previous_marks)
         if start_time is not None:  # the bootstrap's state already holds every older change
             changes = changes.filter(F.col(CREATED).isNull() | (F.col(CREATED) >= F.lit(start_time)))
@@ -345,7 +366,7 @@ def run_snapshot(
     cached: list[DataFrame] = []
     try:
         touched: list[int] | None = None
-        rewritten: list[int] | None = None  # buckets replaced whole (None: every bucket)
+        rewritten: dict[str, list[int]] | None = None  # per table, buckets replaced whole (None: all)
         incremental_merge: IncrementalMerge | None = None
         if incremental:
             # Small (the changes since the last run): parsed once, kept, and its buckets listed.
@@ -366,7 +387,7 @@ def run_snapshot(
                 spark, settings, tables=tables, changes=changes, changed=changed, run=state.run + 1
             )
             cached.append(incremental_merge.patched)
-            rewritten = sorted(incremental_merge.plan.rewrite)
+            rewritten = {kind: sorted(plan.rewrite) for kind, plan in incremental_merge.plans.items()}
             merged = incremental_merge.rows
         else:
             base = read_live(spark, stored, tables.tasks(tables.base_name)) if start_time else None
@@ -380,8 +401,11 @@ def run_snapshot(
             + (
                 "every bucket"
                 if touched is None or rewritten is None
-                else f"{len(touched)} of {count} bucket(s): {len(rewritten)} rewritten, "
-                f"{len(touched) - len(rewritten)} patched"
+                else f"{len(touched)} of {count} bucket(s): "
+                + "; ".join(
+                    f"{kind} {len(done)} rewritten, {len(touched) - len(done)} patched"
+                    for kind, done in rewritten.items()
+                )
             )
         )
         _reading(lambda: snapshot.write_parts(observed, out))
@@ -416,7 +440,8 @@ def run_snapshot(
         version = tables.commit(
             item_files=item_files,
             tombstone_files=tombstone_files,
-            buckets=rewritten,
+            item_buckets=None if rewritten is None else rewritten["items"],
+            tombstone_buckets=None if rewritten is None else rewritten["tombstones"],
             watermarks=new_marks,
             item_deletes=deletes["items"],
             tombstone_deletes=deletes["tombstones"],
@@ -450,7 +475,7 @@ def run_snapshot(
         removed,
         selection.ignored,
         None if touched is None else len(touched),
-        0 if touched is None or rewritten is None else len(touched) - len(rewritten),
+        0 if touched is None or rewritten is None else len(touched) - len(rewritten["items"]),
     )
 
 

@@ -1,4 +1,5 @@
-"""Which buckets an incremental run rewrites whole and which it only patches: a pure decision.
+"""Which buckets of a table an incremental run rewrites whole and which it only patches: a pure
+decision, taken for each of the two tables (items, tombstones) on its own files.
 
 A bucket is patched (merge-on-read) when few of its rows change: the old rows of the changed keys are
 named in a position delete file and the new rows go to a small new data file, so the run costs the
@@ -6,20 +7,24 @@ changes, not the bucket. Patches accumulate — readers pay for every deleted ro
 bucket's *pressure* is the larger of two fractions it would reach with this run's patch:
 
 * the rows deleted, of ``rewrite_deleted_share`` of its rows;
-* its files (data and delete files, both tables), of ``max_files_per_bucket``.
+* its files (data and delete files), of ``max_files_per_bucket``.
 
 At pressure 1 the bucket is rewritten whole (copy-on-write, its deletes folded in): dense changes
-and small tables get there at once, where a rewrite costs about what a patch does. Buckets changed
-at one pace (keys spread evenly, as DynamoDB's own hashing spreads them) would all get there in the
-same run, so runs also rewrite buckets ahead of need (once past a quarter of a limit, so that a
-bucket just rewritten is left alone), most pressed first, at a steady *rate*: the pressure a run
-adds to the buckets it changes, summed, is how many buckets' worth of limits it uses up, so
-rewriting that many buckets per run (with a quarter more for margin) keeps pace in the long run.
-The rate is fractional, so run ``n`` rewrites ``floor((n+1)·rate) − floor(n·rate)`` buckets (those
-at their limits included): over many runs the same number as a budget carried from run to run, with
-no state to keep but the run's number. Buckets then reach their rewrites staggered, one or two a
-run, not all in one.
-A bucket the snapshot does not hold yet is "rewritten" too: there is nothing to patch.
+and small tables get there at once, where a rewrite costs about what a patch does. That is why the
+decision is per table: a table's tombstones are usually few, so their buckets are rewritten every run
+(one small file each) while the items' buckets are patched; decided for both tables together, the
+tombstones would add a tiny file per bucket and run, half of every patched bucket's files.
+
+Buckets changed at one pace (keys spread evenly, as DynamoDB's own hashing spreads them) would all
+get to their limits in the same run, so runs also rewrite buckets ahead of need (once past a quarter
+of a limit, so that a bucket just rewritten is left alone), most pressed first, at a steady *rate*:
+the pressure a run adds to the buckets it changes, summed, is how many buckets' worth of limits it
+uses up, so rewriting that many buckets per run (with a quarter more for margin) keeps pace in the
+long run. The rate is fractional, so run ``n`` rewrites ``floor((n+1)·rate) − floor(n·rate)``
+buckets (those at their limits included): over many runs the same number as a budget carried from
+run to run, with no state to keep but the run's number. Buckets then reach their rewrites
+staggered, one or two a run, not all in one.
+A bucket the table does not hold yet is "rewritten" too: there is nothing to patch.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pipeline.table import FileTask
 
 @dataclass(frozen=True)
 class BucketFiles:
-    """What the tables hold in one bucket (both tables together)."""
+    """What a table holds in one bucket."""
 
     rows: int = 0  # records in its data files
     deleted: int = 0  # of those, rows deleted by position deletes
@@ -46,7 +51,7 @@ class BucketFiles:
 
 
 def bucket_files(tasks: Iterable[FileTask]) -> dict[int, BucketFiles]:
-    """Per bucket, the totals of :class:`BucketFiles` over the scan tasks of both tables."""
+    """Per bucket, the totals of :class:`BucketFiles` over a table's scan tasks."""
     rows: dict[int, int] = {}
     files: dict[int, int] = {}
     deletes: dict[int, dict[str, int]] = {}
@@ -66,9 +71,9 @@ class Plan:
     patch: frozenset[int]
 
 
-# A patch adds a data file per table; its delete files replace the bucket's older ones (folded).
-_FILES_PER_PATCH = 2
-_DELETE_FILES_AFTER_PATCH = 2  # one per table
+# A patch adds a data file; its delete file replaces the bucket's older ones (folded).
+_FILES_PER_PATCH = 1
+_DELETE_FILES_AFTER_PATCH = 1
 EARLY_MARGIN = 1.25  # early rewrites run this much ahead of the pace the changes set
 EARLY_FROM = 0.25  # the least pressure at which a bucket may be rewritten ahead of need
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
@@ -51,6 +52,13 @@ def _file_ids(spark_names: Sequence[str], paths: Sequence[str]) -> dict[str, int
         ids[name] = found
         ids[re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*:)/+", r"\1/", name)] = found  # _metadata's spelling
     return ids
+
+
+def small_frame(spark: SparkSession, columns: dict[str, pa.Array]) -> DataFrame:
+    """A small table the driver holds (file ids, watermarks) as a DataFrame, through Arrow: the JVM
+    reads it as it is, where a list of tuples is unpickled by a job of Python workers (about a
+    tenth of a second each, several per incremental run)."""
+    return spark.createDataFrame(pa.table(columns))
 
 
 def read_files(spark: SparkSession, schema: Any, files: Sequence[str]) -> DataFrame:
@@ -94,7 +102,11 @@ def read_live(
     if not deletes and not locate and also_deleted is None:
         return _keep(rows.select(*names), only, keys)
     ids = _file_ids(rows.inputFiles(), numbered)
-    names_to_ids = spark.createDataFrame(sorted(ids.items()), f"{_RAW} string, {FILE} int")
+    spellings = sorted(ids)
+    names_to_ids = small_frame(
+        spark,
+        {_RAW: pa.array(spellings, pa.string()), FILE: pa.array([ids[n] for n in spellings], pa.int32())},
+    )
     located = (
         _keep(
             rows.select(
@@ -115,8 +127,9 @@ def read_live(
     )
     gone: DataFrame | None = None
     if deletes:
-        by_path = spark.createDataFrame(
-            [(path, i) for i, path in enumerate(numbered)], f"file_path string, {FILE} int"
+        by_path = small_frame(
+            spark,
+            {"file_path": pa.array(numbered, pa.string()), FILE: pa.array(range(len(numbered)), pa.int32())},
         )
         gone = (
             read_files(spark, "file_path string, pos long", deletes)

@@ -264,16 +264,17 @@ class SnapshotTables:
         *,
         item_files: Sequence[str],
         tombstone_files: Sequence[str],
-        buckets: Iterable[int] | None,
+        item_buckets: Iterable[int] | None,
+        tombstone_buckets: Iterable[int] | None,
         watermarks: Mapping[str, str],
         summary: Mapping[str, str],
         item_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         tombstone_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         deletes_folder: str = "",
     ) -> str:
-        """One run: in both tables, every file of ``buckets`` (None: of every bucket) is replaced by
-        the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position) are
-        deleted through position delete files written under ``deletes_folder``.
+        """One run: in each table, every file of its ``*_buckets`` (None: of every bucket) is replaced
+        by the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position)
+        are deleted through position delete files written under ``deletes_folder``.
 
         Tombstones first, then the snapshot table with its properties: a failure in between leaves
         the snapshot table — and its watermarks — as they were, and the next run recomputes those
@@ -290,7 +291,7 @@ class SnapshotTables:
             )
         self._replace(
             tombstones,
-            buckets,
+            tombstone_buckets,
             tombstone_files,
             deletes=tombstone_deletes or {},
             deletes_folder=deletes_folder,
@@ -300,7 +301,7 @@ class SnapshotTables:
         try:
             self._replace(
                 items,
-                buckets,
+                item_buckets,
                 item_files,
                 deletes=item_deletes or {},
                 deletes_folder=deletes_folder,

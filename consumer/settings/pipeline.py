@@ -20,22 +20,23 @@ class PipelineSettings(SettingsModel):
     spark_master: str = Field("local[2]", description="Spark master for local runs.")
     tolerate_bad_lines: int = Field(0, ge=0, description="Malformed change-log lines tolerated per run.")
     rewrite_deleted_share: float = Field(
-        0.2,
+        0.3,
         gt=0,
         le=1,
         description=(
-            "An incremental snapshot run patches a bucket (position deletes plus a small data file) "
-            "while the rows it has deleted stay below this share of the bucket's rows; at the share "
-            "(each bucket a little earlier, by its own fixed amount, so that rewrites spread over "
-            "runs) it rewrites the bucket whole."
+            "An incremental snapshot run patches a table's bucket (position deletes plus a small data "
+            "file) while the rows it has deleted stay below this share of the bucket's rows, and "
+            "rewrites it whole at the share (0.3: Iceberg's own delete-ratio threshold for rewriting "
+            "a data file). Runs rewrite some buckets ahead of their limits, at the pace the changes "
+            "set, so that rewrites come a few a run rather than all in one."
         ),
     )
     max_files_per_bucket: int = Field(
         40,
         ge=8,
         description=(
-            "Data and delete files a snapshot bucket may hold (both tables) before a run rewrites "
-            "it whole (each bucket a little earlier, as above): readers open every one."
+            "Data and delete files one bucket of a snapshot table (items or tombstones) may hold "
+            "before a run rewrites it whole (ahead of the limit, as above): readers open every one."
         ),
     )
     emr_serverless: bool = Field(

@@ -191,3 +191,41 @@ def test_a_half_committed_run_is_repaired_by_the_next(
     again = run_snapshot(spark, settings)
     assert (again.items, again.tombstones) == (9, 1)
     assert ours(spark, settings) == {f"k{i}": str(i) for i in range(2, 11)} == iceberg(settings)
+
+
+def test_each_table_decides_its_buckets_few_tombstones_are_rewritten_while_items_are_patched(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Default limits: 400 items in 2 buckets take 3 changes as a patch, while the tombstones table,
+    nearly empty, has its buckets rewritten (one file each, no delete files) instead of gaining a
+    tiny file per bucket and run."""
+    settings = settings_for(tmp_path)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 401)])
+    run_snapshot(spark, settings, buckets=2)
+    tables = snapshot_tables(settings)
+    before = set(tables.data_files(tables.items_name))
+    expected = {f"k{i}": str(i) for i in range(1, 401)}
+    for round_, (removed, modified) in enumerate((("k5", "k6"), ("k7", "k8"), ("k9", "k10"))):
+        seq = 1000 + 10 * round_
+        write_object(
+            log,
+            [
+                change(P, seq, "REMOVE", removed),
+                change(P, seq + 1, "MODIFY", modified, image={"n": {"N": "-1"}}),
+                change(P, seq + 2, "MODIFY", "k1", image={"n": {"N": str(seq)}}),
+            ],
+        )
+        result = run_snapshot(spark, settings)
+        del expected[removed]
+        expected[modified], expected["k1"] = "-1", str(seq)
+        assert result.buckets_patched == result.buckets_changed  # the items table: patched
+        assert before <= set(tables.data_files(tables.items_name))
+        assert delete_files(tables, tables.items_name)
+        tombstone_files: dict[int, int] = {}
+        for task in tables.tasks(tables.tombstones_name):
+            assert not task.deletes
+            tombstone_files[task.bucket] = tombstone_files.get(task.bucket, 0) + 1
+        assert set(tombstone_files.values()) == {1}, tombstone_files  # rewritten: one file per bucket
+        assert tables.live_rows(tables.tombstones_name) == round_ + 1
+        assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)

@@ -86,20 +86,20 @@ def test_dense_changes_rewrite_and_sparse_ones_patch() -> None:
 
 
 def simulate(runs: int, changes: int = 625, rows: int = 62_500, buckets: int = 16) -> list[int]:
-    """Buckets of ``rows`` rows after a full rebuild, each changed ``changes`` times per run (a tenth
-    of the changes insert, the rest replace a row); a patch adds a data file per table and folds its
-    delete files into one per table. The number of buckets rewritten in each run."""
-    held = {b: BucketFiles(rows=rows, files=2) for b in range(buckets)}
+    """One table's buckets of ``rows`` rows after a full rebuild, each changed ``changes`` times per
+    run (a tenth of the changes insert, the rest replace a row); a patch adds a data file and folds
+    its delete files into one. The number of buckets rewritten in each run."""
+    held = {b: BucketFiles(rows=rows, files=1) for b in range(buckets)}
     per_run: list[int] = []
     for run in range(1, runs + 1):
         plan = plan_buckets(
             held, dict.fromkeys(held, changes), rewrite_deleted_share=0.2, max_files_per_bucket=40, run=run
         )
         for b in plan.rewrite:
-            held[b] = BucketFiles(rows=held[b].live + changes // 10, files=2)
+            held[b] = BucketFiles(rows=held[b].live + changes // 10, files=1)
         for b in plan.patch:
             was = held[b]
-            held[b] = BucketFiles(was.rows + changes, was.deleted + changes * 9 // 10, was.files + 2, 2)
+            held[b] = BucketFiles(was.rows + changes, was.deleted + changes * 9 // 10, was.files + 1, 1)
         per_run.append(len(plan.rewrite))
     return per_run
 
