@@ -22,3 +22,8 @@ class VerifyError(PipelineError):
 class HalfCommittedError(SnapshotStoreError):
     """The tombstones table committed a run and the snapshot table did not: the run's files stay
     (the tombstones table holds some of them) and the next run repairs the snapshot table."""
+
+
+class ConcurrentRunError(SnapshotStoreError):
+    """Another run committed to the snapshot tables while this one ran: this run wrote nothing (its
+    merge was planned on the tables as they were) and running it again merges on top of the other."""

@@ -311,6 +311,7 @@ def run_snapshot(
     log_store = store or store_for(config.changelog_uri, spark)
     out_store = store or store_for(config.snapshot_uri, spark)
     tables = tables or snapshot_tables(settings)
+    read_at = tables.snapshot_ids()  # before anything is read: commit checks that nothing moved
     state = tables.state()
     incremental = state is not None and state.run > 0 and not full
     marks = state.watermarks if (incremental and state is not None) else {}
@@ -446,6 +447,7 @@ def run_snapshot(
             item_deletes=deletes["items"],
             tombstone_deletes=deletes["tombstones"],
             deletes_folder=as_file_uri(join(out, "deletes")),
+            read_at=read_at,
             summary={
                 "consumer.objects-read": str(len(selection.to_read)),
                 "consumer.lines": str(lines),

@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.errors import HalfCommittedError, SnapshotStoreError
+from pipeline.errors import ConcurrentRunError, HalfCommittedError, SnapshotStoreError
 from pipeline.schemas import KeySchema, snapshot_schema
 from pipeline.storage import is_local, join, local_path
 
@@ -194,6 +194,16 @@ class SnapshotTables:
         except (ValueError, TypeError, AttributeError) as exc:
             raise SnapshotStoreError(f"{self.items_name}: unreadable consumer.* properties: {exc}") from exc
 
+    def snapshot_ids(self) -> dict[str, int | None]:
+        """The current snapshot of the items and tombstones tables (None: no table or no snapshot
+        yet): taken before a run reads them, and checked again by :meth:`commit`."""
+        ids: dict[str, int | None] = {}
+        for name in (self.items_name, self.tombstones_name):
+            table = self._load(name)
+            current = table.current_snapshot() if table is not None else None
+            ids[name] = None if current is None else int(current.snapshot_id)
+        return ids
+
     def tasks(self, name: str, buckets: Iterable[int] | None = None) -> list[FileTask]:
         """The live data files of one table (all, or those of the given buckets), each with the
         position delete files that apply to it, in the table's current snapshot."""
@@ -271,6 +281,7 @@ class SnapshotTables:
         item_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         tombstone_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         deletes_folder: str = "",
+        read_at: Mapping[str, int | None] | None = None,
     ) -> str:
         """One run: in each table, every file of its ``*_buckets`` (None: of every bucket) is replaced
         by the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position)
@@ -281,6 +292,12 @@ class SnapshotTables:
         buckets from the same changes (the merge is a max per key, and it deletes every older row of
         a key it finds, so applying a change twice is harmless). Returns the snapshot's new version
         (``consumer.run``, six digits).
+
+        ``read_at`` (:meth:`snapshot_ids` when the run began): if either table has moved since,
+        another run committed in between and this run's plan (which buckets to replace, which rows
+        to delete) is stale, so nothing is written (:class:`ConcurrentRunError`). From here on each
+        table's commit requires the snapshot loaded here to still be current (Iceberg's optimistic
+        concurrency), so no other run can slip in unnoticed.
         """
         properties = {k: str(v) for k, v in summary.items()}
         tombstones = self._load(self.tombstones_name)
@@ -289,6 +306,17 @@ class SnapshotTables:
             raise SnapshotStoreError(
                 f"table {self.tombstones_name} or {self.items_name} vanished during the run"
             )
+        if read_at is not None:
+            moved = [
+                name
+                for name, table in ((self.items_name, items), (self.tombstones_name, tombstones))
+                if _snapshot_id(table) != read_at.get(name)
+            ]
+            if moved:
+                raise ConcurrentRunError(
+                    f"{', '.join(moved)} changed while this run was merging (another snapshot run "
+                    f"committed); this run wrote nothing: run it again to merge on top of the other"
+                )
         self._replace(
             tombstones,
             tombstone_buckets,
@@ -384,6 +412,11 @@ class SnapshotTables:
                     pass
             if table_properties:
                 tx.set_properties(**dict(table_properties))
+
+
+def _snapshot_id(table: Any) -> int | None:
+    current = table.current_snapshot()
+    return None if current is None else int(current.snapshot_id)
 
 
 def parquet_files(listing: Iterable[str]) -> list[str]:

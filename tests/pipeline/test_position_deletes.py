@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from pipeline.errors import HalfCommittedError
+from pipeline.errors import ConcurrentRunError, HalfCommittedError
 from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
 from pipeline.schemas import ITEM_COLUMN
 from pipeline.table import SnapshotTables
@@ -229,3 +229,40 @@ def test_each_table_decides_its_buckets_few_tombstones_are_rewritten_while_items
         assert set(tombstone_files.values()) == {1}, tombstone_files  # rewritten: one file per bucket
         assert tables.live_rows(tables.tombstones_name) == round_ + 1
         assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
+
+
+def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_top(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two snapshot runs at once: the second to commit finds the tables moved since it planned
+    (which rows to delete, which buckets to replace) and stops before writing; run again, it
+    merges its changes on top of the other's."""
+    settings = settings_for(tmp_path, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
+    run_snapshot(spark, settings, buckets=2)
+    write_object(
+        log, [change(P, 30, "MODIFY", "k3", image={"n": {"N": "30"}}), change(P, 31, "REMOVE", "k4")]
+    )
+
+    original = SnapshotTables.commit
+    overtaken: list[str] = []
+
+    def another_run_first(self: SnapshotTables, **kwargs: Any) -> str:
+        if not overtaken:
+            overtaken.append("once")
+            write_object(log, [change(P, 40, "MODIFY", "k5", image={"n": {"N": "40"}})])
+            assert run_snapshot(spark, settings).new_changes == 3  # the other run: every change so far
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(SnapshotTables, "commit", another_run_first)
+    with pytest.raises(ConcurrentRunError, match="another snapshot run committed"):
+        run_snapshot(spark, settings)
+    monkeypatch.undo()
+    expected = {**{f"k{i}": str(i) for i in range(1, 21) if i != 4}, "k3": "30", "k5": "40"}
+    assert ours(spark, settings) == expected == iceberg(settings)  # the other run's result, whole
+
+    write_object(log, [change(P, 50, "MODIFY", "k6", image={"n": {"N": "50"}})])
+    again = run_snapshot(spark, settings)
+    assert again.new_changes == 1 and (again.items, again.tombstones) == (19, 1)
+    assert ours(spark, settings) == {**expected, "k6": "50"} == iceberg(settings) == duckdb_rows(settings)
