@@ -181,17 +181,26 @@ class IncrementalMerge:
         """New changes merged, and the position deletes of the patched buckets (kind → bucket →
         (data file, row)): two small jobs over the kept patch, and only the deletes come to the
         driver, which writes their files (a patched bucket has fewer than
-        ``rewrite_deleted_share`` of its rows deleted)."""
+        ``rewrite_deleted_share`` of its rows deleted). They come as Arrow columns: Python rows
+        cost a third of a second per 10 000 deletes."""
         total = _reading(lambda: self.patched.agg(F.sum(snapshot.CHANGES)).first())
         deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
         if any(plan.patch for plan in self.plans.values()):
             patched = patch.deleted_rows(self.patched).filter(_in_buckets(self.plans, "patch", self.kinds))
-            for row in _reading(patched.collect):
-                place = int(row[FILE])
-                deletes[self.kinds[place]].setdefault(int(row[BUCKET]), []).append(
-                    (self.files[place].path, int(row[POS]))
-                )
+            found = _reading(patched.select(BUCKET, FILE, POS).toArrow)
+            columns = (found.column(name).to_pylist() for name in (BUCKET, FILE, POS))
+            for bucket, place, pos in zip(*columns, strict=True):
+                deletes[self.kinds[place]].setdefault(bucket, []).append((self.files[place].path, pos))
         return int(total[0] or 0) if total is not None else 0, deletes
+
+    def planned(self, tables: SnapshotTables) -> dict[str, list[FileTask]]:
+        """Per table name, the touched buckets' files as this run planned them (what its commit
+        replaces and folds: the tables cannot have moved since, :meth:`SnapshotTables.commit`)."""
+        names = {"items": tables.items_name, "tombstones": tables.tombstones_name}
+        planned: dict[str, list[FileTask]] = {name: [] for name in names.values()}
+        for task, kind in zip(self.files, self.kinds, strict=True):
+            planned[names[kind]].append(task)
+        return planned
 
 
 def _in_buckets(plans: dict[str, Plan], part: str, kinds: list[str]) -> Column:
@@ -448,6 +457,7 @@ def run_snapshot(
             tombstone_deletes=deletes["tombstones"],
             deletes_folder=as_file_uri(join(out, "deletes")),
             read_at=read_at,
+            planned=None if incremental_merge is None else incremental_merge.planned(tables),
             summary={
                 "consumer.objects-read": str(len(selection.to_read)),
                 "consumer.lines": str(lines),

@@ -282,6 +282,7 @@ class SnapshotTables:
         tombstone_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
         deletes_folder: str = "",
         read_at: Mapping[str, int | None] | None = None,
+        planned: Mapping[str, Sequence[FileTask]] | None = None,
     ) -> str:
         """One run: in each table, every file of its ``*_buckets`` (None: of every bucket) is replaced
         by the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position)
@@ -297,7 +298,9 @@ class SnapshotTables:
         another run committed in between and this run's plan (which buckets to replace, which rows
         to delete) is stale, so nothing is written (:class:`ConcurrentRunError`). From here on each
         table's commit requires the snapshot loaded here to still be current (Iceberg's optimistic
-        concurrency), so no other run can slip in unnoticed.
+        concurrency), so no other run can slip in unnoticed. ``planned`` (per table name, the files
+        of the buckets the run touched, as it planned them at ``read_at``) then spares planning the
+        tables again.
         """
         properties = {k: str(v) for k, v in summary.items()}
         tombstones = self._load(self.tombstones_name)
@@ -321,6 +324,7 @@ class SnapshotTables:
             tombstones,
             tombstone_buckets,
             tombstone_files,
+            planned=None if planned is None else planned[self.tombstones_name],
             deletes=tombstone_deletes or {},
             deletes_folder=deletes_folder,
             properties=properties,
@@ -331,6 +335,7 @@ class SnapshotTables:
                 items,
                 item_buckets,
                 item_files,
+                planned=None if planned is None else planned[self.items_name],
                 deletes=item_deletes or {},
                 deletes_folder=deletes_folder,
                 properties=properties,
@@ -366,8 +371,11 @@ class SnapshotTables:
         deletes_folder: str,
         properties: Mapping[str, str],
         table_properties: Mapping[str, str] | None = None,
+        planned: Sequence[FileTask] | None = None,
     ) -> None:
-        """One Iceberg snapshot of ``table``: the buckets' files out, ``files`` in, ``deletes`` applied."""
+        """One Iceberg snapshot of ``table``: the buckets' files out, ``files`` in, ``deletes`` applied.
+
+        ``planned``: the table's current files in (at least) every bucket named, already planned."""
         from pyiceberg.io.pyarrow import parquet_file_to_data_file
         from pyiceberg.table import TableProperties
         from pyiceberg.utils.concurrent import ExecutorFactory
@@ -377,8 +385,15 @@ class SnapshotTables:
         name = ".".join(table.name())
         wanted = None if buckets is None else sorted(set(buckets))
         removed: list[str] = []
+
+        def current(buckets: list[int] | None) -> list[FileTask]:
+            if planned is None or buckets is None:
+                return self.tasks(name, buckets)
+            chosen = set(buckets)
+            return [task for task in planned if task.bucket in chosen]
+
         if wanted is None or wanted:
-            for task in self.tasks(name, wanted):
+            for task in current(wanted):
                 removed.append(task.path)
                 removed.extend(path for path, _ in task.deletes)
         metadata = table.metadata
@@ -390,7 +405,7 @@ class SnapshotTables:
         # A patched bucket keeps one delete file per table: its older ones are folded into the new
         # one and leave in the same commit (readers open every delete file of a bucket).
         older: dict[int, set[str]] = {}
-        for task in self.tasks(name, sorted(deletes)) if deletes else []:
+        for task in current(sorted(deletes)) if deletes else []:
             older.setdefault(task.bucket, set()).update(path for path, _ in task.deletes)
         delete_files = []
         for bucket, positions in sorted(deletes.items()):
