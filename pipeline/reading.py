@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
@@ -54,11 +55,20 @@ def _file_ids(spark_names: Sequence[str], paths: Sequence[str]) -> dict[str, int
     return ids
 
 
+# ``createDataFrame(pyarrow.Table)`` is PySpark 4's; EMR's PySpark 3.5 gets rows and a schema.
+ARROW_TABLES = int(pyspark.__version__.split(".")[0]) >= 4
+_DDL = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}
+
+
 def small_frame(spark: SparkSession, columns: dict[str, pa.Array]) -> DataFrame:
     """A small table the driver holds (file ids, watermarks) as a DataFrame, through Arrow: the JVM
     reads it as it is, where a list of tuples is unpickled by a job of Python workers (about a
-    tenth of a second each, several per incremental run)."""
-    return spark.createDataFrame(pa.table(columns))
+    tenth of a second each, several per incremental run). Columns of string, int32 or int64."""
+    table = pa.table(columns)
+    if ARROW_TABLES:
+        return spark.createDataFrame(table)
+    ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in table.schema)
+    return spark.createDataFrame(list(zip(*(c.to_pylist() for c in table.columns), strict=True)), ddl)
 
 
 def read_files(spark: SparkSession, schema: Any, files: Sequence[str]) -> DataFrame:

@@ -1,0 +1,54 @@
+"""The driver's small frames (file ids, watermarks) reach Spark the same way on PySpark 4 (an Arrow
+table) and on EMR's PySpark 3.5 (rows and a schema), and an incremental run works either way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from pipeline import reading
+from pipeline.jobs import read_snapshot, run_snapshot
+from pipeline.reading import small_frame
+from tests.pipeline.fixtures import change, settings_for, write_object
+
+pytestmark = pytest.mark.spark
+P = "shardId-00000001-parent"
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_small_frame_has_the_arrow_types_and_rows(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, arrow: bool
+) -> None:
+    monkeypatch.setattr(reading, "ARROW_TABLES", arrow)
+    frame = small_frame(
+        spark,
+        {
+            "path": pa.array(["file:/a b/x", "s3://b/y"], pa.string()),
+            "id": pa.array([0, 7], pa.int32()),
+            "pos": pa.array([3, 2**40], pa.int64()),
+        },
+    )
+    assert frame.schema.simpleString() == "struct<path:string,id:int,pos:bigint>"
+    assert sorted(tuple(r) for r in frame.collect()) == [("file:/a b/x", 0, 3), ("s3://b/y", 7, 2**40)]
+
+
+def test_an_incremental_run_without_arrow_tables_patches_as_with_them(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reading, "ARROW_TABLES", False)
+    settings = settings_for(tmp_path, rewrite_deleted_share=1.0, max_files_per_bucket=1000)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 31)])
+    run_snapshot(spark, settings, buckets=2)
+    write_object(
+        log, [change(P, 40, "MODIFY", "k2", image={"n": {"N": "40"}}), change(P, 41, "REMOVE", "k3")]
+    )
+    second = run_snapshot(spark, settings)
+    write_object(log, [change(P, 50, "MODIFY", "k4", image={"n": {"N": "50"}})])
+    third = run_snapshot(spark, settings)  # reads the delete files the second run wrote
+    assert second.buckets_patched == second.buckets_changed and third.new_changes == 1
+    items = {r["pk"]: r["_item"]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
+    assert items == {**{f"k{i}": str(i) for i in range(1, 31) if i != 3}, "k2": "40", "k4": "50"}
