@@ -197,12 +197,8 @@ class SnapshotTables:
     def snapshot_ids(self) -> dict[str, int | None]:
         """The current snapshot of the items and tombstones tables (None: no table or no snapshot
         yet): taken before a run reads them, and checked again by :meth:`commit`."""
-        ids: dict[str, int | None] = {}
-        for name in (self.items_name, self.tombstones_name):
-            table = self._load(name)
-            current = table.current_snapshot() if table is not None else None
-            ids[name] = None if current is None else int(current.snapshot_id)
-        return ids
+        tables = {name: self._load(name) for name in (self.items_name, self.tombstones_name)}
+        return {name: None if table is None else _snapshot_id(table) for name, table in tables.items()}
 
     def tasks(self, name: str, buckets: Iterable[int] | None = None) -> list[FileTask]:
         """The live data files of one table (all, or those of the given buckets), each with the
