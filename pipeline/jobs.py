@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
@@ -177,20 +178,27 @@ class IncrementalMerge:
     files: list[FileTask]  # the touched buckets' data files, both tables: a row's FILE indexes this
     kinds: list[str]  # per file, the table it belongs to: "items" or "tombstones"
 
-    def outcome(self) -> tuple[int, dict[str, dict[int, list[tuple[str, int]]]]]:
+    def outcome(self) -> tuple[int, dict[str, dict[int, pa.Table]]]:
         """New changes merged, and the position deletes of the patched buckets (kind → bucket →
-        (data file, row)): two small jobs over the kept patch, and only the deletes come to the
-        driver, which writes their files (a patched bucket has fewer than
-        ``rewrite_deleted_share`` of its rows deleted). They come as Arrow columns: Python rows
-        cost a third of a second per 10 000 deletes."""
+        :data:`pipeline.deletes.POSITION_DELETE_ARROW`): two small jobs over the kept patch, and only
+        the deletes come to the driver, which writes their files (a patched bucket has fewer than
+        ``rewrite_deleted_share`` of its rows deleted). They stay Arrow columns from the JVM to
+        the delete files: Python rows cost a third of a second per 10 000 deletes."""
         total = _reading(lambda: self.patched.agg(F.sum(snapshot.CHANGES)).first())
-        deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
+        deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if any(plan.patch for plan in self.plans.values()):
             patched = patch.deleted_rows(self.patched).filter(_in_buckets(self.plans, "patch", self.kinds))
             found = _reading(patched.select(BUCKET, FILE, POS).toArrow)
-            columns = (found.column(name).to_pylist() for name in (BUCKET, FILE, POS))
-            for bucket, place, pos in zip(*columns, strict=True):
-                deletes[self.kinds[place]].setdefault(bucket, []).append((self.files[place].path, pos))
+            places = found.column(FILE).combine_chunks()
+            paths = pa.array([task.path for task in self.files], pa.string()).take(places)
+            positions = pa.table({"file_path": paths, "pos": found.column(POS).combine_chunks()})
+            items = len(self.kinds) - self.kinds.count("tombstones")
+            in_items = pc.less(places, items)
+            buckets = found.column(BUCKET).combine_chunks()
+            for kind, mask in (("items", in_items), ("tombstones", pc.invert(in_items))):
+                for bucket in pc.unique(pc.filter(buckets, mask)).to_pylist():
+                    chosen = pc.and_(mask, pc.equal(buckets, bucket))
+                    deletes[kind][bucket] = positions.filter(chosen)
         return int(total[0] or 0) if total is not None else 0, deletes
 
     def planned(self, tables: SnapshotTables) -> dict[str, list[FileTask]]:
@@ -420,7 +428,7 @@ def run_snapshot(
         )
         _reading(lambda: snapshot.write_parts(observed, out))
         new_changes = int(observation.get["changes"])
-        deletes: dict[str, dict[int, list[tuple[str, int]]]] = {"items": {}, "tombstones": {}}
+        deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if incremental_merge is not None:  # every changed key's count is in the patch, written or not
             new_changes, deletes = incremental_merge.outcome()
         if not incremental and raw is not None and parsed is not None:

@@ -274,15 +274,16 @@ class SnapshotTables:
         tombstone_buckets: Iterable[int] | None,
         watermarks: Mapping[str, str],
         summary: Mapping[str, str],
-        item_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
-        tombstone_deletes: Mapping[int, Sequence[tuple[str, int]]] | None = None,
+        item_deletes: Mapping[int, pa.Table] | None = None,
+        tombstone_deletes: Mapping[int, pa.Table] | None = None,
         deletes_folder: str = "",
         read_at: Mapping[str, int | None] | None = None,
         planned: Mapping[str, Sequence[FileTask]] | None = None,
     ) -> str:
         """One run: in each table, every file of its ``*_buckets`` (None: of every bucket) is replaced
-        by the new files, and the rows named in ``*_deletes`` (bucket → data file path, row position)
-        are deleted through position delete files written under ``deletes_folder``.
+        by the new files, and the rows named in ``*_deletes`` (bucket → a table of data file path and
+        row position, :data:`pipeline.deletes.POSITION_DELETE_ARROW`) are deleted through position
+        delete files written under ``deletes_folder``.
 
         Tombstones first, then the snapshot table with its properties: a failure in between leaves
         the snapshot table — and its watermarks — as they were, and the next run recomputes those
@@ -363,7 +364,7 @@ class SnapshotTables:
         buckets: Iterable[int] | None,
         files: Sequence[str],
         *,
-        deletes: Mapping[int, Sequence[tuple[str, int]]],
+        deletes: Mapping[int, pa.Table],
         deletes_folder: str,
         properties: Mapping[str, str],
         table_properties: Mapping[str, str] | None = None,
@@ -376,7 +377,12 @@ class SnapshotTables:
         from pyiceberg.table import TableProperties
         from pyiceberg.utils.concurrent import ExecutorFactory
 
-        from pipeline.deletes import RowDelta, read_position_deletes, write_position_deletes
+        from pipeline.deletes import (
+            POSITION_DELETE_ARROW,
+            RowDelta,
+            read_position_deletes,
+            write_position_deletes,
+        )
 
         name = ".".join(table.name())
         wanted = None if buckets is None else sorted(set(buckets))
@@ -406,7 +412,9 @@ class SnapshotTables:
         delete_files = []
         for bucket, positions in sorted(deletes.items()):
             folded = sorted(older.get(bucket, ()))
-            merged = [*positions, *read_position_deletes(table, folded)]
+            merged = pa.concat_tables(
+                [positions.cast(POSITION_DELETE_ARROW), read_position_deletes(table, folded)]
+            )
             written = write_position_deletes(table, deletes_folder, bucket, merged)
             if written is not None:
                 delete_files.append(written)

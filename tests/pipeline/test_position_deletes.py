@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from pipeline import deletes
 from pipeline.errors import ConcurrentRunError, HalfCommittedError
 from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
 from pipeline.schemas import ITEM_COLUMN
@@ -266,3 +267,46 @@ def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_
     again = run_snapshot(spark, settings)
     assert again.new_changes == 1 and (again.items, again.tombstones) == (19, 1)
     assert ours(spark, settings) == {**expected, "k6": "50"} == iceberg(settings) == duckdb_rows(settings)
+
+
+def _live_files(manifest: Any) -> int:
+    return int(manifest.added_files_count) + int(manifest.existing_files_count)
+
+
+def test_manifests_naming_no_live_file_are_dropped_and_many_are_merged(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every patch run adds a data and a delete manifest and leaves its bucket's previous delete
+    manifest with only DELETED entries: the next commit drops such manifests, and merges the
+    untouched ones once there are more than MERGE_MANIFESTS_AT (2 here), so a table's manifests
+    (which every scan and commit reads) stay few however many runs it has had, and every reader
+    still sees what a full rebuild sees."""
+    monkeypatch.setattr(deletes, "MERGE_MANIFESTS_AT", 2)
+    settings = settings_for(tmp_path, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
+    run_snapshot(spark, settings, buckets=2)
+    tables = snapshot_tables(settings)
+    expected = {f"k{i}": str(i) for i in range(1, 41)}
+    merged = False
+    for round_ in range(7):
+        key, seq = f"k{round_ + 1}", 100 + round_
+        write_object(log, [change(P, seq, "MODIFY", key, image={"n": {"N": str(seq)}})])
+        assert run_snapshot(spark, settings).buckets_patched >= 1
+        expected[key] = str(seq)
+        table = tables.items_table()
+        assert table is not None
+        current = table.current_snapshot()
+        assert current is not None
+        manifests = current.manifests(table.io)
+        # Only this commit's own manifests may name no live file (its DELETED entries).
+        assert all(_live_files(m) > 0 or m.added_snapshot_id == current.snapshot_id for m in manifests)
+        untouched = [m for m in manifests if m.added_snapshot_id != current.snapshot_id]
+        assert len(untouched) <= 3, [(m.manifest_path, _live_files(m)) for m in manifests]
+        merged = merged or any(
+            m.existing_files_count and m.added_snapshot_id == current.snapshot_id for m in manifests
+        )
+    assert merged  # some commit merged untouched manifests into one of its own
+    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
+    run_snapshot(spark, settings, full=True)
+    assert ours(spark, settings) == expected == iceberg(settings)
