@@ -147,6 +147,7 @@ def snapshot_tables(settings: Settings) -> SnapshotTables:
         settings.table.name,
         KeySchema.of(settings.table),
         region=settings.region,
+        snapshots_kept=settings.pipeline.snapshots_kept,
     )
 
 

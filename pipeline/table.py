@@ -8,9 +8,10 @@ Two tables per environment, in the namespace :func:`namespace_for`:
   with a lower sequence number can never resurrect a removed item).
 
 Both are partitioned by ``identity(_bucket)``, ``_bucket = pmod(xxhash64(key attributes), buckets)``:
-a run rewrites only the buckets that hold a changed key, in one Iceberg commit per table that drops
-the bucket's old data files and adds the new ones (copy-on-write; never a delete file, so every
-reader — PyIceberg included, which cannot read equality deletes — sees plain data files).
+a run touches only the buckets that hold a changed key, in one Iceberg commit per table, and either
+rewrites a bucket (its old files out, a new one in) or patches it (a new data file, and a position
+delete file naming the rows it replaces: :mod:`pipeline.deletes`, :mod:`pipeline.layout`). Never an
+equality delete: PyIceberg, one of the readers, cannot read them.
 
 Spark writes the Parquet files (on the executors); this module only registers them (``add_files``,
 using the Parquet footers' statistics) and keeps the run's bookkeeping in the snapshot table's
@@ -49,6 +50,7 @@ START_TIME = "consumer.start_time"
 BUCKETS = "consumer.buckets"
 CATALOG = "consumer"  # the SQL catalog scopes its tables by catalog name: readers use this one
 RUN = "consumer.run"  # runs committed: the snapshot's version number
+DEFAULT_SNAPSHOTS_KEPT = 20
 _NAME = re.compile(r"[^a-z0-9_]+")
 
 
@@ -154,7 +156,9 @@ class SnapshotTables:
         region: str | None = None,
         glue_endpoint: str | None = None,
         catalog: Any = None,
+        snapshots_kept: int = DEFAULT_SNAPSHOTS_KEPT,
     ) -> None:
+        self.snapshots_kept = snapshots_kept
         self.snapshot_uri = snapshot_uri.rstrip("/")
         self.namespace = namespace
         self.items_name = f"{namespace}.{sql_name(table_name)}_snapshot"
@@ -233,9 +237,13 @@ class SnapshotTables:
         if self.namespace not in {".".join(n) for n in self.catalog.list_namespaces()}:
             self.catalog.create_namespace_if_not_exists(self.namespace)
         location = join(self.snapshot_uri, "warehouse", *name.split("."))
-        table = self.catalog.create_table_if_not_exists(
-            name, schema=schema, location=location, properties={BUCKETS: str(buckets)}
-        )
+        # Loaded first: creating writes a metadata file before the catalog refuses a second table,
+        # and every run would leave one behind.
+        table = self._load(name)
+        if table is None:
+            table = self.catalog.create_table_if_not_exists(
+                name, schema=schema, location=location, properties={BUCKETS: str(buckets)}
+            )
         if not table.spec().fields:
             with table.update_spec() as update:
                 update.add_identity(BUCKET)
@@ -429,8 +437,29 @@ class SnapshotTables:
                     tx, removed=set(removed), added=added, deletes=delete_files, properties=dict(properties)
                 ):
                     pass
+            self._expire(tx)
             if table_properties:
                 tx.set_properties(**dict(table_properties))
+
+    def _expire(self, tx: Any) -> None:
+        """Keep the newest :attr:`snapshots_kept` snapshots (time travel reaches back that many
+        runs) and as many old metadata files: every commit copies and rewrites the table's
+        metadata whole, so, kept forever, each run's commit would cost more than the last. The
+        data files only expired snapshots name stay where they are (nothing deletes them yet)."""
+        from pyiceberg.table import TableProperties
+        from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+        kept = str(self.snapshots_kept)
+        wanted = {
+            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: kept,
+            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+        }
+        if any(tx.table_metadata.properties.get(k) != v for k, v in wanted.items()):
+            tx.set_properties(**wanted)
+        snapshots = sorted(tx.table_metadata.snapshots, key=lambda s: (s.sequence_number, s.timestamp_ms))
+        old = [s.snapshot_id for s in snapshots[: max(0, len(snapshots) - self.snapshots_kept)]]
+        if old:
+            ExpireSnapshots(tx).by_ids(old).commit()
 
 
 def _snapshot_id(table: Any) -> int | None:

@@ -39,6 +39,14 @@ class PipelineSettings(SettingsModel):
             "before a run rewrites it whole (ahead of the limit, as above): readers open every one."
         ),
     )
+    snapshots_kept: int = Field(
+        20,
+        ge=1,
+        description=(
+            "Iceberg snapshots each snapshot table keeps (time travel reaches back this many runs); "
+            "older ones leave its metadata, which every commit rewrites whole."
+        ),
+    )
     emr_serverless: bool = Field(
         False,
         description=(

@@ -310,3 +310,40 @@ def test_manifests_naming_no_live_file_are_dropped_and_many_are_merged(
     assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
     run_snapshot(spark, settings, full=True)
     assert ours(spark, settings) == expected == iceberg(settings)
+
+
+def test_each_table_keeps_its_newest_snapshots_and_metadata_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``pipeline.snapshots_kept`` (3 here): older snapshots leave the tables' metadata, and older
+    metadata files their folder, so that a commit's cost does not grow with the runs before it; the
+    table reads the same, and the newest snapshots still travel back in time."""
+    settings = settings_for(tmp_path, snapshots_kept=3, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
+    run_snapshot(spark, settings, buckets=2)
+    expected = {f"k{i}": str(i) for i in range(1, 21)}
+    for round_ in range(5):
+        seq = 100 + 2 * round_
+        write_object(
+            log,
+            [
+                change(P, seq, "MODIFY", f"k{round_ + 1}", image={"n": {"N": str(seq)}}),
+                change(P, seq + 1, "REMOVE", f"k{round_ + 10}"),
+            ],
+        )
+        run_snapshot(spark, settings)
+        expected[f"k{round_ + 1}"] = str(seq)
+        del expected[f"k{round_ + 10}"]
+    tables = snapshot_tables(settings)
+    for name in (tables.items_name, tables.tombstones_name):
+        table = tables.catalog.load_table(name)
+        assert len(table.metadata.snapshots) == 3, name
+        folder = Path(table.location().removeprefix("file://")) / "metadata"
+        assert len(list(folder.glob("*.metadata.json"))) <= 4, sorted(folder.iterdir())
+    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
+    items = tables.items_table()
+    assert items is not None
+    oldest = min(items.metadata.snapshots, key=lambda s: s.sequence_number)
+    before = items.scan(snapshot_id=oldest.snapshot_id, selected_fields=("pk",)).to_arrow().num_rows
+    assert before == len(expected) + 2  # two runs back: one more removed key each run
