@@ -52,7 +52,7 @@ POSITION_DELETE_ARROW = pa.schema(
 )
 
 
-MERGE_MANIFESTS_AT = 8  # untouched manifests of one content a commit carries as they are
+MERGE_MANIFESTS_AT = 8  # untouched manifests of one content and spec a commit carries as they are
 
 
 def _names_no_live_file(manifest: ManifestFile) -> bool:
@@ -156,16 +156,17 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
     def _deleted_entries(self) -> list[ManifestEntry]:
         return []
 
-    def _writer(self, content: ManifestContent) -> ManifestWriter:
+    def _writer(self, content: ManifestContent, spec_id: int | None = None) -> ManifestWriter:
+        """A manifest of ``content`` under the partition spec ``spec_id`` (default: the current one;
+        a rewritten or merged manifest keeps the spec its entries were written with)."""
         metadata = self._transaction.table_metadata
         if metadata.format_version != 2:
             raise SnapshotStoreError(
                 f"position deletes need an Iceberg format-version 2 table, not {metadata.format_version}"
             )
+        spec = metadata.spec() if spec_id is None else metadata.specs()[spec_id]
         kind = _DeleteManifestWriter if content == ManifestContent.DELETES else ManifestWriterV2
-        return kind(
-            metadata.spec(), self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression
-        )
+        return kind(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression)
 
     def _manifests(self) -> list[ManifestFile]:
         """The parent's manifests, those naming a removed file rewritten without it (the file kept
@@ -173,9 +174,9 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
 
         Manifests that name no live file (only the DELETED entries of an earlier commit, which that
         commit's snapshot keeps) are dropped, and once more than :data:`MERGE_MANIFESTS_AT`
-        untouched manifests of one content remain they are merged into one: every scan and every
-        commit reads every manifest, and a run adds two or three, so without either a table's
-        planning would slow down run after run."""
+        untouched manifests of one content and partition spec remain they are merged into one:
+        every scan and every commit reads every manifest, and a run adds two or three, so without
+        either a table's planning would slow down run after run."""
         manifests: list[ManifestFile] = []
         self._deleted_data_files = set()
         metadata = self._transaction.table_metadata
@@ -185,15 +186,17 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             else None
         )
         found: set[str] = set()
-        untouched: dict[ManifestContent, list[tuple[ManifestFile, list[ManifestEntry]]]] = {}
+        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]] = {}
         for manifest in parent.manifests(io=self._io) if parent is not None else []:
             if _names_no_live_file(manifest):
                 continue
             entries = manifest.fetch_manifest_entry(io=self._io, discard_deleted=True)
             if not any(e.data_file.file_path in self._removed_paths for e in entries):
-                untouched.setdefault(manifest.content, []).append((manifest, entries))
+                untouched.setdefault((manifest.content, manifest.partition_spec_id), []).append(
+                    (manifest, entries)
+                )
                 continue
-            with self._writer(manifest.content) as writer:
+            with self._writer(manifest.content, manifest.partition_spec_id) as writer:
                 for entry in entries:
                     if entry.data_file.file_path in self._removed_paths:
                         found.add(entry.data_file.file_path)
@@ -204,11 +207,11 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             manifests.append(writer.to_manifest_file())
         if missing := self._removed_paths - found:
             raise SnapshotStoreError(f"files to remove are not in the table: {sorted(missing)[:3]}")
-        for content, kept in untouched.items():
+        for (content, spec_id), kept in untouched.items():
             if len(kept) <= MERGE_MANIFESTS_AT:
                 manifests.extend(manifest for manifest, _ in kept)
                 continue
-            with self._writer(content) as writer:
+            with self._writer(content, spec_id) as writer:
                 for _, entries in kept:
                     for entry in entries:
                         writer.existing(entry)

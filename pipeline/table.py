@@ -248,7 +248,29 @@ class SnapshotTables:
             with table.update_spec() as update:
                 update.add_identity(BUCKET)
             table = self.catalog.load_table(name)
+        wanted = self._table_properties()
+        if any(table.properties.get(key) != value for key, value in wanted.items()):
+            with table.transaction() as tx:
+                tx.set_properties(**wanted)
+            table = self.catalog.load_table(name)
         return table
+
+    def _table_properties(self) -> dict[str, str]:
+        """Iceberg properties every table of ours has (set again when a setting changes them).
+
+        * No automatic retry of a commit that lost a race: PyIceberg would rebuild the commit on
+          top of the other writer's snapshot, but the run's position deletes and replaced buckets
+          were planned on the snapshot it read; it must stop and run again
+          (:class:`ConcurrentRunError`) instead.
+        * As many old metadata files as snapshots kept (:meth:`_expire`), the older ones deleted.
+        """
+        from pyiceberg.table import TableProperties
+
+        return {
+            TableProperties.COMMIT_NUM_RETRIES: "0",
+            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(self.snapshots_kept),
+            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+        }
 
     def ensure(self, buckets: int = DEFAULT_BUCKETS) -> int:
         """Create both tables if missing; returns the bucket count the snapshot table has."""
@@ -325,15 +347,23 @@ class SnapshotTables:
                     f"{', '.join(moved)} changed while this run was merging (another snapshot run "
                     f"committed); this run wrote nothing: run it again to merge on top of the other"
                 )
-        self._replace(
-            tombstones,
-            tombstone_buckets,
-            tombstone_files,
-            planned=None if planned is None else planned[self.tombstones_name],
-            deletes=tombstone_deletes or {},
-            deletes_folder=deletes_folder,
-            properties=properties,
-        )
+        from pyiceberg.exceptions import CommitFailedException
+
+        try:
+            self._replace(
+                tombstones,
+                tombstone_buckets,
+                tombstone_files,
+                planned=None if planned is None else planned[self.tombstones_name],
+                deletes=tombstone_deletes or {},
+                deletes_folder=deletes_folder,
+                properties=properties,
+            )
+        except CommitFailedException as exc:
+            raise ConcurrentRunError(
+                f"{self.tombstones_name} changed while this run was committing (another snapshot run "
+                f"committed first: {exc}); this run wrote nothing: run it again to merge on top of the other"
+            ) from exc
         run = int(items.properties.get(RUN, 0)) + 1
         try:
             self._replace(
@@ -442,22 +472,22 @@ class SnapshotTables:
                 tx.set_properties(**dict(table_properties))
 
     def _expire(self, tx: Any) -> None:
-        """Keep the newest :attr:`snapshots_kept` snapshots (time travel reaches back that many
-        runs) and as many old metadata files: every commit copies and rewrites the table's
-        metadata whole, so, kept forever, each run's commit would cost more than the last. The
+        """Keep the newest :attr:`snapshots_kept` snapshots of the table's history (time travel
+        reaches back that many runs): every commit copies and rewrites the table's metadata whole,
+        so, kept forever, each run's commit would cost more than the last. Only the current
+        snapshot's ancestors are expired, never the head of a branch or a tag someone made. The
         data files only expired snapshots name stay where they are (nothing deletes them yet)."""
-        from pyiceberg.table import TableProperties
         from pyiceberg.table.update.snapshot import ExpireSnapshots
 
-        kept = str(self.snapshots_kept)
-        wanted = {
-            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: kept,
-            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
-        }
-        if any(tx.table_metadata.properties.get(k) != v for k, v in wanted.items()):
-            tx.set_properties(**wanted)
-        snapshots = sorted(tx.table_metadata.snapshots, key=lambda s: (s.sequence_number, s.timestamp_ms))
-        old = [s.snapshot_id for s in snapshots[: max(0, len(snapshots) - self.snapshots_kept)]]
+        metadata = tx.table_metadata
+        history: list[int] = []
+        snapshot = metadata.current_snapshot()
+        while snapshot is not None:
+            history.append(snapshot.snapshot_id)
+            parent = snapshot.parent_snapshot_id
+            snapshot = None if parent is None else metadata.snapshot_by_id(parent)
+        protected = {ref.snapshot_id for ref in metadata.refs.values()}
+        old = [snapshot_id for snapshot_id in history[self.snapshots_kept :] if snapshot_id not in protected]
         if old:
             ExpireSnapshots(tx).by_ids(old).commit()
 

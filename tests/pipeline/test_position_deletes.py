@@ -303,9 +303,15 @@ def test_manifests_naming_no_live_file_are_dropped_and_many_are_merged(
         assert all(_live_files(m) > 0 or m.added_snapshot_id == current.snapshot_id for m in manifests)
         untouched = [m for m in manifests if m.added_snapshot_id != current.snapshot_id]
         assert len(untouched) <= 3, [(m.manifest_path, _live_files(m)) for m in manifests]
-        merged = merged or any(
-            m.existing_files_count and m.added_snapshot_id == current.snapshot_id for m in manifests
-        )
+        for m in manifests:  # a merge: only EXISTING entries, each keeping the snapshot that added it
+            if (
+                m.added_snapshot_id == current.snapshot_id
+                and not m.added_files_count
+                and not m.deleted_files_count
+            ):
+                entries = m.fetch_manifest_entry(table.io, discard_deleted=False)
+                assert entries and all(e.snapshot_id != current.snapshot_id for e in entries)
+                merged = True
     assert merged  # some commit merged untouched manifests into one of its own
     assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
     run_snapshot(spark, settings, full=True)
@@ -322,6 +328,11 @@ def test_each_table_keeps_its_newest_snapshots_and_metadata_files(
     log = tmp_path / "changelog"
     write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
     run_snapshot(spark, settings, buckets=2)
+    tables = snapshot_tables(settings)
+    first = tables.items_table()
+    assert first is not None and first.current_snapshot() is not None
+    tagged = first.current_snapshot().snapshot_id
+    first.manage_snapshots().create_tag(tagged, "before-changes").commit()  # a user's tag: never expired
     expected = {f"k{i}": str(i) for i in range(1, 21)}
     for round_ in range(5):
         seq = 100 + 2 * round_
@@ -335,15 +346,54 @@ def test_each_table_keeps_its_newest_snapshots_and_metadata_files(
         run_snapshot(spark, settings)
         expected[f"k{round_ + 1}"] = str(seq)
         del expected[f"k{round_ + 10}"]
-    tables = snapshot_tables(settings)
-    for name in (tables.items_name, tables.tombstones_name):
+    for name, tag in ((tables.items_name, 1), (tables.tombstones_name, 0)):
         table = tables.catalog.load_table(name)
-        assert len(table.metadata.snapshots) == 3, name
+        assert len(table.metadata.snapshots) == 3 + tag, name
         folder = Path(table.location().removeprefix("file://")) / "metadata"
         assert len(list(folder.glob("*.metadata.json"))) <= 4, sorted(folder.iterdir())
     assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
     items = tables.items_table()
     assert items is not None
-    oldest = min(items.metadata.snapshots, key=lambda s: s.sequence_number)
+    oldest = min(
+        (s for s in items.metadata.snapshots if s.snapshot_id != tagged), key=lambda s: s.sequence_number
+    )
     before = items.scan(snapshot_id=oldest.snapshot_id, selected_fields=("pk",)).to_arrow().num_rows
     assert before == len(expected) + 2  # two runs back: one more removed key each run
+    assert items.scan(snapshot_id=tagged, selected_fields=("pk",)).to_arrow().num_rows == 20
+
+
+def test_a_commit_that_loses_the_race_to_another_run_is_not_retried_on_top_of_it(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run commits after this one's last check and before its own commit: PyIceberg would
+    retry the commit on top of the other's snapshot, with deletes planned on the snapshot this run
+    read. The tables do not retry (commit.retry.num-retries = 0), so this run stops with
+    ConcurrentRunError, writes nothing, and merges on top of the other when run again."""
+    settings = settings_for(tmp_path, **PATCH)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
+    run_snapshot(spark, settings, buckets=2)
+    write_object(
+        log, [change(P, 30, "MODIFY", "k3", image={"n": {"N": "30"}}), change(P, 31, "REMOVE", "k4")]
+    )
+
+    original = SnapshotTables._replace
+    raced: list[str] = []
+
+    def other_run_commits_first(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
+        if not raced:
+            raced.append("once")
+            write_object(log, [change(P, 40, "MODIFY", "k3", image={"n": {"N": "40"}})])
+            assert run_snapshot(spark, settings).new_changes == 3  # the other run, start to end
+        original(self, table, *args, **kwargs)  # ``table`` was loaded before the other run committed
+
+    monkeypatch.setattr(SnapshotTables, "_replace", other_run_commits_first)
+    with pytest.raises(ConcurrentRunError, match="while this run was committing"):
+        run_snapshot(spark, settings)
+    monkeypatch.undo()
+    expected = {**{f"k{i}": str(i) for i in range(1, 21) if i != 4}, "k3": "40"}
+    assert ours(spark, settings) == expected == iceberg(settings)  # the other run's result, whole
+
+    again = run_snapshot(spark, settings)
+    assert again.up_to_date  # the other run merged every change there is
+    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
