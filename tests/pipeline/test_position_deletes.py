@@ -232,12 +232,8 @@ def test_each_table_decides_its_buckets_few_tombstones_are_rewritten_while_items
         assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
 
 
-def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_top(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two snapshot runs at once: the second to commit finds the tables moved since it planned
-    (which rows to delete, which buckets to replace) and stops before writing; run again, it
-    merges its changes on top of the other's."""
+def _twenty_items_then_two_changes(spark: SparkSession, tmp_path: Path) -> tuple[Any, Path]:
+    """k1..k20 in a snapshot of 2 patched buckets, then k3 modified and k4 removed in the log."""
     settings = settings_for(tmp_path, **PATCH)
     log = tmp_path / "changelog"
     write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
@@ -245,6 +241,16 @@ def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_
     write_object(
         log, [change(P, 30, "MODIFY", "k3", image={"n": {"N": "30"}}), change(P, 31, "REMOVE", "k4")]
     )
+    return settings, log
+
+
+def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_top(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two snapshot runs at once: the second to commit finds the tables moved since it planned
+    (which rows to delete, which buckets to replace) and stops before writing; run again, it
+    merges its changes on top of the other's."""
+    settings, log = _twenty_items_then_two_changes(spark, tmp_path)
 
     original = SnapshotTables.commit
     overtaken: list[str] = []
@@ -369,13 +375,7 @@ def test_a_commit_that_loses_the_race_to_another_run_is_not_retried_on_top_of_it
     retry the commit on top of the other's snapshot, with deletes planned on the snapshot this run
     read. The tables do not retry (commit.retry.num-retries = 0), so this run stops with
     ConcurrentRunError, writes nothing, and merges on top of the other when run again."""
-    settings = settings_for(tmp_path, **PATCH)
-    log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
-    run_snapshot(spark, settings, buckets=2)
-    write_object(
-        log, [change(P, 30, "MODIFY", "k3", image={"n": {"N": "30"}}), change(P, 31, "REMOVE", "k4")]
-    )
+    settings, log = _twenty_items_then_two_changes(spark, tmp_path)
 
     original = SnapshotTables._replace
     raced: list[str] = []
