@@ -86,7 +86,8 @@ def write_position_deletes(table: Any, folder: str, bucket: int, positions: pa.T
     """One position delete file for one partition (``_bucket = bucket``) of ``table``, through the
     table's own file IO (local disk or S3); each row once, sorted by path, then position, as the
     spec asks. Arrow does the sorting: a bucket's folded deletes grow run after run, and as Python
-    tuples they cost a quarter of a second per 100 000.
+    tuples (``sorted(set(...))``, then back to Arrow) they cost 0.1 to 0.25 s per 100 000 here,
+    about half as much again as Arrow's ``group_by`` and ``sort_by``.
 
     The path bounds are recorded, so readers skip the file for data files it does not name. Returns
     None when there is nothing to delete.
