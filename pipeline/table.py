@@ -52,6 +52,7 @@ CATALOG = "consumer"  # the SQL catalog scopes its tables by catalog name: reade
 RUN = "consumer.run"  # runs committed: the snapshot's version number
 DEFAULT_SNAPSHOTS_KEPT = 20
 _NAME = re.compile(r"[^a-z0-9_]+")
+_RUN_AGAIN = "this run wrote nothing: run it again to merge on top of the other"
 
 
 def sql_name(text: str) -> str:
@@ -241,8 +242,9 @@ class SnapshotTables:
         # and every run would leave one behind.
         table = self._load(name)
         if table is None:
+            properties = {BUCKETS: str(buckets), **self._table_properties()}
             table = self.catalog.create_table_if_not_exists(
-                name, schema=schema, location=location, properties={BUCKETS: str(buckets)}
+                name, schema=schema, location=location, properties=properties
             )
         if not table.spec().fields:
             with table.update_spec() as update:
@@ -345,7 +347,7 @@ class SnapshotTables:
             if moved:
                 raise ConcurrentRunError(
                     f"{', '.join(moved)} changed while this run was merging (another snapshot run "
-                    f"committed); this run wrote nothing: run it again to merge on top of the other"
+                    f"committed); {_RUN_AGAIN}"
                 )
         from pyiceberg.exceptions import CommitFailedException
 
@@ -362,7 +364,7 @@ class SnapshotTables:
         except CommitFailedException as exc:
             raise ConcurrentRunError(
                 f"{self.tombstones_name} changed while this run was committing (another snapshot run "
-                f"committed first: {exc}); this run wrote nothing: run it again to merge on top of the other"
+                f"committed first: {exc}); {_RUN_AGAIN}"
             ) from exc
         run = int(items.properties.get(RUN, 0)) + 1
         try:
