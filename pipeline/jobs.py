@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
-from pipeline import bootstrap, chart, compare, parse, patch, snapshot, stats
+from pipeline import bootstrap, chart, compare, locate, parse, patch, snapshot, stats
 from pipeline.changelog import select_objects
 from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
 from pipeline.layout import Plan, bucket_files, plan_buckets
@@ -39,6 +40,7 @@ from pipeline.table import (
     DEFAULT_BUCKETS,
     FileTask,
     SnapshotTables,
+    arrow_schema,
     as_file_uri,
     namespace_for,
     stored_schema,
@@ -230,11 +232,13 @@ def _merge_incremental(
     changes: DataFrame,
     changed: dict[int, int],
     run: int,
+    driver_rows: int = locate.DRIVER_ROWS,
 ) -> IncrementalMerge:
     """The rows an incremental run writes, and what it deletes.
 
     Every changed key is first located among the touched buckets' live rows — only the columns
-    that order changes are read — and merged with its new changes (:func:`pipeline.patch.patch`):
+    that order changes are read, on the driver if the buckets hold at most ``driver_rows`` rows
+    (:mod:`pipeline.locate`), by Spark otherwise — and merged with its new changes (:func:`pipeline.patch.patch`):
     that says which rows a winning change replaces and what it writes. Then, per bucket of each
     table (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
     position deletes for the replaced ones; a rewritten bucket is read whole, once, without the
@@ -257,15 +261,20 @@ def _merge_incremental(
         )
         for kind, tasks in (("items", items), ("tombstones", tombstones))
     }
-    located = read_live(
-        spark,
-        stored,
-        files,
-        columns=[*keys.names, BUCKET, *patch.ORDER_COLUMNS],
-        locate=True,
-        only=changes.select(*keys.names).distinct(),
-        keys=keys.names,
-    )
+    columns = [*keys.names, BUCKET, *patch.ORDER_COLUMNS]
+    if sum(task.rows for task in files) <= driver_rows:
+        # Not distinct(): a shuffle and its job cost more than the driver's de-duplication.
+        wanted = (
+            _reading(changes.select(BUCKET, *keys.names).toArrow)
+            .group_by([BUCKET, *keys.names])
+            .aggregate([])
+        )
+        schema = arrow_schema(T.StructType([stored[name] for name in columns]))
+        found = locate.locate(tables.items_table(), files, wanted, keys.names, schema)
+        located = small_frame(spark, {name: found.column(name) for name in found.column_names})
+    else:
+        only = changes.select(*keys.names).distinct()
+        located = read_live(spark, stored, files, columns=columns, locate=True, only=only, keys=keys.names)
     patched = patch.patch(located, changes, keys).persist(StorageLevel.MEMORY_AND_DISK)
     rows = patch.new_rows(patched, keys)
     rewritten = [task for task, kind in zip(files, kinds, strict=True) if task.bucket in plans[kind].rewrite]
@@ -316,12 +325,14 @@ def run_snapshot(
     progress: Progress = _quiet,
     tables: SnapshotTables | None = None,
     buckets: int = DEFAULT_BUCKETS,
+    driver_rows: int = locate.DRIVER_ROWS,
 ) -> SnapshotResult:
     """Merge the changes after the table's watermarks into the snapshot table, bucket by bucket.
 
     Incremental: only the buckets holding a changed key are read and rewritten; ``full`` rebuilds
     every bucket from the whole change log (and the bootstrap's base, if any): the same result.
-    ``buckets`` is used when the tables are created (afterwards the table's own count holds).
+    ``buckets`` is used when the tables are created (afterwards the table's own count holds);
+    ``driver_rows``: see :func:`_merge_incremental`.
     """
     config = settings.pipeline
     keys = KeySchema.of(settings.table)
@@ -403,7 +414,13 @@ def run_snapshot(
             }
             touched = sorted(changed)
             incremental_merge = _merge_incremental(
-                spark, settings, tables=tables, changes=changes, changed=changed, run=state.run + 1
+                spark,
+                settings,
+                tables=tables,
+                changes=changes,
+                changed=changed,
+                run=state.run + 1,
+                driver_rows=driver_rows,
             )
             cached.append(incremental_merge.patched)
             rewritten = {kind: sorted(plan.rewrite) for kind, plan in incremental_merge.plans.items()}

@@ -57,14 +57,24 @@ def _file_ids(spark_names: Sequence[str], paths: Sequence[str]) -> dict[str, int
 
 # ``createDataFrame(pyarrow.Table)`` is PySpark 4's; EMR's PySpark 3.5 gets rows and a schema.
 ARROW_TABLES = int(pyspark.__version__.split(".")[0]) >= 4
-_DDL = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}
+_DDL = {
+    pa.string(): "string",
+    pa.binary(): "binary",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float64(): "double",
+}
 
 
-def small_frame(spark: SparkSession, columns: dict[str, pa.Array]) -> DataFrame:
+def small_frame(spark: SparkSession, columns: dict[str, pa.Array | pa.ChunkedArray]) -> DataFrame:
     """A small table the driver holds (file ids, watermarks) as a DataFrame, through Arrow: the JVM
     reads it as it is, where a list of tuples is unpickled by a job of Python workers (about a
-    tenth of a second each, several per incremental run). Columns of string, int32 or int64."""
-    table = pa.table(columns)
+    tenth of a second each, several per incremental run). Columns of string, binary, int32, int64
+    or float64.
+
+    Chunked columns are combined first: PySpark 4.3 drops the rows of a batch that follows two
+    empty ones (a table concatenated from per-file parts, some of them empty, has such batches)."""
+    table = pa.table(columns).combine_chunks()
     if ARROW_TABLES:
         return spark.createDataFrame(table)
     ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in table.schema)

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pipeline import deletes
 from pipeline.errors import ConcurrentRunError, HalfCommittedError
 from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
+from pipeline.locate import DRIVER_ROWS
 from pipeline.schemas import ITEM_COLUMN
 from pipeline.table import SnapshotTables
 from tests.pipeline.fixtures import change, settings_for, write_object
@@ -137,12 +138,13 @@ def _land(log: Path, batch: list[dict[str, Any]]) -> None:
             write_object(log, mine)
 
 
-@pytest.mark.parametrize("seed", [3, 17])
+@pytest.mark.parametrize(("seed", "driver_rows"), [(3, DRIVER_ROWS), (17, 0)], ids=["driver", "spark"])
 def test_patched_and_rewritten_runs_equal_a_full_rebuild(
-    spark: SparkSession, tmp_path: Path, seed: int
+    spark: SparkSession, tmp_path: Path, seed: int, driver_rows: int
 ) -> None:
     """The same batches, one run each, in three tables: always patched, always rewritten, and rebuilt
-    from the whole log at the end. Every reader sees the same items in all three."""
+    from the whole log at the end. Every reader sees the same items in all three, whether the
+    changed keys' rows were located on the driver or by Spark."""
     first = [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(12, 72)]
     batches = [first, *_random_runs(seed, 4)]
     states = []
@@ -151,7 +153,7 @@ def test_patched_and_rewritten_runs_equal_a_full_rebuild(
         patched = 0
         for batch in batches:
             _land(tmp_path / mode / "changelog", batch)
-            patched += run_snapshot(spark, settings, buckets=2).buckets_patched
+            patched += run_snapshot(spark, settings, buckets=2, driver_rows=driver_rows).buckets_patched
         assert (patched > 0) == (mode == "patch")
         states.append((ours(spark, settings), iceberg(settings), duckdb_rows(settings)))
     full = settings_for(tmp_path / "patch", **PATCH)
