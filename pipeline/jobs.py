@@ -32,7 +32,7 @@ from pipeline import bootstrap, chart, compare, locate, parse, patch, snapshot, 
 from pipeline.changelog import select_objects
 from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
 from pipeline.layout import Plan, bucket_files, plan_buckets
-from pipeline.reading import FILE, POS, read_live, small_frame
+from pipeline.reading import FILE, POS, read_live, small_frame, to_arrow
 from pipeline.schemas import CREATED, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
 from pipeline.storage import Store, join, spark_uri, store_for
 from pipeline.table import (
@@ -191,7 +191,7 @@ class IncrementalMerge:
         deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if any(plan.patch for plan in self.plans.values()):
             patched = patch.deleted_rows(self.patched).filter(_in_buckets(self.plans, "patch", self.kinds))
-            found = _reading(patched.select(BUCKET, FILE, POS).toArrow)
+            found = _reading(lambda: to_arrow(patched.select(BUCKET, FILE, POS)))
             places = found.column(FILE).combine_chunks()
             paths = pa.array([task.path for task in self.files], pa.string()).take(places)
             positions = pa.table({"file_path": paths, "pos": found.column(POS).combine_chunks()})
@@ -236,13 +236,14 @@ def _merge_incremental(
 ) -> IncrementalMerge:
     """The rows an incremental run writes, and what it deletes.
 
-    Every changed key is first located among the touched buckets' live rows — only the columns
-    that order changes are read, on the driver if the buckets hold at most ``driver_rows`` rows
-    (:mod:`pipeline.locate`), by Spark otherwise — and merged with its new changes (:func:`pipeline.patch.patch`):
-    that says which rows a winning change replaces and what it writes. Then, per bucket of each
-    table (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
-    position deletes for the replaced ones; a rewritten bucket is read whole, once, without the
-    replaced rows (and its older deletes), and written again with the new rows.
+    Every changed key is first located among the touched buckets' live rows (only the columns
+    that order changes are read): on the driver if the buckets hold at most ``driver_rows`` rows
+    (:mod:`pipeline.locate`), by Spark otherwise. It is then merged with its new changes
+    (:func:`pipeline.patch.patch`): that says which rows a winning change replaces and what it
+    writes. Then, per bucket of each table (:func:`pipeline.layout.plan_buckets`), a patched bucket
+    gets the new rows in a new file and position deletes for the replaced ones; a rewritten bucket
+    is read whole, once, without the replaced rows (and its older deletes), and written again with
+    the new rows.
     """
     keys = KeySchema.of(settings.table)
     stored = stored_schema(keys)
@@ -265,7 +266,7 @@ def _merge_incremental(
     if sum(task.rows for task in files) <= driver_rows:
         # Not distinct(): a shuffle and its job cost more than the driver's de-duplication.
         wanted = (
-            _reading(changes.select(BUCKET, *keys.names).toArrow)
+            _reading(lambda: to_arrow(changes.select(BUCKET, *keys.names)))
             .group_by([BUCKET, *keys.names])
             .aggregate([])
         )

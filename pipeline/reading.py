@@ -28,7 +28,7 @@ from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from pipeline.errors import SnapshotStoreError
 from pipeline.storage import spark_uri
-from pipeline.table import FileTask
+from pipeline.table import FileTask, arrow_schema
 
 FILE = "_file"  # which data file a row was read from: its index in the tasks read
 POS = "_pos"  # the row's 0-based position in that file
@@ -79,6 +79,15 @@ def small_frame(spark: SparkSession, columns: dict[str, pa.Array | pa.ChunkedArr
         return spark.createDataFrame(table)
     ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in table.schema)
     return spark.createDataFrame(list(zip(*(c.to_pylist() for c in table.columns), strict=True)), ddl)
+
+
+def to_arrow(frame: DataFrame) -> pa.Table:
+    """A small frame's rows on the driver, as Arrow: ``toArrow`` on PySpark 4; EMR's PySpark 3.5
+    has none and collects rows (slower, but no pandas, whose 3.x PySpark 3.5 predates)."""
+    if ARROW_TABLES:
+        return frame.toArrow()
+    rows = [row.asDict() for row in frame.collect()]
+    return pa.Table.from_pylist(rows, schema=arrow_schema(frame.schema))
 
 
 def read_files(spark: SparkSession, schema: Any, files: Sequence[str]) -> DataFrame:

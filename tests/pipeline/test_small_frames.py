@@ -1,5 +1,6 @@
-"""The driver's small frames (file ids, watermarks) reach Spark the same way on PySpark 4 (an Arrow
-table) and on EMR's PySpark 3.5 (rows and a schema), and an incremental run works either way."""
+"""The driver's small frames (file ids, watermarks, located rows) reach Spark, and small results come
+back, the same way on PySpark 4 (Arrow tables) and on EMR's PySpark 3.5 (rows and a schema), and an
+incremental run works either way."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from pipeline import reading
 from pipeline.jobs import read_snapshot, run_snapshot
-from pipeline.reading import small_frame
+from pipeline.reading import small_frame, to_arrow
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark
@@ -52,6 +53,24 @@ def test_a_small_frame_of_chunks_some_empty_keeps_every_row(
         (b"\x00a", 1.5),
         (b"\xffb", None),
     ]
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_small_frame_comes_back_to_the_driver_as_arrow_of_its_types(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, arrow: bool
+) -> None:
+    monkeypatch.setattr(reading, "ARROW_TABLES", arrow)
+    frame = spark.createDataFrame(
+        [("a", 1, 2**40, None, b"\x00"), ("b", 2, 3, 1.5, b"\xff")],
+        "path string, id int, pos bigint, landed double, key binary",
+    )
+    table = to_arrow(frame)
+    assert table.schema.types == [pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.binary()]
+    assert sorted(tuple(r.values()) for r in table.to_pylist()) == [
+        ("a", 1, 2**40, None, b"\x00"),
+        ("b", 2, 3, 1.5, b"\xff"),
+    ]
+    assert to_arrow(frame.filter("id > 2")).num_rows == 0
 
 
 def test_an_incremental_run_without_arrow_tables_patches_as_with_them(
