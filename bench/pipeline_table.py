@@ -70,7 +70,7 @@ LIMITS = (
     "count instead of the distinct one, checking numbers with a regular expression or compiled array "
     "functions. Closing the gap would take dropping a check or the typing, which are the product's. "
     "Incremental: a run still reads the key and order columns of every row of the buckets it "
-    "touches (changes spread over all keys touch every bucket); up to 5 M rows the driver does it "
+    "touches (changes spread over all keys touch every bucket); up to 5 M rows (and 5 M changes) the driver does it "
     "with PyArrow (pipeline/locate.py: 1.1 M rows in ~250 files in 0.3 to 0.6 s, where Spark paid "
     "2 to 2.5 ms per small file). Patches accumulate: from about the eighth round on, about two "
     "rounds in three also rewrite one of the 16 items buckets (62 500 rows read and written with "

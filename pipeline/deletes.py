@@ -76,9 +76,12 @@ def read_position_deletes(table: Any, paths: Iterable[str]) -> pa.Table:
     """The (data file, position) rows of position delete files, read through the table's file IO."""
     parts = [POSITION_DELETE_ARROW.empty_table()]
     for path in paths:
-        with table.io.new_input(path).open() as stream:
-            data = pq.read_table(stream, columns=["file_path", "pos"])
-        parts.append(data.cast(POSITION_DELETE_ARROW))
+        try:
+            with table.io.new_input(path).open() as stream:
+                data = pq.read_table(stream, columns=["file_path", "pos"])
+            parts.append(data.cast(POSITION_DELETE_ARROW))
+        except (OSError, ValueError) as exc:  # missing, unreadable, or not a position delete file
+            raise SnapshotStoreError(f"cannot read the snapshot's delete file {path}: {exc}") from exc
     return pa.concat_tables(parts)
 
 

@@ -238,12 +238,12 @@ def _merge_incremental(
 
     Every changed key is first located among the touched buckets' live rows (only the columns
     that order changes are read): on the driver if the buckets hold at most ``driver_rows`` rows
-    (:mod:`pipeline.locate`), by Spark otherwise. It is then merged with its new changes
-    (:func:`pipeline.patch.patch`): that says which rows a winning change replaces and what it
-    writes. Then, per bucket of each table (:func:`pipeline.layout.plan_buckets`), a patched bucket
-    gets the new rows in a new file and position deletes for the replaced ones; a rewritten bucket
-    is read whole, once, without the replaced rows (and its older deletes), and written again with
-    the new rows.
+    and the run at most as many changes (:mod:`pipeline.locate`), by Spark otherwise. It is then
+    merged with its new changes (:func:`pipeline.patch.patch`): that says which rows a winning
+    change replaces and what it writes. Then, per bucket of each table
+    (:func:`pipeline.layout.plan_buckets`), a patched bucket gets the new rows in a new file and
+    position deletes for the replaced ones; a rewritten bucket is read whole, once, without the
+    replaced rows (and its older deletes), and written again with the new rows.
     """
     keys = KeySchema.of(settings.table)
     stored = stored_schema(keys)
@@ -263,7 +263,8 @@ def _merge_incremental(
         for kind, tasks in (("items", items), ("tombstones", tombstones))
     }
     columns = [*keys.names, BUCKET, *patch.ORDER_COLUMNS]
-    if sum(task.rows for task in files) <= driver_rows:
+    # The driver holds every change's key and reads every touched row: both must be few.
+    if max(sum(task.rows for task in files), sum(changed.values())) <= driver_rows:
         # Not distinct(): a shuffle and its job cost more than the driver's de-duplication.
         wanted = (
             _reading(lambda: to_arrow(changes.select(BUCKET, *keys.names)))

@@ -62,10 +62,12 @@ def locate(
         chosen = per_bucket.get(task.bucket)
         if chosen is None or task.rows == 0:
             return out.empty_table()
+        # ArrowInvalid (a corrupt file) is a ValueError, as is a cast that misses a column (the
+        # reader skips names a file lacks).
         try:
             with table.io.new_input(task.path).open() as stream:
                 rows = pq.ParquetFile(stream).read(columns=columns).cast(schema)
-        except (OSError, pa.ArrowException) as exc:
+        except (OSError, ValueError, pa.ArrowException) as exc:
             raise SnapshotStoreError(f"cannot read the snapshot's data file {task.path}: {exc}") from exc
         rows = rows.append_column(POS, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         kept = rows.join(chosen, list(keys), join_type="left semi")
@@ -74,7 +76,13 @@ def locate(
         )
 
     with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-        parts = list(pool.map(found_in, range(len(tasks))))
+        futures = [pool.submit(found_in, index) for index in range(len(tasks))]
+        try:
+            parts = [future.result() for future in futures]
+        except BaseException:
+            for future in futures:  # the first failure ends the read: no waiting for the rest
+                future.cancel()
+            raise
     found = pa.concat_tables([out.empty_table(), *parts])
     deletes = sorted({path for task in tasks for path, _ in task.deletes})
     if not deletes or found.num_rows == 0:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline.errors import SnapshotStoreError
 from pipeline.storage import spark_uri
@@ -57,12 +58,12 @@ def _file_ids(spark_names: Sequence[str], paths: Sequence[str]) -> dict[str, int
 
 # ``createDataFrame(pyarrow.Table)`` is PySpark 4's; EMR's PySpark 3.5 gets rows and a schema.
 ARROW_TABLES = int(pyspark.__version__.split(".")[0]) >= 4
-_DDL = {
-    pa.string(): "string",
-    pa.binary(): "binary",
-    pa.int32(): "int",
-    pa.int64(): "bigint",
-    pa.float64(): "double",
+_SPARK_TYPES: dict[pa.DataType, T.DataType] = {
+    pa.string(): T.StringType(),
+    pa.binary(): T.BinaryType(),
+    pa.int32(): T.IntegerType(),
+    pa.int64(): T.LongType(),
+    pa.float64(): T.DoubleType(),
 }
 
 
@@ -77,8 +78,9 @@ def small_frame(spark: SparkSession, columns: dict[str, pa.Array | pa.ChunkedArr
     table = pa.table(columns).combine_chunks()
     if ARROW_TABLES:
         return spark.createDataFrame(table)
-    ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in table.schema)
-    return spark.createDataFrame(list(zip(*(c.to_pylist() for c in table.columns), strict=True)), ddl)
+    # A schema, not DDL text: key attributes may be named anything (``user-id``, ``order id``).
+    schema = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in table.schema])
+    return spark.createDataFrame(list(zip(*(c.to_pylist() for c in table.columns), strict=True)), schema)
 
 
 def to_arrow(frame: DataFrame) -> pa.Table:

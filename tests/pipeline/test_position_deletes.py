@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline import deletes
 from pipeline.errors import ConcurrentRunError, HalfCommittedError
-from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
-from pipeline.locate import DRIVER_ROWS
-from pipeline.schemas import ITEM_COLUMN
-from pipeline.table import SnapshotTables
+from pipeline.jobs import _with_bucket, read_snapshot, run_snapshot, snapshot_tables
+from pipeline.locate import DRIVER_ROWS, locate
+from pipeline.patch import ORDER_COLUMNS
+from pipeline.reading import FILE, POS, read_live, to_arrow
+from pipeline.schemas import ITEM_COLUMN, KeySchema
+from pipeline.table import BUCKET, SnapshotTables, arrow_schema, stored_schema
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark
@@ -161,6 +164,41 @@ def test_patched_and_rewritten_runs_equal_a_full_rebuild(
     assert rebuilt.version == "000006"
     expected = ours(spark, full)
     assert all(view == expected for state in states for view in state), (states, expected)
+
+
+def test_the_driver_and_spark_locate_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """The two ways an incremental run finds the changed keys' live rows (pipeline/locate.py on the
+    driver, read_live in Spark) give the same rows, files and positions on a table with patches and
+    position deletes in both tables, for keys that are live, removed, replaced or absent."""
+    settings = settings_for(tmp_path, **PATCH)
+    first = [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 40)]
+    for batch in [first, *_random_runs(5, 4)]:
+        _land(tmp_path / "changelog", batch)
+        run_snapshot(spark, settings, buckets=2)
+    tables = snapshot_tables(settings)
+    files = [*tables.tasks(tables.items_name), *tables.tasks(tables.tombstones_name)]
+    assert any(task.deletes for task in files) and len({task.bucket for task in files}) == 2
+    keys = KeySchema.of(settings.table)
+    candidates = _with_bucket(
+        spark.createDataFrame([(f"k{i}", "a") for i in range(45)], "pk string, sk string"), keys, 2
+    )
+    columns = [*keys.names, BUCKET, *ORDER_COLUMNS]
+    stored = stored_schema(keys)
+    schema = arrow_schema(T.StructType([stored[name] for name in columns]))
+    driver = locate(tables.items_table(), files, to_arrow(candidates), keys.names, schema)
+    by_spark = read_live(
+        spark,
+        stored,
+        files,
+        columns=columns,
+        locate=True,
+        only=candidates.select(*keys.names),
+        keys=keys.names,
+    )
+    names = [*columns, FILE, POS]
+    found = sorted(tuple(row[n] for n in names) for row in driver.to_pylist())
+    assert found == sorted(tuple(row[n] for n in names) for row in by_spark.collect())
+    assert len(found) == len({row[:2] for row in found}) > 20  # one live row per key
 
 
 def test_a_half_committed_run_is_repaired_by_the_next(

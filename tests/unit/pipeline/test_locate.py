@@ -56,8 +56,8 @@ def wanted(*keys: tuple[int, bytes]) -> pa.Table:
     )
 
 
-def found(rows: pa.Table) -> set[tuple[bytes, int, int]]:
-    return {(r["pk"], r[FILE], r[POS]) for r in rows.to_pylist()}
+def found(rows: pa.Table) -> list[tuple[bytes, int, int]]:
+    return sorted((r["pk"], r[FILE], r[POS]) for r in rows.to_pylist())
 
 
 def test_the_changed_keys_live_rows_are_found_with_their_file_and_position(tmp_path: Path) -> None:
@@ -65,7 +65,8 @@ def test_the_changed_keys_live_rows_are_found_with_their_file_and_position(tmp_p
     patch = data_file(tmp_path / "b0-patch.parquet", 0, [b"\x00b"])  # b's newer row; the old one deleted
     one = data_file(tmp_path / "b1.parquet", 1, [b"\xffx", b"\xffy"])
     deletes = str(tmp_path / "deletes.parquet")
-    pq.write_table(pa.table({"file_path": [zero], "pos": pa.array([1], pa.int64())}), deletes)
+    elsewhere = str(tmp_path / "not-read.parquet")  # a delete file may also name files not read here
+    pq.write_table(pa.table({"file_path": [zero, elsewhere], "pos": pa.array([1, 0], pa.int64())}), deletes)
     tasks = [
         FileTask(zero, 0, 3, ((deletes, 1),)),
         FileTask(patch, 0, 1, ((deletes, 1),)),
@@ -75,7 +76,7 @@ def test_the_changed_keys_live_rows_are_found_with_their_file_and_position(tmp_p
         TABLE, tasks, wanted((0, b"\x00b"), (0, b"\x00c"), (1, b"\xffy"), (1, b"none")), KEYS, SCHEMA
     )
     # b's deleted row is not live; c and y where they are; the key without a row, nowhere.
-    assert found(rows) == {(b"\x00b", 1, 0), (b"\x00c", 0, 2), (b"\xffy", 2, 1)}
+    assert found(rows) == [(b"\x00b", 1, 0), (b"\x00c", 0, 2), (b"\xffy", 2, 1)]
     assert rows.schema.names == [*SCHEMA.names, FILE, POS]
     order = {r["pk"]: r["_sequence_number"] for r in rows.to_pylist()}
     assert order == {b"\x00b": f"{0:040d}", b"\x00c": f"{2:040d}", b"\xffy": f"{1:040d}"}
@@ -98,3 +99,21 @@ def test_a_data_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     gone = str(tmp_path / "gone.parquet")
     with pytest.raises(SnapshotStoreError, match="gone.parquet"):
         locate(TABLE, [FileTask(gone, 0, 1)], wanted((0, b"k")), KEYS, SCHEMA)
+
+
+def test_an_unreadable_delete_file_is_named(tmp_path: Path) -> None:
+    zero = data_file(tmp_path / "b0.parquet", 0, [b"k"])
+    gone = str(tmp_path / "gone-deletes.parquet")
+    with pytest.raises(SnapshotStoreError, match="gone-deletes.parquet"):
+        locate(TABLE, [FileTask(zero, 0, 1, ((gone, 1),))], wanted((0, b"k")), KEYS, SCHEMA)
+
+
+def test_a_corrupt_data_file_or_one_without_a_column_is_named(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"PAR1 not really parquet PAR1")
+    with pytest.raises(SnapshotStoreError, match="corrupt.parquet"):
+        locate(TABLE, [FileTask(str(corrupt), 0, 1)], wanted((0, b"k")), KEYS, SCHEMA)
+    narrow = str(tmp_path / "narrow.parquet")
+    pq.write_table(pa.table({"pk": pa.array([b"k"], pa.binary()), "sk": ["a"]}), narrow)
+    with pytest.raises(SnapshotStoreError, match="narrow.parquet"):
+        locate(TABLE, [FileTask(narrow, 0, 1)], wanted((0, b"k")), KEYS, SCHEMA)
