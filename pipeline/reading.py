@@ -68,10 +68,10 @@ _SPARK_TYPES: dict[pa.DataType, T.DataType] = {
 
 
 def small_frame(spark: SparkSession, columns: dict[str, pa.Array | pa.ChunkedArray]) -> DataFrame:
-    """A small table the driver holds (file ids, watermarks) as a DataFrame, through Arrow: the JVM
-    reads it as it is, where a list of tuples is unpickled by a job of Python workers (about a
-    tenth of a second each, several per incremental run). Columns of string, binary, int32, int64
-    or float64.
+    """A small table the driver holds (file ids, watermarks, located rows) as a DataFrame, through
+    Arrow: the JVM reads it as it is, where a list of tuples is unpickled by a job of Python
+    workers (about a tenth of a second each, several per incremental run). Columns of string,
+    binary, int32, int64 or float64.
 
     Chunked columns are combined first: PySpark 4.3 drops the rows of a batch that follows two
     empty ones (a table concatenated from per-file parts, some of them empty, has such batches)."""
