@@ -98,6 +98,35 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, arrow_type(f.dataType), nullable=True) for f in schema.fields])
 
 
+def _shape(kind: pa.DataType) -> str:
+    """A type's text without what Iceberg and Arrow may spell differently for the same column:
+    nullability, field ids, and large against regular strings, binaries and lists."""
+    if pa.types.is_struct(kind):
+        return "struct<" + ", ".join(f"{f.name}: {_shape(f.type)}" for f in kind) + ">"
+    if pa.types.is_map(kind):
+        return f"map<{_shape(kind.key_type)}, {_shape(kind.item_type)}>"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"list<{_shape(kind.value_type)}>"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return "binary"
+    return str(kind)
+
+
+def schema_difference(found: pa.Schema, wanted: pa.Schema) -> str | None:
+    """How a table's columns (``found``) differ from the ones this code writes, or None if alike."""
+    have = [f"{f.name}: {_shape(f.type)}" for f in found]
+    need = [f"{f.name}: {_shape(f.type)}" for f in wanted]
+    if have == need:
+        return None
+    extra = [c for c in have if c not in need]
+    missing = [c for c in need if c not in have]
+    parts = [f"has {', '.join(extra)}"] if extra else []
+    parts += [f"lacks {', '.join(missing)}"] if missing else []
+    return "; ".join(parts) or "has the same columns in another order"
+
+
 @dataclass(frozen=True, order=True)
 class FileTask:
     """One live data file of a table and the position delete files (path, rows) that apply to it."""
@@ -246,6 +275,8 @@ class SnapshotTables:
             table = self.catalog.create_table_if_not_exists(
                 name, schema=schema, location=location, properties=properties
             )
+        else:
+            self._check_schema(name, table, schema)
         if not table.spec().fields:
             with table.update_spec() as update:
                 update.add_identity(BUCKET)
@@ -256,6 +287,22 @@ class SnapshotTables:
                 tx.set_properties(**wanted)
             table = self.catalog.load_table(name)
         return table
+
+    def _check_schema(self, name: str, table: Any, wanted: pa.Schema) -> None:
+        """An existing table must have the columns this run writes: a table made for other key
+        attributes (``table.partition_key`` / ``sort_key`` changed since) or by a version that
+        stored items differently would otherwise fail deep in a write or a commit, or match
+        changes on the wrong columns."""
+        difference = schema_difference(table.schema().as_arrow(), wanted)
+        if difference is not None:
+            keys = ", ".join(f"{a.name} ({a.type})" for a in self.keys.attributes)
+            raise SnapshotStoreError(
+                f"table {name} does not have the columns this run writes for the key attributes "
+                f"{keys}: it {difference}. It was made for other key attributes or by another "
+                "version. Put table.partition_key / table.sort_key back as they were, or point "
+                "pipeline.snapshot_uri at a new location (bootstrap again there if this one was "
+                "bootstrapped) and run the snapshot job with --full"
+            )
 
     def _table_properties(self) -> dict[str, str]:
         """Iceberg properties every table of ours has (set again when a setting changes them).
