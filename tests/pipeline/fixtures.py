@@ -62,12 +62,13 @@ def write_object(root: Path, changes: list[dict[str, Any]], *, extra_lines: Iter
     return path
 
 
-def settings_for(tmp: Path, **pipeline: Any) -> Settings:
+def settings_for(tmp: Path, *, table: Mapping[str, Any] | None = None, **pipeline: Any) -> Settings:
+    """Settings over ``tmp``: table ``orders`` keyed by ``pk`` and ``sk`` unless ``table`` says otherwise."""
     return Settings.model_validate(
         {
             "application_name": "orders-stream-consumer",
             "region": "us-east-1",
-            "table": {"name": "orders", "partition_key": {"name": "pk"}, "sort_key": {"name": "sk"}},
+            "table": table or {"name": "orders", "partition_key": {"name": "pk"}, "sort_key": {"name": "sk"}},
             "pipeline": {
                 "changelog_uri": str(tmp / "changelog"),
                 "snapshot_uri": str(tmp / "snapshot"),

@@ -17,21 +17,11 @@ from consumer.settings import Settings
 from pipeline.errors import SnapshotStoreError
 from pipeline.jobs import snapshot_tables
 from pipeline.table import schema_difference
+from tests.pipeline.fixtures import settings_for
 
 
 def settings(tmp: Path, **table: Any) -> Settings:
-    return Settings.model_validate(
-        {
-            "application_name": "orders-stream-consumer",
-            "region": "us-east-1",
-            "table": {"name": "orders", "partition_key": {"name": "pk"}, **table},
-            "pipeline": {
-                "changelog_uri": str(tmp / "changelog"),
-                "snapshot_uri": str(tmp / "snapshot"),
-                "stats_uri": str(tmp / "stats"),
-            },
-        }
-    )
+    return settings_for(tmp, table={"name": "orders", "partition_key": {"name": "pk"}, **table})
 
 
 def test_the_same_settings_find_their_own_tables_again(tmp_path: Path) -> None:
