@@ -105,7 +105,7 @@ def _base_columns(keys: KeySchema, item: Any, source: str, start_time: float) ->
     schema = snapshot_schema(keys)
     columns = {
         **{a.name: item[a.name][_KEY_FIELD[a.type]] for a in keys.attributes},
-        ITEM_COLUMN: F.transform_values(item, lambda _, v: parse.typed_attribute(v)),
+        ITEM_COLUMN: parse.typed_item(item),
         SHARD_ID: F.lit(source),
         SEQUENCE: F.lit("0" * SEQUENCE_DIGITS),
         EVENT: F.lit("INSERT"),

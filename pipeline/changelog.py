@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
+from consumer.sinks.changelog import LANE_MARK
 from pipeline.schemas import SEQUENCE_DIGITS
 
 _NAME = re.compile(
@@ -64,3 +66,32 @@ def select_objects(files: Iterable[str], watermarks: Mapping[str, str]) -> Selec
         else:
             to_read.append(obj)
     return Selection(tuple(to_read), merged, tuple(unconventional), tuple(ignored))
+
+
+def may_hold_copies(objects: Iterable[ChangeLogObject]) -> bool:
+    """Whether one change (shard id + sequence number) can be in two of these objects.
+
+    The sink writes each change once into an object named after its folder (the shard, or one lane
+    of it) and the first and last sequence numbers it holds, and a replay of the same batch
+    overwrites its own object. A change can therefore be in two objects only when two objects of one
+    folder have overlapping ranges (a replay cut into other batches, or a fenced zombie still
+    writing), when one shard has folders of different lane layouts (a replay with another
+    ``parallelization_factor``; lanes of one layout hold disjoint records), or when an object's name
+    says nothing of its range. Otherwise every valid line is a distinct change, and a full rebuild
+    can count lines instead of distinct (shard id, sequence number) pairs per key.
+    """
+    layouts: dict[str, set[str]] = {}
+    ranges: dict[str, list[tuple[str, str]]] = {}
+    for obj in objects:
+        if obj.shard_id is None or obj.first is None or obj.last is None:
+            return True
+        shard, _, lane = obj.shard_id.partition(LANE_MARK)
+        layouts.setdefault(shard, set()).add(lane.partition("of")[2])
+        ranges.setdefault(obj.shard_id, []).append((obj.first, obj.last))
+    if any(len(found) > 1 for found in layouts.values()):
+        return True
+    for spans in ranges.values():
+        spans.sort()
+        if any(later[0] <= earlier[1] for earlier, later in pairwise(spans)):
+            return True
+    return False

@@ -58,15 +58,20 @@ def _canonical_wire(value: Mapping[str, Any]) -> Any:
     return [kind, raw]
 
 
+# The stored attribute's fields (pipeline.schemas.ATTRIBUTE), each with its DynamoDB type.
+_TYPE_OF_FIELD = {name.lower(): name for name in ("S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS", "M", "L")}
+
+
 def _canonical_attribute(attribute: Mapping[str, Any]) -> Any:
-    """Canonical form of one :data:`ATTRIBUTE` struct (a Row or a dict)."""
-    kind = attribute["type"]
-    if kind in ("M", "L"):
-        return _canonical_wire({kind: json.loads(attribute["doc"])})
-    field = {"S": "s", "N": "n", "B": "b", "BOOL": "bool", "SS": "ss", "NS": "ns", "BS": "bs"}.get(kind)
-    if field is None:
-        return [kind]
-    return _canonical_wire({kind: attribute[field]})
+    """Canonical form of one :data:`ATTRIBUTE` struct (a Row or a dict): its one field that is set."""
+    for field, kind in _TYPE_OF_FIELD.items():
+        value = attribute[field]
+        if value is None:
+            continue
+        if kind in ("M", "L"):
+            return _canonical_wire({kind: json.loads(value)})
+        return _canonical_wire({kind: value})
+    return ["?"]  # no field set: never written by the pipeline (such lines are rejected)
 
 
 def canonical_item(item: Mapping[str, Any] | None) -> str | None:
@@ -95,16 +100,14 @@ def _wire_json(value: Any) -> Any:
 def attribute_from_wire(value: Mapping[str, Any]) -> dict[str, Any]:
     """An attribute value as the low-level client returns it → the :data:`ATTRIBUTE` struct."""
     ((kind, raw),) = value.items()
-    row: dict[str, Any] = dict.fromkeys(("s", "n", "b", "bool", "ss", "ns", "bs", "doc"))
-    row["type"] = kind
+    row: dict[str, Any] = dict.fromkeys(_TYPE_OF_FIELD)
     if kind in ("M", "L"):
-        row["doc"] = json.dumps(_wire_json(raw), separators=(",", ":"))
+        raw = json.dumps(_wire_json(raw), separators=(",", ":"))
     elif kind == "B":
-        row["b"] = bytes(raw) if isinstance(raw, bytes | bytearray) else base64.b64decode(raw)
+        raw = bytes(raw) if isinstance(raw, bytes | bytearray) else base64.b64decode(raw)
     elif kind == "BS":
-        row["bs"] = [bytes(b) if isinstance(b, bytes | bytearray) else base64.b64decode(b) for b in raw]
-    elif kind != "NULL":
-        row[{"S": "s", "N": "n", "BOOL": "bool", "SS": "ss", "NS": "ns"}[kind]] = raw
+        raw = [bytes(b) if isinstance(b, bytes | bytearray) else base64.b64decode(b) for b in raw]
+    row[kind.lower()] = raw
     return row
 
 

@@ -29,7 +29,7 @@ from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
 from pipeline import bootstrap, chart, compare, locate, parse, patch, snapshot, stats
-from pipeline.changelog import select_objects
+from pipeline.changelog import may_hold_copies, select_objects
 from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
 from pipeline.layout import Plan, bucket_files, plan_buckets
 from pipeline.reading import FILE, POS, read_live, small_frame, to_arrow
@@ -365,6 +365,10 @@ def run_snapshot(
     lines = bad = 0
     raw = parsed = None
     line_observation = Observation("lines")
+    # A rebuild counts its changes as rows read when no change can be in two objects (the listing
+    # says; pipeline/changelog.py), else per key in the merge, copies counted once.
+    count_rows = not incremental and bool(selection.to_read) and not may_hold_copies(selection.to_read)
+    change_observation = Observation("changes")
     if selection.to_read:
         raw = read_lines(spark, [o.uri for o in selection.to_read])
         # A rebuild keeps items in wire form and types only each key's winner; an incremental run
@@ -389,6 +393,8 @@ def run_snapshot(
             changes = snapshot.after_watermarks(changes, previous_marks)
         if start_time is not None:  # the bootstrap's state already holds every older change
             changes = changes.filter(F.col(CREATED).isNull() | (F.col(CREATED) >= F.lit(start_time)))
+        if count_rows:
+            changes = changes.observe(change_observation, F.count(F.lit(1)).alias("changes"))
     else:
         changes = spark.createDataFrame([], stored)
     changes = changes.select(*names).withColumn(snapshot.NEW, F.lit(True))
@@ -429,11 +435,12 @@ def run_snapshot(
             merged = incremental_merge.rows
         else:
             base = read_live(spark, stored, tables.tasks(tables.base_name)) if start_time else None
-            merged = snapshot.rebuild(changes, keys, base, buckets=count)
-        observation = Observation("snapshot")
-        observed = merged.observe(
-            observation, F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes")
-        )
+            merged = snapshot.rebuild(changes, keys, base, buckets=count, copies=not count_rows)
+        if not count_rows:
+            change_observation = Observation("snapshot")
+            merged = merged.observe(
+                change_observation, F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes")
+            )
         progress(
             "[2/4] merging into "
             + (
@@ -446,8 +453,8 @@ def run_snapshot(
                 )
             )
         )
-        _reading(lambda: snapshot.write_parts(observed, out))
-        new_changes = int(observation.get["changes"])
+        _reading(lambda: snapshot.write_parts(merged, out))
+        new_changes = int(change_observation.get["changes"])
         deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if incremental_merge is not None:  # every changed key's count is in the patch, written or not
             new_changes, deletes = incremental_merge.outcome()

@@ -5,10 +5,10 @@ A line that cannot be used is never dropped silently: :func:`parse_lines` marks 
 can count, report and (beyond the tolerated number) fail the run.
 
 Cost matters here (this is most of the snapshot job): the JSON is parsed once and every line is
-validated on its wire form with compiled expressions only where possible. Spark's higher-order
-functions (``transform_values``, ``filter``) are interpreted, so each is paid per attribute of every
-change: the typing of an image (one ``transform_values``) is the dearest, which is why a full
-rebuild keeps the wire image through its merge and types only each key's winner
+validated on its wire form with compiled expressions only where possible (Spark's higher-order
+functions, ``filter`` and the like, are interpreted and paid per attribute of every change). Typing
+an image is a compiled ``cast`` to the stored shape (:data:`pipeline.schemas.ATTRIBUTE` has the
+wire's fields), which a full rebuild still leaves to each key's winner
 (``parse_lines(..., typed=False)``, then :func:`typed_item`).
 """
 
@@ -35,31 +35,9 @@ from pipeline.schemas import (
     change_schema,
 )
 
-_WIRE_FIELDS = ("S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS", "M", "L")
 _PROBLEM = "_problem"
 _PARSED = "_parsed"
 _KEY_FIELD = {"S": "S", "N": "N", "B": "B"}
-
-
-def _typed(value: Column) -> Column:
-    """One wire attribute value → the :data:`pipeline.schemas.ATTRIBUTE` struct (type null if unknown)."""
-    kind = F.lit(None).cast("string")
-    for name in reversed(_WIRE_FIELDS):
-        kind = F.when(value[name].isNotNull(), F.lit(name)).otherwise(kind)
-    return F.struct(
-        kind.alias("type"),
-        value["S"].alias("s"),
-        value["N"].alias("n"),
-        value["B"].alias("b"),
-        value["BOOL"].alias("bool"),
-        value["SS"].alias("ss"),
-        value["NS"].alias("ns"),
-        value["BS"].alias("bs"),
-        F.coalesce(value["M"], value["L"]).alias("doc"),
-    )
-
-
-typed_attribute = _typed  # for other readers of wire items (the bootstrap's export)
 
 
 def _drops_some(values: Column, as_type: str | None = None) -> Column:
@@ -78,7 +56,7 @@ def _image_problem(image: Column) -> Column:
 
     Written without lambdas where possible: ``array_contains`` of the all-null struct finds an
     attribute with no type field set, and is null (no match, but a null element) when an attribute
-    value is JSON null — both untyped, as :func:`typed_item` would leave them. ``map_values(image).N``
+    value is JSON null — both attributes of no type. ``map_values(image).N``
     extracts a field from every struct at once, and a cast that turns an element into null reveals a
     bad number. (A regular expression inside ``exists`` cost four times the whole parse in the
     benchmark; one ``array_compact`` per type field, an interpreted ``filter`` each, cost more than
@@ -100,8 +78,9 @@ def _image_problem(image: Column) -> Column:
 
 
 def typed_item(image: Column) -> Column:
-    """A wire image (:data:`pipeline.schemas.WIRE_ITEM`) → the typed item (:data:`ITEM`)."""
-    return F.transform_values(image, lambda _, v: _typed(v))
+    """A wire image (:data:`pipeline.schemas.WIRE_ITEM`) → the stored item (:data:`ITEM`): the same
+    fields in the same order, renamed, so a compiled cast."""
+    return image.cast(ITEM)
 
 
 def _problem(record: Column, image: Column, keys: KeySchema) -> Column:
@@ -153,9 +132,7 @@ def parse_lines(raw: DataFrame, keys: KeySchema, *, typed: bool = True) -> DataF
     )
     record = F.col(_PARSED)
     image = F.coalesce(record["newImage"], record["keys"])
-    item = F.when(record["eventName"] == "REMOVE", F.lit(None)).otherwise(
-        typed_item(image) if typed else image
-    )
+    item = F.when(record["eventName"] == "REMOVE", F.lit(None)).otherwise(image)  # cast below
     schema = change_schema(keys)
     columns = {
         **{a.name: record["keys"][a.name][_KEY_FIELD[a.type]] for a in keys.attributes},

@@ -1,14 +1,18 @@
 """Explicit schemas at every boundary of the pipeline.
 
-DynamoDB attribute values keep their types in Spark through one struct, :data:`ATTRIBUTE`:
-``type`` names the DynamoDB type (``S N B BOOL NULL SS NS BS M L``) and exactly one value field is set:
+DynamoDB attribute values keep their types in Spark through one struct, :data:`ATTRIBUTE`, shaped
+like DynamoDB JSON itself (the wire, and DynamoDB's exports to S3): one field per DynamoDB type
+(``s n b bool null ss ns bs m l``, the type keys in lower case), exactly one of them set:
 
 * ``n`` / ``ns`` keep numbers as the exact decimal text DynamoDB sent (up to 38 significant digits,
   more than a Spark ``DecimalType`` can hold for every scale),
 * ``b`` / ``bs`` are real binary, decoded from the wire's base64,
-* ``ss`` / ``ns`` / ``bs`` are arrays that ``type`` marks as sets,
-* ``M`` and ``L`` values are nested and Spark schemas cannot recurse, so ``doc`` keeps them as
+* ``ss`` / ``ns`` / ``bs`` are arrays that their field marks as sets, ``null`` is true for NULL,
+* ``M`` and ``L`` values are nested and Spark schemas cannot recurse, so ``m`` / ``l`` keep them as
   attribute-value JSON (``{"a": {"N": "1"}}`` / ``[{"S": "x"}]``): lossless, and still typed inside.
+
+Because the stored struct has the wire's fields in the wire's order, typing a parsed image is a
+compiled ``cast`` (it renames the fields), not a function per attribute: as cheap as it can be.
 
 Items are ``map<attribute name, ATTRIBUTE>``. Key attributes are also plain columns named after the
 attribute (S and N → string, B → binary), so a snapshot is queried by key without unpacking the map.
@@ -23,8 +27,6 @@ from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import KeyAttribute, TableSettings
 from pipeline.errors import PipelineError
-
-ATTRIBUTE_TYPES = ("S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS", "M", "L")
 
 # One attribute value as it is on the wire: the JSON reader fills the field named by its type key;
 # M and L stay raw JSON text because a Spark schema cannot describe a recursive value.
@@ -44,19 +46,9 @@ WIRE_ATTRIBUTE = T.StructType(
 )
 WIRE_ITEM = T.MapType(T.StringType(), WIRE_ATTRIBUTE)
 
-ATTRIBUTE = T.StructType(
-    [
-        T.StructField("type", T.StringType()),
-        T.StructField("s", T.StringType()),
-        T.StructField("n", T.StringType()),
-        T.StructField("b", T.BinaryType()),
-        T.StructField("bool", T.BooleanType()),
-        T.StructField("ss", T.ArrayType(T.StringType())),
-        T.StructField("ns", T.ArrayType(T.StringType())),
-        T.StructField("bs", T.ArrayType(T.BinaryType())),
-        T.StructField("doc", T.StringType()),
-    ]
-)
+# The stored attribute: the wire's fields, in its order, named in lower case (what table readers
+# expect of column names; Glue and Athena fold names to lower case).
+ATTRIBUTE = T.StructType([T.StructField(f.name.lower(), f.dataType) for f in WIRE_ATTRIBUTE.fields])
 ITEM = T.MapType(T.StringType(), ATTRIBUTE)
 
 # One line of the change log (docs/design.md, "Change log"); fields the pipeline does not use

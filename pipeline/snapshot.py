@@ -12,21 +12,19 @@ shard id + sequence number) is one change.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline import parse
 from pipeline.schemas import (
     EVENT,
-    ITEM,
     ITEM_COLUMN,
     LANDED,
     SEQUENCE,
     SHARD_ID,
     WIRE_ITEM,
     KeySchema,
-    snapshot_schema,
 )
 from pipeline.table import BUCKET
 
@@ -54,33 +52,35 @@ def after_watermarks(changes: DataFrame, watermarks: DataFrame) -> DataFrame:
 NEW = "_new"  # true on this run's changes, false on rows of the previous state
 CHANGES = "_changes"  # distinct new changes (shard id + sequence number) merged into the row
 _PART = "_part"  # the task a row of a rebuild goes to, when buckets are split over tasks
-_TYPED = "_typed_item"  # a typed base row's item, while the changes' items are still in wire form
 
 
-def latest_state(previous: DataFrame, changes: DataFrame, keys: KeySchema) -> DataFrame:
-    """Merge a previous state (items and tombstones) with new changes: the latest change per key wins."""
-    schema = snapshot_schema(keys)
-    names = schema.fieldNames()
-    rest = [name for name in names if name not in keys.names]
-    both = previous.select(*names).unionByName(changes.select(*names))
-    # Copies of one change differ at most in landing time: the latest landing wins, deterministically.
-    order = F.struct(F.col(SEQUENCE), F.col(SHARD_ID), F.coalesce(F.col(LANDED), F.lit(0.0)))
-    latest = both.groupBy(*keys.names).agg(F.max_by(F.struct(*rest), order).alias("_latest"))
-    return latest.select(*keys.names, *[F.col("_latest")[name].alias(name) for name in rest])
+def _order() -> list[Column]:
+    """The order in which a key's rows win: sequence number, then shard id, then (copies of one
+    change differ at most in landing time) the latest landing, deterministically."""
+    return [F.col(SEQUENCE), F.col(SHARD_ID), F.coalesce(F.col(LANDED), F.lit(0.0))]
 
 
-def _latest_per_key(rows: DataFrame, keys: KeySchema, group: list[str]) -> DataFrame:
-    """Per key, the latest row (by sequence number, shard id, landing time) and the number of
-    distinct new changes among the key's rows. ``rows`` carry :data:`NEW`."""
+def _latest_per_key(rows: DataFrame, group: list[str]) -> DataFrame:
+    """Per key, the latest row and the number of distinct new changes among the key's rows
+    (:data:`CHANGES`): an object-hash aggregation, for rows that may hold copies of one change.
+    ``rows`` carry :data:`NEW`."""
     names = [f for f in rows.columns if f != NEW]
     rest = [name for name in names if name not in group]
-    order = F.struct(F.col(SEQUENCE), F.col(SHARD_ID), F.coalesce(F.col(LANDED), F.lit(0.0)))
     change_id = F.when(F.col(NEW), F.struct(F.col(SHARD_ID), F.col(SEQUENCE)))
     latest = rows.groupBy(*group).agg(
-        F.max_by(F.struct(*rest), order).alias("_latest"),
+        F.max_by(F.struct(*rest), F.struct(*_order())).alias("_latest"),
         F.size(F.collect_set(change_id)).alias(CHANGES),
     )
     return latest.select(*group, *[F.col("_latest")[name].alias(name) for name in rest], CHANGES)
+
+
+def _latest_row_per_key(rows: DataFrame, group: list[str]) -> DataFrame:
+    """Per key, the latest row only: a window whose ``row_number() = 1`` Spark applies as a group
+    limit on the sort, so one row per key leaves it (cheaper than the aggregation, which builds
+    every row's struct and keeps an object per key)."""
+    window = Window.partitionBy(*group).orderBy(*[c.desc() for c in _order()])
+    ranked = rows.withColumn("_rank", F.row_number().over(window))
+    return ranked.filter(F.col("_rank") == 1).drop("_rank", NEW)
 
 
 def _tasks(frame: DataFrame, buckets: int) -> int:
@@ -113,38 +113,40 @@ def _whole_buckets(rows: DataFrame, keys: KeySchema, buckets: int) -> tuple[Data
 
 
 def rebuild(
-    changes: DataFrame, keys: KeySchema, base: DataFrame | None = None, buckets: int = 16
+    changes: DataFrame,
+    keys: KeySchema,
+    base: DataFrame | None = None,
+    buckets: int = 16,
+    *,
+    copies: bool = True,
 ) -> DataFrame:
     """Every bucket from scratch: the latest change per key over ``changes`` (and a bootstrap's
-    ``base`` state, typed).
+    ``base`` state).
 
-    One shuffle, by bucket (:func:`_whole_buckets`), then the aggregation per key in the same tasks: no
+    One shuffle, by bucket (:func:`_whole_buckets`), then the merge per key in the same tasks: no
     partial aggregation before the shuffle (with a few changes per key it saved less than it cost),
     and whole buckets per task, so that the table gets one file per bucket and kind, not one per task
-    as well. ``changes`` may carry their items in wire form (``parse.parse_lines(..., typed=False)``):
-    only each key's winner is then typed, after the merge — typing is the dearest part of a parse.
+    as well. ``copies``: the changes may hold copies of one change, so the merge counts each key's
+    distinct new changes (:data:`CHANGES`); without, every change row is a distinct change (the
+    caller counts the rows) and the merge only keeps each key's latest row, which costs less.
+
+    ``changes`` may carry their items in wire form (``parse.parse_lines(..., typed=False)``): the
+    base is then cast to it, and each key's winner cast back after the merge.
     """
     wire = changes.schema[ITEM_COLUMN].dataType == WIRE_ITEM
     rows = changes
     if base is not None:
-        if wire:  # the base is typed already: carried beside the wire items, typed or not, of the changes
-            rows = rows.withColumn(_TYPED, F.lit(None).cast(ITEM))
-            base = base.withColumn(_TYPED, F.col(ITEM_COLUMN)).withColumn(
-                ITEM_COLUMN, F.lit(None).cast(WIRE_ITEM)
-            )
+        if wire:
+            base = base.withColumn(ITEM_COLUMN, F.col(ITEM_COLUMN).cast(WIRE_ITEM))
         rows = (
             base.select(*[c for c in rows.columns if c != NEW])
             .withColumn(NEW, F.lit(False))
             .unionByName(rows)
         )
     spread, group = _whole_buckets(rows, keys, buckets)
-    latest = _latest_per_key(spread, keys, group).drop(_PART)
-    if not wire:
-        return latest
-    typed = parse.typed_item(F.col(ITEM_COLUMN))
-    if base is not None:
-        typed = F.coalesce(F.col(_TYPED), typed)
-    return latest.withColumn(ITEM_COLUMN, typed).drop(_TYPED)
+    latest = _latest_per_key(spread, group) if copies else _latest_row_per_key(spread, group)
+    latest = latest.drop(_PART)
+    return latest.withColumn(ITEM_COLUMN, parse.typed_item(F.col(ITEM_COLUMN))) if wire else latest
 
 
 def by_bucket(state: DataFrame, buckets: int) -> DataFrame:

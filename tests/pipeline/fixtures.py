@@ -79,20 +79,13 @@ def settings_for(tmp: Path, *, table: Mapping[str, Any] | None = None, **pipelin
     )
 
 
+_NO_VALUE: dict[str, Any] = dict.fromkeys(("s", "n", "b", "bool", "null", "ss", "ns", "bs", "m", "l"))
+
+
 def s_attr(value: str) -> dict[str, Any]:
-    """The typed struct of a string attribute, as a snapshot holds it."""
-    return {
-        "type": "S",
-        "s": value,
-        "n": None,
-        "b": None,
-        "bool": None,
-        "ss": None,
-        "ns": None,
-        "bs": None,
-        "doc": None,
-    }
+    """The struct of a string attribute, as a snapshot holds it (DynamoDB JSON's fields)."""
+    return {**_NO_VALUE, "s": value}
 
 
 def n_attr(value: str) -> dict[str, Any]:
-    return {**s_attr(""), "type": "N", "s": None, "n": value}
+    return {**_NO_VALUE, "n": value}

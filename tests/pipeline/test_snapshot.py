@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
+from pipeline import parse, snapshot
 from pipeline.errors import BadChangeLogError
 from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
-from pipeline.schemas import ITEM, ITEM_COLUMN
-from tests.pipeline.fixtures import change, n_attr, s_attr, settings_for, write_object
+from pipeline.schemas import EVENT, ITEM, ITEM_COLUMN, RAW_LINES, SHARD_ID, KeySchema
+from pipeline.table import BUCKET, stored_schema
+from tests.pipeline.fixtures import T0, change, n_attr, s_attr, settings_for, write_object
 from tests.pipeline.frames import assert_frames_equal
 
 pytestmark = pytest.mark.spark
@@ -165,24 +168,24 @@ def test_every_attribute_type_keeps_its_type(spark: SparkSession, tmp_path: Path
     }
     write_object(tmp_path / "changelog", [change(P, 1, "INSERT", "all", image=image)])
     run_snapshot(spark, settings)
-    none = dict.fromkeys(("s", "n", "b", "bool", "ss", "ns", "bs", "doc"))
+    none = dict.fromkeys(("s", "n", "b", "bool", "null", "ss", "ns", "bs", "m", "l"))
 
-    def typed(kind: str, **value: Any) -> dict[str, Any]:
-        return {**none, "type": kind, **value}
+    def stored(**value: Any) -> dict[str, Any]:
+        return {**none, **value}
 
     expected = item(
         "all",
-        s=typed("S", s="text"),
-        n=typed("N", n="12345678901234567890123456789012345678"),
-        f=typed("N", n="-0.000001"),
-        b=typed("B", b=bytearray(b"\x00\x01\x02\xff")),
-        t=typed("BOOL", bool=True),
-        z=typed("NULL"),
-        ss=typed("SS", ss=["x", "y"]),
-        ns=typed("NS", ns=["1", "2.5"]),
-        bs=typed("BS", bs=[bytearray(b"\x00"), bytearray(b"\x01")]),
-        m=typed("M", doc='{"k":{"N":"1.50"},"l":{"L":[{"S":"q"},{"B":"AA=="}]}}'),
-        l=typed("L", doc='[{"N":"1"},{"M":{}}]'),
+        s=stored(s="text"),
+        n=stored(n="12345678901234567890123456789012345678"),
+        f=stored(n="-0.000001"),
+        b=stored(b=bytearray(b"\x00\x01\x02\xff")),
+        t=stored(bool=True),
+        z=stored(null=True),
+        ss=stored(ss=["x", "y"]),
+        ns=stored(ns=["1", "2.5"]),
+        bs=stored(bs=[bytearray(b"\x00"), bytearray(b"\x01")]),
+        m=stored(m='{"k":{"N":"1.50"},"l":{"L":[{"S":"q"},{"B":"AA=="}]}}'),
+        l=stored(l='[{"N":"1"},{"M":{}}]'),
     )
     assert_frames_equal(current(spark, settings), expect(spark, [expected]))
 
@@ -295,3 +298,47 @@ def test_a_run_rewrites_only_the_buckets_of_changed_keys(spark: SparkSession, tm
     assert len(before - after) == 1 and len(after - before) == 1  # one file replaced, seven kept
     rows = {r["pk"]: r[ITEM_COLUMN]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
     assert rows == {**{f"k{i}": str(i) for i in range(1, 41)}, "k7": "70"}
+
+
+def test_a_rebuild_keeps_the_same_rows_whether_it_counts_copies_or_not(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A rebuild merges with a window when the listing rules copies out (``copies=False``) and with
+    an aggregation that counts each key's distinct changes otherwise: the same winner per key either
+    way (sequence number, then shard id, then the latest landing), over a bootstrap's base as well."""
+    keys = KeySchema.of(settings_for(tmp_path).table)
+    lines = [
+        change(P, 5, "INSERT", "tie", image={"w": {"S": "parent"}}),
+        change(C1, 5, "INSERT", "tie", image={"w": {"S": "child"}}),  # same number: the higher shard id
+        change(P, 6, "MODIFY", "copy", image={"w": {"S": "first landing"}}, landed=T0 + 1),
+        change(P, 6, "MODIFY", "copy", image={"w": {"S": "second landing"}}, landed=T0 + 2),
+        change(P, 7, "INSERT", "gone"),
+        change(P, 8, "REMOVE", "gone"),
+        change(P, 9, "MODIFY", "based", image={"w": {"N": "2"}}),
+    ]
+    raw = spark.createDataFrame(
+        [(json.dumps(line), "log", position) for position, line in enumerate(lines)], RAW_LINES
+    )
+    changes = parse.valid_changes(parse.parse_lines(raw, keys, typed=False), keys).withColumn(
+        BUCKET, F.lit(0)
+    )
+    changes = changes.withColumn(snapshot.NEW, F.lit(True))
+    base_rows = [
+        ("based", "a", {"pk": s_attr("based"), "sk": s_attr("a"), "w": n_attr("1")}),
+        ("kept", "a", {"pk": s_attr("kept"), "sk": s_attr("a"), "w": n_attr("1")}),
+    ]
+    base = spark.createDataFrame(
+        [(*row, "export", "0" * 40, "INSERT", 1.0, None, 0) for row in base_rows], stored_schema(keys)
+    )
+    view = ["pk", "sk", ITEM_COLUMN, EVENT, SHARD_ID]
+    counted = snapshot.rebuild(changes, keys, base, buckets=1, copies=True)
+    windowed = snapshot.rebuild(changes, keys, base, buckets=1, copies=False)
+    assert snapshot.CHANGES not in windowed.columns
+    assert counted.agg(F.sum(snapshot.CHANGES)).first()[0] == 6  # the two landings are one change
+    assert_frames_equal(windowed.select(*view), counted.select(*view))
+    won = {row["pk"]: row for row in windowed.select(*view).collect()}
+    assert won["tie"][SHARD_ID] == C1 and won["tie"][ITEM_COLUMN]["w"]["s"] == "child"
+    assert won["copy"][ITEM_COLUMN]["w"]["s"] == "second landing"
+    assert won["gone"][EVENT] == "REMOVE" and won["gone"][ITEM_COLUMN] is None
+    assert won["based"][ITEM_COLUMN]["w"]["n"] == "2"
+    assert won["kept"][ITEM_COLUMN]["w"]["n"] == "1" and won["kept"][SHARD_ID] == "export"
