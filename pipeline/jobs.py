@@ -365,10 +365,6 @@ def run_snapshot(
     lines = bad = 0
     raw = parsed = None
     line_observation = Observation("lines")
-    # A rebuild counts its changes as rows read when no change can be in two objects (the listing
-    # says; pipeline/changelog.py), else per key in the merge, copies counted once.
-    count_rows = not incremental and bool(selection.to_read) and not may_hold_copies(selection.to_read)
-    change_observation = Observation("changes")
     if selection.to_read:
         raw = read_lines(spark, [o.uri for o in selection.to_read])
         # A rebuild keeps items in wire form and types only each key's winner; an incremental run
@@ -393,8 +389,6 @@ def run_snapshot(
             changes = snapshot.after_watermarks(changes, previous_marks)
         if start_time is not None:  # the bootstrap's state already holds every older change
             changes = changes.filter(F.col(CREATED).isNull() | (F.col(CREATED) >= F.lit(start_time)))
-        if count_rows:
-            changes = changes.observe(change_observation, F.count(F.lit(1)).alias("changes"))
     else:
         changes = spark.createDataFrame([], stored)
     changes = changes.select(*names).withColumn(snapshot.NEW, F.lit(True))
@@ -403,6 +397,7 @@ def run_snapshot(
     out = tables.data_uri(run_id)
     cached: list[DataFrame] = []
     try:
+        observation = Observation("snapshot")  # the run's distinct new changes
         touched: list[int] | None = None
         rewritten: dict[str, list[int]] | None = None  # per table, buckets replaced whole (None: all)
         incremental_merge: IncrementalMerge | None = None
@@ -432,15 +427,15 @@ def run_snapshot(
             )
             cached.append(incremental_merge.patched)
             rewritten = {kind: sorted(plan.rewrite) for kind, plan in incremental_merge.plans.items()}
-            merged = incremental_merge.rows
-        else:
-            base = read_live(spark, stored, tables.tasks(tables.base_name)) if start_time else None
-            merged = snapshot.rebuild(changes, keys, base, buckets=count, copies=not count_rows)
-        if not count_rows:
-            change_observation = Observation("snapshot")
-            merged = merged.observe(
-                change_observation, F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes")
+            merged = incremental_merge.rows.observe(
+                observation, F.coalesce(F.sum(F.col(snapshot.CHANGES)), F.lit(0)).alias("changes")
             )
+        else:
+            # A window merges, and rows are counted as changes, when no change can be in two objects
+            # (the listing says: pipeline/changelog.py); else an aggregation counts them per key.
+            base = read_live(spark, stored, tables.tasks(tables.base_name)) if start_time else None
+            copies = may_hold_copies(selection.to_read)
+            merged = snapshot.rebuild(changes, keys, base, buckets=count, copies=copies, counted=observation)
         progress(
             "[2/4] merging into "
             + (
@@ -454,7 +449,7 @@ def run_snapshot(
             )
         )
         _reading(lambda: snapshot.write_parts(merged, out))
-        new_changes = int(change_observation.get["changes"])
+        new_changes = int(observation.get["changes"])
         deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if incremental_merge is not None:  # every changed key's count is in the patch, written or not
             new_changes, deletes = incremental_merge.outcome()

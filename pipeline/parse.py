@@ -60,7 +60,7 @@ def _image_problem(image: Column) -> Column:
     extracts a field from every struct at once, and a cast that turns an element into null reveals a
     bad number. (A regular expression inside ``exists`` cost four times the whole parse in the
     benchmark; one ``array_compact`` per type field, an interpreted ``filter`` each, cost more than
-    typing the image.)
+    the interpreted typing of an image that items had before they were stored in the wire's shape.)
     """
     values = F.map_values(image)
     untyped = F.coalesce(F.array_contains(values, _no_type()), F.lit(True))

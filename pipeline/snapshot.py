@@ -12,7 +12,7 @@ shard id + sequence number) is one change.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
@@ -50,7 +50,9 @@ def after_watermarks(changes: DataFrame, watermarks: DataFrame) -> DataFrame:
 
 
 NEW = "_new"  # true on this run's changes, false on rows of the previous state
-CHANGES = "_changes"  # distinct new changes (shard id + sequence number) merged into the row
+CHANGES = (
+    "_changes"  # distinct new changes (shard id + sequence number) merged into the row (when counted per key)
+)
 _PART = "_part"  # the task a row of a rebuild goes to, when buckets are split over tasks
 
 
@@ -102,7 +104,8 @@ def _whole_buckets(rows: DataFrame, keys: KeySchema, buckets: int) -> tuple[Data
     columns to group them by: as many tasks as the session's shuffle partitions, but at most one per
     bucket; beyond that each bucket is split by another hash of the key (murmur3: independent of the
     bucket's xxhash64), and that task number is grouped by too (a function of the key, it splits no
-    group), so that the aggregation finds its rows already in place and adds no second shuffle."""
+    group), so that the merge (aggregation or window) finds its rows already in place and adds no
+    second shuffle."""
     partitions = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions") or "1")
     split = max(1, partitions // buckets)
     if split == 1:
@@ -119,6 +122,7 @@ def rebuild(
     buckets: int = 16,
     *,
     copies: bool = True,
+    counted: Observation | None = None,
 ) -> DataFrame:
     """Every bucket from scratch: the latest change per key over ``changes`` (and a bootstrap's
     ``base`` state).
@@ -127,8 +131,10 @@ def rebuild(
     partial aggregation before the shuffle (with a few changes per key it saved less than it cost),
     and whole buckets per task, so that the table gets one file per bucket and kind, not one per task
     as well. ``copies``: the changes may hold copies of one change, so the merge counts each key's
-    distinct new changes (:data:`CHANGES`); without, every change row is a distinct change (the
-    caller counts the rows) and the merge only keeps each key's latest row, which costs less.
+    distinct new changes (:data:`CHANGES`); without, every change row is a distinct change and the
+    merge only keeps each key's latest row, which costs less. Either way ``counted``, if given,
+    observes the run's distinct new changes as ``changes``, in the merge's stage (after the shuffle:
+    map tasks run again after a lost shuffle file would count their rows twice).
 
     ``changes`` may carry their items in wire form (``parse.parse_lines(..., typed=False)``): the
     base is then cast to it, and each key's winner cast back after the merge.
@@ -144,7 +150,14 @@ def rebuild(
             .unionByName(rows)
         )
     spread, group = _whole_buckets(rows, keys, buckets)
-    latest = _latest_per_key(spread, group) if copies else _latest_row_per_key(spread, group)
+    if copies:
+        latest = _latest_per_key(spread, group)
+        if counted is not None:
+            latest = latest.observe(counted, F.coalesce(F.sum(CHANGES), F.lit(0)).alias("changes"))
+    else:
+        if counted is not None:
+            spread = spread.observe(counted, F.count_if(F.col(NEW)).alias("changes"))
+        latest = _latest_row_per_key(spread, group)
     latest = latest.drop(_PART)
     return latest.withColumn(ITEM_COLUMN, parse.typed_item(F.col(ITEM_COLUMN))) if wire else latest
 

@@ -47,7 +47,12 @@ MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
 
 
 def lane_of(record: StreamRecord, lanes: int) -> int:
-    """The lane of a record: a stable hash (CRC-32, the same in every process) of its item's keys."""
+    """The lane of a record: a stable hash (CRC-32, the same in every process) of its item's keys.
+
+    Part of what the change log stores: the changelog sink writes each lane to its own folder, and
+    the pipeline takes lanes of one layout to hold disjoint records (pipeline.changelog
+    .may_hold_copies). Changing this hash would let a replay across an upgrade put one change in
+    two lanes of one layout; change the folder naming with it."""
     if lanes <= 1:
         return 0
     return zlib.crc32(orjson.dumps(record.typed_keys, option=orjson.OPT_SORT_KEYS)) % lanes

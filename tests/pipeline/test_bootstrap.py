@@ -114,8 +114,8 @@ def test_export_plus_overlapping_change_log_equals_the_table(
     assert (second.version, second.objects_read, second.new_changes) == ("000002", 1, 1)
     put(dynamodb, [wire("kept", v={"S": "later"})])
     assert run_verify(spark, settings, dynamodb).differences == 0
-    # A full rebuild starts from the export again: the same table.
-    run_snapshot(spark, settings, full=True)
+    # A full rebuild starts from the export again: the same table, from the 4 changes made after it.
+    assert run_snapshot(spark, settings, full=True).new_changes == 4
     assert run_verify(spark, settings, dynamodb).differences == 0
 
 
