@@ -14,8 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 
-from consumer.sinks.changelog import LANE_MARK
 from pipeline.schemas import SEQUENCE_DIGITS
+
+# The sink's folder of one lane is ``<shard id>~laneIIofNN`` (consumer/sinks/changelog.py). Said here,
+# not imported: a Spark job's code archive holds only what the pipeline imports, not the worker's sinks
+# (tests/pipeline/test_changelog_selection.py checks that both say the same).
+LANE_MARK = "~lane"
 
 _NAME = re.compile(
     rf"/(?P<shard>[^/]+)/(?P<first>\d{{{SEQUENCE_DIGITS}}})-(?P<last>\d{{{SEQUENCE_DIGITS}}})\.jsonl\.gz$"

@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 
 from consumer.processing.api import Batch
 from consumer.records import ShardInfo
+from consumer.sinks import changelog as sink
 from consumer.sinks.changelog import lane_prefix, object_name
-from pipeline.changelog import ChangeLogObject, may_hold_copies, select_objects
+from pipeline.changelog import LANE_MARK, ChangeLogObject, may_hold_copies, select_objects
 
 
 def name(shard: str, first: int, last: int) -> str:
@@ -56,6 +57,10 @@ def sink_name(shard: str, first: int, last: int, lane: int = 0, lanes: int = 1) 
 
 def objects(*names: str) -> list[ChangeLogObject]:
     return [ChangeLogObject.of(n) for n in names]
+
+
+def test_the_pipeline_reads_lane_folders_as_the_sink_names_them() -> None:
+    assert LANE_MARK == sink.LANE_MARK
 
 
 def test_disjoint_ranges_per_shard_hold_no_copies() -> None:
