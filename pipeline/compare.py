@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.schemas import ITEM, ITEM_COLUMN, VERIFY_RESULT, KeySchema
+from pipeline.schemas import ITEM, ITEM_COLUMN, VERIFY_RESULT, WIRE_ATTRIBUTE, KeySchema
 
 STATUSES = ("match", "missing", "extra", "stale")
 
@@ -58,8 +58,9 @@ def _canonical_wire(value: Mapping[str, Any]) -> Any:
     return [kind, raw]
 
 
-# The stored attribute's fields (pipeline.schemas.ATTRIBUTE), each with its DynamoDB type.
-_TYPE_OF_FIELD = {name.lower(): name for name in ("S", "N", "B", "BOOL", "NULL", "SS", "NS", "BS", "M", "L")}
+# The stored attribute's fields (pipeline.schemas.ATTRIBUTE: the wire's, in lower case), each with
+# its DynamoDB type.
+_TYPE_OF_FIELD = {f.name.lower(): f.name for f in WIRE_ATTRIBUTE.fields}
 
 
 def _canonical_attribute(attribute: Mapping[str, Any]) -> Any:

@@ -50,9 +50,8 @@ def after_watermarks(changes: DataFrame, watermarks: DataFrame) -> DataFrame:
 
 
 NEW = "_new"  # true on this run's changes, false on rows of the previous state
-CHANGES = (
-    "_changes"  # distinct new changes (shard id + sequence number) merged into the row (when counted per key)
-)
+# Distinct new changes (shard id + sequence number) merged into the row, when counted per key.
+CHANGES = "_changes"
 _PART = "_part"  # the task a row of a rebuild goes to, when buckets are split over tasks
 
 
