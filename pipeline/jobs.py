@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import re
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -28,9 +31,9 @@ from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from consumer.settings import Settings
-from pipeline import bootstrap, chart, compare, locate, parse, patch, snapshot, stats
+from pipeline import bootstrap, chart, compare, locate, parse, patch, rewrite, snapshot, stats
 from pipeline.changelog import may_hold_copies, select_objects
-from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError
+from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError, SnapshotStoreError
 from pipeline.layout import Plan, bucket_files, plan_buckets
 from pipeline.reading import FILE, POS, read_live, small_frame, to_arrow
 from pipeline.schemas import CREATED, ITEM_COLUMN, SEQUENCE, SHARD_ID, KeySchema
@@ -180,18 +183,31 @@ class IncrementalMerge:
     plans: dict[str, Plan]  # per table ("items", "tombstones"): which buckets it rewrites, which it patches
     files: list[FileTask]  # the touched buckets' data files, both tables: a row's FILE indexes this
     kinds: list[str]  # per file, the table it belongs to: "items" or "tombstones"
+    driver_rewrite: bool = False  # the rewritten buckets are left to the driver (pipeline/rewrite.py)
 
-    def outcome(self) -> tuple[int, dict[str, dict[int, pa.Table]]]:
-        """New changes merged, and the position deletes of the patched buckets (kind → bucket →
-        :data:`pipeline.deletes.POSITION_DELETE_ARROW`): two small jobs over the kept patch, and only
-        the deletes come to the driver, which writes their files (a patched bucket has fewer than
+    def outcome(
+        self, tables: SnapshotTables, out: str, stored: T.StructType, written: list[str]
+    ) -> tuple[int, dict[str, dict[int, pa.Table]], list[str]]:
+        """New changes merged, the position deletes of the patched buckets (kind → bucket →
+        :data:`pipeline.deletes.POSITION_DELETE_ARROW`), and the run's data files (``written``:
+        what Spark wrote into ``out``). Two small jobs over the kept patch, and only the deletes come
+        to the driver, which writes their files (a patched bucket has fewer than
         ``rewrite_deleted_share`` of its rows deleted). They stay Arrow columns from the JVM to
-        the delete files: Python rows cost a third of a second per 10 000 deletes."""
+        the delete files: Python rows cost a third of a second per 10 000 deletes.
+
+        With :attr:`driver_rewrite`, the replaced rows of the rewritten buckets come along too, and
+        the driver writes each of those buckets as one file: its kept rows, then the run's new rows
+        Spark wrote for it, whose file it replaces (:func:`pipeline.rewrite.rewrite_bucket`)."""
         total = _reading(lambda: self.patched.agg(F.sum(snapshot.CHANGES)).first())
         deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
-        if any(plan.patch for plan in self.plans.values()):
-            patched = patch.deleted_rows(self.patched).filter(_in_buckets(self.plans, "patch", self.kinds))
-            found = _reading(lambda: to_arrow(patched.select(BUCKET, FILE, POS)))
+        replaced: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
+        parts = ["patch", "rewrite"] if self.driver_rewrite else ["patch"]
+        if any(getattr(plan, part) for plan in self.plans.values() for part in parts):
+            wanted = functools.reduce(
+                lambda a, b: a | b, [_in_buckets(self.plans, part, self.kinds) for part in parts]
+            )
+            gone = patch.deleted_rows(self.patched).filter(wanted)
+            found = _reading(lambda: to_arrow(gone.select(BUCKET, FILE, POS)))
             places = found.column(FILE).combine_chunks()
             paths = pa.array([task.path for task in self.files], pa.string()).take(places)
             positions = pa.table({"file_path": paths, "pos": found.column(POS).combine_chunks()})
@@ -200,9 +216,55 @@ class IncrementalMerge:
             buckets = found.column(BUCKET).combine_chunks()
             for kind, mask in (("items", in_items), ("tombstones", pc.invert(in_items))):
                 for bucket in pc.unique(pc.filter(buckets, mask)).to_pylist():
-                    chosen = pc.and_(mask, pc.equal(buckets, bucket))
-                    deletes[kind][bucket] = positions.filter(chosen)
-        return int(total[0] or 0) if total is not None else 0, deletes
+                    chosen = positions.filter(pc.and_(mask, pc.equal(buckets, bucket)))
+                    (deletes if bucket in self.plans[kind].patch else replaced)[kind][bucket] = chosen
+        if self.driver_rewrite:
+            written = self._rewrite(tables, out, stored, replaced, written)
+        return int(total[0] or 0) if total is not None else 0, deletes, written
+
+    def _rewrite(
+        self,
+        tables: SnapshotTables,
+        out: str,
+        stored: T.StructType,
+        replaced: dict[str, dict[int, pa.Table]],
+        written: list[str],
+    ) -> list[str]:
+        """Each rewritten bucket that the table holds, as one file the driver writes into ``out``
+        in place of Spark's file of its new rows; the run's data files after that."""
+        table = tables.items_table()
+        if table is None:
+            raise SnapshotStoreError(f"table {tables.items_name} vanished during the run")
+        schema = arrow_schema(stored)
+        jobs: list[tuple[list[FileTask], dict[str, np.ndarray], list[str], str]] = []
+        for kind, plan in self.plans.items():
+            for bucket in sorted(plan.rewrite):
+                tasks = [
+                    t for t, k in zip(self.files, self.kinds, strict=True) if k == kind and t.bucket == bucket
+                ]
+                if not tasks:
+                    continue  # a bucket the table does not hold yet: Spark's file of its new rows is all
+                named = replaced[kind].get(bucket)
+                by_file: dict[str, np.ndarray] = {}
+                if named is not None:
+                    for path in pc.unique(named.column("file_path")).to_pylist():
+                        mine = pc.equal(named.column("file_path"), path)
+                        by_file[path] = named.column("pos").filter(mine).to_numpy()
+                folder = as_file_uri(join(out, f"kind={kind}", f"b={bucket}"))
+                jobs.append((tasks, by_file, [f for f in written if f.startswith(folder + "/")], folder))
+
+        def one(job: tuple[list[FileTask], dict[str, np.ndarray], list[str], str]) -> str | None:
+            tasks, by_file, fresh, folder = job
+            return rewrite.rewrite_bucket(table, tasks, by_file, fresh=fresh, schema=schema, folder=folder)
+
+        # A few buckets at once: on S3 each file is requests to wait for (the tombstones' buckets,
+        # rewritten every run, are many small files).
+        with ThreadPoolExecutor(max_workers=rewrite.THREADS) as pool:
+            locations = list(pool.map(one, jobs))
+        folded = {path for _, _, fresh, _ in jobs for path in fresh}
+        for path in sorted(folded):
+            table.io.delete(path)
+        return [f for f in written if f not in folded] + [loc for loc in locations if loc is not None]
 
     def planned(self, tables: SnapshotTables) -> dict[str, list[FileTask]]:
         """Per table name, the touched buckets' files as this run planned them (what its commit
@@ -264,7 +326,8 @@ def _merge_incremental(
     }
     columns = [*keys.names, BUCKET, *patch.ORDER_COLUMNS]
     # The driver holds every change's key and reads every touched row: both must be few.
-    if max(sum(task.rows for task in files), sum(changed.values())) <= driver_rows:
+    on_driver = max(sum(task.rows for task in files), sum(changed.values())) <= driver_rows
+    if on_driver:
         # Not distinct(): a shuffle and its job cost more than the driver's de-duplication.
         wanted = (
             _reading(lambda: to_arrow(changes.select(BUCKET, *keys.names)))
@@ -280,11 +343,23 @@ def _merge_incremental(
     patched = patch.patch(located, changes, keys).persist(StorageLevel.MEMORY_AND_DISK)
     rows = patch.new_rows(patched, keys)
     rewritten = [task for task, kind in zip(files, kinds, strict=True) if task.bucket in plans[kind].rewrite]
-    if rewritten:
+    # The kept rows of a rewritten bucket are copied as they are: by the driver when they are few
+    # (no job, no shuffle of whole items: pipeline/rewrite.py), else read here and written by Spark.
+    driver_rewrite = on_driver and sum(task.rows for task in rewritten) <= min(
+        driver_rows, rewrite.DRIVER_REWRITE_ROWS
+    )
+    if rewritten and not driver_rewrite:
         replaced = patch.deleted_rows(patched).filter(_in_buckets(plans, "rewrite", kinds))
         kept = read_live(spark, stored, rewritten, numbering=files, also_deleted=replaced)
         rows = rows.unionByName(kept.withColumn(snapshot.CHANGES, F.lit(0)))
-    return IncrementalMerge(snapshot.by_bucket(rows, len(touched)), patched, plans, files, kinds)
+    return IncrementalMerge(
+        snapshot.by_bucket(rows, len(touched)),
+        patched,
+        plans,
+        files,
+        kinds,
+        driver_rewrite and bool(rewritten),
+    )
 
 
 def _report_bad_lines(
@@ -449,16 +524,16 @@ def run_snapshot(
             )
         )
         _reading(lambda: snapshot.write_parts(merged, out))
+        written = [as_file_uri(f) for f in out_store.list_files(out) if f.endswith(".parquet")]
         new_changes = int(observation.get["changes"])
         deletes: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         if incremental_merge is not None:  # every changed key's count is in the patch, written or not
-            new_changes, deletes = incremental_merge.outcome()
+            new_changes, deletes, written = incremental_merge.outcome(tables, out, stored, written)
         if not incremental and raw is not None and parsed is not None:
             counted = line_observation.get
             lines, bad = int(counted["lines"]), int(counted["bad"])
             _report_bad_lines(parsed, raw, (bad, lines), tolerate, progress)
         progress(f"[3/4] parsed {lines} line(s): {new_changes} new change(s), {bad} malformed")
-        written = [as_file_uri(f) for f in out_store.list_files(out) if f.endswith(".parquet")]
         item_files = [f for f in written if "/kind=items/" in f]
         tombstone_files = [f for f in written if "/kind=tombstones/" in f]
         new_marks = dict(marks)
