@@ -53,6 +53,7 @@ NEW = "_new"  # true on this run's changes, false on rows of the previous state
 # Distinct new changes (shard id + sequence number) merged into the row, when counted per key.
 CHANGES = "_changes"
 _PART = "_part"  # the task a row of a rebuild goes to, when buckets are split over tasks
+_KEY_HASH = "_key_hash"  # a 64-bit hash of the key: the first thing a rebuild's sort compares
 
 
 def _order() -> list[Column]:
@@ -78,10 +79,19 @@ def _latest_per_key(rows: DataFrame, group: list[str]) -> DataFrame:
 def _latest_row_per_key(rows: DataFrame, group: list[str]) -> DataFrame:
     """Per key, the latest row only: a window whose ``row_number() = 1`` Spark applies as a group
     limit on the sort, so one row per key leaves it (cheaper than the aggregation, which builds
-    every row's struct and keeps an object per key)."""
-    window = Window.partitionBy(*group).orderBy(*[c.desc() for c in _order()])
-    ranked = rows.withColumn("_rank", F.row_number().over(window))
-    return ranked.filter(F.col("_rank") == 1).drop("_rank", NEW)
+    every row's struct and keeps an object per key).
+
+    The window is partitioned by a 64-bit hash of the key first: Spark's sort compares an 8-byte
+    prefix of its first column before whole rows, and the bucket (a few values per task) or a key
+    attribute (``customer-…``: a shared prefix) left nearly every comparison to the full row. The
+    bucket stays among the columns, so the rows the shuffle put in place need no second shuffle.
+    Measured in one process, alternating, on the bench's million changes: 3 to 8 % less CPU for the
+    whole rebuild."""
+    keys = [name for name in group if name not in (BUCKET, _PART)]
+    hashed = rows.withColumn(_KEY_HASH, F.xxhash64(*[F.col(n) for n in keys]))
+    window = Window.partitionBy(_KEY_HASH, *group).orderBy(*[c.desc() for c in _order()])
+    ranked = hashed.withColumn("_rank", F.row_number().over(window))
+    return ranked.filter(F.col("_rank") == 1).drop("_rank", NEW, _KEY_HASH)
 
 
 def _tasks(frame: DataFrame, buckets: int) -> int:
