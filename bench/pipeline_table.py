@@ -56,7 +56,8 @@ from pipeline.session import build_session
 LIMITS = (
     "full rebuild: one shuffle, by bucket; then, when the objects' names rule out copies of a change "
     "(pipeline/changelog.py), each key's latest row through a row_number() = 1 window that Spark "
-    "applies as a group limit on the sort, the run's change count being the rows merged (otherwise an "
+    "applies as a group limit on the sort (partitioned by a 64-bit hash of the key first, so the "
+    "sort's 8-byte prefix settles its comparisons), the run's change count being the rows merged (otherwise an "
     "object-hash max_by that counts each key's distinct changes, 0.5 to 0.9 task-s dearer); items "
     "are stored in DynamoDB JSON's shape, so typing the winners is a compiled cast (it was an "
     "interpreted transform_values, 0.8 to 2.2 task-s). Stage metrics (task-seconds) put what is left "
@@ -74,9 +75,10 @@ LIMITS = (
     "touches (changes spread over all keys touch every bucket); up to 5 M rows (and 5 M changes) the driver does it "
     "with PyArrow (pipeline/locate.py: 1.1 M rows in ~250 files in 0.3 to 0.6 s, where Spark paid "
     "2 to 2.5 ms per small file). Patches accumulate: from about the eighth round on, about two "
-    "rounds in three also rewrite one of the 16 items buckets (62 500 rows read and written with "
-    "the typed item: about 0.9 s), at the pace the deleted rows set (pipeline/layout.py); the median "
-    "and total over 24 rounds include that steady state."
+    "rounds in three also rewrite one of the 16 items buckets, at the pace the deleted rows set "
+    "(pipeline/layout.py); the driver copies its 62 500 kept rows with PyArrow (pipeline/rewrite.py: "
+    "about 0.5 to 0.8 s more than a run that only patches, where Spark's read, shuffle and write of "
+    "them cost 1.2 to 2.5 s); the median and total over 24 rounds include that steady state."
 )
 BATCH = 10_000
 INCREMENT = 10_000
