@@ -8,10 +8,10 @@ where the rest of the run took about 4; PyArrow reads, filters and writes the sa
 driver in a fraction of that (bench/pipeline_table.py), with no job and no shuffle.
 
 The old rows are copied as they are, batch by batch (memory: one record batch at a time, whatever
-the bucket's size), into one new file per bucket and table. The bucket's new rows stay with Spark's
-write of the run's other new rows, so a rewritten bucket holds two files afterwards: the kept rows
-and the run's new rows. A run whose rewritten buckets hold more than :data:`DRIVER_REWRITE_ROWS`
-rows leaves the rewrite to Spark, whose executors share it (:func:`pipeline.jobs._merge_incremental`).
+the bucket's size), into one new file per bucket and table, followed by the bucket's new rows from
+the file Spark wrote for them (which the caller then drops): a rewritten bucket still holds one
+file. A run whose rewritten buckets hold more than :data:`DRIVER_REWRITE_ROWS` rows leaves the
+rewrite to Spark, whose executors share it (:func:`pipeline.jobs._merge_incremental`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from pipeline.deletes import read_position_deletes
 from pipeline.errors import SnapshotStoreError
+from pipeline.reading import path_key
 from pipeline.storage import join
 from pipeline.table import FileTask
 
@@ -41,9 +42,10 @@ def kept_positions(rows: int, dropped: np.ndarray) -> np.ndarray:
     run disagree about the file, and copying it anyway could resurrect or lose a row)."""
     keep = np.ones(rows, dtype=bool)
     if dropped.size:
-        if int(dropped.min()) < 0 or int(dropped.max()) >= rows:
+        outside = dropped[(dropped < 0) | (dropped >= rows)]
+        if outside.size:
             raise SnapshotStoreError(
-                f"a delete names row {int(dropped.max())} of a file of {rows} rows: the table changed under the run"
+                f"a delete names row {int(outside[0])} of a file of {rows} rows: the table changed under the run"
             )
         keep[dropped] = False
     return keep
@@ -67,13 +69,22 @@ def rewrite_bucket(
     file's location, or None when no row is left (the bucket is then empty in this table).
     """
     older = sorted({path for task in tasks for path, _ in task.deletes})
-    gone = read_position_deletes(table, older) if older else None
+    deleted: dict[str, list[np.ndarray]] = {task.path: [] for task in tasks}
+    if older:
+        # Matched by the path without its scheme: a delete of a live row must never be lost to
+        # two spellings of one file (the rewrite drops the delete files it folds).
+        by_key = {path_key(task.path): task.path for task in tasks}
+        gone = read_position_deletes(table, older)
+        names = gone.column("file_path")
+        for name in pc.unique(names).to_pylist():
+            target = by_key.get(path_key(name))
+            if target is not None:
+                deleted[target].append(gone.column("pos").filter(pc.equal(names, name)).to_numpy())
     sources: list[tuple[str, np.ndarray]] = []
     for task in tasks:
-        dropped = [replaced.get(task.path, np.empty(0, dtype=np.int64))]
-        if gone is not None:
-            mine = pc.equal(gone.column("file_path"), task.path)
-            dropped.append(gone.column("pos").filter(mine).to_numpy())
+        if task.rows == 0:
+            continue  # nothing to copy (and a file without row groups is not worth opening)
+        dropped = [replaced.get(task.path, np.empty(0, dtype=np.int64)), *deleted[task.path]]
         sources.append((task.path, np.concatenate(dropped)))
     sources += [(path, np.empty(0, dtype=np.int64)) for path in fresh]
     return copy_rows(table, sources, schema, join(folder, f"part-rewrite-{uuid.uuid4().hex}.parquet"))

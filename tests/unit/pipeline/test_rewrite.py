@@ -29,7 +29,7 @@ TABLE = SimpleNamespace(io=PyArrowFileIO())
 
 
 def data_file(path: Path, keys: list[str], *, extra_column: bool = False) -> str:
-    """A data file as Spark writes it: its columns in another order, non-nullable where Spark says so."""
+    """A data file with the table's columns in another order (and, optionally, one more)."""
     columns = {
         BUCKET: pa.array([3] * len(keys), pa.int32()),
         "pk": keys,
@@ -112,3 +112,16 @@ def test_kept_positions_drop_exactly_the_named_rows(rows: int, data: st.DataObje
     dropped = data.draw(st.lists(st.integers(0, max(rows - 1, 0)), max_size=rows if rows else 0))
     keep = rewrite.kept_positions(rows, np.array(dropped, dtype=np.int64))
     assert [i for i in range(rows) if keep[i]] == [i for i in range(rows) if i not in set(dropped)]
+
+
+def test_an_older_delete_naming_its_file_another_way_still_drops_the_row(tmp_path: Path) -> None:
+    """The rewrite drops the delete files it folds: a delete that names the data file as
+    ``/tmp/…`` where the table says ``file:///tmp/…`` must still apply, or the row would come back."""
+    first = data_file(tmp_path / "a.parquet", ["a0", "a1", "a2"])
+    older = delete_file(tmp_path / "d.parquet", [(first.removeprefix("file://"), 1)])
+    empty = data_file(tmp_path / "e.parquet", [])
+    tasks = [FileTask(first, 3, 3, ((older, 1),)), FileTask(empty, 3, 0)]
+    out = tmp_path / "out"
+    out.mkdir()
+    location = rewrite.rewrite_bucket(TABLE, tasks, {}, fresh=[], schema=SCHEMA, folder=f"file://{out}")
+    assert keys_in(location) == ["a0", "a2"]
