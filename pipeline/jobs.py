@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import functools
 import re
 import sys
 import tempfile
@@ -22,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -203,9 +201,9 @@ class IncrementalMerge:
         replaced: dict[str, dict[int, pa.Table]] = {"items": {}, "tombstones": {}}
         parts = ["patch", "rewrite"] if self.driver_rewrite else ["patch"]
         if any(getattr(plan, part) for plan in self.plans.values() for part in parts):
-            wanted = functools.reduce(
-                lambda a, b: a | b, [_in_buckets(self.plans, part, self.kinds) for part in parts]
-            )
+            wanted = _in_buckets(self.plans, "patch", self.kinds)
+            if self.driver_rewrite:
+                wanted = wanted | _in_buckets(self.plans, "rewrite", self.kinds)
             gone = patch.deleted_rows(self.patched).filter(wanted)
             found = _reading(lambda: to_arrow(gone.select(BUCKET, FILE, POS)))
             places = found.column(FILE).combine_chunks()
@@ -236,7 +234,7 @@ class IncrementalMerge:
         if table is None:
             raise SnapshotStoreError(f"table {tables.items_name} vanished during the run")
         schema = arrow_schema(stored)
-        jobs: list[tuple[list[FileTask], dict[str, np.ndarray], list[str], str]] = []
+        jobs: list[tuple[list[FileTask], pa.Table | None, list[str], str]] = []
         for kind, plan in self.plans.items():
             for bucket in sorted(plan.rewrite):
                 tasks = [
@@ -244,18 +242,13 @@ class IncrementalMerge:
                 ]
                 if not tasks:
                     continue  # a bucket the table does not hold yet: Spark's file of its new rows is all
-                named = replaced[kind].get(bucket)
-                by_file: dict[str, np.ndarray] = {}
-                if named is not None:
-                    for path in pc.unique(named.column("file_path")).to_pylist():
-                        mine = pc.equal(named.column("file_path"), path)
-                        by_file[path] = named.column("pos").filter(mine).to_numpy()
                 folder = as_file_uri(join(out, f"kind={kind}", f"b={bucket}"))
-                jobs.append((tasks, by_file, [f for f in written if f.startswith(folder + "/")], folder))
+                fresh = [f for f in written if f.startswith(folder + "/")]
+                jobs.append((tasks, replaced[kind].get(bucket), fresh, folder))
 
-        def one(job: tuple[list[FileTask], dict[str, np.ndarray], list[str], str]) -> str | None:
-            tasks, by_file, fresh, folder = job
-            return rewrite.rewrite_bucket(table, tasks, by_file, fresh=fresh, schema=schema, folder=folder)
+        def one(job: tuple[list[FileTask], pa.Table | None, list[str], str]) -> str | None:
+            tasks, gone, fresh, folder = job
+            return rewrite.rewrite_bucket(table, tasks, gone, fresh=fresh, schema=schema, folder=folder)
 
         # A few buckets at once: on S3 each file is requests to wait for (the tombstones' buckets,
         # rewritten every run, are many small files).

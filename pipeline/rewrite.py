@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.deletes import read_position_deletes
@@ -51,42 +50,50 @@ def kept_positions(rows: int, dropped: np.ndarray) -> np.ndarray:
     return keep
 
 
+def positions_by_file(positions: pa.Table) -> dict[str, np.ndarray]:
+    """Rows of ``(file_path, pos)`` → each file path's positions, in one grouping pass."""
+    grouped = positions.group_by("file_path").aggregate([("pos", "list")])
+    return {
+        path: np.asarray(found, dtype=np.int64)
+        for path, found in zip(
+            grouped.column("file_path").to_pylist(), grouped.column("pos_list").to_pylist(), strict=True
+        )
+    }
+
+
 def rewrite_bucket(
     table: Any,
     tasks: Sequence[FileTask],
-    replaced: dict[str, np.ndarray],
+    replaced: pa.Table | None,
     *,
     fresh: Sequence[str],
     schema: pa.Schema,
     folder: str,
 ) -> str | None:
-    """One bucket's live rows, less the rows this run ``replaced`` (data file path → positions),
-    then the rows of ``fresh`` (the run's new rows of the bucket, as Spark wrote them), copied into
-    one new Parquet file under ``folder`` through ``table``'s file IO (local disk or S3).
+    """One bucket's live rows, less the rows this run ``replaced`` (``file_path``, ``pos``), then
+    the rows of ``fresh`` (the run's new rows of the bucket, as Spark wrote them), copied into one
+    new Parquet file under ``folder`` through ``table``'s file IO (local disk or S3).
 
     ``tasks``: the bucket's data files, with the position delete files that apply to them (their rows
     are left out too); ``schema``: the table's Arrow schema (every stored column). Returns the new
     file's location, or None when no row is left (the bucket is then empty in this table).
     """
     older = sorted({path for task in tasks for path, _ in task.deletes})
-    deleted: dict[str, list[np.ndarray]] = {task.path: [] for task in tasks}
+    named = [replaced] if replaced is not None else []
     if older:
-        # Matched by the path without its scheme: a delete of a live row must never be lost to
-        # two spellings of one file (the rewrite drops the delete files it folds).
-        by_key = {path_key(task.path): task.path for task in tasks}
-        gone = read_position_deletes(table, older)
-        names = gone.column("file_path")
-        for name in pc.unique(names).to_pylist():
+        named.append(read_position_deletes(table, older).select(["file_path", "pos"]))
+    # Matched by the path without its scheme: a delete of a live row must never be lost to two
+    # spellings of one file (the rewrite drops the delete files it folds).
+    by_key = {path_key(task.path): task.path for task in tasks}
+    dropped: dict[str, list[np.ndarray]] = {task.path: [] for task in tasks}
+    for part in named:
+        for name, positions in positions_by_file(part).items():
             target = by_key.get(path_key(name))
             if target is not None:
-                deleted[target].append(gone.column("pos").filter(pc.equal(names, name)).to_numpy())
-    sources: list[tuple[str, np.ndarray]] = []
-    for task in tasks:
-        if task.rows == 0:
-            continue  # nothing to copy (and a file without row groups is not worth opening)
-        dropped = [replaced.get(task.path, np.empty(0, dtype=np.int64)), *deleted[task.path]]
-        sources.append((task.path, np.concatenate(dropped)))
-    sources += [(path, np.empty(0, dtype=np.int64)) for path in fresh]
+                dropped[target].append(positions)
+    none = np.empty(0, dtype=np.int64)
+    sources = [(task.path, np.concatenate([none, *dropped[task.path]])) for task in tasks if task.rows > 0]
+    sources += [(path, none) for path in fresh]
     return copy_rows(table, sources, schema, join(folder, f"part-rewrite-{uuid.uuid4().hex}.parquet"))
 
 

@@ -41,9 +41,14 @@ def data_file(path: Path, keys: list[str], *, extra_column: bool = False) -> str
     return f"file://{path}"
 
 
-def delete_file(path: Path, positions: list[tuple[str, int]]) -> str:
-    rows = pa.table({"file_path": [p for p, _ in positions], "pos": [n for _, n in positions]})
-    pq.write_table(rows.cast(POSITION_DELETE_ARROW), path)
+def positions(named: list[tuple[str, int]]) -> pa.Table:
+    return pa.table({"file_path": [p for p, _ in named], "pos": [n for _, n in named]}).cast(
+        POSITION_DELETE_ARROW
+    )
+
+
+def delete_file(path: Path, named: list[tuple[str, int]]) -> str:
+    pq.write_table(positions(named), path)
     return f"file://{path}"
 
 
@@ -65,7 +70,12 @@ def test_live_rows_less_replaced_and_deleted_then_the_new_rows_in_one_file(
     out.mkdir()
 
     location = rewrite.rewrite_bucket(
-        TABLE, tasks, {first: np.array([1, 9])}, fresh=[fresh], schema=SCHEMA, folder=f"file://{out}"
+        TABLE,
+        tasks,
+        positions([(first, 1), (first, 9)]),
+        fresh=[fresh],
+        schema=SCHEMA,
+        folder=f"file://{out}",
     )
 
     assert keys_in(location) == ["a0", "a2", "a3", "a6", "a7", "a8", "b1", "b2", "n0", "a1"]
@@ -79,7 +89,12 @@ def test_a_bucket_with_no_row_left_writes_no_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     found = rewrite.rewrite_bucket(
-        TABLE, [FileTask(first, 3, 2)], {first: np.array([0, 1])}, fresh=[], schema=SCHEMA, folder=str(out)
+        TABLE,
+        [FileTask(first, 3, 2)],
+        positions([(first, 0), (first, 1)]),
+        fresh=[],
+        schema=SCHEMA,
+        folder=str(out),
     )
     assert found is None and list(out.iterdir()) == []
 
@@ -90,7 +105,7 @@ def test_a_delete_past_the_end_of_its_file_is_refused(tmp_path: Path) -> None:
         rewrite.rewrite_bucket(
             TABLE,
             [FileTask(first, 3, 2)],
-            {first: np.array([2])},
+            positions([(first, 2)]),
             fresh=[],
             schema=SCHEMA,
             folder=str(tmp_path),
@@ -102,7 +117,7 @@ def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
     broken.write_bytes(b"not parquet")
     with pytest.raises(SnapshotStoreError, match=r"broken\.parquet"):
         rewrite.rewrite_bucket(
-            TABLE, [FileTask(f"file://{broken}", 3, 2)], {}, fresh=[], schema=SCHEMA, folder=str(tmp_path)
+            TABLE, [FileTask(f"file://{broken}", 3, 2)], None, fresh=[], schema=SCHEMA, folder=str(tmp_path)
         )
 
 
@@ -123,5 +138,5 @@ def test_an_older_delete_naming_its_file_another_way_still_drops_the_row(tmp_pat
     tasks = [FileTask(first, 3, 3, ((older, 1),)), FileTask(empty, 3, 0)]
     out = tmp_path / "out"
     out.mkdir()
-    location = rewrite.rewrite_bucket(TABLE, tasks, {}, fresh=[], schema=SCHEMA, folder=f"file://{out}")
+    location = rewrite.rewrite_bucket(TABLE, tasks, None, fresh=[], schema=SCHEMA, folder=f"file://{out}")
     assert keys_in(location) == ["a0", "a2"]
