@@ -44,14 +44,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pyspark.sql import SparkSession
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from bench.common import Ratio, at_most, machine
 from bench.spark_snapshot import T0, _settings, generate
-from pipeline.jobs import run_snapshot
 from pipeline.schemas import CHANGELOG_LINE
 from pipeline.session import build_session
+from pipeline.snapshot_run import run_snapshot
 
 LIMITS = (
     "full rebuild: one shuffle, by bucket; then, when the objects' names rule out copies of a change "
@@ -97,8 +99,17 @@ def cpu_seconds(spark: SparkSession) -> float:
     return jvm + time.process_time()
 
 
-def plain_job(spark: SparkSession, files: list[str], out: str) -> None:
-    """The merge done the plain way: explicit schema, latest per key by integer sequence number."""
+MERGES = ("window", "max_by")
+
+
+def plain_job(spark: SparkSession, files: list[str], out: Path, catalog: Any, *, merge: str) -> int:
+    """What a Spark user writes for the same result: read the change log with its schema, keep each
+    key's newest change by the integer sequence number (a ``row_number() = 1`` window, or
+    ``max_by``), drop the REMOVEs, write Parquet into a new folder and register it in the catalog
+    as the table's content (PyIceberg ``add_files``, the old files out in the same commit: a Spark
+    job without Iceberg's runtime jar has no other way in). Returns the rows the table then holds."""
+    from pyiceberg.expressions import AlwaysTrue
+
     line = F.from_json("value", CHANGELOG_LINE).alias("j")
     rows = (
         spark.read.text(files)
@@ -111,10 +122,24 @@ def plain_job(spark: SparkSession, files: list[str], out: str) -> None:
             F.col("j.newImage").alias("item"),
         )
     )
-    latest = rows.groupBy("pk", "sk").agg(F.max_by(F.struct("event", "item"), "seq").alias("l"))
-    latest.filter(F.col("l.event") != "REMOVE").select("pk", "sk", "l.item").write.mode("overwrite").parquet(
-        out
-    )
+    if merge == "window":
+        newest = Window.partitionBy("pk", "sk").orderBy(F.col("seq").desc())
+        latest = rows.withColumn("r", F.row_number().over(newest)).filter(F.col("r") == 1)
+    else:
+        latest = rows.groupBy("pk", "sk").agg(F.max_by(F.struct("event", "item"), "seq").alias("l"))
+        latest = latest.select("pk", "sk", "l.event", "l.item")
+    latest.filter(F.col("event") != "REMOVE").select("pk", "sk", "item").write.parquet(str(out))
+    paths = [f"file://{p}" for p in sorted(out.glob("*.parquet"))]
+    name = "plain.orders"
+    if not catalog.table_exists(name):
+        catalog.create_namespace_if_not_exists("plain")
+        catalog.create_table(name, schema=pq.read_schema(paths[0].removeprefix("file://")))
+    table = catalog.load_table(name)
+    with table.transaction() as tx:
+        tx.delete(AlwaysTrue())
+        tx.add_files(paths)
+    summary = catalog.load_table(name).current_snapshot().summary
+    return int(summary.additional_properties["total-records"])
 
 
 def duckdb_job(files: list[str], out: str) -> int:
@@ -252,25 +277,38 @@ def _full_rebuild(spark: SparkSession, root: Path, changes: int, repeats: int) -
         f"generated in {time.perf_counter() - started:.1f} s; repeats {repeats}"
     )
     settings = _settings(root / "full")
-    run_snapshot(spark, settings, full=True, buckets=BUCKETS)  # the untimed round
-    plain_job(spark, files, str(root / "plain"))
+    catalog = SqlCatalog("plain", uri=f"sqlite:///{root / 'plain.db'}", warehouse=(root / "plain").as_uri())
+    rounds = iter(range(1_000_000))
+
+    def plain(merge: str) -> int:
+        return plain_job(spark, files, root / "plain" / f"{merge}-{next(rounds)}", catalog, merge=merge)
+
+    run_snapshot(spark, settings, full=True, buckets=BUCKETS)  # the untimed round of each
+    for merge in MERGES:
+        plain(merge)
     jobs: list[float] = []
     plains: list[float] = []
+    by_merge: dict[str, list[float]] = {merge: [] for merge in MERGES}
     ducks: list[float] = []
     cpu: dict[str, list[float]] = {"job": [], "plain": [], "duck": []}
     for _ in range(repeats):
-        shutil.rmtree(root / "full" / "snapshot", ignore_errors=True)
+        # A full rebuild replaces the content of the tables it made before (as --full does).
         begin, used = time.perf_counter(), cpu_seconds(spark)
         result = run_snapshot(spark, settings, full=True, buckets=BUCKETS)
         jobs.append(time.perf_counter() - begin)
         cpu["job"].append(cpu_seconds(spark) - used)
         assert result.bad_lines == 0 and result.new_changes == changes, result
-        begin, used = time.perf_counter(), cpu_seconds(spark)
-        plain_job(spark, files, str(root / "plain"))
-        plains.append(time.perf_counter() - begin)
-        cpu["plain"].append(cpu_seconds(spark) - used)
-        plain_items = spark.read.parquet(str(root / "plain")).count()
-        assert plain_items == result.items, (plain_items, result.items)
+        best: tuple[float, float] | None = None
+        for merge in MERGES:
+            begin, used = time.perf_counter(), cpu_seconds(spark)
+            plain_items = plain(merge)
+            took = (time.perf_counter() - begin, cpu_seconds(spark) - used)
+            by_merge[merge].append(took[0])
+            assert plain_items == result.items, (merge, plain_items, result.items)
+            best = took if best is None or took[0] < best[0] else best
+        assert best is not None
+        plains.append(best[0])  # the floor: the faster of the two plain forms in this round
+        cpu["plain"].append(best[1])
         begin, used = time.perf_counter(), cpu_seconds(spark)
         duck_items = duckdb_job(files, str(root / "duck.parquet"))
         ducks.append(time.perf_counter() - begin)
@@ -278,7 +316,8 @@ def _full_rebuild(spark: SparkSession, root: Path, changes: int, repeats: int) -
         assert duck_items == result.items, (duck_items, result.items)
         print(
             f"  snapshot job {jobs[-1]:.1f} s ({result.items:,} items, {result.tombstones:,} tombstones); "
-            f"plain PySpark {plains[-1]:.1f} s; DuckDB {ducks[-1]:.1f} s; CPU s: job {cpu['job'][-1]:.1f}, "
+            + ", ".join(f"plain {m} {by_merge[m][-1]:.1f} s" for m in MERGES)
+            + f"; DuckDB {ducks[-1]:.1f} s; CPU s: job {cpu['job'][-1]:.1f}, "
             f"plain {cpu['plain'][-1]:.1f}, DuckDB {cpu['duck'][-1]:.1f}"
         )
     over_plain = tuple(j / p for j, p in zip(jobs, plains, strict=True))
@@ -289,10 +328,13 @@ def _full_rebuild(spark: SparkSession, root: Path, changes: int, repeats: int) -
             "full_rebuild_over_plain_spark",
             over_plain,
             1.3,
-            f"snapshot --full time / plain PySpark merge job time (explicit schema, max_by on the integer "
-            f"sequence number, REMOVEs dropped, Parquet), same {changes:,} changes, local[2]; "
-            f"{throughput:,.0f} changes/s; medians {statistics.median(jobs):.1f} s vs "
-            f"{statistics.median(plains):.1f} s",
+            f"snapshot --full time (items and tombstones into existing Iceberg tables) / the plain PySpark "
+            f"job's (explicit schema, newest change per key by the integer sequence number, REMOVEs dropped, "
+            f"Parquet, registered in an Iceberg table with PyIceberg add_files): each round the faster of its "
+            f"two forms, same {changes:,} changes, local[2]; {throughput:,.0f} changes/s; medians "
+            f"{statistics.median(jobs):.1f} s vs {statistics.median(plains):.1f} s ("
+            + ", ".join(f"{m} {statistics.median(t):.1f} s" for m, t in by_merge.items())
+            + ")",
         ),
         Ratio(
             "full_rebuild_over_plain_spark_cpu",

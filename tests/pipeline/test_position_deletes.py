@@ -11,20 +11,23 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline import deletes
+from pipeline import commit, deletes
 from pipeline.errors import ConcurrentRunError, HalfCommittedError
-from pipeline.jobs import _with_bucket, read_snapshot, run_snapshot, snapshot_tables
 from pipeline.locate import DRIVER_ROWS, locate
 from pipeline.patch import ORDER_COLUMNS
 from pipeline.reading import FILE, POS, read_live, to_arrow
+from pipeline.run_plan import with_bucket
 from pipeline.schemas import ITEM_COLUMN, KeySchema
-from pipeline.table import BUCKET, SnapshotTables, arrow_schema, stored_schema
+from pipeline.snapshot_run import read_snapshot, run_snapshot, snapshot_tables
+from pipeline.stored import BUCKET, arrow_schema, stored_schema
+from pipeline.table import SnapshotTables
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark
 P, C = "shardId-00000001-parent", "shardId-00000002-child"
 PATCH = {"rewrite_deleted_share": 1.0, "max_files_per_bucket": 1000}  # patch every bucket holding rows
 REWRITE = {"rewrite_deleted_share": 0.01}  # rewrite every changed bucket
+N = 400  # keys of the first test's table
 
 
 def ours(spark: SparkSession, settings: Any) -> dict[str, str]:
@@ -56,7 +59,8 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
 ) -> None:
     settings = settings_for(tmp_path, **PATCH)
     log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
+    # 100 keys a bucket: a run's few changes stay far below what rewrites a bucket ahead of its limits.
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, N + 1)])
     run_snapshot(spark, settings, buckets=4)
     tables = snapshot_tables(settings)
     before = set(tables.data_files(tables.items_name))
@@ -64,27 +68,27 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
     write_object(
         log,
         [
-            change(P, 50, "MODIFY", "k7", image={"n": {"N": "70"}}),
-            change(P, 51, "REMOVE", "k8"),
-            change(P, 52, "INSERT", "k99", image={"n": {"N": "99"}}),
+            change(P, 1050, "MODIFY", "k7", image={"n": {"N": "70"}}),
+            change(P, 1051, "REMOVE", "k8"),
+            change(P, 1052, "INSERT", "k999", image={"n": {"N": "999"}}),
         ],
     )
     second = run_snapshot(spark, settings)
     after = set(tables.data_files(tables.items_name))
     assert before <= after  # no data file rewritten
     assert len(delete_files(tables, tables.items_name)) >= 1  # k7's and k8's old rows deleted by position
-    assert (second.new_changes, second.items, second.tombstones) == (3, 40, 1)
+    assert (second.new_changes, second.items, second.tombstones) == (3, N, 1)
     assert second.buckets_patched == second.buckets_changed  # every changed bucket patched
 
-    expected = {**{f"k{i}": str(i) for i in range(1, 41) if i != 8}, "k7": "70", "k99": "99"}
+    expected = {**{f"k{i}": str(i) for i in range(1, N + 1) if i != 8}, "k7": "70", "k999": "999"}
     assert ours(spark, settings) == expected
     assert iceberg(settings) == expected
     assert duckdb_rows(settings) == expected
-    assert tables.live_rows(tables.items_name) == 40 and tables.live_rows(tables.tombstones_name) == 1
+    assert tables.live_rows(tables.items_name) == N and tables.live_rows(tables.tombstones_name) == 1
 
     # A second patch of the same buckets folds their delete files: one per bucket and table, still.
     write_object(
-        log, [change(P, 55, "MODIFY", "k9", image={"n": {"N": "90"}}), change(P, 56, "REMOVE", "k99")]
+        log, [change(P, 1055, "MODIFY", "k9", image={"n": {"N": "90"}}), change(P, 1056, "REMOVE", "k999")]
     )
     assert run_snapshot(spark, settings).buckets_patched >= 1
     for name in (tables.items_name, tables.tombstones_name):
@@ -93,14 +97,15 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
             per_bucket.setdefault(task.bucket, set()).update(path for path, _ in task.deletes)
         assert all(len(files) <= 1 for files in per_bucket.values()), per_bucket
     expected = {**expected, "k9": "90"}
-    del expected["k99"]
+    del expected["k999"]
     assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
 
     # A rewrite folds the deletes in: the bucket's files and delete files are replaced by one file each.
-    # Half the keys change (k7 and k9 back to their first values); the other half are kept rows.
+    # Every other key changes (k7 and k9 back to their first values), in every bucket; the others
+    # are kept rows.
     rewrite = settings_for(tmp_path, **REWRITE)
     write_object(
-        log, [change(P, 60, "MODIFY", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21) if i != 8]
+        log, [change(P, 1060, "MODIFY", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, N + 1, 2)]
     )
     run_snapshot(spark, rewrite)
     assert (
@@ -110,11 +115,11 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
     # Few rows: the driver rewrote each bucket, its kept rows and the run's new rows in one file.
     items_files = [task.path for task in tables.tasks(tables.items_name)]
     assert len(items_files) == 4 and all("/part-rewrite-" in path for path in items_files), items_files
-    expected = {f"k{i}": str(i) for i in range(1, 41) if i != 8}
+    expected = {f"k{i}": str(i) for i in range(1, N + 1) if i != 8}
     assert ours(spark, rewrite) == expected == iceberg(rewrite) == duckdb_rows(rewrite)
     # Every key once: a replaced row left beside its new one would hide in the dicts above.
     keys = [row["pk"] for row in read_snapshot(spark, rewrite).select("pk").collect()]
-    assert len(keys) == len(set(keys)) == 39 == tables.live_rows(tables.items_name)
+    assert len(keys) == len(set(keys)) == N - 1 == tables.live_rows(tables.items_name)
 
 
 def _random_runs(seed: int, runs: int) -> list[list[dict[str, Any]]]:
@@ -187,8 +192,10 @@ def test_the_driver_and_spark_locate_the_same_rows(spark: SparkSession, tmp_path
     files = [*tables.tasks(tables.items_name), *tables.tasks(tables.tombstones_name)]
     assert any(task.deletes for task in files) and len({task.bucket for task in files}) == 2
     keys = KeySchema.of(settings.table)
-    candidates = _with_bucket(
-        spark.createDataFrame([(f"k{i}", "a") for i in range(45)], "pk string, sk string"), keys, 2
+    layout = tables.state().ranges  # type: ignore[union-attr]
+    assert layout is not None and layout.buckets == 2
+    candidates = with_bucket(
+        spark.createDataFrame([(f"k{i}", "a") for i in range(45)], "pk string, sk string"), keys, layout
     )
     columns = [*keys.names, BUCKET, *ORDER_COLUMNS]
     stored = stored_schema(keys)
@@ -221,15 +228,15 @@ def test_a_half_committed_run_is_repaired_by_the_next(
     write_object(log, [change(P, 20, "REMOVE", "k1")])
 
     calls: list[str] = []
-    original = SnapshotTables._replace
+    original = commit.replace
 
-    def fail_second(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
+    def fail_second(table: Any, *args: Any, **kwargs: Any) -> None:
         calls.append(".".join(table.name()))
         if len(calls) == 2:
             raise RuntimeError("catalog unreachable")
-        original(self, table, *args, **kwargs)
+        original(table, *args, **kwargs)
 
-    monkeypatch.setattr(SnapshotTables, "_replace", fail_second)
+    monkeypatch.setattr(commit, "replace", fail_second)
     with pytest.raises(HalfCommittedError, match="catalog unreachable"):
         run_snapshot(spark, settings)
     monkeypatch.undo()
@@ -311,7 +318,7 @@ def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_
         return original(self, **kwargs)
 
     monkeypatch.setattr(SnapshotTables, "commit", another_run_first)
-    with pytest.raises(ConcurrentRunError, match="another snapshot run committed"):
+    with pytest.raises(ConcurrentRunError, match="another run or a maintenance pass committed"):
         run_snapshot(spark, settings)
     monkeypatch.undo()
     expected = {**{f"k{i}": str(i) for i in range(1, 21) if i != 4}, "k3": "30", "k5": "40"}
@@ -425,17 +432,17 @@ def test_a_commit_that_loses_the_race_to_another_run_is_not_retried_on_top_of_it
     ConcurrentRunError, writes nothing, and merges on top of the other when run again."""
     settings, log = _twenty_items_then_two_changes(spark, tmp_path)
 
-    original = SnapshotTables._replace
+    original = commit.replace
     raced: list[str] = []
 
-    def other_run_commits_first(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
+    def other_run_commits_first(table: Any, *args: Any, **kwargs: Any) -> None:
         if not raced:
             raced.append("once")
             write_object(log, [change(P, 40, "MODIFY", "k3", image={"n": {"N": "40"}})])
             assert run_snapshot(spark, settings).new_changes == 3  # the other run, start to end
-        original(self, table, *args, **kwargs)  # ``table`` was loaded before the other run committed
+        original(table, *args, **kwargs)  # ``table`` was loaded before the other run committed
 
-    monkeypatch.setattr(SnapshotTables, "_replace", other_run_commits_first)
+    monkeypatch.setattr(commit, "replace", other_run_commits_first)
     with pytest.raises(ConcurrentRunError, match="while this run was committing"):
         run_snapshot(spark, settings)
     monkeypatch.undo()

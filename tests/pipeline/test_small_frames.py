@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline import reading
-from pipeline.jobs import read_snapshot, run_snapshot
 from pipeline.reading import small_frame, to_arrow
+from pipeline.snapshot_run import read_snapshot, run_snapshot
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark
