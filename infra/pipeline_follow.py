@@ -16,7 +16,7 @@ and an alarm on its freshness.
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_emrserverless as emrserverless
@@ -29,7 +29,7 @@ from consumer.emr.request import FOLLOW_SCHEDULE_MINUTES, scheduled_follow_reque
 from consumer.settings import Settings
 from infra.errors import InfraConfigError
 
-START_JOB_RUN_TARGET = "arn:aws:scheduler:::aws-sdk:emrserverless:startJobRun"
+START_JOB_RUN_ACTION = "scheduler:::aws-sdk:emrserverless:startJobRun"  # the universal target, after arn:<partition>:
 FRESHNESS_METRIC = "LakeFreshnessSeconds"  # pipeline/freshness.py sends it (a test keeps both equal)
 FRESHNESS_PERIODS = 3
 
@@ -76,7 +76,7 @@ class FollowOnEmr(Construct):
             schedule_expression=f"rate({FOLLOW_SCHEDULE_MINUTES} minutes)",
             flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
             target=scheduler.CfnSchedule.TargetProperty(
-                arn=START_JOB_RUN_TARGET,
+                arn=f"arn:{Aws.PARTITION}:{START_JOB_RUN_ACTION}",
                 role_arn=self.role.role_arn,
                 # The application's id and the role's ARN are tokens: the stack writes them in.
                 input=Stack.of(self).to_json_string(start),

@@ -176,7 +176,7 @@ def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
     """The schedule starts `consumer pipeline follow` on the application, as the role it may start
     jobs with, from the release submit uploads; the alarm watches the metric follow sends."""
     from consumer.emr.request import FOLLOW_SCHEDULE_MINUTES, release_uploaded
-    from infra.pipeline_follow import FRESHNESS_METRIC, START_JOB_RUN_TARGET
+    from infra.pipeline_follow import FRESHNESS_METRIC, START_JOB_RUN_ACTION
     from pipeline.freshness import METRIC
 
     prod = synthesized["prod"]
@@ -184,7 +184,7 @@ def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
     (schedule,) = resources_of(prod.raw, "AWS::Scheduler::Schedule")
     assert schedule["ScheduleExpression"] == f"rate({FOLLOW_SCHEDULE_MINUTES} minutes)"
     target = schedule["Target"]
-    assert target["Arn"] == START_JOB_RUN_TARGET
+    assert resolve_join(target["Arn"]) == f"arn:<TOKEN>:{START_JOB_RUN_ACTION}"
     request = json.loads(resolve_join(target["Input"]))
     arguments = request["jobDriver"]["sparkSubmit"]["entryPointArguments"]
     assert arguments[:3] == ["follow", "--env", "prod"] and "--minutes" in arguments

@@ -111,6 +111,7 @@ def test_replays_and_copies_count_once(spark: SparkSession, tmp_path: Path) -> N
     assert_frames_equal(current(spark, settings), expect(spark, [item("a", c=n_attr("2")), item("b")]))
 
 
+@pytest.mark.emr
 def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(
     spark: SparkSession, tmp_path: Path
 ) -> None:
