@@ -9,7 +9,8 @@ Method (three processes on this machine, 2 shared cores):
   moment it was made, for ``minutes`` minutes; it also notes each change (shard, sequence number,
   key, value, creation time) in a side file;
 * ``follow`` (``pipeline.follow.follow``, local[2], the default policy: maintenance every 10 minutes)
-  in this process, from an empty table;
+  in this process, on a table of every key (one insert each, an hour old, merged before the
+  measured minutes begin: the table as a running pipeline has it);
 * a **reader** polls the catalog through PyIceberg twice a second; at each new snapshot of the
   items table it notes when it saw it and the watermarks it carries, and checks by point lookups
   (``scan(row_filter=pk = … AND sk = …)``) that three keys whose latest change is at or below those
@@ -71,13 +72,58 @@ def _seq(shard: int, number: int) -> str:
     return str(10**20 * (shard + 1) + number)
 
 
-def writer(root: str, minutes: float, rate: int, keys: int, seed: int = 3) -> None:
-    """Land ``rate`` changes/s for ``minutes`` minutes, one object per shard per second."""
+def _line(shard: int, seq: str, event: str, key: int, value: str, created: float) -> bytes:
+    pk = {"pk": {"S": f"customer-{key:07d}"}, "sk": {"S": "order"}}
+    return orjson.dumps(
+        {
+            "v": 1,
+            "shardId": f"shardId-{shard:04d}",
+            "eventName": event,
+            "sequenceNumber": seq,
+            "approximateCreationDateTime": created,
+            "keys": pk,
+            "newImage": None if event == "REMOVE" else {**pk, "n": {"N": value}},
+            "landedAt": None,
+        }
+    )
+
+
+def _land(log: Path, shard: int, lines: list[bytes]) -> None:
+    first, last = (orjson.loads(lines[i])["sequenceNumber"] for i in (0, -1))
+    path = log / f"shardId-{shard:04d}" / f"{int(first):040d}-{int(last):040d}.jsonl.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name("_" + path.name)  # hidden until whole, as the sink's temp names
+    with gzip.open(temporary, "wb", compresslevel=1) as out:
+        out.write(b"\n".join(lines) + b"\n")
+    temporary.rename(path)
+
+
+def initial_load(root: Path, keys: int) -> list[int]:
+    """The table as it is before the measured minutes: every key inserted an hour ago (noted, for
+    the final check). Returns the sequence numbers used per shard."""
+    numbers = [0] * SHARDS
+    created = time.time() - 3600
+    per_shard: dict[int, list[bytes]] = {s: [] for s in range(SHARDS)}
+    with open(root / "changes.jsonl", "ab") as noted:
+        for key in range(keys):
+            shard = key % SHARDS
+            numbers[shard] += 1
+            seq = _seq(shard, numbers[shard])
+            per_shard[shard].append(_line(shard, seq, "INSERT", key, "0", created))
+            noted.write(orjson.dumps([shard, seq, key, "0", created]) + b"\n")
+    for shard, lines in per_shard.items():
+        if lines:
+            _land(root / "changelog", shard, lines)
+    return numbers
+
+
+def writer(root: str, minutes: float, rate: int, keys: int, numbers: list[int], seed: int = 3) -> None:
+    """Land ``rate`` changes/s for ``minutes`` minutes, one object per shard per second, after the
+    initial load (every key alive, ``numbers`` the sequence numbers used)."""
     rng = random.Random(seed)
     log = Path(root) / "changelog"
     noted = open(Path(root) / "changes.jsonl", "ab")  # noqa: SIM115  (kept open for the whole run)
-    alive = [False] * keys
-    numbers = [0] * SHARDS
+    alive = [True] * keys
     started = time.time()
     second = 0
     while time.time() < started + minutes * 60:
@@ -91,22 +137,8 @@ def writer(root: str, minutes: float, rate: int, keys: int, seed: int = 3) -> No
             event = ("REMOVE" if rng.random() < 0.1 else "MODIFY") if alive[key] else "INSERT"
             alive[key] = event != "REMOVE"
             value = str(rng.randrange(10**6))
-            pk = {"pk": {"S": f"customer-{key:07d}"}, "sk": {"S": "order"}}
             seq = _seq(shard, numbers[shard])
-            batch[shard].append(
-                orjson.dumps(
-                    {
-                        "v": 1,
-                        "shardId": f"shardId-{shard:04d}",
-                        "eventName": event,
-                        "sequenceNumber": seq,
-                        "approximateCreationDateTime": created,
-                        "keys": pk,
-                        "newImage": None if event == "REMOVE" else {**pk, "n": {"N": value}},
-                        "landedAt": None,
-                    }
-                )
-            )
+            batch[shard].append(_line(shard, seq, event, key, value, created))
             noted.write(
                 orjson.dumps([shard, seq, key, None if event == "REMOVE" else value, created]) + b"\n"
             )
@@ -114,13 +146,8 @@ def writer(root: str, minutes: float, rate: int, keys: int, seed: int = 3) -> No
         if pause > 0:
             time.sleep(pause)
         for shard, lines in batch.items():
-            first, last = (orjson.loads(lines[i])["sequenceNumber"] for i in (0, -1))
-            path = log / f"shardId-{shard:04d}" / f"{int(first):040d}-{int(last):040d}.jsonl.gz"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name("_" + path.name)  # hidden until whole, as the sink's temp names
-            with gzip.open(temporary, "wb", compresslevel=1) as out:
-                out.write(b"\n".join(lines) + b"\n")
-            temporary.rename(path)
+            if lines:
+                _land(log, shard, lines)
         noted.flush()
         second += 1
     noted.close()
@@ -184,29 +211,39 @@ def _spot_check(
     return files, checked
 
 
-def run(minutes: float = 10.0, rate: int = 1000, keys: int = 200_000) -> list[Ratio]:
+def run(minutes: float = 10.0, rate: int = 1000, keys: int = 200_000, verbose: bool = False) -> list[Ratio]:
     print(__doc__)
     print(f"machine: {machine()}")
     from pipeline.follow import follow
     from pipeline.session import build_session
+    from pipeline.snapshot_run import run_snapshot
 
     with tempfile.TemporaryDirectory(prefix="lake-freshness-bench-") as folder:
         root = Path(folder)
         (root / "changes.jsonl").write_bytes(b"")
         settings = settings_for(root)
         spark = build_session("local[2]", "bench-lake-freshness", shuffle_partitions=4)
+        numbers = initial_load(root, keys)
+        run_snapshot(spark, settings)  # the table as it stands when the measured minutes begin
+        measured_from = time.time()
         context = multiprocessing.get_context("spawn")
         stop_at = time.time() + minutes * 60 + 120  # the reader outlives the writer by the catch-up
-        writing = context.Process(target=writer, args=(folder, minutes, rate, keys))
+        writing = context.Process(target=writer, args=(folder, minutes, rate, keys, numbers))
         reading = context.Process(target=reader, args=(folder, stop_at, str(root / "seen.json")))
         writing.start()
         reading.start()
         runs: list[float] = []
         stopping = threading.Event()
+        began = time.time()
 
         def on_run(result: Any) -> None:
             if not result.up_to_date:
                 runs.append(time.time())
+                if verbose:
+                    print(
+                        f"  {runs[-1] - began:6.1f} s: run of {result.new_changes} changes, "
+                        f"{result.buckets_changed} buckets, oldest {runs[-1] - (result.oldest_change or runs[-1]):.1f} s"
+                    )
             if not writing.is_alive() and result.up_to_date:
                 stopping.set()
 
@@ -218,13 +255,13 @@ def run(minutes: float = 10.0, rate: int = 1000, keys: int = 200_000) -> list[Ra
             spark.stop()
         seen = json.loads((root / "seen.json").read_text())
         changes = [orjson.loads(line) for line in (root / "changes.jsonl").read_bytes().splitlines()]
-        freshness = _freshness(changes, seen)
+        freshness = _freshness([c for c in changes if c[4] >= measured_from], seen)
         final = _final_state(changes)
         _check_final(settings, final)
     lookups = [f for s in seen for f in s["files"]]
     p99 = statistics.quantiles(freshness, n=100)[98]
     print(
-        f"{len(changes):,} changes over {minutes:g} min, {done.runs} runs, {len(done.maintenance)} maintenance "
+        f"{len(freshness):,} changes over {minutes:g} min, {done.runs} runs, {len(done.maintenance)} maintenance "
         f"pass(es), {done.retried} rerun(s); freshness p50 {statistics.median(freshness):.1f} s, p99 {p99:.1f} s, "
         f"max {max(freshness):.1f} s; {sum(s['checked'] for s in seen)} point lookups checked, files planned "
         f"median {statistics.median(lookups) if lookups else 0} max {max(lookups, default=0)}"
@@ -288,8 +325,9 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("-v", "--verbose", action="store_true", help="a line per run")
     args = parser.parse_args(argv)
-    for ratio in run(args.minutes, args.rate, args.keys):
+    for ratio in run(args.minutes, args.rate, args.keys, args.verbose):
         print(ratio.line(), ratio.spread())
     return 0
 

@@ -43,16 +43,19 @@ def replace(
     properties: Mapping[str, str],
     snapshots_kept: int,
     table_properties: Mapping[str, str] | None = None,
+    merge_manifests_at: int | None = None,
 ) -> None:
     """One Iceberg snapshot of ``table``: every file of ``buckets`` (None: of every bucket) out,
     ``files`` in, ``deletes`` (bucket → :data:`pipeline.deletes.POSITION_DELETE_ARROW` rows) applied
     through one position delete file per bucket, written under ``deletes_folder``; snapshots beyond
-    ``snapshots_kept`` expired; ``table_properties`` set, all in one commit."""
+    ``snapshots_kept`` expired; ``table_properties`` set, all in one commit. ``merge_manifests_at``:
+    see :class:`pipeline.deletes.RowDelta`."""
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
     from pyiceberg.table import TableProperties
     from pyiceberg.utils.concurrent import ExecutorFactory
 
     from pipeline.deletes import (
+        MERGE_MANIFESTS_AT,
         POSITION_DELETE_ARROW,
         RowDelta,
         read_position_deletes,
@@ -91,7 +94,12 @@ def replace(
             )
         if removed or added or delete_files:
             with RowDelta(
-                tx, removed=set(removed), added=added, deletes=delete_files, properties=dict(properties)
+                tx,
+                removed=set(removed),
+                added=added,
+                deletes=delete_files,
+                properties=dict(properties),
+                merge_manifests_at=MERGE_MANIFESTS_AT if merge_manifests_at is None else merge_manifests_at,
             ):
                 pass
         expire(tx, snapshots_kept)

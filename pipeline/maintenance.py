@@ -251,6 +251,7 @@ def _commit(
             deletes_folder="",
             properties={"consumer.operation": "maintenance", "consumer.rows-dropped": str(gone)},
             snapshots_kept=kept,
+            merge_manifests_at=1,  # a scan then reads one manifest per content, as a fresh table's
         )
     except CommitFailedException as exc:
         raise ConcurrentRunError(
