@@ -39,7 +39,6 @@ from typing import Any
 
 import orjson
 
-from consumer.clock import SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
@@ -49,11 +48,12 @@ from consumer.lifecycle.states import ShardState
 from consumer.processing.api import Batch, ProcessorFactory
 from consumer.records import ShardInfo
 from consumer.runtime.processors import build_processor_factory
-from consumer.settings import Settings
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.reader import ShardReader
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import NullTransport
+from ground.clock import SystemClock
+from ground.settings import Settings
 
 FULL_SHARDS = 256
 RECORDS_PER_RESPONSE = 1000
@@ -417,7 +417,7 @@ def bench_settings(
 
 @dataclass
 class CannedWorker:
-    """What ``consumer run`` wires (consumer/commands/run.py), on an in-memory leases table and the
+    """What ``consumer run`` wires (tools/commands/run.py), on an in-memory leases table and the
     canned transport: LeaseCoordinator, ShardReader(DynamoDBStreamSource(boto3 client)), the processor
     factory from ``build_processor_factory``, MetricsRecorder (never flushed)."""
 

@@ -40,9 +40,9 @@ from consumer.leases.model import (
     snapshot_from_items,
 )
 from consumer.leases.tables import TRANSACTION_THROTTLING, ConsumedCapacity, LeaseTables
-from consumer.positions import SHARD_END
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
+from ground.positions import SHARD_END
+from ground.settings import WorkerSettings
 
 
 class DynamoDBLeaseStore:

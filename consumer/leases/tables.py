@@ -35,8 +35,8 @@ from consumer.leases.errors import (
     LeaseTableSchemaError,
 )
 from consumer.leases.model import lease_from_item
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.settings import WorkerSettings
 
 THROTTLING = {
     "ProvisionedThroughputExceededException",

@@ -19,7 +19,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from consumer.clock import Clock
 from consumer.leases.decisions import (
     KclExpiryTracker,
     RoundPlan,
@@ -39,8 +38,9 @@ from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.reading import RoundReader
 from consumer.leases.store import LeaseStore
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
 

@@ -28,7 +28,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from consumer.clock import Clock
 from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
 from consumer.lifecycle.ports import LeaseOps, StreamReader
@@ -36,8 +35,9 @@ from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing.api import ProcessorFactory
 from consumer.records import ShardInfo
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 

@@ -42,16 +42,16 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from consumer.clock import Clock
 from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
-from consumer.positions import LATEST, TRIM_HORIZON
-from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamSourceError
 from consumer.streams.source import Shard
 from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.positions import LATEST, TRIM_HORIZON
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 

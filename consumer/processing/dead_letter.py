@@ -25,7 +25,7 @@ import orjson
 
 from consumer.processing.errors import DeadLetterError, ProcessingConfigError
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import DeadLetterSettings
+from ground.settings import DeadLetterSettings
 
 
 @dataclass(frozen=True)

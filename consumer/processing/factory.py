@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from consumer.clock import Clock, SystemClock
 from consumer.processing.api import BatchHandler, ProcessorFactory, RecordProcessor
 from consumer.processing.dead_letter import build_dead_letter
 from consumer.processing.errors import ProcessingConfigError
@@ -43,8 +42,9 @@ from consumer.processing.window_state import (
 )
 from consumer.processing.windows import WindowedAdapter, WindowedHandler, WindowedRunner
 from consumer.records import ShardInfo
-from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock, SystemClock
+from ground.settings import Settings
 
 CLASS_METHODS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
 HandlerFactory = Callable[[ShardInfo], BatchHandler]

@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from consumer.clock import Clock
 from consumer.processing.api import Batch, BatchHandler, BatchResult, _always
 from consumer.processing.dead_letter import DeadLetter, FailedRecords
 from consumer.processing.errors import (
@@ -34,6 +33,7 @@ from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 OPERATION = "ProcessTask"

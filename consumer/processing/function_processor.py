@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from consumer.clock import Clock
 from consumer.leases.errors import LeaseError, LeaseLostError
 from consumer.processing.api import (
     Checkpointer,
@@ -42,6 +41,7 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.lanes import LaneRunner
 from consumer.processing.windows import WindowedRunner
 from consumer.records import ShardInfo, StreamRecord
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 

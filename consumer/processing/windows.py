@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.clock import Clock
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
@@ -47,6 +46,7 @@ from consumer.processing.window_state import (
 )
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 

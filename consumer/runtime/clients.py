@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumer.processing.factory import ProcessingClients
-from consumer.settings import Settings
+from ground.settings import Settings
 
 
 def user_agent() -> str:

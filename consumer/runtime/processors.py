@@ -19,7 +19,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from consumer.clock import Clock, SystemClock
 from consumer.processing.api import ProcessorFactory
 from consumer.processing.errors import ProcessingConfigError
 from consumer.processing.factory import (
@@ -29,10 +28,11 @@ from consumer.processing.factory import (
     policy_wrapped,
     user_processor,
 )
-from consumer.settings import Settings
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
 from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDBReplicaSink
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock, SystemClock
+from ground.settings import Settings
 
 SinkBuilder = Callable[[Settings, dict[str, Any], ProcessingClients], HandlerFactory]
 

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Callable
 from types import FrameType
 
-from consumer.clock import Clock, SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.lifecycle.scheduler import Scheduler
@@ -27,12 +26,13 @@ from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.processing.api import ProcessorFactory
 from consumer.runtime.clients import AwsClients
 from consumer.runtime.gc_tuning import tune_for_long_running
-from consumer.settings import Settings
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamTarget, resolve_stream_patiently
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock, SystemClock
+from ground.settings import Settings
 
 log = logging.getLogger("consumer.worker")
 

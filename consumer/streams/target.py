@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import TableSettings
+from ground.settings import TableSettings
 
 
 class StreamConfigError(Exception):

@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from consumer.clock import Clock, SystemClock
 from consumer.telemetry.recorder import Metrics
+from ground.clock import Clock, SystemClock
 
 TRANSPORT_LOGGER = "consumer.telemetry.transport"
 log = logging.getLogger(TRANSPORT_LOGGER)

@@ -26,10 +26,10 @@ from typing import Any, TextIO
 import watchtower
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import Settings
 from consumer.telemetry.context import current_shard_id, current_worker_id, set_worker_id
 from consumer.telemetry.health import TRANSPORT_LOGGER, TransportHealth
 from consumer.telemetry.transports import ensure_log_group, log_stream_name, logs_client_for
+from ground.settings import Settings
 
 APPLICATION_LOGGER = "consumer.app"
 NOISY_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer")

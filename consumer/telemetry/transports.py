@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import Settings
 from consumer.telemetry.errors import TransportError
+from ground.settings import Settings
 
 # CloudWatch Logs PutLogEvents limits.
 MAX_EVENTS_PER_PUT = 10_000

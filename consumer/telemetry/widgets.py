@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-from consumer.settings import Settings
 from consumer.telemetry.metric_names import spec_for
+from ground.settings import Settings
 
 Statistic = Literal["Sum", "Average", "Maximum", "Minimum"]
 

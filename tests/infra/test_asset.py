@@ -62,7 +62,7 @@ def repository(tmp_path: Path) -> Path:
     (repo / "docs").mkdir()
     shutil.copy(REPO / "docs" / "deploy.md", repo / "docs" / "deploy.md")
     scaffold = subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "new", "processor", "audit"],
+        [sys.executable, "-m", "tools.cli", "new", "processor", "audit"],
         cwd=repo,
         env=_clean_environment(),
         capture_output=True,
@@ -122,7 +122,7 @@ def test_a_processor_in_processors_ships_and_runs_from_the_unpacked_asset(
 
     # From the unpacked asset, as on an instance: the processor imports and receives records.
     env = _clean_environment()
-    validate = [sys.executable, "-m", "consumer.cli", "config", "validate", "--env", "audit"]
+    validate = [sys.executable, "-m", "tools.cli", "config", "validate", "--env", "audit"]
     ok = subprocess.run(
         validate, cwd=asset, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -184,7 +184,7 @@ def _worker(cwd: Path, env: dict[str, str], log_path: Path) -> Iterator[subproce
     """``consumer run --env audit`` in ``cwd``; stopped (SIGTERM, then SIGKILL) whatever happens."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run", "--env", "audit"],
+            [sys.executable, "-m", "tools.cli", "run", "--env", "audit"],
             cwd=cwd,
             env=env,
             stdout=log,

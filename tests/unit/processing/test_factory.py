@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     InMemoryCheckpointer,
     ProcessingClients,
@@ -17,7 +16,8 @@ from consumer.processing import (
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.records import ShardInfo
 from consumer.runtime.processors import build_processor_factory
-from consumer.settings import Settings
+from ground.clock import FakeClock
+from ground.settings import Settings
 from tests.unit.processing import user_processors
 from tests.unit.processing.helpers import SHARD, records
 

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     Batch,
     BatchResult,
@@ -27,6 +26,7 @@ from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, records
 
 

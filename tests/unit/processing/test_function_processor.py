@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     LeaseLostInput,
     ProcessRecordsInput,
@@ -16,7 +15,8 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import FilterSettings
+from ground.clock import FakeClock
+from ground.settings import FilterSettings
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, record, records
 
 INFO = ShardInfo(SHARD)

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     Batch,
     BatchResult,
@@ -34,6 +33,7 @@ from consumer.processing.lanes import LaneRunner, lane_of
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record
 
 INFO = ShardInfo(SHARD)

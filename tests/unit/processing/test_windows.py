@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     InitializationInput,
     LeaseLostError,
@@ -28,6 +27,7 @@ from consumer.processing.windows import WindowedBatch, WindowStateTooLargeError
 from consumer.records import ShardInfo, StreamRecord
 from consumer.runtime.processors import build_processor_factory
 from examples.windowed_counter import WindowedCounter
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record
 from tests.unit.processing.test_factory import make_settings
 
@@ -267,7 +267,7 @@ def test_a_state_that_cannot_be_saved_rolls_back_so_the_redelivery_does_not_coun
 
 
 def test_the_window_state_table_is_created_locally_only_when_windows_are_on() -> None:
-    from consumer.local_aws import configured_tables
+    from tools.local_aws import configured_tables
 
     names = {spec.name: spec for spec in configured_tables(make_settings(tumbling_window_seconds=60))}
     spec = names["orders-consumer-window-state"]
