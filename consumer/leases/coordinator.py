@@ -73,7 +73,7 @@ class LeaseCoordinator:
         self.settings = settings
         self._clock = clock
         self._metrics = metrics or NullMetrics()
-        self.timing = Timing(settings.failover_time_millis, settings.max_clock_skew_millis)
+        self.timing = Timing.of(settings)
         self.fence_margin_millis = settings.fence_margin_millis
         self.holdings = Holdings(settings.fence_after_millis)
         self.liveness = Liveness(

@@ -60,7 +60,7 @@ class Taker:
     rng: random.Random
 
     def __post_init__(self) -> None:
-        self.timing = Timing(self.settings.failover_time_millis, self.settings.max_clock_skew_millis)
+        self.timing = Timing.of(self.settings)
         self.kcl = KclExpiryTracker(self.settings.failover_time_millis)
         self.latest = Snapshot({}, {})
         self.last_plan = RoundPlan()

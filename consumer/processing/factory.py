@@ -243,13 +243,13 @@ def policy_wrapped(
                 clock,
                 dead_letter=dead_letter,
                 metrics=metrics,
-                max_batch_records=batching.batch_size,
+                batch_size=batching.batch_size,
             )
             return FunctionProcessor(
                 WindowedRunner(windowed, adapter, states, clock),
                 clock,
                 record_filter=record_filter,
-                max_buffered_records=batching.batch_size,
+                batch_size=batching.batch_size,
                 max_window_millis=batching.max_window_millis,
             )
         serial = FailurePolicyRunner(
@@ -258,7 +258,7 @@ def policy_wrapped(
             clock,
             dead_letter=dead_letter,
             metrics=metrics,
-            max_batch_records=batching.batch_size,
+            batch_size=batching.batch_size,
         )
         # Factor 1 stays on the serial path: no pool, no thread hop.
         runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
@@ -266,7 +266,7 @@ def policy_wrapped(
             runner,
             clock,
             record_filter=record_filter,
-            max_buffered_records=batching.batch_size,
+            batch_size=batching.batch_size,
             max_window_millis=batching.max_window_millis,
         )
 
@@ -283,7 +283,7 @@ def function_processor(
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
 
-    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``,
+    ``kwargs``: ``dead_letter``, ``record_filter``, ``batch_size``, ``max_window_millis``,
     ``parallelization_factor`` (lanes, 1-10; 1 is the serial path).
     """
     clock = clock or SystemClock()
@@ -294,7 +294,7 @@ def function_processor(
         clock,
         dead_letter=kwargs.pop("dead_letter", None),
         metrics=metrics,
-        max_batch_records=kwargs.get("max_buffered_records", 1000),
+        batch_size=kwargs.get("batch_size", 1000),
     )
     runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
     return FunctionProcessor(runner, clock, **kwargs)
@@ -314,7 +314,7 @@ def windowed_processor(
     """A RecordProcessor for one windowed handler (tumbling windows of ``seconds``), for code that
     wires processors by hand (tests, examples); ``states`` defaults to an in-memory store.
 
-    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``.
+    ``kwargs``: ``dead_letter``, ``record_filter``, ``batch_size``, ``max_window_millis``.
     """
     clock = clock or SystemClock()
     adapter = WindowedAdapter(handler, seconds, max_state_bytes, metrics)
@@ -324,7 +324,7 @@ def windowed_processor(
         clock,
         dead_letter=kwargs.pop("dead_letter", None),
         metrics=metrics,
-        max_batch_records=kwargs.get("max_buffered_records", 1000),
+        batch_size=kwargs.get("batch_size", 1000),
     )
     store = states if states is not None else InMemoryWindowStateStore()
     return FunctionProcessor(WindowedRunner(runner, adapter, store, clock), clock, **kwargs)

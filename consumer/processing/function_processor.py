@@ -61,13 +61,13 @@ class FunctionProcessor:
         clock: Clock,
         *,
         record_filter: RecordFilter | None = None,
-        max_buffered_records: int = 1000,
+        batch_size: int = 1000,
         max_window_millis: int = 0,
     ) -> None:
         self._runner = runner
         self._clock = clock
         self._filter = record_filter or RecordFilter()
-        self._max_records = max_buffered_records
+        self._batch_size = batch_size
         self._window = max_window_millis
         self._shard = ShardInfo("unknown")
         self._buffer: list[StreamRecord] = []
@@ -140,7 +140,7 @@ class FunctionProcessor:
     def _due(self) -> bool:
         if not self._buffer:
             return False
-        if self._window == 0 or self._kept >= self._max_records:
+        if self._window == 0 or self._kept >= self._batch_size:
             return True
         assert self._buffer_started is not None
         return self._clock.monotonic_millis() - self._buffer_started >= self._window

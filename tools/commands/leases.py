@@ -78,7 +78,7 @@ def _show(args: argparse.Namespace) -> int:
     snapshot = DynamoDBLeaseStore(
         client, settings.leases_table_name, workers_table_name=settings.workers_table_name
     ).scan()
-    timing = Timing(settings.worker.failover_time_millis, settings.worker.max_clock_skew_millis)
+    timing = Timing.of(settings.worker)
     console = Console(width=200)
     for table in render(snapshot, time.time_ns() // 1_000_000, timing, show_finished=args.all):
         console.print(table)

@@ -15,7 +15,7 @@ from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 
 SETTINGS = WorkerSettings()
-TIMING = Timing(SETTINGS.failover_time_millis, SETTINGS.max_clock_skew_millis)
+TIMING = Timing.of(SETTINGS)
 
 
 def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_in_one_round() -> None:

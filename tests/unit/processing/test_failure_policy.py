@@ -219,7 +219,7 @@ def test_property_nothing_lost_nothing_ahead(
         clock=FakeClock(),
         policy=policy(max_retry_attempts=3, bisect_on_error=bisect),
         dead_letter=LocalDeadLetter(directory),
-        max_buffered_records=max_records,
+        batch_size=max_records,
     )
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded) | set(dead_lettered(directory)))
     batches, first = [], 1

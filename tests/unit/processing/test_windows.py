@@ -133,7 +133,7 @@ def test_retries_bisection_and_dead_letters_never_count_a_record_twice(tmp_path:
             max_retry_attempts=1, base_backoff_millis=1, max_backoff_millis=2, rng=random.Random(4)
         ),
         dead_letter=LocalDeadLetter(tmp_path),
-        max_buffered_records=8,
+        batch_size=8,
     )
     checkpointer = WatchingCheckpointer(lambda: set(range(1, 31)))
     processor.initialize(InitializationInput(INFO, "TRIM_HORIZON"))
@@ -252,7 +252,7 @@ def test_a_state_that_cannot_be_saved_rolls_back_so_the_redelivery_does_not_coun
     records = stream(12)
     counter = WindowedCounter()
     processor = windowed_processor(
-        counter.handle, seconds=10, states=FlakyStore(), clock=FakeClock(), max_buffered_records=4
+        counter.handle, seconds=10, states=FlakyStore(), clock=FakeClock(), batch_size=4
     )
     checkpointer = WatchingCheckpointer(lambda: set(range(1, 13)))
     processor.initialize(InitializationInput(INFO, "TRIM_HORIZON"))

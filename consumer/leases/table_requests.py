@@ -1,16 +1,16 @@
 """The two DynamoDB tables behind the lease store, and how every request to them is made.
 
-:class:`LeaseTables` is the request layer :class:`consumer.leases.dynamodb.DynamoDBLeaseStore`
+:class:`TableRequests` is the request layer :class:`consumer.leases.dynamodb.DynamoDBLeaseStore`
 builds its operations on. It is kept apart from those operations because it answers different
 questions: which table a row lives in, which botocore failures mean a lost race (left as
 ``ClientError`` for the caller, which reads the current item from it) and which mean the table is
 missing, throttling or unreachable (mapped to :mod:`consumer.leases.errors`), and what every
-request cost. Every request asks for ``ReturnConsumedCapacity=TOTAL``; :attr:`LeaseTables.consumed`
+request cost. Every request asks for ``ReturnConsumedCapacity=TOTAL``; :attr:`TableRequests.consumed`
 adds them up, which is how the benchmarks compare this design's leases-table cost with the Java
 KCL's, and ``metrics`` receives the same figures so an operator sees a throttled leases table
 before it loses leases.
 
-It also creates the tables when asked (:meth:`LeaseTables.ensure`) and checks the key schema of
+It also creates the tables when asked (:meth:`TableRequests.ensure`) and checks the key schema of
 tables it did not create, so a worker pointed at the wrong table stops with a message naming the
 setting instead of failing on its first conditional write.
 """
@@ -62,7 +62,7 @@ def workers_table_for(leases_table: str) -> str:
     return f"{leases_table}-workers"
 
 
-class LeaseTables:
+class TableRequests:
     """The leases table (key ``leaseKey``) and the workers table (key ``workerId``) on one client."""
 
     def __init__(
