@@ -213,7 +213,6 @@ LONG_MODULES: dict[str, str] = {
     "tests/pipeline/test_position_deletes.py": "interim: split with the lake-table work (issue 38)",
     "tests/infra/test_deployable.py": "interim: split with the first-deployment work (issue 34)",
     "tests/infra/test_stack.py": "interim: split with the first-deployment work (issue 34)",
-    "bench/canned.py": "interim: moves onto the composition root (issue 36, next step)",
     "bench/fleet_support.py": "interim: split after the operations work on it lands (issue 33)",
 }
 

@@ -1,7 +1,7 @@
 """What a machine with no AWS account needs to run against the local emulator.
 
-The emulator accepts any credentials, but boto3 refuses to send a request without some, so a
-newcomer's first ``consumer run`` used to stop at "Unable to locate credentials". When
+The emulator accepts any credentials, but boto3 refuses to send a request without some ("Unable to
+locate credentials" on a newcomer's first ``consumer run``). When
 ``endpoint_url`` is a loopback address, :func:`use_local_credentials` supplies dummy ones (never
 replacing credentials or a profile the user chose). :func:`create_local_tables` creates what the
 configuration names — the source table with its key schema and stream, and the replica table of the

@@ -63,7 +63,9 @@ class DynamoDBLeaseStore:
         workers_table_name: str | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self._tables = TableRequests(client, table_name, workers_table_name=workers_table_name, metrics=metrics)
+        self._tables = TableRequests(
+            client, table_name, workers_table_name=workers_table_name, metrics=metrics
+        )
         self.table_name = self._tables.table_name
         self.workers_table_name = self._tables.workers_table_name
 

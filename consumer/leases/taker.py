@@ -401,8 +401,7 @@ class Taker:
     def _record_before_release(self, lease: Lease) -> Lease:
         """A position I processed to but could not record (a checkpoint refused for now) is written
         before the lease goes: whoever takes it next starts after those records instead of
-        replaying them (fault-model seed 1 011 575: a shed lease replayed one record). Forward only
-        and conditional on my counter; if it fails, the release says why."""
+        replaying them. Forward only and conditional on my counter; if it fails, the release says why."""
         pending = self.holdings.unwritten_for(lease)
         if pending is None:
             return lease

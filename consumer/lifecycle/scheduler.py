@@ -138,7 +138,7 @@ class Scheduler:
         if now < not_before:
             return
         try:
-            consumer = self._new_consumer(lease)
+            consumer = self.new_consumer(lease)
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -156,7 +156,8 @@ class Scheduler:
         self._consumers[lease.shard_id] = consumer
         self._schedule(lease.shard_id, now)
 
-    def _new_consumer(self, lease: Lease) -> ShardConsumer:
+    def new_consumer(self, lease: Lease) -> ShardConsumer:
+        """The shard consumer of a lease this worker now holds (not yet scheduled)."""
         shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
         return ShardConsumer(
             shard,

@@ -30,6 +30,7 @@ from consumer.processing.errors import (
     PartialBatchFailureError,
 )
 from consumer.processing.retry import RetryPolicy
+from consumer.processing.runner import RunnerEvents
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -46,7 +47,9 @@ class _Span:
     attempts: int = 0
 
 
-class FailurePolicyRunner:
+class FailurePolicyRunner(RunnerEvents):
+    """The serial path: one flush's records through the handler under the failure policy."""
+
     def __init__(
         self,
         handler: BatchHandler,

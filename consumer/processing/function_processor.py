@@ -36,10 +36,8 @@ from consumer.processing.api import (
     ShutdownRequestedInput,
     _always,
 )
-from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
-from consumer.processing.lanes import LaneRunner
-from consumer.processing.windows import WindowedRunner
+from consumer.processing.runner import BatchRunner
 from consumer.records import ShardInfo, StreamRecord
 from ground.clock import Clock
 
@@ -57,7 +55,7 @@ def shard_hooks(handler: object) -> ShardScoped | None:
 class FunctionProcessor:
     def __init__(
         self,
-        runner: FailurePolicyRunner | LaneRunner | WindowedRunner,
+        runner: BatchRunner,
         clock: Clock,
         *,
         record_filter: RecordFilter | None = None,
@@ -86,9 +84,7 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started = None
         self._unrecorded = None
-        if isinstance(self._runner, WindowedRunner):
-            # The window state saved with the checkpoint this ownership resumes from.
-            self._runner.start(initialization.shard, initialization.checkpoint)
+        self._runner.start(initialization.shard, initialization.checkpoint)
         if self._hooks is not None:
             self._hooks.shard_started(initialization.shard, initialization.checkpoint)
 
@@ -106,7 +102,7 @@ class FunctionProcessor:
                     process.millis_behind_latest,
                     process.lease_held,
                 )
-            if isinstance(self._runner, WindowedRunner) and not self._buffer:
+            if not self._buffer:
                 self._runner.idle(process.shard, process.millis_behind_latest, process.should_stop)
         except LeaseLostError:
             raise  # nothing is delivered again to this processor: lease_lost drops the buffer
@@ -199,12 +195,10 @@ class FunctionProcessor:
 
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
-            if isinstance(self._runner, WindowedRunner):
-                self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # the final call
+            self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # a window's final call
             shard_ended.checkpointer.checkpoint_shard_end()
             self._unrecorded = None
-            if isinstance(self._runner, WindowedRunner):
-                self._runner.forget(shard_ended.shard)
+            self._runner.forget(shard_ended.shard)
             self._stopped(shard_ended.shard)
 
     def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
@@ -218,7 +212,6 @@ class FunctionProcessor:
 
     def _stopped(self, shard: ShardInfo) -> None:
         """The ownership is over (the lifecycle calls nothing more): the handler drops its shard state."""
-        if isinstance(self._runner, LaneRunner):
-            self._runner.close()  # every lane has returned: process_records waits for all of them
+        self._runner.close()  # lanes: every lane has returned, process_records waits for all of them
         if self._hooks is not None:
             self._hooks.shard_stopped(shard)

@@ -40,6 +40,7 @@ from typing import Any
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.processing.runner import RunnerEvents
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
@@ -203,7 +204,7 @@ class WindowedAdapter:
         return state
 
 
-class WindowedRunner:
+class WindowedRunner(RunnerEvents):
     """Runs the failure policy window by window, saving the state before every checkpoint."""
 
     def __init__(

@@ -43,9 +43,9 @@ def resolve_env(args: Any) -> str:
 def settings_from(args: Any) -> Settings:
     """Load the environment's settings and say first, on stderr, which environment and files.
 
-    A missing ``--env`` used to mean ``local`` silently; now every command that reads settings
-    starts with one line naming the environment, whether it was the default, and the files and
-    variables it came from (stderr, so ``--json`` output stays clean).
+    Every command that reads settings starts with one line naming the environment, whether it was
+    the default (``local``, which nobody should get without being told), and the files and variables
+    it came from (stderr, so ``--json`` output stays clean).
     """
     env = resolve_env(args)
     settings = load_settings(env, args.config_dir)

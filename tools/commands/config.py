@@ -52,18 +52,10 @@ def _check_processing(settings: Settings) -> None:
 
     The clients are created (which needs no network) but never called.
     """
-    import boto3
-
-    from consumer.processing.factory import ProcessingClients
+    from consumer.runtime.clients import AwsClients
     from consumer.runtime.processors import build_processor_factory
 
-    session = boto3.session.Session(region_name=settings.region)
-    clients = ProcessingClients(
-        s3=session.client("s3", endpoint_url=settings.endpoint_url),
-        sqs=session.client("sqs", endpoint_url=settings.endpoint_url),
-        dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url),
-    )
-    build_processor_factory(settings, clients=clients)
+    build_processor_factory(settings, clients=AwsClients.from_settings(settings).processing())
 
 
 def _schema(args: argparse.Namespace) -> int:

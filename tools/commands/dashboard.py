@@ -40,10 +40,10 @@ def register(subparsers: Any) -> None:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
+    from consumer.runtime.clients import logs_client
     from consumer.telemetry.dashboard import render
     from consumer.telemetry.errors import TelemetryError
     from consumer.telemetry.readback import points_of_all, read_jsonl, read_log_group
-    from consumer.telemetry.transports import logs_client_for
     from consumer.telemetry.widgets import reference_lines, widgets_for
     from tools.commands import CommandError
 
@@ -58,7 +58,7 @@ def _dashboard(args: argparse.Namespace) -> int:
                 import time
 
                 start = int((time.time() - args.since_minutes * 60) * 1000)
-            documents = read_log_group(logs_client_for(settings), settings.metrics_log_group, start)
+            documents = read_log_group(logs_client(settings), settings.metrics_log_group, start)
             source = f"log group {settings.metrics_log_group}"
         rendered = render(
             points_of_all(documents),

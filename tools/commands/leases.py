@@ -71,10 +71,10 @@ def render(snapshot: Snapshot, now_wall: int, timing: Timing, *, show_finished: 
 
 
 def _show(args: argparse.Namespace) -> int:
-    import boto3
+    from consumer.runtime.clients import client_for
 
     settings = settings_from(args)
-    client = boto3.client("dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url)
+    client = client_for(settings, "dynamodb")
     snapshot = DynamoDBLeaseStore(
         client, settings.leases_table_name, workers_table_name=settings.workers_table_name
     ).scan()

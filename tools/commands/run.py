@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +30,10 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from consumer.leases.errors import LeaseError
     from consumer.processing.errors import ProcessingConfigError
-    from consumer.runtime.clients import AwsClients, processing_clients
-    from consumer.runtime.processors import build_processor_factory
-    from consumer.runtime.worker import Worker, new_worker_id
+    from consumer.runtime.process import WorkerProcess
+    from consumer.runtime.worker import new_worker_id
     from consumer.streams.errors import FatalStreamError
-    from consumer.streams.target import StreamConfigError, resolve_stream_patiently
-    from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
-    from consumer.telemetry.logs import configure_logging
-    from consumer.telemetry.metrics import MetricsRecorder
-    from consumer.telemetry.transports import transport_from_settings
+    from consumer.streams.target import StreamConfigError
 
     settings = settings_from(args)
     # Start-up checks run before logging and metrics start, so that a mistake gives one line on
@@ -48,49 +41,21 @@ def _run(args: argparse.Namespace) -> int:
     # not there (and is not printed a second time as a log line).
     _check_local_endpoint(settings)
     worker_id = args.worker_id or new_worker_id(args.worker_name)
-    clients = AwsClients.from_settings(settings)
-    metrics = MetricsRecorder(settings, worker_id, transport_from_settings(settings, worker_id))
     try:
-        # Everything in processing.* is checked here, before the worker takes a single lease.
-        factory = build_processor_factory(
-            settings, clients=processing_clients(settings, clients), metrics=metrics
-        )
-        resolve_stream_patiently(
-            clients.dynamodb,
-            clients.streams,
-            settings.table,
-            sleep=time.sleep,
+        process = WorkerProcess.prepare(
+            settings,
+            worker_id,
+            heartbeat_file=args.heartbeat_file,
             warn=lambda message: print(f"warning: {message}", file=sys.stderr),
         )
     except (ProcessingConfigError, StreamConfigError) as exc:
         print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
         return 2
-    logging_handle = configure_logging(settings, worker_id)
-    log = logging.getLogger("consumer.worker")
     try:
-        worker = Worker(
-            settings,
-            clients=clients,
-            processor_factory=factory,
-            worker_id=worker_id,
-            # The worker's rounds also renew the heartbeat file, when one is asked for.
-            metrics=HeartbeatMetrics(metrics, HeartbeatFile(args.heartbeat_file))
-            if args.heartbeat_file is not None
-            else metrics,
-        )
-        worker.install_signal_handlers()
-        metrics.start()
-        worker.run()
-    except StreamConfigError as exc:  # the stream changed between the check and the start
-        print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
-        return 2
+        process.run()
     except (FatalStreamError, LeaseError) as exc:
-        log.error("worker stopped: %s", exc)
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        metrics.stop()
-        logging_handle.close()
     return 0
 
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 from rich.console import Console
 from rich.live import Live
 
+from consumer.runtime.clients import client_for, logs_client
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import transport_from_settings
 from emulator.control import EmulatorControl
@@ -161,8 +161,8 @@ class Demo:
         self.changelog = Path(str(settings.processing.options.get("destination", workdir / "changelog")))
         self.oracle = workdir / "oracle.jsonl"
         endpoint = settings.endpoint_url
-        self.ddb = boto3.client("dynamodb", region_name=settings.region, endpoint_url=endpoint)
-        self.streams = boto3.client("dynamodbstreams", region_name=settings.region, endpoint_url=endpoint)
+        self.ddb = client_for(settings, "dynamodb")
+        self.streams = client_for(settings, "dynamodbstreams")
         self.control = EmulatorControl(endpoint)
         self.events = FleetEvents()
         self._tail = LogTail()
@@ -357,7 +357,10 @@ class Demo:
         """The load generator's ``TableWrites``, shipped where the workers ship their metrics."""
         name = "load-generator"
         return MetricsRecorder(
-            self.settings, name, transport_from_settings(self.settings, name), sample_process=False
+            self.settings,
+            name,
+            transport_from_settings(self.settings, name, logs_client(self.settings)),
+            sample_process=False,
         )
 
     def run(self, workers: int = 3) -> DemoOutcome:

@@ -35,9 +35,9 @@ class Target:
 
 
 def client(settings: Settings, service: str) -> Any:
-    import boto3
+    from consumer.runtime.clients import client_for
 
-    return boto3.client(service, region_name=settings.region, endpoint_url=settings.endpoint_url)
+    return client_for(settings, service)
 
 
 def _code(exc: Exception) -> str:

@@ -9,13 +9,12 @@ import pytest
 
 from consumer.processing import (
     InMemoryCheckpointer,
-    ProcessingClients,
     ProcessingConfigError,
     ProcessRecordsInput,
 )
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.records import ShardInfo
-from consumer.runtime.processors import build_processor_factory
+from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from ground.clock import FakeClock
 from ground.settings import Settings
 from tests.unit.processing import user_processors

@@ -14,7 +14,6 @@ from consumer.processing import (
     InitializationInput,
     LeaseLostError,
     LeaseLostInput,
-    ProcessingClients,
     ProcessingConfigError,
     ProcessRecordsInput,
     ShardEndedInput,
@@ -25,7 +24,7 @@ from consumer.processing.retry import RetryPolicy
 from consumer.processing.window_state import InMemoryWindowStateStore
 from consumer.processing.windows import WindowedBatch, WindowStateTooLargeError
 from consumer.records import ShardInfo, StreamRecord
-from consumer.runtime.processors import build_processor_factory
+from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from examples.windowed_counter import WindowedCounter
 from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record
