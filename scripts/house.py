@@ -91,6 +91,7 @@ ROOMS: dict[str, Floors] = {
             {
                 "clock": "Time, passed in: the Clock protocol, the system clock and the fake one tests "
                 "drive.",
+                "files": "Writing a local file so that no reader sees half of it.",
                 "positions": "The checkpoint sentinels (TRIM_HORIZON, LATEST, SHARD_END) every layer speaks.",
                 "settings": "The settings of config/<env>.yaml as pydantic models, one module per part.",
             },
