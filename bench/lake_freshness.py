@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from bench.common import Ratio, at_most, machine
-from consumer.settings import Settings
+from ground.settings import Settings
 
 SHARDS = 4
 FLUSH_SECONDS = 1.0  # the sink lands a shard's batch about once a second under load

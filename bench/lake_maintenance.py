@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Ratio, at_most, machine
+from bench.keyspace import KeySpace
 from bench.lake_freshness import settings_for
-from bench.pipeline_table import KeySpace
 
 LIMITS = (
     "between maintenance passes a table patched every run holds, per key range, its file, the runs' "

@@ -33,9 +33,7 @@ Run: ``python -m bench.pipeline_table [--changes N] [--sizes 10000,200000,100000
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import random
 import shutil
 import statistics
 import tempfile
@@ -43,15 +41,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
-from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
+from pyspark.sql import SparkSession
 
 from bench.common import Ratio, at_most, machine
-from bench.spark_snapshot import T0, _settings, generate
-from pipeline.schemas import CHANGELOG_LINE
+from bench.keyspace import KeySpace
+from bench.pipeline_floors import MERGES, duckdb_job, plain_job
+from bench.spark_snapshot import _settings, generate
 from pipeline.session import build_session
 from pipeline.snapshot_run import run_snapshot
 
@@ -82,7 +78,6 @@ LIMITS = (
     "about 0.5 to 0.8 s more than a run that only patches, where Spark's read, shuffle and write of "
     "them cost 1.2 to 2.5 s); the median and total over 24 rounds include that steady state."
 )
-BATCH = 10_000
 INCREMENT = 10_000
 SIZES = (10_000, 200_000, 1_000_000)
 BUCKETS = 16
@@ -97,150 +92,6 @@ def cpu_seconds(spark: SparkSession) -> float:
         fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return jvm + time.process_time()
-
-
-MERGES = ("window", "max_by")
-
-
-def plain_job(spark: SparkSession, files: list[str], out: Path, catalog: Any, *, merge: str) -> int:
-    """What a Spark user writes for the same result: read the change log with its schema, keep each
-    key's newest change by the integer sequence number (a ``row_number() = 1`` window, or
-    ``max_by``), drop the REMOVEs, write Parquet into a new folder and register it in the catalog
-    as the table's content (PyIceberg ``add_files``, the old files out in the same commit: a Spark
-    job without Iceberg's runtime jar has no other way in). Returns the rows the table then holds."""
-    from pyiceberg.expressions import AlwaysTrue
-
-    line = F.from_json("value", CHANGELOG_LINE).alias("j")
-    rows = (
-        spark.read.text(files)
-        .select(line)
-        .select(
-            F.col("j.keys")["pk"]["S"].alias("pk"),
-            F.col("j.keys")["sk"]["S"].alias("sk"),
-            F.col("j.sequenceNumber").cast("decimal(38,0)").alias("seq"),
-            F.col("j.eventName").alias("event"),
-            F.col("j.newImage").alias("item"),
-        )
-    )
-    if merge == "window":
-        newest = Window.partitionBy("pk", "sk").orderBy(F.col("seq").desc())
-        latest = rows.withColumn("r", F.row_number().over(newest)).filter(F.col("r") == 1)
-    else:
-        latest = rows.groupBy("pk", "sk").agg(F.max_by(F.struct("event", "item"), "seq").alias("l"))
-        latest = latest.select("pk", "sk", "l.event", "l.item")
-    latest.filter(F.col("event") != "REMOVE").select("pk", "sk", "item").write.parquet(str(out))
-    paths = [f"file://{p}" for p in sorted(out.glob("*.parquet"))]
-    name = "plain.orders"
-    if not catalog.table_exists(name):
-        catalog.create_namespace_if_not_exists("plain")
-        catalog.create_table(name, schema=pq.read_schema(paths[0].removeprefix("file://")))
-    table = catalog.load_table(name)
-    with table.transaction() as tx:
-        tx.delete(AlwaysTrue())
-        tx.add_files(paths)
-    summary = catalog.load_table(name).current_snapshot().summary
-    return int(summary.additional_properties["total-records"])
-
-
-def duckdb_job(files: list[str], out: str) -> int:
-    import duckdb
-
-    connection = duckdb.connect()
-    try:
-        connection.execute("SET threads = 2")
-        listing = ", ".join(f"'{f}'" for f in files)
-        connection.execute(
-            f"""
-            COPY (
-              SELECT keys->'pk'->>'S' AS pk, keys->'sk'->>'S' AS sk, newImage AS item
-              FROM read_json([{listing}], format = 'newline_delimited', compression = 'gzip',
-                   columns = {{'eventName': 'VARCHAR', 'sequenceNumber': 'VARCHAR',
-                               'keys': 'JSON', 'newImage': 'JSON'}})
-              QUALIFY row_number() OVER (
-                PARTITION BY keys->'pk'->>'S', keys->'sk'->>'S'
-                ORDER BY CAST(sequenceNumber AS HUGEINT) DESC) = 1
-                AND eventName <> 'REMOVE'
-            ) TO '{out}' (FORMAT parquet)
-            """
-        )
-        counted = connection.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()
-        return int(counted[0]) if counted else 0
-    finally:
-        connection.close()
-
-
-def _object(root: Path, shard: int, lines: list[bytes]) -> None:
-    first = orjson.loads(lines[0])["sequenceNumber"]
-    last = orjson.loads(lines[-1])["sequenceNumber"]
-    path = root / f"shardId-{shard:04d}" / f"{int(first):040d}-{int(last):040d}.jsonl.gz"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wb", compresslevel=1) as out:
-        out.write(b"\n".join(lines) + b"\n")
-
-
-class KeySpace:
-    """A table of ``size`` keys, built with one INSERT each, then changed ``count`` keys at a time."""
-
-    def __init__(self, root: Path, size: int, seed: int = 11) -> None:
-        self.root = root
-        self.rng = random.Random(seed)
-        self.size = size
-        self.alive = [True] * size
-        self.seqs = [10**20 * (s + 1) for s in range(8)]
-        self.clock = 0
-
-    def _record(self, key: int, event: str) -> bytes:
-        shard = key % 8
-        self.seqs[shard] += self.rng.randrange(1, 1000)
-        self.clock += 1
-        keys = {"pk": {"S": f"customer-{key}"}, "sk": {"S": "order"}}
-        image = None
-        if event != "REMOVE":
-            image = {
-                **keys,
-                "amount": {"N": f"{self.rng.randrange(10**6)}.{self.rng.randrange(100):02d}"},
-                "status": {"S": self.rng.choice(("new", "paid", "shipped"))},
-                "tags": {"SS": ["a", "b"]},
-                "paid": {"BOOL": self.rng.random() < 0.5},
-                "lines": {"L": [{"M": {"sku": {"S": "x"}, "qty": {"N": "2"}}}]},
-            }
-        created = T0 + self.clock / 1000
-        return orjson.dumps(
-            {
-                "v": 1,
-                "shardId": f"shardId-{shard:04d}",
-                "eventName": event,
-                "sequenceNumber": str(self.seqs[shard]),
-                "approximateCreationDateTime": created,
-                "keys": keys,
-                "newImage": image,
-                "landedAt": created + 0.8,
-            }
-        )
-
-    def _land(self, keyed: list[tuple[int, str]]) -> None:
-        per_shard: dict[int, list[bytes]] = {}
-        for key, event in keyed:
-            lines = per_shard.setdefault(key % 8, [])
-            lines.append(self._record(key, event))
-            if len(lines) >= BATCH:
-                _object(self.root, key % 8, lines)
-                per_shard[key % 8] = []
-        for shard, lines in per_shard.items():
-            if lines:
-                _object(self.root, shard, lines)
-
-    def initial(self) -> None:
-        self._land([(key, "INSERT") for key in range(self.size)])
-
-    def changes(self, count: int) -> None:
-        keyed = []
-        for key in self.rng.sample(range(self.size), count):
-            removed = self.rng.random() < 0.1
-            event = ("REMOVE" if removed else "MODIFY") if self.alive[key] else "INSERT"
-            self.alive[key] = event != "REMOVE"
-            keyed.append((key, event))
-        self._land(keyed)
 
 
 def run(

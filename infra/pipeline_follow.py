@@ -2,10 +2,10 @@
 and an alarm on its freshness.
 
 * **The schedule** (EventBridge Scheduler, universal target ``emrserverless:startJobRun``) starts a
-  ``follow`` job every :data:`consumer.emr.request.FOLLOW_SCHEDULE_MINUTES` minutes that runs that
+  ``follow`` job every :data:`tools.emr.request.FOLLOW_SCHEDULE_MINUTES` minutes that runs that
   long and a little more, from the archives ``consumer pipeline submit follow --release`` put at
   the release keys; its request is the one submit builds
-  (:func:`consumer.emr.request.scheduled_follow_request`). Jobs of an hour, not one job forever:
+  (:func:`tools.emr.request.scheduled_follow_request`). Jobs of an hour, not one job forever:
   EMR Serverless ends a batch job at its timeout, and a job that failed is replaced within the hour
   without anyone acting. The schedule's role may start jobs on this application and pass the job
   role, nothing else.
@@ -25,11 +25,13 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from consumer.emr.request import FOLLOW_SCHEDULE_MINUTES, scheduled_follow_request
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.errors import InfraConfigError
+from tools.emr.request import FOLLOW_SCHEDULE_MINUTES, scheduled_follow_request
 
-START_JOB_RUN_ACTION = "scheduler:::aws-sdk:emrserverless:startJobRun"  # the universal target, after arn:<partition>:
+START_JOB_RUN_ACTION = (
+    "scheduler:::aws-sdk:emrserverless:startJobRun"  # the universal target, after arn:<partition>:
+)
 FRESHNESS_METRIC = "LakeFreshnessSeconds"  # pipeline/freshness.py sends it (a test keeps both equal)
 FRESHNESS_PERIODS = 3
 

@@ -15,7 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline import bootstrap, ranges, snapshot
 from pipeline.log_lines import Progress, quiet, reading
 from pipeline.run_plan import with_bucket

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.errors import ConcurrentRunError, HalfCommittedError, PipelineError
 from pipeline.log_lines import Progress, quiet
 from pipeline.maintenance import MaintenanceResult, Policy, maintain

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.log_lines import Progress, quiet
 
 METRIC = "LakeFreshnessSeconds"

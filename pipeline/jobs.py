@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.bootstrap_run import run_bootstrap
 from pipeline.errors import PipelineError
 from pipeline.follow import follow
@@ -188,7 +188,7 @@ def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from consumer.settings import ConfigError, load_settings
+    from ground.settings import ConfigError, load_settings
 
     args = build_parser().parse_args(argv)
     try:

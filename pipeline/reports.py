@@ -12,7 +12,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline import chart, compare, parse, snapshot, stats
 from pipeline.changelog import select_objects
 from pipeline.errors import PipelineError

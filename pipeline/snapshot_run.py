@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline import full_run, incremental_run, locate, parse, snapshot
 from pipeline.catalog import namespace_for
 from pipeline.changelog import select_objects

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from consumer.settings import load_settings
+from ground.settings import load_settings
 from infra.application import AlarmTopicRequiredError, build_app
 from infra.errors import InfraConfigError
 from infra.scaling import (

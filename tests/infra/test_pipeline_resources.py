@@ -175,9 +175,9 @@ def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
 ) -> None:
     """The schedule starts `consumer pipeline follow` on the application, as the role it may start
     jobs with, from the release submit uploads; the alarm watches the metric follow sends."""
-    from consumer.emr.request import FOLLOW_SCHEDULE_MINUTES, release_uploaded
     from infra.pipeline_follow import FRESHNESS_METRIC, START_JOB_RUN_ACTION
     from pipeline.freshness import METRIC
+    from tools.emr.request import FOLLOW_SCHEDULE_MINUTES, release_uploaded
 
     prod = synthesized["prod"]
     assert FRESHNESS_METRIC == METRIC

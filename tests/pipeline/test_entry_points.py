@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from consumer.cli import build_parser
 from pipeline.jobs import build_parser as submit_parser
 from tests.pipeline.fixtures import change, write_object
+from tools.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def _config(tmp_path: Path) -> dict[str, str]:
 
 def _follow(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "consumer.cli", "pipeline", "follow", "--env", "local"],
+        [sys.executable, "-m", "tools.cli", "pipeline", "follow", "--env", "local"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.settings import KeyAttribute
+from ground.settings import KeyAttribute
 from pipeline.errors import SnapshotStoreError
 from pipeline.ranges import KeyRanges, choose
 from pipeline.schemas import KeySchema

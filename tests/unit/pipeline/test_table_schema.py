@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.errors import SnapshotStoreError
 from pipeline.snapshot_run import snapshot_tables
 from pipeline.stored import schema_difference
