@@ -13,7 +13,7 @@ from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from pipeline import parse, ranges, snapshot
 from pipeline.changelog import may_hold_copies
-from pipeline.log_lines import read_lines, reading, report_bad_lines
+from pipeline.log_lines import read_lines, report_bad_lines
 from pipeline.reading import read_live
 from pipeline.run_plan import Outcome, RunContext, RunPlan, new_changes, with_bucket
 from pipeline.stored import stored_schema
@@ -27,7 +27,7 @@ def plan(run: RunContext) -> RunPlan:
     bootstrapped = run.start_time is not None
     chosen = run.state.ranges if bootstrapped and run.state is not None else None
     if chosen is None:
-        chosen = ranges.choose(reading(lambda: ranges.sample_keys(run.spark, uris, keys)), run.buckets)
+        chosen = ranges.choose(ranges.sample_keys(uris, keys), run.buckets)
     layout = chosen or ranges.KeyRanges(())
     lines_seen = Observation("lines")
     raw = parsed = None

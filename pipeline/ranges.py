@@ -15,7 +15,8 @@ one cost 1.2 s more per million rows on two cores here (a tenth of a rebuild); a
 compiled comparisons.
 
 The bounds are chosen when a run first merges data (a full rebuild or the first run), from the
-keys of a sample of the change-log objects spread over the listing (:func:`sample_keys`), and kept
+keys of a sample of the change-log objects spread over the listing (:func:`sample_keys`, read on
+the driver), and kept
 in the table's properties (``consumer.ranges``) so that every later run puts a key in the same
 bucket. Keys beyond the sampled ones go to the first or last bucket; a full rebuild samples again.
 """
@@ -24,21 +25,24 @@ from __future__ import annotations
 
 import base64
 import bisect
+import gzip
 import json
+import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
-import pyarrow as pa
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
-from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.errors import SnapshotStoreError
-from pipeline.schemas import WIRE_ITEM, KeySchema
-from pipeline.storage import spark_uri
+from pipeline.errors import BadChangeLogError, SnapshotStoreError
+from pipeline.schemas import KeySchema
+from pipeline.storage import is_local, local_path
 
 RANGES = "consumer.ranges"  # table property: the bounds, JSON (binary key values base64)
 SAMPLE_OBJECTS = 8  # change-log objects read to choose the bounds, spread over the listing
+SAMPLE_LINES = 5_000  # lines read from the start of each
 _KEY_FIELD = {"S": "S", "N": "N", "B": "B"}
 
 KeyValue = str | bytes
@@ -129,24 +133,49 @@ def choose(sample: Sequence[Key], buckets: int) -> KeyRanges | None:
     return KeyRanges(tuple(chosen))
 
 
-def keys_of(table: pa.Table, names: Sequence[str]) -> list[Key]:
-    """The key tuples of an Arrow table's key columns."""
-    columns = [table.column(name).to_pylist() for name in names]
-    return [tuple(row) for row in zip(*columns, strict=True) if all(v is not None for v in row)]
-
-
-def sample_keys(spark: SparkSession, uris: Sequence[str], keys: KeySchema) -> list[Key]:
-    """The keys of up to :data:`SAMPLE_OBJECTS` objects spread evenly over ``uris`` (in listing
-    order: shard, then sequence number, so the sample spans the shards and the log's age). Only
-    the ``keys`` field is parsed; lines that do not parse are left to the run's own validation."""
+def sample_keys(uris: Sequence[str], keys: KeySchema) -> list[Key]:
+    """The keys of the first :data:`SAMPLE_LINES` lines of up to :data:`SAMPLE_OBJECTS` objects
+    spread evenly over ``uris`` (in listing order: shard, then sequence number, so the sample spans
+    the shards and the log's age), read on the driver: a Spark job over the same objects cost a
+    rebuild 0.3 to 0.6 s. Lines that do not parse are left to the run's own validation; an object
+    that cannot be read is named (:class:`BadChangeLogError`)."""
     if not uris:
         return []
     step = max(1, len(uris) // SAMPLE_OBJECTS)
-    chosen = [spark_uri(u) for u in list(uris)[::step][:SAMPLE_OBJECTS]]
-    schema = T.StructType([T.StructField("keys", WIRE_ITEM)])
-    parsed = spark.read.text(chosen).select(F.from_json("value", schema).alias("j"))
-    columns = [parsed["j"]["keys"][a.name][_KEY_FIELD[a.type]].alias(a.name) for a in keys.attributes]
-    rows = parsed.select(*columns).distinct().collect()
-    return [
-        tuple(row[name] for name in keys.names) for row in rows if all(row[n] is not None for n in keys.names)
-    ]
+    found: list[Key] = []
+    for uri in list(uris)[::step][:SAMPLE_OBJECTS]:
+        try:
+            with _open(uri) as raw, gzip.open(raw) as lines:
+                for number, line in enumerate(lines):
+                    if number >= SAMPLE_LINES:
+                        break
+                    key = _key_of(line, keys)
+                    if key is not None:
+                        found.append(key)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BadChangeLogError(f"1 unreadable change-log object: {uri}: {exc}") from exc
+    return found
+
+
+def _open(uri: str) -> BinaryIO:
+    if is_local(uri):
+        return open(local_path(uri), "rb")
+    import pyarrow.fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(re.sub(r"^s3[an]://", "s3://", uri))
+    return cast(BinaryIO, filesystem.open_input_stream(path))
+
+
+def _key_of(line: bytes, keys: KeySchema) -> Key | None:
+    try:
+        found = json.loads(line).get("keys") or {}
+        values = [found[a.name][_KEY_FIELD[a.type]] for a in keys.attributes]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    try:
+        return tuple(
+            base64.b64decode(v) if a.type == "B" else str(v)
+            for v, a in zip(values, keys.attributes, strict=True)
+        )
+    except (ValueError, TypeError):
+        return None

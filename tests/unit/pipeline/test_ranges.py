@@ -3,13 +3,18 @@ property round-trips (binary keys included)."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ground.settings import KeyAttribute
-from pipeline.errors import SnapshotStoreError
-from pipeline.ranges import KeyRanges, choose
+from pipeline.errors import BadChangeLogError, SnapshotStoreError
+from pipeline.ranges import KeyRanges, choose, sample_keys
 from pipeline.schemas import KeySchema
 
 KEYS = KeySchema((KeyAttribute(name="pk", type="S"), KeyAttribute(name="sk", type="S")))
@@ -58,3 +63,24 @@ def test_the_property_round_trips_and_refuses_what_is_not_bounds() -> None:
         KeyRanges.from_json('[["a"]]', KEYS)  # one value for a two-attribute key
     with pytest.raises(SnapshotStoreError, match="out of order"):
         KeyRanges.from_json('[["b", "x"], ["a", "x"]]', KEYS)
+
+
+def test_the_sample_reads_keys_from_objects_spread_over_the_listing(tmp_path: Path) -> None:
+    """The first lines of up to eight objects, every shard's among them; binary keys decoded; lines
+    that are no change skipped; an object that is not gzip named."""
+    uris = []
+    for shard in range(16):
+        path = tmp_path / f"shard-{shard:02d}.jsonl.gz"
+        lines = [
+            json.dumps({"keys": {"id": {"B": base64.b64encode(bytes([shard, i])).decode()}}})
+            for i in range(3)
+        ]
+        path.write_bytes(gzip.compress("\n".join([*lines, "not json", '{"v": 1}']).encode()))
+        uris.append(str(path))
+    binary = KeySchema((KeyAttribute(name="id", type="B"),))
+    found = sample_keys(uris, binary)
+    assert sorted(found) == sorted((bytes([shard, i]),) for shard in range(0, 16, 2) for i in range(3))
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00 not gzip at all")
+    with pytest.raises(BadChangeLogError, match="broken.jsonl.gz"):
+        sample_keys([str(broken)], binary)
