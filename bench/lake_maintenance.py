@@ -3,9 +3,9 @@ rebuilt table of the same content; and what a point lookup reads.
 
 Method (one local[2] session, this shared 2-core machine):
 
-1. A table of ``keys`` (100 000) items, built by one run; then ``runs`` (500) incremental runs
+1. A table of ``keys`` (50 000) items, built by one run; then ``runs`` (500) incremental runs
    driven by ``follow``'s own loop (``pipeline.follow.follow``, the default policy: a maintenance
-   pass every 10 minutes between runs), each merging ``changes`` (1 000) changes spread uniformly
+   pass every 10 minutes between runs), each merging ``changes`` (500) changes spread uniformly
    over the keys (MODIFY, 10 % REMOVE, INSERT of removed keys), landed as new objects after the
    run before. Every 25 runs the items table's files (data and delete) are counted: how far the
    table drifts between passes.
@@ -21,7 +21,7 @@ Figures: files after / fresh (goal <= 1.2), scan seconds after / fresh (median o
 ratios, goal <= 1.2), data files a point lookup plans on the maintained table (goal <= 2); stated:
 the files before the final pass and the most seen between passes, over the fresh table's.
 
-Run: ``python -m bench.lake_maintenance [--runs 500] [--changes 1000] [--keys 100000] [--repeats 7]``.
+Run: ``python -m bench.lake_maintenance [--runs 500] [--changes 500] [--keys 50000] [--repeats 7]``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _lookup_files(table: Any, keys: list[str]) -> list[int]:
     return [len(list(table.scan(row_filter=f"pk = '{key}' AND sk = 'order'").plan_files())) for key in keys]
 
 
-def run(runs: int = 500, changes: int = 1000, keys: int = 100_000, repeats: int = 7) -> list[Ratio]:
+def run(runs: int = 500, changes: int = 500, keys: int = 50_000, repeats: int = 7) -> list[Ratio]:
     print(__doc__)
     print(f"machine: {machine()}")
     from pipeline.follow import follow
@@ -179,8 +179,8 @@ def main(argv: Any = None) -> int:
         prog="python -m bench.lake_maintenance", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--runs", type=int, default=500)
-    parser.add_argument("--changes", type=int, default=1000)
-    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--changes", type=int, default=500)
+    parser.add_argument("--keys", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     for ratio in run(args.runs, args.changes, args.keys, args.repeats):
