@@ -276,6 +276,12 @@ def build_product_wheel(
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
     files: list[tuple[str, bytes]] = []
+    missing = [package for package in packages if not (source / package / "__init__.py").is_file()]
+    if missing:
+        raise InfraConfigError(
+            f"the product wheel needs the packages {', '.join(missing)} under {source}; "
+            "instances would fail to import them"
+        )
     for package in packages:
         for path in sorted((source / package).rglob("*.py")):
             if "__pycache__" not in path.parts:

@@ -99,8 +99,9 @@ def write_repository(target: Path, endpoint: str, agent_endpoint: str) -> None:
     """A user's clone: what the asset takes from this repository, plus an environment ``boot``
     pointing at the emulator and sending EMF to the listener."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "config", "deploy"):
-        shutil.copytree(REPO / name, target / name, ignore=ignore)
+    for name in ASSET_INCLUDE:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt"):
         shutil.copy(REPO / name, target / name)
     (target / "config" / "boot.yaml").write_text(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -166,6 +167,24 @@ def test_the_product_wheel_is_reproducible(tmp_path: Path) -> None:
     first = build_product_wheel(REPO, tmp_path / "a")
     second = build_product_wheel(REPO, tmp_path / "b")
     assert first.read_bytes() == second.read_bytes()
+
+
+def test_the_product_wheel_holds_what_the_console_script_imports(tmp_path: Path) -> None:
+    from infra.errors import InfraConfigError
+    from infra.wheelhouse import PRODUCT_PACKAGES, build_product_wheel
+
+    wheel = build_product_wheel(REPO, tmp_path / "wheel")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/", 1)[0] for name in names if name.endswith("/__init__.py")} == set(PRODUCT_PACKAGES)
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    target = zipfile.ZipFile(wheel).read(entry).decode().split("=", 1)[1].strip()
+    assert f"{target.split('.', 1)[0]}/__init__.py" in names
+    # A clone without one of the packages gets a build error naming it, not instances that crash.
+    partial = tmp_path / "partial"
+    shutil.copytree(REPO / "consumer", partial / "consumer")
+    shutil.copy(REPO / "pyproject.toml", partial / "pyproject.toml")
+    with pytest.raises(InfraConfigError, match="ground, tools"):
+        build_product_wheel(partial, tmp_path / "partial-wheel")
 
 
 def _script(synth: Synthesized) -> str:
