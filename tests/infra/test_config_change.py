@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.infra.conftest import REPO, Synthesized, boot_plan_of, instance_units, resources_of, synthesize
+from tests.infra.conftest import (
+    Synthesized,
+    boot_plan_of,
+    deployable_config,
+    instance_units,
+    resources_of,
+    synthesize,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -16,8 +22,7 @@ pytestmark = pytest.mark.infra
 def test_worker_and_capacity_edits_reach_the_template(
     tmp_path: Path, synthesized: dict[str, Synthesized]
 ) -> None:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
+    config = deployable_config(tmp_path)
     prod_file = config / "prod.yaml"
     prod = yaml.safe_load(prod_file.read_text())
     prod["worker"]["initial_lease_table_read_capacity"] = 250

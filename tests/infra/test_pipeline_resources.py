@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import Synthesized, resolve_join, resources_of
+from tests.infra.conftest import FIXTURE_ACCOUNT, FIXTURE_REGION, Synthesized, resolve_join, resources_of
 
 pytestmark = pytest.mark.infra
 
@@ -49,7 +49,8 @@ def _worker_statements(synth: Synthesized) -> list[dict[str, Any]]:
 def test_dev_gets_its_change_log_bucket_without_emr(synthesized: dict[str, Synthesized]) -> None:
     dev = synthesized["dev"]
     assert not dev.settings.pipeline.emr_serverless
-    assert _bucket_names(dev) == ["orders-stream-consumer-dev-changelog"]
+    bucket = f"orders-stream-consumer-dev-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"
+    assert _bucket_names(dev) == [bucket]
     assert not resources_of(dev.raw, "AWS::EMRServerless::Application")
     # ... in the stateful stack, and the workers may write their prefix of it.
     data = dev.stacks["orders-stream-consumer-dev-data"]
@@ -60,7 +61,7 @@ def test_dev_gets_its_change_log_bucket_without_emr(synthesized: dict[str, Synth
         if "s3:PutObject" in _as_list(s["Action"])
         for resource in _as_list(s["Resource"])
     ]
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-dev-changelog/changes/*" in writes
+    assert f"arn:<TOKEN>:s3:::{bucket}/changes/*" in writes
 
 
 def test_local_writes_its_change_log_to_disk_and_has_no_bucket(synthesized: dict[str, Synthesized]) -> None:
@@ -103,8 +104,12 @@ def test_the_job_role_uses_the_buckets_prefixes_and_nothing_else(synthesized: di
     statements = _job_role_statements(prod)
     actions = {a for s in statements for a in _as_list(s["Action"]) if not a.startswith("glue:")}
     assert actions == {
-        "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
-        "dynamodb:DescribeTable", "dynamodb:Scan",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+        "dynamodb:DescribeTable",
+        "dynamodb:Scan",
     }  # fmt: skip  (the Glue catalog grant: test_the_job_role_reaches_only_its_own_glue_database)
     objects: dict[str, set[str]] = {}
     for statement in statements:
@@ -153,4 +158,8 @@ def test_the_job_role_reaches_only_its_own_glue_database(synthesized: dict[str, 
     database = namespace_for(prod.settings.application_name, prod.settings.env)
     resources = sorted(resolve_join(r) for r in _as_list(glue[0]["Resource"]))
     assert all(r.startswith("arn:<TOKEN>:glue:") for r in resources), resources
-    assert [r.split(":", 5)[5] for r in resources] == ["catalog", f"database/{database}", f"table/{database}/*"]
+    assert [r.split(":", 5)[5] for r in resources] == [
+        "catalog",
+        f"database/{database}",
+        f"table/{database}/*",
+    ]

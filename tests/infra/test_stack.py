@@ -12,6 +12,8 @@ from infra.scaling import expected_partitions, scaling_thresholds
 from infra.widgets import dashboard_widgets
 from tests.infra.conftest import (
     ENVIRONMENTS,
+    FIXTURE_ACCOUNT,
+    FIXTURE_REGION,
     Synthesized,
     boot_plan_of,
     dashboard_body,
@@ -375,14 +377,15 @@ def test_s3_grants_only_where_destinations_are_configured(synthesized: dict[str,
     ]
     resources = {resolve_join(r) for s in puts for r in _as_list(s["Resource"])}
     # The partition is the stack's (AWS::Partition), not a hard-coded arn:aws.
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-prod-changelog/changes/*" in resources
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-prod-changelog/dead-letter/*" in resources
+    bucket = f"orders-stream-consumer-prod-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"
+    assert f"arn:<TOKEN>:s3:::{bucket}/changes/*" in resources
+    assert f"arn:<TOKEN>:s3:::{bucket}/dead-letter/*" in resources
 
 
 def test_pipeline_resources_only_when_enabled(synthesized: dict[str, Synthesized]) -> None:
     synthesized["prod"].template.resource_count_is("AWS::EMRServerless::Application", 1)
     synthesized["prod"].template.has_resource_properties(
-        "AWS::S3::Bucket", {"BucketName": "orders-stream-consumer-prod-changelog"}
+        "AWS::S3::Bucket", {"BucketName": f"orders-stream-consumer-prod-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"}
     )
     synthesized["dev"].template.resource_count_is("AWS::EMRServerless::Application", 0)
 
