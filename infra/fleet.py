@@ -162,7 +162,7 @@ class WorkerFleet(Construct):
         self.asset = s3_assets.Asset(
             self,
             "Source",
-            path=str(staged_asset(Path(source_path), self.architecture)),
+            path=str(staged_asset(Path(source_path), settings, self.architecture)),
             exclude=asset_exclude,
             ignore_mode=IgnoreMode.GIT,
         )
