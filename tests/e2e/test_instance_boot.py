@@ -177,13 +177,13 @@ def plan_for(settings: Settings, health_timeout_seconds: int) -> BootPlan:
             settings,
             BootParameters(
                 asset_url="s3://assets/asset.zip",
-                auto_scaling_group_name="boot-test-workers",
                 lifecycle_hook_name="boot-test-release-leases",
                 stack_name="boot-test",
                 signal_resource="FleetGroupASG",
             ),
         ),
         health_timeout_seconds=health_timeout_seconds,
+        group_name="boot-test-workers",  # what the user data asks Auto Scaling for on an instance
     )
 
 

@@ -42,7 +42,7 @@ def test_worker_and_capacity_edits_reach_the_template(
     (group,) = resources_of(edited.raw, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"]) == ("4", "20")
     assert "DesiredCapacity" not in group  # desired_instances is a planning figure only
-    edited.template.has_resource_properties("AWS::AutoScaling::LifecycleHook", {"HeartbeatTimeout": 300})
+    assert group["LifecycleHookSpecificationList"][0]["HeartbeatTimeout"] == 300
     (alarm,) = [
         a
         for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm")

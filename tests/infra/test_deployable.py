@@ -132,12 +132,11 @@ def test_alarms_on_lost_leases_shortfall_telemetry_and_the_group_at_max(synth: S
     assert alarms["telemetry-send-failures"]["EvaluationPeriods"] == 2
     at_max = alarms["group-at-max"]
     assert (at_max["Namespace"], at_max["MetricName"]) == ("AWS/AutoScaling", "GroupInServiceInstances")
-    assert at_max["Dimensions"] == [
-        {
-            "Name": "AutoScalingGroupName",
-            "Value": f"{synth.settings.application_name}-{synth.settings.env}-workers",
-        }
+    (group,) = [
+        k for k, r in synth.raw["Resources"].items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
     ]
+    # The group's generated name: a replacement group moves the alarm with it.
+    assert at_max["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": {"Ref": group}}]
     assert at_max["Threshold"] == synth.settings.fleet.max_instances
     assert at_max["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert at_max["EvaluationPeriods"] >= 2
