@@ -8,10 +8,11 @@ YAML replaced prod's fleet. Now:
 
 * **configuration**: one file, ``config/<env>.yaml``, generated from the environment's settings as
   the synth read them (``base.yaml``, ``<env>.yaml`` and any ``CONSUMER_*`` variable, so the
-  instances run what was synthesized) and only the parts a worker reads (:data:`NOT_ON_INSTANCES`
-  lists what it never does: the fleet and its alarms, which the stack itself applies in place,
-  the pipeline, the emulator, the table's sizing figures). Comments, other environments, and edits
-  to those parts leave it byte-identical;
+  instances run what was synthesized) and only the parts a worker on the fleet reads
+  (:data:`NOT_ON_INSTANCES` lists what it never does: the fleet and its alarms, the log groups'
+  retention and the leases table's capacity, which the stack itself applies in place, the pipeline,
+  the emulator, the table's sizing figures). Comments, other environments, and edits to those parts
+  leave it byte-identical;
 * **processors**: the module ``processing.processor`` names under ``processors/`` (a package:
   all of it), the ``processors.*`` modules it imports, transitively, and ``processors/__init__.py``;
   a built-in sink ships none;
@@ -40,10 +41,12 @@ PROCESSORS = "processors"
 ASSET_STAGED = (CONFIG_DIR, PROCESSORS, WHEELHOUSE_DIR)
 # Never shipped even inside those: caches and build output.
 ASSET_NEVER = ("__pycache__/", "*.pyc", "*.egg-info/", "build/")
-# Parts of the settings no worker reads (pydantic ``exclude`` form): the fleet and its scaling
-# alarms (the stack's; ``consumer plan``), the emulator and the load generator (local only), the
-# Spark pipeline except the change log's default location (the changelog sink's fallback), and the
-# source table's sizing figures (N for the plan and the alarms) and creation flags (the stack's).
+# Parts of the settings no worker on the fleet reads (pydantic ``exclude`` form): the fleet and its
+# scaling alarms (the stack's; ``consumer plan``), the emulator and the load generator (local only),
+# the Spark pipeline except the change log's default location (the changelog sink's fallback), the
+# source table's sizing figures (N for the plan and the alarms) and creation flags, and what a
+# worker uses only to create a missing leases table or log group: the stack creates those, and the
+# instance role may create neither.
 NOT_ON_INSTANCES: dict[str, Any] = {
     "env": True,
     "fleet": True,
@@ -51,6 +54,12 @@ NOT_ON_INSTANCES: dict[str, Any] = {
     "emulator": True,
     "load": True,
     "pipeline": {name: True for name in PipelineSettings.model_fields if name != "changelog_uri"},
+    "logs": {"retention_days": True},
+    "worker": {
+        "lease_table_billing_mode": True,
+        "initial_lease_table_read_capacity": True,
+        "initial_lease_table_write_capacity": True,
+    },
     "table": {
         name: True
         for name in (

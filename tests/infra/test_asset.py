@@ -265,8 +265,17 @@ def test_prod_changes_only_with_what_prod_runs(repository: Path, tmp_path: Path)
     unrelated = prod("unrelated")
     assert _templates(unrelated) == _templates(before)
 
-    # An alarm threshold: the stack changes it in place; the instances stay.
-    edit_yaml(config / "prod.yaml", {"scaling.returned_item_count_multiplier": 3})
+    # An alarm threshold, the group's size, the logs' retention, the leases table's capacity: the
+    # stack changes them in place; the instances stay.
+    edit_yaml(
+        config / "prod.yaml",
+        {
+            "scaling.returned_item_count_multiplier": 3,
+            "fleet.max_instances": 14,
+            "logs.retention_days": 60,
+            "worker.initial_lease_table_read_capacity": 150,
+        },
+    )
     threshold = prod("threshold")
     assert _templates(threshold) != _templates(before)
     assert _launch_template(threshold) == _launch_template(before)
