@@ -29,13 +29,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bench.common import Ratio, at_most
-from consumer.clock import FakeClock
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.settings import WorkerSettings
 from consumer.streams.pacing import DESCRIBE_STREAM_CALLS_PER_SECOND
 from consumer.streams.source import Shard
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 OPEN_SHARDS = 10_000
 WORKERS = 100

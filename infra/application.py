@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from consumer.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, load_settings
 from infra.asset import asset_exclude
 from infra.errors import InfraConfigError
 from infra.per_account import require_per_account_values

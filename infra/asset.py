@@ -29,12 +29,13 @@ from typing import Any
 
 import yaml
 
-from consumer.settings import PipelineSettings, Settings
+from ground.settings import PipelineSettings, Settings
 from infra.errors import InfraConfigError
-from infra.wheelhouse import WHEELHOUSE_DIR, stage_asset
+from infra.wheelhouse import PRODUCT_PACKAGES, WHEELHOUSE_DIR, stage_asset
 
-# From the repository, as they are: the product, the boot code (deploy/), the project files.
-PRODUCT_INCLUDE = ("consumer", "deploy", "pyproject.toml", "requirements.txt")
+# From the repository, as they are: the product's packages (those of its wheel), the boot code
+# (deploy/), the project files.
+PRODUCT_INCLUDE = (*PRODUCT_PACKAGES, "deploy", "pyproject.toml", "requirements.txt")
 CONFIG_DIR = "config"
 PROCESSORS = "processors"
 # Written when the asset is staged: the generated configuration, the named processors, the wheels.

@@ -30,7 +30,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.scaling import expected_partitions, scaling_thresholds
 from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.errors import InfraConfigError
 
 DOCS_SECTION = "docs/deploy.md#per-account-values"

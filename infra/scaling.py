@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consumer.settings import Settings
+from ground.settings import Settings
 
 
 @dataclass(frozen=True)

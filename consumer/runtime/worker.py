@@ -1,38 +1,29 @@
-"""One worker process, assembled: everything `consumer run` starts, in order, and stops, in reverse.
+"""One worker, running: its assembled parts (:mod:`consumer.runtime.assembly`) started in order and
+stopped in reverse.
 
-Start-up does every check that can fail *before* taking a lease: settings, the processor (a path that
-does not import, an unknown sink), the source table and its stream (missing, disabled, wrong view
-type), the leases table (created if missing, its key schema checked). Then: register a heartbeat,
-sync shards into leases, and run the scheduler until SIGTERM/SIGINT. Stopping is graceful: stop
-taking, let every shard consumer finish its batch and checkpoint, release the leases, retire the
-heartbeat, flush metrics and logs.
+Start: sync shards into leases, start the coordinator's heartbeat and taker, shard sync's two loops,
+then the scheduler until a stop is requested. Stopping is graceful: stop taking, let every shard
+consumer finish its batch and checkpoint, release the leases, retire the heartbeat. What must be
+checked before a lease is taken (settings, processor, the stream, the leases table) is checked by
+whoever built the ports, before this starts (:mod:`consumer.runtime.process` for ``consumer run``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
 import uuid
-from collections.abc import Callable
 from types import FrameType
 
-from consumer.clock import Clock, SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.lifecycle.scheduler import Scheduler
-from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.processing.api import ProcessorFactory
-from consumer.runtime.clients import AwsClients
+from consumer.runtime.assembly import Parts, Ports, assemble
 from consumer.runtime.gc_tuning import tune_for_long_running
-from consumer.settings import Settings
-from consumer.streams.dynamodb import DynamoDBStreamSource
-from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
-from consumer.streams.reader import ShardReader
-from consumer.streams.target import StreamTarget, resolve_stream_patiently
-from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.worker")
 
@@ -46,35 +37,29 @@ def new_worker_id(name: str | None = None) -> str:
 class Worker:
     def __init__(
         self,
-        settings: Settings,
+        settings: WorkerSettings,
+        ports: Ports,
         *,
-        clients: AwsClients,
-        processor_factory: ProcessorFactory,
-        reader_factory: Callable[[str], ShardReader] | None = None,
         worker_id: str | None = None,
-        clock: Clock | None = None,
-        metrics: Metrics | None = None,
+        description: str = "",
         tune_gc: bool = True,
+        rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
-        self.clients = clients
         self.worker_id = worker_id or new_worker_id()
-        self.clock = clock or SystemClock()
-        self.metrics = metrics or NullMetrics()
+        self.description = description  # what it reads and where it leases, for the start-up log line
         self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
-        self._processor_factory = processor_factory
-        self._reader_factory = reader_factory or self._shard_reader
+        self.parts: Parts = assemble(settings, ports, self.worker_id, rng=rng)
         self._stop = threading.Event()
-        self.target: StreamTarget | None = None
-        self.coordinator: LeaseCoordinator | None = None
-        self.scheduler: Scheduler | None = None
-        self._syncer: ShardSyncer | None = None
+        self._started = False
 
-    def _shard_reader(self, stream_arn: str) -> ShardReader:
-        """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
-        listings are paced to the fleet's share of the account's DescribeStream budget."""
-        pacer = CallPacer(DESCRIBE_STREAM_CALLS_PER_SECOND, self.clock, burst=DESCRIBE_STREAM_BURST)
-        return ShardReader(DynamoDBStreamSource(self.clients.streams, describe_pacer=pacer), stream_arn)
+    @property
+    def coordinator(self) -> LeaseCoordinator:
+        return self.parts.coordinator
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.parts.scheduler
 
     def request_stop(self, *_: object) -> None:
         if not self._stop.is_set():
@@ -82,10 +67,13 @@ class Worker:
         self._stop.set()
         # Take nothing more while draining (a stopping worker re-took leases it had just released),
         # and let the shard-sync thread see the stop now rather than after its interval.
-        if self.coordinator is not None:
-            self.coordinator.stop_taking()
-        if self._syncer is not None:
-            self._syncer.wake()
+        if self._started:
+            self.parts.coordinator.stop_taking()
+            self.parts.syncer.wake()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, _frame: FrameType | None) -> None:
@@ -95,46 +83,11 @@ class Worker:
         signal.signal(signal.SIGINT, handler)
 
     def run(self) -> None:
-        settings = self.settings
-        target = resolve_stream_patiently(
-            self.clients.dynamodb,
-            self.clients.streams,
-            settings.table,
-            sleep=self.clock.sleep,
-            warn=lambda message: log.warning("worker %s: %s", self.worker_id, message),
-            should_stop=self._stop.is_set,
-        )
-        if target is None:
-            return  # asked to stop before the stream could be described: nothing was taken
-        self.target = target
-        store = DynamoDBLeaseStore(
-            self.clients.leases or self.clients.dynamodb,
-            settings.leases_table_name,
-            workers_table_name=settings.workers_table_name,
-        )
-        store.ensure_table(settings.worker)
-        reader = self._reader_factory(self.target.stream_arn)
-        coordinator = LeaseCoordinator(
-            store, self.worker_id, settings.worker, self.clock, metrics=self.metrics
-        )
-        self.coordinator = coordinator
-        syncer = ShardSyncer(
-            list_shards=reader.list_shards,
-            list_children=reader.list_children,
-            coordinator=coordinator,
-            settings=settings.worker,
-            clock=self.clock,
-            metrics=self.metrics,
-        )
-        log.info(
-            "worker %s starting: stream %s, leases table %s",
-            self.worker_id,
-            self.target.stream_arn,
-            store.table_name,
-        )
+        coordinator, syncer, scheduler = self.parts.coordinator, self.parts.syncer, self.parts.scheduler
+        log.info("worker %s starting%s", self.worker_id, f": {self.description}" if self.description else "")
         syncer.sync()
         coordinator.start()
-        self._syncer = syncer
+        self._started = True
         if self._stop.is_set():
             coordinator.stop_taking()
         sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
@@ -143,20 +96,10 @@ class Worker:
             target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True
         )
         children_thread.start()
-        scheduler = Scheduler(
-            leases=coordinator,
-            reader=reader,
-            processor_factory=self._processor_factory,
-            settings=settings.worker,
-            clock=self.clock,
-            metrics=self.metrics,
-            on_shard_end=syncer.shard_ended,
-        )
-        self.scheduler = scheduler
         if self.tune_gc:
             tune_for_long_running()  # start-up is done: what lives now lives for the process's life
         try:
-            scheduler.run(self._stop, drain_millis=settings.worker.failover_time_millis)
+            scheduler.run(self._stop, drain_millis=self.settings.failover_time_millis)
         finally:
             coordinator.stop_taking()
             coordinator.stop(release=True)

@@ -15,7 +15,7 @@ import random
 import threading
 from typing import Final
 
-from consumer.clock import Clock
+from ground.clock import Clock
 
 # One process's average: the fleet's one lister (consumer.leases.decisions.sync_leader) pages at this
 # rate, which leaves most of the account's ~10/s to children lookups at shard ends and to others.

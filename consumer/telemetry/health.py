@@ -13,13 +13,13 @@ and watchdog read (``deploy/health.py``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from consumer.clock import Clock, SystemClock
 from consumer.telemetry.recorder import Metrics
+from ground.clock import Clock, SystemClock
+from ground.files import write_atomically
 
 TRANSPORT_LOGGER = "consumer.telemetry.transport"
 log = logging.getLogger(TRANSPORT_LOGGER)
@@ -99,10 +99,8 @@ class HeartbeatFile:
 
     def beat(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            scratch.write_text(f"{self._clock.wall_millis()}\n")
-            os.replace(scratch, self.path)
+            # Not forced to disk: a heartbeat lost in a crash is one a dead worker should not have.
+            write_atomically(self.path, f"{self._clock.wall_millis()}\n", durable=False)
         except OSError as exc:
             if not self._warned:
                 self._warned = True

@@ -37,16 +37,17 @@ from pathlib import Path
 
 import pytest
 
-from consumer.local_aws import create_local_tables
-from consumer.settings import Settings, load_settings
 from deploy.bootstrap import boot
 from deploy.plan import WATCHDOG_UNIT, BootPlan, Layout
 from emulator.testing import running_emulator
+from ground.settings import Settings, load_settings
 from infra.asset import staged_asset
 from infra.user_data import BootParameters, boot_plan
+from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.e2e.test_metrics_reach_agent import KCL_METRICS, AgentStandIn, metric_total, published_names
 from tests.support import free_port
 from tests.unit_runner import UnitRunner
+from tools.local_aws import create_local_tables
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +100,7 @@ def write_repository(target: Path, endpoint: str, agent_endpoint: str) -> None:
     """A user's clone: what the asset takes from this repository, plus an environment ``boot``
     pointing at the emulator and sending EMF to the listener."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "config", "deploy"):
+    for name in (*PRODUCT_PACKAGES, "config", "deploy"):
         shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt"):
         shutil.copy(REPO / name, target / name)

@@ -30,6 +30,7 @@ import yaml
 
 from infra.asset import ASSET_STAGED, PRODUCT_INCLUDE
 from infra.user_data import SOURCE_DIR
+from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.infra.conftest import (
     REPO,
     Synthesized,
@@ -70,7 +71,7 @@ def _clean_environment() -> dict[str, str]:
 
 def _scaffold(repo: Path, name: str) -> None:
     made = subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "new", "processor", name],
+        [sys.executable, "-m", "tools.cli", "new", "processor", name],
         cwd=repo,
         env=_clean_environment(),
         capture_output=True,
@@ -88,7 +89,7 @@ def repository(tmp_path: Path) -> Path:
     ``audit``, which prod runs, and ``windows``, which only its own local environment uses."""
     repo = tmp_path / "repo"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "deploy"):
+    for name in (*PRODUCT_PACKAGES, "deploy"):
         shutil.copytree(REPO / name, repo / name, ignore=ignore)
     deployable_config(repo)
     for name in ("pyproject.toml", "requirements.txt", "README.md"):
@@ -119,7 +120,7 @@ def test_the_asset_holds_what_instances_need_and_nothing_else(synthesized: dict[
     asset_hash, directory = staged_asset(synth)
     top = {p.name for p in directory.iterdir()}
     assert top == {*PRODUCT_INCLUDE, *ASSET_STAGED} - {"processors"}, top  # a built-in sink: no code
-    assert (directory / "consumer" / "cli.py").is_file()
+    assert (directory / "tools" / "cli.py").is_file()
     # One configuration: prod's, generated, with only what workers read (no fleet, no alarms).
     assert [p.name for p in (directory / "config").iterdir()] == ["prod.yaml"]
     shipped = yaml.safe_load((directory / "config" / "prod.yaml").read_text())
@@ -150,7 +151,7 @@ def test_the_processor_prod_names_ships_and_runs_from_the_unpacked_asset(
 
     # From the unpacked asset, as on an instance: the processor imports and receives records.
     env = _clean_environment()
-    validate = [sys.executable, "-m", "consumer.cli", "config", "validate", "--env", "prod"]
+    validate = [sys.executable, "-m", "tools.cli", "config", "validate", "--env", "prod"]
     ok = subprocess.run(
         validate, cwd=asset, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -159,7 +160,8 @@ def test_the_processor_prod_names_ships_and_runs_from_the_unpacked_asset(
     # what makes it importable.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.copytree(asset / "consumer", elsewhere / "consumer")
+    for package in ("ground", "consumer", "tools"):
+        shutil.copytree(asset / package, elsewhere / package)
     bad = subprocess.run(
         [*validate, "--config-dir", str(asset / "config")],
         cwd=elsewhere,
@@ -212,7 +214,7 @@ def _worker(cwd: Path, env: dict[str, str], log_path: Path) -> Iterator[subproce
     """``consumer run --env prod`` in ``cwd``; stopped (SIGTERM, then SIGKILL) whatever happens."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run", "--env", "prod"],
+            [sys.executable, "-m", "tools.cli", "run", "--env", "prod"],
             cwd=cwd,
             env=env,
             stdout=log,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from consumer.settings import load_settings
+from ground.settings import load_settings
 from infra.application import build_app
 from infra.scaling import (
     ScalingThresholds,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from consumer.settings import load_settings
+from ground.settings import load_settings
 from infra.errors import InfraConfigError
 from tests.infra.cdk_cli import CDK, NO_CREDENTIALS, offline_environment, run
 from tests.infra.conftest import (

@@ -10,12 +10,12 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseStoreUnavailableError, LeaseTableMissingError, LeaseTableSchemaError
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 
 @pytest.fixture

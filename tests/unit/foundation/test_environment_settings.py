@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from consumer.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, load_settings
 from tests.unit.foundation.test_settings import REPO_CONFIG
 
 
@@ -138,7 +138,7 @@ def test_without_an_account_the_locations_keep_their_braces_and_say_so() -> None
 def test_a_worker_refuses_to_start_on_a_location_without_its_account(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from consumer.cli import main
+    from tools.cli import main
 
     monkeypatch.delenv("CONSUMER_ACCOUNT", raising=False)
     assert main(["run", "--env", "prod", "--config-dir", str(REPO_CONFIG)]) == 1

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from consumer.clock import FakeClock
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import ThrottledError
 from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer
+from ground.clock import FakeClock
 
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-24T00:00:00.000"
 
