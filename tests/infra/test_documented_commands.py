@@ -82,29 +82,31 @@ def _user_clone(tmp_path: Path) -> Path:
     return clone
 
 
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _user_clone(tmp_path_factory.mktemp("documented"))
+
+
+COMMANDS = list(dict.fromkeys(command for _, command in documented_commands()))
+
+
 @pytest.mark.skipif(not CDK.exists(), reason="project-local CDK CLI missing (make setup installs it)")
-def test_every_documented_deployment_command_runs_as_written(tmp_path: Path) -> None:
-    clone = _user_clone(tmp_path)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_documented_deployment_command_runs_as_written(command: str, clone: Path) -> None:
     environ = offline_environment(fixture_variables("prod"))
     environ["PATH"] = os.environ["PATH"]
-    commands = list(dict.fromkeys(command for _, command in documented_commands()))
-    for command in commands:
-        argv = shlex.split(command)
-        answer = "y" if argv[1:2] == ["destroy"] else None
-        status, output = run(argv, clone, environ, answer=answer)
-        if argv[0] == "make":
-            assert status == 0, f"{command}:\n{output[-4000:]}"
-            templates = sorted((clone / "cdk.out").glob("*.template.json"))
-            assert len(templates) == 2, f"{command}: {templates}"
-            lint = subprocess.run(
-                [CFN_LINT, *map(str, templates)], capture_output=True, text=True, check=False
-            )
-            assert lint.returncode == 0, lint.stdout + lint.stderr
-            continue
-        # The app built the environment's stacks, and the CLI stopped only for want of credentials
-        # for the account the environment is pinned to.
-        assert status != 0, f"{command}: ran to the end without credentials?\n{output[-4000:]}"
-        assert f"calls for account {FIXTURE_ACCOUNT}, {NO_CREDENTIALS}" in output, (
-            f"{command}:\n{output[-4000:]}"
-        )
-        assert "Subprocess exited with error" not in output, f"{command}:\n{output[-4000:]}"
+    argv = shlex.split(command)
+    answer = "y" if argv[1:2] == ["destroy"] else None
+    status, output = run(argv, clone, environ, answer=answer)
+    if argv[0] == "make":
+        assert status == 0, f"{command}:\n{output[-4000:]}"
+        templates = sorted((clone / "cdk.out").glob("*.template.json"))
+        assert len(templates) == 2, f"{command}: {templates}"
+        lint = subprocess.run([CFN_LINT, *map(str, templates)], capture_output=True, text=True, check=False)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        return
+    # The app built the environment's stacks, and the CLI stopped only for want of credentials for
+    # the account the environment is pinned to.
+    assert status != 0, f"{command}: ran to the end without credentials?\n{output[-4000:]}"
+    assert f"calls for account {FIXTURE_ACCOUNT}, {NO_CREDENTIALS}" in output, f"{command}:\n{output[-4000:]}"
+    assert "Subprocess exited with error" not in output, f"{command}:\n{output[-4000:]}"

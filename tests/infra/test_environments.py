@@ -148,6 +148,7 @@ REGIONAL = {
     "AWS::DynamoDB::Table",
     "AWS::EMRServerless::Application",
     "AWS::Logs::LogGroup",
+    "AWS::Scheduler::Schedule",  # unique within its schedule group, in one account and region
     "AWS::SNS::Topic",
     "AWS::SQS::Queue",
 }
