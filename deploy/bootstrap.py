@@ -7,8 +7,9 @@ under ``--root`` (``/`` on an instance), so a test runs this same code under a t
 with its own :class:`deploy.host.Host` in place of systemd and the AWS CLI.
 
 The CloudFormation signal is what makes a half-working boot visible: the group's creation policy
-and rolling update wait for one SUCCESS per new instance, sent only once every worker process has
-completed a lease-taking round (its heartbeat, see :mod:`deploy.health`). Anything else (a failed
+(also that of a replacement group, at a deploy) waits for one SUCCESS per new instance, sent only
+once every worker process has completed a lease-taking round (its heartbeat, see
+:mod:`deploy.health`). Anything else (a failed
 install, workers that never report) sends FAILURE, and the deployment rolls back instead of
 leaving an instance InService that processes nothing. After boot the watchdog unit takes over.
 """
@@ -16,6 +17,7 @@ leaving an instance InService that processes nothing. After boot the watchdog un
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -136,8 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--archive", type=Path, required=True, help="the downloaded CDK asset (zip)")
     parser.add_argument("--plan", type=Path, required=True, help="the boot plan JSON from the user data")
     parser.add_argument("--root", type=Path, default=Path("/"), help="root prefix of every path")
+    parser.add_argument(
+        "--group-name",
+        default=None,
+        help="the instance's Auto Scaling group (CloudFormation names it: the user data asks Auto Scaling)",
+    )
     args = parser.parse_args(argv)
     plan = BootPlan.from_json(args.plan.read_text())
+    if args.group_name:
+        plan = dataclasses.replace(plan, group_name=args.group_name)
     return 0 if boot(plan, Layout(args.root), args.archive, SystemdHost()) else SIGNALLED_FAILURE
 
 

@@ -31,6 +31,8 @@ class BootPlan:
     agent_config: dict[str, Any]
     stack_name: str
     signal_resource: str
+    # Empty in the template (CloudFormation names the group, anew at each replacing update): the
+    # user data asks Auto Scaling at boot and the bootstrap writes it into the plan it keeps.
     group_name: str
     lifecycle_hook_name: str
     # Boot gives up (and signals FAILURE) when the workers are not all healthy by then.

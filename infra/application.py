@@ -7,18 +7,19 @@ from pathlib import Path
 from aws_cdk import App
 
 from ground.settings import ConfigError, Settings, load_settings
-from infra.asset import ASSET_INCLUDE, ASSET_NEVER, asset_exclude
+from infra.asset import asset_exclude
 from infra.errors import InfraConfigError
-from infra.stack import DISPOSABLE_ENVIRONMENTS, ConsumerStack, StatefulStack, data_stack_name, stack_name
+from infra.per_account import require_per_account_values
+from infra.pipeline_resources import require_own_bucket_names
+from infra.stack import ConsumerStack, StatefulStack, data_stack_name, stack_name
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
-# The asset's allow-list lives in infra/asset.py (re-exported here, where it used to be).
 __all__ = [
-    "ASSET_INCLUDE",
-    "ASSET_NEVER",
+    "BUNDLING_STACKS_CONTEXT",
     "REPOSITORY_ROOT",
-    "asset_exclude",
+    "EnvironmentNotChosenError",
     "build_app",
+    "chosen_environment",
     "load_environment",
 ]
 
@@ -27,56 +28,32 @@ class EnvironmentNotChosenError(InfraConfigError):
     """``cdk deploy`` / ``cdk synth`` without ``-c env=<name>``."""
 
 
+# The context the CDK CLI gives the app: the stacks to bundle assets for, ``[]`` for the commands
+# that build nothing (bootstrap, destroy, list, ...).
+BUNDLING_STACKS_CONTEXT = "aws:cdk:bundling-stacks"
+
+
 def chosen_environment(app: App) -> str:
     """The ``-c env=...`` of this CDK invocation; refused when there is none, so that a plain
-    ``cdk deploy`` never deploys some default environment (local's workers point at 127.0.0.1)."""
+    ``cdk deploy`` never deploys some default environment (local's workers point at 127.0.0.1).
+
+    The refusal speaks of the command at hand: a command that builds nothing (the CLI asks the app
+    to bundle no stack: bootstrap, destroy, list) hears how to bootstrap or destroy an environment,
+    not how to deploy one. (An app without stacks is no way out: the CDK CLI refuses even
+    ``cdk bootstrap aws://ACCOUNT/REGION`` for an app that has none.)
+    """
     env = app.node.try_get_context("env")
-    if not env:
+    if env:
+        return str(env)
+    if app.node.try_get_context(BUNDLING_STACKS_CONTEXT) == []:
         raise EnvironmentNotChosenError(
-            "no environment chosen: run `cdk deploy -c env=<name> --all` (or `cdk synth -c env=<name>`) "
-            "where config/<name>.yaml describes it, e.g. -c env=dev or -c env=prod"
+            "no environment chosen: add -c env=<name> (config/<name>.yaml), e.g. `cdk bootstrap -c env=prod` "
+            "bootstraps the account and region prod is pinned to, `cdk destroy -c env=dev --all` removes dev"
         )
-    return str(env)
-
-
-def require_deployable(settings: Settings) -> None:
-    """An environment deployed to AWS pins its account, so credentials of another account fail."""
-    if settings.endpoint_url is None and settings.account is None:
-        raise InfraConfigError(
-            f"env {settings.env}: set `account:` (the 12-digit AWS account it deploys to) in "
-            f"config/{settings.env}.yaml, or CONSUMER_ACCOUNT for one command; the region is "
-            f"{settings.region} (`region:`)"
-        )
-
-
-AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
-
-
-def require_pinned_ami(settings: Settings) -> None:
-    """An environment deployed to AWS names its AMI, so a deploy never picks up a new image."""
-    if settings.endpoint_url is None and settings.fleet.ami_id is None:
-        raise InfraConfigError(
-            f"env {settings.env}: set fleet.ami_id (the AMI this release runs in {settings.region}) in "
-            f"config/{settings.env}.yaml, e.g. the current Amazon Linux 2023: aws ssm get-parameter "
-            f"--region {settings.region} --name {AMI_PARAMETER} --query Parameter.Value --output text"
-        )
-
-
-class AlarmTopicRequiredError(InfraConfigError):
-    """An environment whose alarms must page (``scaling.require_alarm_topic``) names no topic."""
-
-
-def require_alarm_topic(settings: Settings) -> None:
-    """Where alarms must page someone (``scaling.require_alarm_topic``, and every environment but
-    local and dev), a topic is set: an existing one by ARN, or a new one with an e-mail."""
-    scaling = settings.scaling
-    required = scaling.require_alarm_topic or settings.env not in DISPOSABLE_ENVIRONMENTS
-    if required and not scaling.has_alarm_topic:
-        raise AlarmTopicRequiredError(
-            f"env {settings.env}: its alarms must notify someone (scaling.require_alarm_topic): set "
-            f"scaling.alarm_topic_arn (an existing SNS topic) or scaling.alarm_topic_email in "
-            f"config/{settings.env}.yaml, or CONSUMER_SCALING__ALARM_TOPIC_ARN for one command"
-        )
+    raise EnvironmentNotChosenError(
+        "no environment chosen: run `cdk deploy -c env=<name> --all` (or `cdk synth -c env=<name>`) "
+        "where config/<name>.yaml describes it, e.g. -c env=dev or -c env=prod"
+    )
 
 
 def load_environment(env: str, config_dir: str | Path | None = None) -> Settings:
@@ -103,9 +80,8 @@ def build_app(
     if app is not None:
         env = chosen_environment(app)
     settings = load_environment(env, config_dir)
-    require_deployable(settings)
-    require_alarm_topic(settings)
-    require_pinned_ami(settings)
+    require_per_account_values(settings)
+    require_own_bucket_names(settings)
     app = app or App(outdir=str(outdir) if outdir is not None else None)
     data = StatefulStack(app, data_stack_name(settings), settings=settings)
     stack = ConsumerStack(

@@ -1,46 +1,190 @@
-"""What ships to instances (the CDK asset): an allow-list of the repository plus the wheelhouse.
+"""What ships to instances (the CDK asset): the product, this environment's own configuration, the
+processors it names, and the locked wheelhouse. Nothing else, so nothing else moves the asset.
 
-The asset's hash is taken over these only, so a README or docs edit leaves the launch template (and
-the running instances) alone, while a code, config or dependency change rolls the fleet. The
-wheelhouse's wheels are the lock's exact files and the product's wheel is built byte-reproducibly
-(:mod:`infra.wheelhouse`), so they move the hash only when code or the lock do.
+The asset's hash names the object the launch template downloads: any change to the asset is a new
+launch template, and the Auto Scaling group replaced with new instances. It used to carry all of
+``config/`` and ``processors/``, so dev and prod shared one asset and a comment in a local-only
+YAML replaced prod's fleet. Now:
+
+* **configuration**: one file, ``config/<env>.yaml``, generated from the environment's settings as
+  the synth read them (``base.yaml``, ``<env>.yaml`` and any ``CONSUMER_*`` variable, so the
+  instances run what was synthesized) and only the parts a worker on the fleet reads
+  (:data:`NOT_ON_INSTANCES` lists what it never does: the fleet and its alarms, the log groups'
+  retention and the leases table's capacity, which the stack itself applies in place, the pipeline,
+  the emulator, the table's sizing figures). Comments, other environments, and edits to those parts
+  leave it byte-identical;
+* **processors**: the module ``processing.processor`` names under ``processors/`` (a package:
+  all of it), the ``processors.*`` modules it imports, transitively, and ``processors/__init__.py``;
+  a built-in sink ships none;
+* **the product**: :data:`PRODUCT_INCLUDE` (caches and build output excluded) and the wheelhouse,
+  whose wheels are the lock's exact files and whose product wheel is built byte-reproducibly
+  (:mod:`infra.wheelhouse`), so they move the hash only when code or the lock do.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
+from typing import Any
 
-from infra.wheelhouse import WHEELHOUSE_DIR, stage_asset
+import yaml
 
-# What an instance needs from the repository, and nothing else: the product, the user's processors
-# (``consumer new processor NAME`` writes processors/NAME.py; the units run in the unpacked asset,
-# whose directory is on ``processing.import_paths``), the configuration, the bootstrap, watchdog and
-# lock (``deploy/``), and the project files.
-ASSET_INCLUDE = (
-    "ground",
-    "consumer",
-    "tools",
-    "processors",
-    "config",
-    "deploy",
-    "pyproject.toml",
-    "requirements.txt",
-)
-# Added when the asset is staged: the locked wheels and the product's wheel.
-ASSET_STAGED = (WHEELHOUSE_DIR,)
+from ground.settings import PipelineSettings, Settings
+from infra.errors import InfraConfigError
+from infra.wheelhouse import PRODUCT_PACKAGES, WHEELHOUSE_DIR, stage_asset
+
+# From the repository, as they are: the product's packages (those of its wheel), the boot code
+# (deploy/), the project files.
+PRODUCT_INCLUDE = (*PRODUCT_PACKAGES, "deploy", "pyproject.toml", "requirements.txt")
+CONFIG_DIR = "config"
+PROCESSORS = "processors"
+# Written when the asset is staged: the generated configuration, the named processors, the wheels.
+ASSET_STAGED = (CONFIG_DIR, PROCESSORS, WHEELHOUSE_DIR)
 # Never shipped even inside those: caches and build output.
 ASSET_NEVER = ("__pycache__/", "*.pyc", "*.egg-info/", "build/")
+# Parts of the settings no worker on the fleet reads (pydantic ``exclude`` form): the fleet and its
+# scaling alarms (the stack's; ``consumer plan``), the emulator and the load generator (local only),
+# the Spark pipeline except the change log's default location (the changelog sink's fallback), the
+# source table's sizing figures (N for the plan and the alarms) and creation flags, and what a
+# worker uses only to create a missing leases table or log group: the stack creates those, and the
+# instance role may create neither.
+NOT_ON_INSTANCES: dict[str, Any] = {
+    "env": True,
+    "fleet": True,
+    "scaling": True,
+    "emulator": True,
+    "load": True,
+    "pipeline": {name: True for name in PipelineSettings.model_fields if name != "changelog_uri"},
+    "logs": {"retention_days": True},
+    "worker": {
+        "lease_table_billing_mode": True,
+        "initial_lease_table_read_capacity": True,
+        "initial_lease_table_write_capacity": True,
+    },
+    "table": {
+        name: True
+        for name in (
+            "billing_mode",
+            "read_capacity",
+            "write_capacity",
+            "peak_writes_per_second",
+            "peak_reads_per_second",
+            "average_item_kb",
+            "storage_gb",
+            "partitions",
+            "point_in_time_recovery",
+            "create",
+        )
+    },
+}
+_HEADER = (
+    "# Generated by the CDK synth from config/base.yaml, config/{env}.yaml and CONSUMER_* variables: the\n"
+    "# settings the workers of env {env} read (the fleet, its alarms and the pipeline stay in the repository).\n"
+)
 
 
 def asset_exclude() -> list[str]:
     """``.gitignore``-style patterns (``IgnoreMode.GIT``): everything at the top, except the
-    allow-list above."""
+    allow-list above (the staged directory holds nothing else; this says so once more)."""
     allowed = [
-        f"!/{name}/" if name.isidentifier() else f"!/{name}" for name in (*ASSET_INCLUDE, *ASSET_STAGED)
+        f"!/{name}/" if name.isidentifier() else f"!/{name}" for name in (*PRODUCT_INCLUDE, *ASSET_STAGED)
     ]
     return ["/*", *allowed, *ASSET_NEVER]
 
 
-def staged_asset(source: Path, architecture: str) -> Path:
-    """The directory the fleet's asset is made of, for instances of ``architecture``."""
-    return stage_asset(source, ASSET_INCLUDE, ASSET_NEVER, architecture)
+def instance_config(settings: Settings) -> str:
+    """``config/<env>.yaml`` as instances read it; checked to load back to the same settings."""
+    document = settings.model_dump(mode="json", exclude_unset=True, exclude=NOT_ON_INSTANCES)
+    text = _HEADER.format(env=settings.env) + yaml.safe_dump(document, sort_keys=True)
+    restored = Settings.model_validate({**(yaml.safe_load(text) or {}), "env": settings.env})
+    shipped = restored.model_dump(mode="json", exclude=NOT_ON_INSTANCES)
+    if shipped != settings.model_dump(mode="json", exclude=NOT_ON_INSTANCES):
+        raise InfraConfigError(
+            f"env {settings.env}: the instances' configuration does not load back to these settings"
+        )
+    return text
+
+
+def _module_file(source: Path, module: str) -> Path | None:
+    base = source.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_processor_modules(path: Path, module: str) -> set[str]:
+    """The ``processors.*`` modules a file imports (absolute or relative), by static reading."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == PROCESSORS or name.startswith(f"{PROCESSORS}.")}
+
+
+def processor_files(source: Path, settings: Settings) -> list[Path]:
+    """The files of ``source/processors/`` the environment's processor needs (relative paths): the
+    named module (a named package: its whole directory), its parent packages' ``__init__.py``, and
+    every ``processors.*`` module they import, transitively (static imports; a module imported by a
+    computed name must be imported statically somewhere too). Exceptions named in
+    ``processing.retry.non_retryable_exceptions`` count as imports."""
+    processing = settings.processing
+    processor = processing.processor.split(":", 1)[0] if ":" in processing.processor else None
+    if processor is not None and processor.split(".")[0] not in (PROCESSORS, "consumer"):
+        raise InfraConfigError(
+            f"env {settings.env}: processing.processor {processing.processor!r}: the fleet's asset ships "
+            f"code from processors/ only (and the product's own): move {processor} into processors/ "
+            "(`consumer new processor NAME` writes one there)"
+        )
+    named = {processor} if processor is not None else set()
+    named |= {name.rpartition(".")[0] for name in processing.retry.non_retryable_exceptions}
+    wanted = sorted(name for name in named if name.split(".")[0] == PROCESSORS)
+    files: set[Path] = set()
+    seen: set[str] = set()
+    while wanted:
+        module = wanted.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = _module_file(source, module)
+        if path is None:
+            if module == processor:
+                raise InfraConfigError(
+                    f"env {settings.env}: processing.processor {processing.processor!r}: no module "
+                    f"{module} under {source}"
+                )
+            continue  # a name imported from a module (from processors.x import f), not a module
+        files.add(path)
+        if module in named and path.name == "__init__.py":
+            files.update(
+                p for p in path.parent.rglob("*") if p.is_file() and not {"__pycache__"} & set(p.parts)
+            )
+        wanted.extend(module.rsplit(".", depth)[0] for depth in range(1, module.count(".") + 1))
+        wanted.extend(_imported_processor_modules(path, module))
+    return sorted(path.relative_to(source) for path in files)
+
+
+def asset_files(source: Path, settings: Settings) -> dict[str, bytes]:
+    """What the asset holds beyond the product: relative path -> content."""
+    files = {f"{CONFIG_DIR}/{settings.env}.yaml": instance_config(settings).encode()}
+    for path in processor_files(source, settings):
+        files[path.as_posix()] = (source / path).read_bytes()
+    return files
+
+
+def staged_asset(source: Path, settings: Settings, architecture: str) -> Path:
+    """The directory the fleet's asset is made of, for ``settings``' environment and instances of
+    ``architecture``."""
+    return stage_asset(
+        source, PRODUCT_INCLUDE, ASSET_NEVER, architecture, files=asset_files(source, settings)
+    )

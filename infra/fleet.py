@@ -1,15 +1,23 @@
-"""The worker fleet: launch template, Auto Scaling group, termination lifecycle hook.
+"""The worker fleet: launch template, Auto Scaling group with its termination lifecycle hook.
 
 Instances have no SSH key (Session Manager instead), require IMDSv2, encrypt their volumes, and run
 ``worker_processes_per_instance`` ``consumer run`` units (see :mod:`infra.user_data` and
-``deploy/bootstrap.py``). The termination hook holds a scaled-in instance until its workers have
-released their leases, so a scale-in or a rolling deploy hands shards over instead of waiting for
-them to expire.
+``deploy/bootstrap.py``). The termination hook holds a leaving instance until its workers have
+released their leases, so a scale-in or a deploy hands shards over instead of waiting for them to
+expire.
 
-A deployment cannot half-work: the group's creation policy and rolling update wait for one
-CloudFormation signal per new instance, which the bootstrap sends only once every worker process
-on it has completed a lease-taking round; an instance whose workers later crash-loop or go silent
-is marked Unhealthy by its watchdog and replaced.
+A deployment cannot half-work, and its rollback cannot wedge. A launch template change replaces
+the whole group (``AutoScalingReplacingUpdate``): CloudFormation creates a new group, whose
+creation policy waits for one signal per instance, sent only once every worker process on it has
+completed a lease-taking round; only then is the old group deleted. If the new group fails, the
+rollback deletes it and keeps the old one: a rollback waits for no instance signal, so whatever
+made the new instances fail (a dependency down) cannot leave the stack in UPDATE_ROLLBACK_FAILED,
+as a rolling update's rollback, which boots old instances and waits for their signals, could. An
+instance whose workers later crash-loop or go silent is marked Unhealthy by its watchdog and
+replaced.
+
+A replaced group needs a new name, so CloudFormation names it; an instance learns its group's name
+at boot (the user data asks Auto Scaling) for the watchdog's lifecycle calls.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ def machine_image(settings: Settings) -> ec2.IMachineImage:
     Not the SSM parameter of the latest Amazon Linux, which CloudFormation re-resolves at each
     deploy (a new image AWS publishes would replace every instance), nor a CDK context look-up
     (``cached_in_context``), which needs credentials at the first synth and leaves a dummy image id
-    in an offline synth. Every AWS environment must set it (:func:`infra.application.require_pinned_ami`);
+    in an offline synth. Every AWS environment must set it (:mod:`infra.per_account`);
     only the emulator's environment, synthesized for inspection and never deployed, falls back to
     the parameter.
     """
@@ -146,7 +154,6 @@ class WorkerFleet(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         fleet = settings.fleet
-        self.group_name = f"{settings.application_name}-{settings.env}-workers"
         self.lifecycle_hook_name = f"{settings.application_name}-{settings.env}-release-leases"
         vpc, subnets = fleet_vpc(self, settings)
         self.role = iam.Role(
@@ -162,7 +169,7 @@ class WorkerFleet(Construct):
         self.asset = s3_assets.Asset(
             self,
             "Source",
-            path=str(staged_asset(Path(source_path), self.architecture)),
+            path=str(staged_asset(Path(source_path), settings, self.architecture)),
             exclude=asset_exclude,
             ignore_mode=IgnoreMode.GIT,
         )
@@ -208,7 +215,6 @@ class WorkerFleet(Construct):
         self.group = autoscaling.AutoScalingGroup(
             self,
             "Group",
-            auto_scaling_group_name=self.group_name,
             vpc=vpc,
             vpc_subnets=subnets,
             launch_template=self.launch_template,
@@ -219,42 +225,38 @@ class WorkerFleet(Construct):
             # GroupInServiceInstances feeds the group-at-max alarm (monitoring.py).
             group_metrics=[autoscaling.GroupMetrics.all()],
             health_checks=autoscaling.HealthChecks.ec2(),
-            # Creation waits for min_instances SUCCESS signals (none to wait for when the group may
-            # start empty); each rolling batch for its own.
+            # Creation, and the creation of a replacement group, waits for min_instances SUCCESS
+            # signals (none to wait for when the group may start empty).
             signals=autoscaling.Signals.wait_for_min_capacity(
                 timeout=Duration.minutes(SIGNAL_TIMEOUT_MINUTES)
             )
             if fleet.min_instances > 0
             else None,
-            update_policy=autoscaling.UpdatePolicy.rolling_update(
-                max_batch_size=1,
-                min_instances_in_service=min(fleet.min_instances, fleet.max_instances - 1),
-                wait_on_resource_signals=True,
-                pause_time=Duration.minutes(SIGNAL_TIMEOUT_MINUTES),
-            ),
+            # A launch template change builds a new group beside the old one (module docstring).
+            update_policy=autoscaling.UpdatePolicy.replacing_update(),
         )
+        self.group_name = self.group.auto_scaling_group_name
         group_resource = self.group.node.default_child
         assert isinstance(group_resource, autoscaling.CfnAutoScalingGroup)
+        # Part of the group, so a replacement group has it from its first instance on.
+        group_resource.lifecycle_hook_specification_list = [
+            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+                lifecycle_hook_name=self.lifecycle_hook_name,
+                lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+                heartbeat_timeout=fleet.lifecycle_hook_timeout_seconds,
+                default_result="CONTINUE",
+            )
+        ]
         self.signal_resource = Stack.of(self).resolve(group_resource.logical_id)
         user_data.add_commands(
             *boot_script(
                 settings,
                 BootParameters(
                     asset_url=self.asset.s3_object_url,
-                    auto_scaling_group_name=self.group_name,
                     lifecycle_hook_name=self.lifecycle_hook_name,
                     stack_name=Stack.of(self).stack_name,
                     signal_resource=self.signal_resource,
                     streams_endpoint_url=streams_endpoint_url,
                 ),
             )
-        )
-        self.lifecycle_hook = autoscaling.LifecycleHook(
-            self,
-            "ReleaseLeases",
-            auto_scaling_group=self.group,
-            lifecycle_hook_name=self.lifecycle_hook_name,
-            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            heartbeat_timeout=Duration.seconds(fleet.lifecycle_hook_timeout_seconds),
-            default_result=autoscaling.DefaultResult.CONTINUE,
         )

@@ -8,8 +8,10 @@ creates. The key schema is KCL's (``leaseKey`` S), so a table written by KCL can
 
 Beside it, the *workers table* (``workerId`` S) holds the workers' heartbeat rows and the first-start
 marker, so that the leases table holds KCL leases only (docs/leases.md says why and what it costs).
-It gets the same billing mode and capacity settings: one write per worker process per renewal and one
-small scan per worker per taker round.
+It is always on-demand: its traffic is one write per worker process per renewal and one small scan
+per worker per taker round, which grows with the fleet and never comes near the leases table's
+capacity; provisioned at the leases table's figures (as it was), prod paid for 100 RCU + 100 WCU it
+never used, and docs/deploy.md's cost table said on-demand.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from ground.settings import WorkerSettings
 
 
 class LeasesTable(Construct):
-    """``table``: the leases table named ``name``; ``workers_table``: the heartbeat table named
-    ``workers_name``; both with the worker's capacity settings."""
+    """``table``: the leases table named ``name``, with the worker's capacity settings;
+    ``workers_table``: the heartbeat table named ``workers_name``, on-demand."""
 
     def __init__(
         self,
@@ -40,11 +42,13 @@ class LeasesTable(Construct):
         target_utilization_percent: int,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.table = self._table("Table", name, "leaseKey", settings, protect)
-        self.workers_table = self._table("Workers", workers_name, "workerId", settings, protect)
+        self.table = self._table("Table", name, "leaseKey", settings, protect, on_demand=False)
+        self.workers_table = self._table(
+            "Workers", workers_name, "workerId", settings, protect, on_demand=True
+        )
         provisioned = settings.lease_table_billing_mode == "PROVISIONED"
         if provisioned and auto_scale_max_capacity is not None:
-            for table in (self.table, self.workers_table):
+            for table in (self.table,):
                 for scaling, floor in (
                     (table.auto_scale_read_capacity, settings.initial_lease_table_read_capacity),
                     (table.auto_scale_write_capacity, settings.initial_lease_table_write_capacity),
@@ -53,23 +57,33 @@ class LeasesTable(Construct):
                     capacity.scale_on_utilization(target_utilization_percent=target_utilization_percent)
 
     def _table(
-        self, construct_id: str, name: str, key: str, settings: WorkerSettings, protect: bool
+        self,
+        construct_id: str,
+        name: str,
+        key: str,
+        settings: WorkerSettings,
+        protect: bool,
+        *,
+        on_demand: bool,
     ) -> dynamodb.Table:
         return dynamodb.Table(
             self,
             construct_id,
             table_name=name,
             partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
-            **fleet_table_conventions(settings, protect),
+            **fleet_table_conventions(settings, protect, on_demand=on_demand),
         )
 
 
-def fleet_table_conventions(settings: WorkerSettings, protect: bool) -> dict[str, Any]:
+def fleet_table_conventions(
+    settings: WorkerSettings, protect: bool, *, on_demand: bool = False
+) -> dict[str, Any]:
     """What every table of the fleet's own state shares (leases, workers, window state): the leases
-    table's billing and capacity settings, AWS-managed encryption, point-in-time recovery (checkpoints
-    are the fleet's only memory of where it is: recoverable to the second), and deletion protection
-    with retention where the environment protects its data."""
-    provisioned = settings.lease_table_billing_mode == "PROVISIONED"
+    table's billing and capacity settings (``on_demand``: PAY_PER_REQUEST whatever they say),
+    AWS-managed encryption, point-in-time recovery (checkpoints are the fleet's only memory of where
+    it is: recoverable to the second), and deletion protection with retention where the environment
+    protects its data."""
+    provisioned = settings.lease_table_billing_mode == "PROVISIONED" and not on_demand
     return {
         "billing_mode": dynamodb.BillingMode.PROVISIONED
         if provisioned

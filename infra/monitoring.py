@@ -291,7 +291,8 @@ class Monitoring(Construct):
             if self.topic is not None:
                 alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
 
-        self.dashboard_name = prefix
+        # Dashboards are global to the account, not regional: the region keeps two regions' apart.
+        self.dashboard_name = f"{prefix}-{settings.region}"
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=self.dashboard_name)
         graphs: list[cloudwatch.IWidget] = [graph_widget(spec) for spec in dashboard_widgets(settings)]
         graphs.append(

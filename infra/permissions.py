@@ -130,6 +130,9 @@ def worker_statements(
                 )
             ],
         ),
+        # The user data's one question at boot: which group this instance is in (the group's name
+        # is CloudFormation's). Describe calls take no resource ARN.
+        iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingInstances"], resources=["*"]),
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
         # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
         *window_state,

@@ -11,13 +11,22 @@ The job role may do what the jobs do and no more: read the change log, read and 
 snapshot and stats locations and the ``emr`` work prefix (submit's archives, the job logs), scan
 the source table (``verify``), and put ``follow``'s freshness metric in the application's
 namespace. ``follow`` itself is scheduled by :mod:`infra.pipeline_follow`.
+
+Bucket names are global across all accounts and regions, so a name the stack gives the bucket must
+carry the environment's account and region (``{account}`` and ``{region}`` in the configured
+location, which the settings loader fills in): a second adopter, or the same environment in another
+region, cannot collide with it. The bucket is versioned; noncurrent versions expire, so overwritten
+and deleted objects (a batch delivered again, a snapshot's replaced files) do not pile up forever.
+Where the environment is disposable (dev) the bucket is emptied and removed with its stack, so
+``cdk destroy`` succeeds; elsewhere (prod) it is retained.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import Aws, CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_emrserverless as emrserverless
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -39,6 +48,11 @@ OBJECT_READ = ["s3:GetObject"]
 OBJECT_WRITE = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 # verify: a consistent scan of the source table; DescribeTable to name a missing table clearly.
 TABLE_ACTIONS = ["dynamodb:DescribeTable", "dynamodb:Scan"]
+# An overwritten or deleted object stays recoverable this long: time to notice a bad run.
+NONCURRENT_VERSION_DAYS = 30
+NAMES_SECTION = "docs/deploy.md#names-across-accounts-and-regions"
+# S3's rule for a bucket name (general purpose buckets), as far as a synth can check it.
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 def changelog_bucket_name(settings: Settings) -> str | None:
@@ -47,6 +61,27 @@ def changelog_bucket_name(settings: Settings) -> str | None:
     if isinstance(destination, str) and destination.startswith("s3://"):
         return s3_location(destination, "processing.options.destination")[0]
     return None
+
+
+def require_own_bucket_names(settings: Settings) -> None:
+    """A bucket the stack names must be a valid S3 name carrying the account and the region, so
+    that no other account's or region's deployment of the product can hold it already."""
+    name = changelog_bucket_name(settings)
+    if name is None or settings.endpoint_url is not None:
+        return
+    key = "processing.options.destination"
+    if not _BUCKET_NAME.match(name):
+        raise InfraConfigError(
+            f"env {settings.env}: {key}: {name!r} is not an S3 bucket name (3 to 63 lowercase "
+            f"letters, digits, '-' and '.'): shorten it; {NAMES_SECTION}"
+        )
+    account, region = settings.account or "", settings.region
+    if account not in name or region not in name:
+        raise InfraConfigError(
+            f"env {settings.env}: {key}: the stack creates bucket {name}, and bucket names are global "
+            f"across accounts and regions: write it with {{account}} and {{region}} (e.g. "
+            f"s3://{settings.name_prefix}-{{account}}-{{region}}/changes); {NAMES_SECTION}"
+        )
 
 
 def needs_changelog_bucket(settings: Settings) -> bool:
@@ -168,9 +203,33 @@ class ChangeLogBucket(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-noncurrent-versions",
+                    noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
+                    expired_object_delete_marker=True,
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            # Disposable environments: emptied (every version) and removed with the stack.
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
-            auto_delete_objects=False,
+            auto_delete_objects=not retain,
         )
+        if not retain:
+            _accept_lint_of_the_emptying_function(Stack.of(self))
+
+
+# CDK's own function that empties a bucket before the stack deletes it (one per stack).
+_AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+
+
+def _accept_lint_of_the_emptying_function(stack: Stack) -> None:
+    """cfn-lint's W3005 on CDK's generated function (a DependsOn on its role beside a GetAtt of
+    it: redundant, harmless) is accepted where it occurs, so the lint stays clean everywhere else."""
+    provider = stack.node.try_find_child(_AUTO_DELETE_PROVIDER)
+    handler = provider.node.try_find_child("Handler") if provider is not None else None
+    if isinstance(handler, CfnResource):
+        handler.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
 
 
 class PipelineResources(Construct):

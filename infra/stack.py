@@ -18,14 +18,12 @@ from infra.fleet import FLEET_AZS, WorkerFleet
 from infra.leases_table import LeasesTable
 from infra.monitoring import LogGroups, Monitoring, log_group_arn
 from infra.nag import apply_nag
+from infra.per_account import DISPOSABLE_ENVIRONMENTS
 from infra.permissions import worker_statements
 from infra.pipeline_resources import ChangeLogBucket, PipelineResources, needs_changelog_bucket
 from infra.source_table import SourceTable, imported_streams_arn
 from infra.suppressions import suppress_accepted_findings
 from infra.window_state_table import WindowStateTable
-
-# Environments where throw-away resources are fine: no deletion protection, destroyed with the stack.
-DISPOSABLE_ENVIRONMENTS = ("local", "dev")
 
 
 def stack_name(settings: Settings) -> str:

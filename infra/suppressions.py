@@ -10,6 +10,7 @@ from aws_cdk import Stack
 from constructs import IConstruct
 
 from ground.settings import Settings
+from infra.fleet import WorkerFleet
 from infra.nag import suppress
 from infra.permissions import s3_location
 from infra.pipeline_resources import job_locations
@@ -60,15 +61,19 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     _ack(
         policy,
         "AwsSolutions-IAM5[Resource::*]",
-        "cloudwatch:PutMetricData supports no resource ARN; the statement is limited by the "
-        "cloudwatch:namespace condition to the application's namespace.",
+        "Two actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
+        "cloudwatch:namespace condition to the application's namespace, and the read-only "
+        "autoscaling:DescribeAutoScalingInstances, by which an instance learns its group's name at boot.",
     )
-    _ack(
-        policy,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{region}:{account}:"
-        f"autoScalingGroup:*:autoScalingGroupName/{settings.application_name}-{settings.env}-workers]",
-        "The group's ARN contains a UUID only known after deployment; the grant names the group.",
-    )
+    if isinstance(fleet, WorkerFleet):
+        # The grant names the group by its generated name: a Ref to its logical id.
+        group = fleet.signal_resource
+        _ack(
+            policy,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{region}:{account}:"
+            f"autoScalingGroup:*:autoScalingGroupName/<{group}>]",
+            "The group's ARN contains a UUID only known after deployment; the grant names the group.",
+        )
     table = settings.table
     if policy is not None and table.existing_stream_arn is None:
         _ack(

@@ -1,13 +1,16 @@
 """What an instance runs at boot: a short user data that hands over to ``deploy/bootstrap.py``.
 
 The user data installs the two system packages (Python 3.11, the CloudWatch agent), downloads the
-asset, writes the boot plan (:func:`boot_plan`: the environment's values and the stack's) and runs
-the bootstrap from the downloaded archive. Everything else (virtualenv from the asset's locked
+asset, asks Auto Scaling for the name of the instance's group (CloudFormation names the group, and
+a replacing update names a new one, so no template can say it), writes the boot plan
+(:func:`boot_plan`: the environment's values and the stack's) and runs the bootstrap from the
+downloaded archive with that name. Everything else (virtualenv from the asset's locked
 wheelhouse with no index, agent configuration, systemd units, the wait for healthy workers and
 the CloudFormation signal) is Python in the repository, tested on a developer's machine
 (``tests/infra/test_boot.py``). A failure before the bootstrap runs (dnf, the download) signals
 FAILURE from the shell's ERR trap, so no path through boot leaves the creation policy waiting
-for its timeout without a word.
+for its timeout without a word, and marks the instance Unhealthy, so that outside a deploy (a
+scale-out, where nobody hears the signal and the watchdog never started) the group replaces it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from infra.errors import InfraConfigError
 
 __all__ = ["STREAMS_ENDPOINT_VARIABLE", "BootParameters", "boot_plan", "boot_script"]
 
+# What the instances need from Amazon Linux 2023 beyond its image: the Python the product runs on
+# and the CloudWatch agent (docs/deploy.md, "Boot without distro mirrors?").
+SYSTEM_PACKAGES = "python3.11 python3.11-pip amazon-cloudwatch-agent"
 INSTANCE = Layout()
 INSTALL_ROOT = str(INSTANCE.install_root)
 SOURCE_DIR = str(INSTANCE.source_dir)
@@ -40,7 +46,6 @@ class BootParameters:
     """Values only known to the stack (asset location, names); tokens are fine here."""
 
     asset_url: str
-    auto_scaling_group_name: str
     lifecycle_hook_name: str
     stack_name: str
     # The Auto Scaling group's logical id: the resource the creation/update policy waits on.
@@ -113,7 +118,8 @@ def boot_plan(settings: Settings, boot: BootParameters) -> BootPlan:
         agent_config=agent_config(settings),
         stack_name=boot.stack_name,
         signal_resource=boot.signal_resource,
-        group_name=boot.auto_scaling_group_name,
+        # Known at boot only: the user data passes it to the bootstrap (--group-name).
+        group_name="",
         lifecycle_hook_name=boot.lifecycle_hook_name,
         health_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
         heartbeat_max_age_seconds=heartbeat_max_age_seconds(settings),
@@ -136,19 +142,29 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
         "signal_failure() {",
         f"  aws cloudformation signal-resource --stack-name {boot.stack_name} --logical-resource-id "
         f'{boot.signal_resource} --unique-id "$instance_id" --status FAILURE --region {region} || true',
+        # Outside a deploy nobody hears the signal, and the watchdog that would judge the instance
+        # never started: the group replaces it instead of keeping it InService without workers.
+        f'  aws autoscaling set-instance-health --instance-id "$instance_id" --health-status Unhealthy '
+        f"--region {region} || true",
         "}",
         # Until the bootstrap runs (it signals for itself), any failing line signals FAILURE.
         "trap signal_failure ERR",
-        "dnf install -y python3.11 python3.11-pip amazon-cloudwatch-agent",
+        # An image that has them already (one baked for the fleet) boots without the repositories.
+        f"rpm -q {SYSTEM_PACKAGES} > /dev/null || dnf install -y {SYSTEM_PACKAGES}",
         f"mkdir -p {INSTALL_ROOT}",
         f"aws s3 cp {boot.asset_url} {ASSET_ARCHIVE} --region {region}",
+        f'group_name=$(aws autoscaling describe-auto-scaling-instances --instance-ids "$instance_id" '
+        f"--region {region} --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)",
+        # Each on its own line: a failing test inside an && list would not fire the ERR trap.
+        'test -n "$group_name"',
+        'test "$group_name" != None',
         f"cat > {PLAN_SOURCE} <<'{marker}'",
         plan,
         marker,
         "trap - ERR",
         "status=0",
         f"PYTHONPATH={ASSET_ARCHIVE} python3.11 -m deploy.bootstrap --archive {ASSET_ARCHIVE} "
-        f"--plan {PLAN_SOURCE} --root / || status=$?",
+        f'--plan {PLAN_SOURCE} --group-name "$group_name" --root / || status=$?',
         # 3: the bootstrap signalled FAILURE itself; another failure: it could not, so signal here.
         f'if [ "$status" -ne 0 ] && [ "$status" -ne {SIGNALLED_FAILURE} ]; then signal_failure; fi',
         'exit "$status"',

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -348,9 +348,12 @@ def stage_asset(
     include: Sequence[str],
     never: Sequence[str],
     architecture: str,
+    *,
+    files: Mapping[str, bytes] | None = None,
     cache: Path | None = None,
 ) -> Path:
-    """A directory holding ``include`` from ``source`` (without ``never``) and the wheelhouse.
+    """A directory holding ``include`` from ``source`` (without ``never``), ``files`` (relative
+    path -> content) and the wheelhouse.
 
     CDK fingerprints and copies it into the cloud assembly during synth; it is removed when this
     process exits.
@@ -366,6 +369,10 @@ def stage_asset(
             shutil.copytree(path, staged / name, ignore=ignore)
         elif path.is_file():
             shutil.copyfile(path, staged / name)
+    for relative, content in (files or {}).items():
+        target = staged / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
     write_wheelhouse(source, architecture, staged / WHEELHOUSE_DIR, cache)
     return staged
 

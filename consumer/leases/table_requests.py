@@ -128,7 +128,9 @@ class TableRequests:
             "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
             "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"}],
         }
-        if settings.lease_table_billing_mode == "PAY_PER_REQUEST":
+        # The workers table is on-demand whatever the leases table is: its heartbeat traffic grows
+        # with the fleet and stays far below the leases table's capacity (as the CDK stack makes it).
+        if settings.lease_table_billing_mode == "PAY_PER_REQUEST" or table == self.workers_table_name:
             request["BillingMode"] = "PAY_PER_REQUEST"
         else:
             request["BillingMode"] = "PROVISIONED"

@@ -54,6 +54,7 @@ from ground.settings.loading import (
     loaded_sources,
 )
 from ground.settings.local import EmulatorFaults, EmulatorSettings, LoadSettings
+from ground.settings.locations import LOCATION_KEYS, PLACEHOLDERS, fill_locations, unfilled_locations
 from ground.settings.pipeline import PipelineSettings, emr_location_problems
 from ground.settings.processing import (
     BatchingSettings,
@@ -71,7 +72,9 @@ __all__ = [
     "DEFAULT_CONFIG_DIR",
     "ENVIRONMENTS",
     "ENV_PREFIX",
+    "LOCATION_KEYS",
     "LOG_RETENTION_DAYS",
+    "PLACEHOLDERS",
     "STREAM_RETENTION_HOURS",
     "UNBOUNDED",
     "BatchingSettings",
@@ -113,14 +116,21 @@ class Settings(SettingsModel):
         description="Names the leases table, the metric namespace and the log groups.",
     )
     region: str = Field(
-        "us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$", description="AWS region (e.g. eu-west-1)."
+        "us-east-1",
+        pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$",
+        description=(
+            "AWS region (e.g. eu-west-1); an environment deployed to AWS must set it (the default is "
+            "not a choice). Fills {region} in the S3 locations."
+        ),
     )
     account: str | None = Field(
         None,
         pattern=r"^\d{12}$",
         description=(
             "AWS account (12 digits) the CDK stack deploys to; required by every environment without "
-            "endpoint_url, so a deploy with another account's credentials is refused."
+            "endpoint_url, so a deploy with another account's credentials is refused. Fills {account} "
+            "in the S3 locations (processing.options.destination, processing.dead_letter.uri, "
+            "pipeline.*_uri): bucket names are global."
         ),
     )
     scope_names_by_env: bool = Field(
@@ -144,6 +154,12 @@ class Settings(SettingsModel):
     # Set by load_settings: what the loader noticed (old key names) that does not make the
     # configuration invalid; listed by warnings() so that `consumer config validate` shows it.
     _notices: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_locations(cls, data: Any) -> Any:
+        """``{account}`` and ``{region}`` in the S3 locations (bucket names are global)."""
+        return fill_locations(data, str(cls.model_fields["region"].default))
 
     @field_validator("account", mode="before")
     @classmethod
@@ -203,6 +219,16 @@ class Settings(SettingsModel):
     def metrics_log_group(self) -> str:
         return self.metrics.log_group or f"/{self.name_prefix}/metrics"
 
+    def unfilled_locations(self) -> list[str]:
+        """Locations that still name ``{account}`` or ``{region}``: the account is not set."""
+        values: dict[str, str | None] = {}
+        for path in LOCATION_KEYS:
+            value: Any = self
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+            values[".".join(path)] = value if isinstance(value, str) else None
+        return unfilled_locations(values)
+
     @property
     def total_worker_processes(self) -> int:
         return self.fleet.desired_instances * self.fleet.worker_processes_per_instance
@@ -220,6 +246,12 @@ class Settings(SettingsModel):
             )
         if self.endpoint_url is None and self.env == "local":
             found.append("env local without endpoint_url talks to real AWS")
+        unfilled = self.unfilled_locations()
+        if unfilled:
+            found.append(
+                f"{', '.join(unfilled)} name {{account}}: set account (the 12-digit AWS account) to fill "
+                "them in; until then these locations are no bucket"
+            )
         found.extend(self._notices)
         return found
 

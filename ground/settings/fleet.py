@@ -65,8 +65,8 @@ class FleetSettings(SettingsModel):
         None,
         pattern=r"^ami-[0-9a-f]{8,17}$",
         description=(
-            "CDK: the AMI the instances run in this environment's region, pinned per release. Empty: "
-            "Amazon Linux 2023 looked up once by the CDK CLI and pinned in cdk.context.json."
+            "CDK: the AMI the instances run in this environment's region, pinned per release; required "
+            "(and no example id) for every environment deployed to AWS: docs/deploy.md#per-account-values."
         ),
     )
 

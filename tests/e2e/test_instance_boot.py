@@ -2,9 +2,10 @@
 
 What is real here, as on an instance:
 
-* the asset: staged by ``infra.asset`` from a copy of the repository (the lock's manylinux x86_64
-  CPython 3.11 wheels, which this machine can install, and the product's reproducible wheel),
-  zipped as CDK zips it, unpacked by the bootstrap;
+* the asset: staged by ``infra.asset`` from a copy of the repository for the environment ``boot``
+  (its generated configuration, the lock's manylinux x86_64 CPython 3.11 wheels, which this machine
+  can install, and the product's reproducible wheel), zipped as CDK zips it, unpacked by the
+  bootstrap;
 * the virtualenv: built by the bootstrap with ``pip --no-index --require-hashes`` from the
   wheelhouse, with every proxy variable pointing at a closed port, so any index access would fail;
 * the boot plan: rendered by ``infra.user_data.boot_plan`` from the environment's settings;
@@ -40,9 +41,9 @@ from deploy.bootstrap import boot
 from deploy.plan import WATCHDOG_UNIT, BootPlan, Layout
 from emulator.testing import running_emulator
 from ground.settings import Settings, load_settings
-from infra.asset import ASSET_INCLUDE, ASSET_NEVER
+from infra.asset import staged_asset
 from infra.user_data import BootParameters, boot_plan
-from infra.wheelhouse import stage_asset
+from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.e2e.test_metrics_reach_agent import KCL_METRICS, AgentStandIn, metric_total, published_names
 from tests.support import free_port
 from tests.unit_runner import UnitRunner
@@ -99,9 +100,8 @@ def write_repository(target: Path, endpoint: str, agent_endpoint: str) -> None:
     """A user's clone: what the asset takes from this repository, plus an environment ``boot``
     pointing at the emulator and sending EMF to the listener."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ASSET_INCLUDE:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, target / name, ignore=ignore)
+    for name in (*PRODUCT_PACKAGES, "config", "deploy"):
+        shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt"):
         shutil.copy(REPO / name, target / name)
     (target / "config" / "boot.yaml").write_text(
@@ -168,8 +168,8 @@ def changelog_lines(directory: Path) -> int:
     return count
 
 
-def staged_archive(repository: Path, tmp_path: Path) -> Path:
-    return zip_like_cdk(stage_asset(repository, ASSET_INCLUDE, ASSET_NEVER, "x86_64"), tmp_path / "asset.zip")
+def staged_archive(repository: Path, settings: Settings, tmp_path: Path) -> Path:
+    return zip_like_cdk(staged_asset(repository, settings, "x86_64"), tmp_path / "asset.zip")
 
 
 def plan_for(settings: Settings, health_timeout_seconds: int) -> BootPlan:
@@ -178,13 +178,13 @@ def plan_for(settings: Settings, health_timeout_seconds: int) -> BootPlan:
             settings,
             BootParameters(
                 asset_url="s3://assets/asset.zip",
-                auto_scaling_group_name="boot-test-workers",
                 lifecycle_hook_name="boot-test-release-leases",
                 stack_name="boot-test",
                 signal_resource="FleetGroupASG",
             ),
         ),
         health_timeout_seconds=health_timeout_seconds,
+        group_name="boot-test-workers",  # what the user data asks Auto Scaling for on an instance
     )
 
 
@@ -201,7 +201,7 @@ def test_the_instance_boot_installs_offline_starts_the_units_and_signals_once_wo
         write_repository(repository, emu.endpoint, agent.endpoint)
         settings = load_settings("boot", repository / "config", environ={})
         create_local_tables(settings, emu.client("dynamodb"))
-        archive = staged_archive(repository, tmp_path)
+        archive = staged_archive(repository, settings, tmp_path)
         plan = plan_for(settings, health_timeout_seconds=300)  # generous: two loaded cores
         layout = Layout(root)
         host = LocalHost(runner)
@@ -273,7 +273,7 @@ def test_workers_that_never_report_healthy_make_the_boot_signal_failure(tmp_path
         healthy = boot(
             plan_for(settings, health_timeout_seconds=30),
             Layout(root),
-            staged_archive(repository, tmp_path),
+            staged_archive(repository, settings, tmp_path),
             host,
             python=sys.executable,
         )

@@ -8,17 +8,67 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import shutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 REPO = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = ("local", "dev", "prod")
+
+# The tests' own per-account values: the shipped config/dev.yaml and prod.yaml carry none (a synth
+# without them stops, docs/deploy.md#per-account-values). Not AWS's documentation examples, which
+# the synth refuses; dev and prod share one account and region on purpose (they must coexist).
+FIXTURE_ACCOUNT = "246813579135"
+FIXTURE_REGION = "eu-west-1"
+FIXTURE_AMI = "ami-04c1f2e0d8b3a6957"
+FIXTURE_VALUES: dict[str, dict[str, Any]] = {
+    "dev": {"account": FIXTURE_ACCOUNT, "region": FIXTURE_REGION, "fleet.ami_id": FIXTURE_AMI},
+    "prod": {
+        "account": FIXTURE_ACCOUNT,
+        "region": FIXTURE_REGION,
+        "fleet.ami_id": FIXTURE_AMI,
+        "scaling.alarm_topic_email": "oncall@orders-team.internal",
+    },
+}
+
+
+def fixture_variables(env: str) -> dict[str, str]:
+    """The fixture values of ``env`` as the CONSUMER_* variables a user could give instead."""
+    return {
+        "CONSUMER_" + "__".join(part.upper() for part in key.split(".")): str(value)
+        for key, value in FIXTURE_VALUES[env].items()
+    }
+
+
+def edit_yaml(path: Path, changes: Mapping[str, Any]) -> None:
+    """Set (or, with None, remove) dotted keys of a YAML file."""
+    data = yaml.safe_load(path.read_text()) or {}
+    for key, value in changes.items():
+        *sections, leaf = key.split(".")
+        target = data
+        for section in sections:
+            target = target.setdefault(section, {})
+        if value is None:
+            target.pop(leaf, None)
+        else:
+            target[leaf] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def deployable_config(directory: Path) -> Path:
+    """A copy of config/ in ``directory`` with the fixture's per-account values added."""
+    config = directory / "config"
+    shutil.copytree(REPO / "config", config)
+    for env, values in FIXTURE_VALUES.items():
+        edit_yaml(config / f"{env}.yaml", values)
+    return config
 
 
 @dataclass(frozen=True)
@@ -49,12 +99,17 @@ def merge_templates(templates: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def synthesize(env: str, outdir: Path, config_dir: Path | None = None) -> Synthesized:
+def synthesize(
+    env: str, outdir: Path, config_dir: Path | None = None, source_path: Path = REPO
+) -> Synthesized:
+    """One environment's cloud assembly in ``outdir``, from ``config_dir`` (default: a copy of
+    config/ with the fixture's per-account values) and the repository at ``source_path``."""
     from aws_cdk.assertions import Template
 
     from infra.application import build_app
 
-    app, stack = build_app(env, config_dir=config_dir or REPO / "config", outdir=outdir)
+    config_dir = config_dir or deployable_config(outdir.with_name(f"{outdir.name}-config"))
+    app, stack = build_app(env, config_dir=config_dir, outdir=outdir, source_path=source_path)
     assembly = app.synth()  # runs cdk-nag: an unacknowledged finding raises here
     artifacts = [assembly.get_stack_by_name(name) for name in (stack.data.stack_name, stack.stack_name)]
     raw = merge_templates([artifact.template for artifact in artifacts])
@@ -72,7 +127,8 @@ def synthesize(env: str, outdir: Path, config_dir: Path | None = None) -> Synthe
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Synthesized]]:
     root = tmp_path_factory.mktemp("cdk")
-    yield {env: synthesize(env, root / env) for env in ENVIRONMENTS}
+    config = deployable_config(root)
+    yield {env: synthesize(env, root / env, config_dir=config) for env in ENVIRONMENTS}
 
 
 def resolve_join(value: Any) -> str:

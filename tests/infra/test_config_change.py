@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.infra.conftest import REPO, Synthesized, boot_plan_of, instance_units, resources_of, synthesize
+from tests.infra.conftest import (
+    Synthesized,
+    boot_plan_of,
+    deployable_config,
+    instance_units,
+    resources_of,
+    synthesize,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -16,8 +22,7 @@ pytestmark = pytest.mark.infra
 def test_worker_and_capacity_edits_reach_the_template(
     tmp_path: Path, synthesized: dict[str, Synthesized]
 ) -> None:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
+    config = deployable_config(tmp_path)
     prod_file = config / "prod.yaml"
     prod = yaml.safe_load(prod_file.read_text())
     prod["worker"]["initial_lease_table_read_capacity"] = 250
@@ -37,7 +42,7 @@ def test_worker_and_capacity_edits_reach_the_template(
     (group,) = resources_of(edited.raw, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"]) == ("4", "20")
     assert "DesiredCapacity" not in group  # desired_instances is a planning figure only
-    edited.template.has_resource_properties("AWS::AutoScaling::LifecycleHook", {"HeartbeatTimeout": 300})
+    assert group["LifecycleHookSpecificationList"][0]["HeartbeatTimeout"] == 300
     (alarm,) = [
         a
         for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm")

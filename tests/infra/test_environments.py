@@ -1,27 +1,34 @@
-"""Environments that coexist: dev and prod in one account share no physical name; each pins its
-account and region; prod imports its table unless told to create one; a deploy must name its
-environment; local keeps the names the emulator, the demo and its dashboard use."""
+"""Environments that coexist: dev and prod in one account share no physical name, and no name of a
+global resource (buckets; dashboards and IAM across regions) repeats for another account or region;
+each pins its account and region; prod imports its table unless told to create one; a deploy must
+name its environment, while `cdk bootstrap aws://ACCOUNT/REGION` works without one; local keeps the
+names the emulator, the demo and its dashboard use."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ground.settings import load_settings
 from infra.errors import InfraConfigError
-from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of, synthesize
+from tests.infra.cdk_cli import CDK, NO_CREDENTIALS, offline_environment, run
+from tests.infra.conftest import (
+    FIXTURE_ACCOUNT,
+    FIXTURE_REGION,
+    REPO,
+    Synthesized,
+    deployable_config,
+    edit_yaml,
+    resolve_join,
+    resources_of,
+    synthesize,
+)
 
 pytestmark = pytest.mark.infra
-
-CDK = REPO / "node_modules" / ".bin" / "cdk"
 
 # Top-level resource properties that are names in the account (two stacks must not share one).
 PHYSICAL_NAMES = {
@@ -79,7 +86,7 @@ def test_dev_and_prod_in_one_account_share_no_physical_name(synthesized: dict[st
     dev_names, prod_names = physical_names(dev.raw), physical_names(prod.raw)
     kinds = {kind for kind, _ in dev_names}
     assert {"AWS::DynamoDB::Table", "AWS::Logs::LogGroup", "AWS::CloudWatch::Alarm"} <= kinds
-    assert {"AWS::CloudWatch::Dashboard", "AWS::AutoScaling::AutoScalingGroup"} <= kinds
+    assert "AWS::CloudWatch::Dashboard" in kinds
     assert {name for _, name in dev_names} & {name for _, name in prod_names} == set()
     # The tables each fleet reads and writes, whether the stack creates them or imports them.
     assert dev.settings.table.source_table_name != prod.settings.table.source_table_name
@@ -125,32 +132,70 @@ def test_each_environment_pins_its_account_and_region(synthesized: dict[str, Syn
         assert "missing" not in manifest
 
 
-def _config_copy(tmp_path: Path) -> Path:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
-    return config
+# Where a physical name must be unique: across every account of the partition, across the regions
+# of one account, or only within one account and region. Every resource type with a name of its own
+# is classified here, so a new one is a decision, not an accident.
+GLOBAL = {"AWS::S3::Bucket"}
+ACCOUNT_WIDE = {
+    "AWS::CloudWatch::Dashboard",
+    "AWS::IAM::Role",
+    "AWS::IAM::ManagedPolicy",
+    "AWS::IAM::InstanceProfile",
+}
+REGIONAL = {
+    "AWS::AutoScaling::AutoScalingGroup",
+    "AWS::CloudWatch::Alarm",
+    "AWS::DynamoDB::Table",
+    "AWS::EMRServerless::Application",
+    "AWS::Logs::LogGroup",
+    "AWS::Scheduler::Schedule",  # unique within its schedule group, in one account and region
+    "AWS::SNS::Topic",
+    "AWS::SQS::Queue",
+}
 
 
-def _edit(path: Path, change: dict[str, Any]) -> None:
-    data = yaml.safe_load(path.read_text())
-    for key, value in change.items():
-        section, _, leaf = key.rpartition(".")
-        target = data.setdefault(section, {}) if section else data
-        if value is None:
-            target.pop(leaf, None)
-        else:
-            target[leaf] = value
-    path.write_text(yaml.safe_dump(data))
+def test_no_global_name_is_shared_by_two_accounts_or_two_regions(
+    synthesized: dict[str, Synthesized], tmp_path: Path
+) -> None:
+    prod = synthesized["prod"]
+    config = deployable_config(tmp_path)
+    other_account = "135792468024"
+    edit_yaml(config / "prod.yaml", {"account": other_account})
+    elsewhere = synthesize("prod", tmp_path / "account", config_dir=config)
+    edit_yaml(config / "prod.yaml", {"account": FIXTURE_ACCOUNT, "region": "us-east-2"})
+    away = synthesize("prod", tmp_path / "region", config_dir=config)
+    assert (elsewhere.settings.account, away.settings.region) == (other_account, "us-east-2")
+    names = {
+        label: physical_names(s.raw)
+        for label, s in (("here", prod), ("account", elsewhere), ("region", away))
+    }
+    kinds = {kind for found in names.values() for kind, _ in found}
+    assert kinds <= GLOBAL | ACCOUNT_WIDE | REGIONAL, kinds - (GLOBAL | ACCOUNT_WIDE | REGIONAL)
+    assert {"AWS::S3::Bucket", "AWS::CloudWatch::Dashboard"} <= kinds
+
+    def of(label: str, scope: set[str]) -> set[str]:
+        return {name for kind, name in names[label] if kind in scope}
+
+    # Another account: no bucket name repeats. Another region of the same account: no bucket,
+    # dashboard or IAM name repeats.
+    assert of("here", GLOBAL) and of("here", GLOBAL).isdisjoint(of("account", GLOBAL))
+    wide = GLOBAL | ACCOUNT_WIDE
+    assert of("here", wide).isdisjoint(of("region", wide)), of("here", wide) & of("region", wide)
+    # IAM names are CloudFormation's (unique per stack), never given.
+    assert not [kind for kind, _ in names["here"] if kind.startswith("AWS::IAM::")]
+    # The bucket carries both, as the configuration writes it ({account} and {region} filled in).
+    (bucket,) = of("here", GLOBAL)
+    assert bucket == f"orders-stream-consumer-prod-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"
 
 
 def test_an_aws_environment_without_an_account_is_refused(tmp_path: Path) -> None:
     from infra.application import build_app
 
-    config = _config_copy(tmp_path)
-    _edit(config / "dev.yaml", {"account": None})
-    with pytest.raises(InfraConfigError, match=r"env dev: set `account:`"):
+    config = deployable_config(tmp_path)
+    edit_yaml(config / "dev.yaml", {"account": None})
+    with pytest.raises(InfraConfigError, match=r"env dev cannot deploy: account is missing"):
         build_app("dev", config_dir=config, outdir=tmp_path / "out")
-    _edit(config / "dev.yaml", {"account": "12345"})
+    edit_yaml(config / "dev.yaml", {"account": "12345"})
     with pytest.raises(InfraConfigError, match=r"account"):
         build_app("dev", config_dir=config, outdir=tmp_path / "out")
 
@@ -176,8 +221,8 @@ def test_prod_imports_its_table_by_default(synthesized: dict[str, Synthesized]) 
 
 
 def test_creating_the_prod_table_is_an_explicit_opt_in(tmp_path: Path) -> None:
-    config = _config_copy(tmp_path)
-    _edit(config / "prod.yaml", {"table.create": True})
+    config = deployable_config(tmp_path)
+    edit_yaml(config / "prod.yaml", {"table.create": True})
     created = synthesize("prod", tmp_path / "out", config_dir=config)
     tables = {
         r["Properties"]["TableName"]: r
@@ -191,7 +236,7 @@ def test_creating_the_prod_table_is_an_explicit_opt_in(tmp_path: Path) -> None:
         "WriteCapacityUnits": 40000,
     }
     # Both at once is a contradiction, refused with the keys to fix.
-    _edit(config / "prod.yaml", {"table.existing_table_name": "orders", "table.existing_stream_arn": "x"})
+    edit_yaml(config / "prod.yaml", {"table.existing_table_name": "orders", "table.existing_stream_arn": "x"})
     with pytest.raises(InfraConfigError, match=r"create: true and existing_table_name"):
         synthesize("prod", tmp_path / "out2", config_dir=config)
 
@@ -199,36 +244,34 @@ def test_creating_the_prod_table_is_an_explicit_opt_in(tmp_path: Path) -> None:
 def test_an_app_without_an_environment_is_refused() -> None:
     from aws_cdk import App
 
-    from infra.application import EnvironmentNotChosenError, build_app
+    from infra.application import BUNDLING_STACKS_CONTEXT, EnvironmentNotChosenError, build_app
 
     # app.py falls back to "local" when -c env is missing; given the CLI's app, that is refused.
     with pytest.raises(EnvironmentNotChosenError, match=r"cdk deploy -c env=<name>"):
         build_app("local", app=App())
+    # A command that builds nothing (the CLI asks to bundle no stack) hears how to bootstrap.
+    with pytest.raises(EnvironmentNotChosenError, match=r"`cdk bootstrap -c env=prod` bootstraps"):
+        build_app("local", app=App(context={BUNDLING_STACKS_CONTEXT: []}))
     cdk_json = json.loads((REPO / "cdk.json").read_text())
     assert "env" not in cdk_json["context"]  # a context default would make every deploy "chosen"
 
 
 @pytest.mark.skipif(not CDK.exists(), reason="project-local CDK CLI missing (make setup installs it)")
-def test_cdk_without_an_environment_stops_with_a_message(tmp_path: Path) -> None:
-    environ = dict(os.environ)
-    environ.update(
-        JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1",
-        CDK_DISABLE_VERSION_CHECK="1",
-        CDK_DISABLE_CLI_TELEMETRY="true",
-        AWS_ENDPOINT_URL="http://127.0.0.1:9",
-        AWS_EC2_METADATA_DISABLED="true",
-    )
+def test_cdk_without_an_environment_stops_with_a_message_for_the_command(tmp_path: Path) -> None:
+    environ = offline_environment()
     output = tmp_path / "cdk.out"
     # `cdk deploy` synthesizes first, through the same app: a refused synth is a refused deploy.
-    result = subprocess.run(
-        [str(CDK), "synth", "--output", str(output), "--quiet", "--no-notices"],
-        cwd=REPO,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode != 0
-    assert "no environment chosen" in result.stdout + result.stderr
+    status, log = run([str(CDK), "synth", "--output", str(output), "--quiet", "--no-notices"], REPO, environ)
+    assert status != 0
+    assert "error: no environment chosen: run `cdk deploy -c env=<name> --all`" in log
     assert not list(output.glob("*.template.json"))
+    # `cdk bootstrap aws://ACCOUNT/REGION`, as AWS documents it, runs the app too: it hears how to
+    # bootstrap, not how to deploy.
+    target = f"aws://{FIXTURE_ACCOUNT}/{FIXTURE_REGION}"
+    status, log = run([str(CDK), "bootstrap", target, "--output", str(output), "--no-notices"], REPO, environ)
+    assert status != 0
+    assert (
+        "error: no environment chosen: add -c env=<name> (config/<name>.yaml), e.g. `cdk bootstrap -c env=prod`"
+        in log
+    )
+    assert NO_CREDENTIALS not in log

@@ -1,6 +1,8 @@
 """The pipeline's AWS side as synthesized: the change-log bucket exists wherever the workers write
 an s3:// change log (dev has no EMR and still gets it), the workers may write it, prod's pipeline
-reads and writes inside it, and the EMR job role can do what the three jobs do and nothing more."""
+reads and writes inside it, and the EMR job role can do what the three jobs do and nothing more.
+Its lifecycle: noncurrent versions expire; dev's bucket is emptied and removed with the stack,
+prod's retained."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import Synthesized, resolve_join, resources_of
+from infra.pipeline_resources import NONCURRENT_VERSION_DAYS
+from tests.infra.conftest import FIXTURE_ACCOUNT, FIXTURE_REGION, Synthesized, resolve_join, resources_of
 
 pytestmark = pytest.mark.infra
 
@@ -49,7 +52,8 @@ def _worker_statements(synth: Synthesized) -> list[dict[str, Any]]:
 def test_dev_gets_its_change_log_bucket_without_emr(synthesized: dict[str, Synthesized]) -> None:
     dev = synthesized["dev"]
     assert not dev.settings.pipeline.emr_serverless
-    assert _bucket_names(dev) == ["orders-stream-consumer-dev-changelog"]
+    bucket = f"orders-stream-consumer-dev-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"
+    assert _bucket_names(dev) == [bucket]
     assert not resources_of(dev.raw, "AWS::EMRServerless::Application")
     # ... in the stateful stack, and the workers may write their prefix of it.
     data = dev.stacks["orders-stream-consumer-dev-data"]
@@ -60,7 +64,7 @@ def test_dev_gets_its_change_log_bucket_without_emr(synthesized: dict[str, Synth
         if "s3:PutObject" in _as_list(s["Action"])
         for resource in _as_list(s["Resource"])
     ]
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-dev-changelog/changes/*" in writes
+    assert f"arn:<TOKEN>:s3:::{bucket}/changes/*" in writes
 
 
 def test_local_writes_its_change_log_to_disk_and_has_no_bucket(synthesized: dict[str, Synthesized]) -> None:
@@ -213,3 +217,40 @@ def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
     assert alarm["Namespace"] == prod.settings.metrics_namespace
     dev = synthesized["dev"]
     assert not resources_of(dev.raw, "AWS::Scheduler::Schedule")  # no EMR there, nothing to schedule
+
+
+def _bucket(synth: Synthesized) -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, r) for k, r in synth.raw["Resources"].items() if r["Type"] == "AWS::S3::Bucket"]
+    return found
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_noncurrent_versions_expire(env: str, synthesized: dict[str, Synthesized]) -> None:
+    _, bucket = _bucket(synthesized[env])
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    (rule,) = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled"
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": NONCURRENT_VERSION_DAYS}
+    assert rule["ExpiredObjectDeleteMarker"] is True
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
+
+
+def test_devs_bucket_is_emptied_and_removed_on_destroy_and_prods_retained(
+    synthesized: dict[str, Synthesized],
+) -> None:
+    dev, prod = synthesized["dev"], synthesized["prod"]
+    bucket_id, bucket = _bucket(dev)
+    assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Delete", "Delete")
+    # Emptied first (every version): a non-empty bucket cannot be deleted, which failed cdk destroy.
+    (emptying,) = resources_of(dev.raw, "Custom::S3AutoDeleteObjects")
+    assert emptying["BucketName"] == {"Ref": bucket_id}
+    _, kept = _bucket(prod)
+    assert (kept["DeletionPolicy"], kept["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert resources_of(prod.raw, "Custom::S3AutoDeleteObjects") == []
+    assert not [r for r in resources_of(prod.raw, "AWS::Lambda::Function")]
+    # dev's stacks carry no termination protection (destroy may proceed); prod's both do.
+    for synth, protected in ((dev, False), (prod, True)):
+        manifest = json.loads((synth.assembly_dir / "manifest.json").read_text())
+        for name in synth.stacks:
+            properties = manifest["artifacts"][name]["properties"]
+            assert bool(properties.get("terminationProtection")) is protected, name

@@ -12,6 +12,8 @@ from infra.scaling import expected_partitions, scaling_thresholds
 from infra.widgets import dashboard_widgets
 from tests.infra.conftest import (
     ENVIRONMENTS,
+    FIXTURE_ACCOUNT,
+    FIXTURE_REGION,
     Synthesized,
     boot_plan_of,
     dashboard_body,
@@ -111,12 +113,18 @@ def test_launch_template_hardening(synth: Synthesized) -> None:
 
 
 def test_termination_lifecycle_hook(synth: Synthesized) -> None:
+    # Part of the group itself, so a replacement group has it from its first instance.
     synth.template.has_resource_properties(
-        "AWS::AutoScaling::LifecycleHook",
+        "AWS::AutoScaling::AutoScalingGroup",
         {
-            "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-            "HeartbeatTimeout": synth.settings.fleet.lifecycle_hook_timeout_seconds,
-            "DefaultResult": "CONTINUE",
+            "LifecycleHookSpecificationList": [
+                {
+                    "LifecycleHookName": f"{synth.settings.application_name}-{synth.settings.env}-release-leases",
+                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                    "HeartbeatTimeout": synth.settings.fleet.lifecycle_hook_timeout_seconds,
+                    "DefaultResult": "CONTINUE",
+                }
+            ]
         },
     )
 
@@ -327,13 +335,14 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
             if service in ("dynamodb", "logs", "cloudwatch"):
                 assert "*" not in name, statement
         if "*" in resources:
-            services = {a.partition(":")[0] for a in actions}
-            # PutMetricData takes no resource ARN; it must then be pinned to our namespace.
+            # Two actions take no resource ARN: PutMetricData, which must then be pinned to our
+            # namespace, and the boot's read-only question for its group's name.
+            if actions == ["autoscaling:DescribeAutoScalingInstances"]:
+                continue
             assert actions == ["cloudwatch:PutMetricData"], statement
             assert statement["Condition"] == {
                 "StringEquals": {"cloudwatch:namespace": synth.settings.metrics_namespace}
             }
-            assert services == {"cloudwatch"}
 
 
 def _worker_statements(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -375,14 +384,15 @@ def test_s3_grants_only_where_destinations_are_configured(synthesized: dict[str,
     ]
     resources = {resolve_join(r) for s in puts for r in _as_list(s["Resource"])}
     # The partition is the stack's (AWS::Partition), not a hard-coded arn:aws.
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-prod-changelog/changes/*" in resources
-    assert "arn:<TOKEN>:s3:::orders-stream-consumer-prod-changelog/dead-letter/*" in resources
+    bucket = f"orders-stream-consumer-prod-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"
+    assert f"arn:<TOKEN>:s3:::{bucket}/changes/*" in resources
+    assert f"arn:<TOKEN>:s3:::{bucket}/dead-letter/*" in resources
 
 
 def test_pipeline_resources_only_when_enabled(synthesized: dict[str, Synthesized]) -> None:
     synthesized["prod"].template.resource_count_is("AWS::EMRServerless::Application", 1)
     synthesized["prod"].template.has_resource_properties(
-        "AWS::S3::Bucket", {"BucketName": "orders-stream-consumer-prod-changelog"}
+        "AWS::S3::Bucket", {"BucketName": f"orders-stream-consumer-prod-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"}
     )
     synthesized["dev"].template.resource_count_is("AWS::EMRServerless::Application", 0)
 

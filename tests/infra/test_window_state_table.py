@@ -3,14 +3,11 @@ exactly when tumbling windows are on (processing.tumbling_window_seconds > 0).""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.permissions import WINDOW_STATE_ACTIONS
-from tests.infra.conftest import REPO, Synthesized, resources_of, synthesize
+from tests.infra.conftest import Synthesized, deployable_config, edit_yaml, resources_of, synthesize
 
 
 def _window_tables(raw: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -34,11 +31,8 @@ def test_no_window_state_table_without_windows(synthesized: dict[str, Synthesize
 
 
 def test_windows_bring_their_table_and_the_grants_to_it(tmp_path: Path) -> None:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
-    dev = yaml.safe_load((config / "dev.yaml").read_text())
-    dev.setdefault("processing", {})["tumbling_window_seconds"] = 60
-    (config / "dev.yaml").write_text(yaml.safe_dump(dev))
+    config = deployable_config(tmp_path)
+    edit_yaml(config / "dev.yaml", {"processing.tumbling_window_seconds": 60})
     edited = synthesize("dev", tmp_path / "out", config_dir=config)
     name = edited.settings.window_state_table_name
     (table,) = _window_tables(edited.raw, name)

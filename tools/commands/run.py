@@ -40,6 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     # stderr, with the next step, instead of being buried under telemetry about an endpoint that is
     # not there (and is not printed a second time as a log line).
     _check_local_endpoint(settings)
+    _check_locations_filled(settings)
     worker_id = args.worker_id or new_worker_id(args.worker_name)
     try:
         process = WorkerProcess.prepare(
@@ -69,6 +70,19 @@ def _check_local_endpoint(settings: Settings) -> None:
         raise CommandError(
             f"nothing answers at {endpoint} (endpoint_url of env {settings.env}): "
             f"start the emulator: `consumer local up --env {settings.env}`"
+        )
+
+
+def _check_locations_filled(settings: Settings) -> None:
+    """A location that still names ``{account}`` is not a bucket anybody owns: stop before a batch
+    is retried against it forever."""
+    from tools.commands import CommandError
+
+    unfilled = settings.unfilled_locations()
+    if unfilled:
+        raise CommandError(
+            f"{', '.join(unfilled)} of env {settings.env} name {{account}}: set account (the 12-digit "
+            f"AWS account) in config/{settings.env}.yaml, or CONSUMER_ACCOUNT"
         )
 
 

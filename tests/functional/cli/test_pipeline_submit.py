@@ -25,10 +25,13 @@ from tests.support import free_port, moto_server
 from tools.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
-REGION = "eu-west-1"  # prod's
-BUCKET = "orders-stream-consumer-prod-changelog"
+# The test's own per-account values for prod (the shipped config/prod.yaml carries none).
+ACCOUNT = "246813579135"
+REGION = "eu-west-1"
+BUCKET = f"orders-stream-consumer-prod-{ACCOUNT}-{REGION}"  # prod's {account}-{region} filled in
 STACK = "orders-stream-consumer-prod"
 APPLICATION = "orders-stream-consumer-prod-pipeline"
+# In moto's own account (moto refuses to pass a role of another account).
 ROLE = "arn:aws:iam::123456789012:role/orders-stream-consumer-prod-PipelineJobRole"
 
 
@@ -53,8 +56,11 @@ def _aws_environment(url: str) -> dict[str, str]:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """config/ copied, a fake interpreter and a wheel directory, as the working directory."""
+    """config/ copied with prod's account and region, a fake interpreter and a wheel directory, as
+    the working directory."""
     shutil.copytree(REPO / "config", tmp_path / "config")
+    with (tmp_path / "config" / "prod.yaml").open("a") as prod:
+        prod.write(f'\naccount: "{ACCOUNT}"\nregion: {REGION}\n')
     fake_interpreter(tmp_path / "cpython-3.11-install_only.tar.gz")
     tiny_wheel(tmp_path / "wheels")
     monkeypatch.chdir(tmp_path)

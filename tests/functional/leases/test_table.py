@@ -31,6 +31,9 @@ def test_created_with_configured_capacity(client: Any) -> None:
     assert table["KeySchema"] == [{"AttributeName": "leaseKey", "KeyType": "HASH"}]
     assert table["ProvisionedThroughput"]["ReadCapacityUnits"] == 40
     assert table["ProvisionedThroughput"]["WriteCapacityUnits"] == 25
+    # The workers table beside it is on-demand whatever the leases table is (as the CDK stack makes it).
+    workers = client.describe_table(TableName="app-workers")["Table"]
+    assert workers["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
 def test_on_demand(client: Any) -> None:

@@ -12,6 +12,9 @@ import pytest
 from ground.settings import ConfigError, load_settings
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
+# The tests' own account and region: the shipped config names the bucket with {account} and {region}.
+PER_ACCOUNT = {"CONSUMER_ACCOUNT": "246813579135", "CONSUMER_REGION": "eu-west-1"}
+BUCKET = "orders-stream-consumer-prod-246813579135-eu-west-1"
 
 
 @pytest.fixture
@@ -27,14 +30,18 @@ def _prod_with(config: Path, pipeline: str) -> None:
 
 def _problems(config: Path) -> str:
     with pytest.raises(ConfigError) as raised:
-        load_settings("prod", config)
+        load_settings("prod", config, environ=PER_ACCOUNT)
     return "\n".join(str(p) for p in raised.value.problems)
 
 
 def test_prod_as_shipped_puts_everything_in_the_change_log_bucket() -> None:
-    pipeline = load_settings("prod", REPO_CONFIG).pipeline
-    assert pipeline.changelog_uri == "s3://orders-stream-consumer-prod-changelog/changes"
-    assert pipeline.emr_work_location == "s3://orders-stream-consumer-prod-changelog/emr"
+    pipeline = load_settings("prod", REPO_CONFIG, environ=PER_ACCOUNT).pipeline
+    assert pipeline.changelog_uri == f"s3://{BUCKET}/changes"
+    assert pipeline.emr_work_location == f"s3://{BUCKET}/emr"
+    # Until the account is known the bucket is no bucket yet, and the settings say so.
+    unset = load_settings("prod", REPO_CONFIG, environ={})
+    assert unset.pipeline.changelog_uri == "s3://orders-stream-consumer-prod-{account}-{region}/changes"
+    assert "pipeline.changelog_uri" in unset.unfilled_locations()
 
 
 def test_local_paths_with_emr_are_refused_naming_each_key_and_a_value(config: Path) -> None:
@@ -43,12 +50,9 @@ def test_local_paths_with_emr_are_refused_naming_each_key_and_a_value(config: Pa
     assert "prod.yaml" in text
     assert (
         "pipeline.changelog_uri is 'var/changelog': with pipeline.emr_serverless it must be an s3:// "
-        "location (e.g. s3://orders-stream-consumer-prod-changelog/changes)"
+        f"location (e.g. s3://{BUCKET}/changes)"
     ) in text
-    assert (
-        "pipeline.snapshot_uri is 'var/snapshot'" in text
-        and "s3://orders-stream-consumer-prod-changelog/snapshot" in text
-    )
+    assert "pipeline.snapshot_uri is 'var/snapshot'" in text and f"s3://{BUCKET}/snapshot" in text
     assert "pipeline.stats_uri is 'var/stats'" in text
     assert "(got {" not in text  # not the whole configuration echoed back
 
@@ -61,13 +65,16 @@ def test_reading_another_change_log_than_the_workers_write_is_refused(config: Pa
     )
     text = _problems(config)
     assert "pipeline.changelog_uri is 's3://elsewhere/changes' but the workers write" in text
-    assert "set pipeline.changelog_uri: s3://orders-stream-consumer-prod-changelog/changes" in text
+    assert f"set pipeline.changelog_uri: s3://{BUCKET}/changes" in text
 
 
 def test_an_explicit_work_location_wins_and_must_be_on_s3(config: Path) -> None:
     text = (config / "prod.yaml").read_text()
     (config / "prod.yaml").write_text(text + "  emr_work_uri: s3://artifacts-bucket/jobs/\n")
-    assert load_settings("prod", config).pipeline.emr_work_location == "s3://artifacts-bucket/jobs"
+    assert (
+        load_settings("prod", config, environ=PER_ACCOUNT).pipeline.emr_work_location
+        == "s3://artifacts-bucket/jobs"
+    )
     (config / "prod.yaml").write_text(text + "  emr_work_uri: var/emr\n")
     assert "pipeline.emr_work_uri is 'var/emr'" in _problems(config)
 

@@ -90,3 +90,61 @@ def test_the_table_is_imported_unless_creating_is_asked_for() -> None:
 def test_a_malformed_agent_endpoint_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"metrics\.agent_endpoint"):
         load_settings("prod", REPO_CONFIG, environ={"CONSUMER_METRICS__AGENT_ENDPOINT": "127.0.0.1:25888"})
+
+
+def _locations(account: object, region: str | None = "eu-west-1") -> Settings:
+    data: dict[str, Any] = {
+        "application_name": "shop",
+        "env": "prod",
+        "account": account,
+        "table": {"name": "orders", "partition_key": {"name": "pk"}},
+        "processing": {
+            "processor": "changelog",
+            "options": {"destination": "s3://shop-{account}-{region}/changes"},
+            "dead_letter": {"type": "s3", "uri": "s3://shop-{account}-{region}/dead"},
+        },
+        "pipeline": {"snapshot_uri": "s3://shop-{account}-{region}/snapshot", "spark_master": "local[1]"},
+    }
+    if region is not None:
+        data["region"] = region
+    return Settings.model_validate(data)
+
+
+def test_account_and_region_fill_the_s3_locations_bucket_names_are_global() -> None:
+    filled = _locations("246813579135")
+    assert filled.processing.options["destination"] == "s3://shop-246813579135-eu-west-1/changes"
+    assert filled.processing.dead_letter.uri == "s3://shop-246813579135-eu-west-1/dead"
+    assert filled.pipeline.snapshot_uri == "s3://shop-246813579135-eu-west-1/snapshot"
+    assert filled.pipeline.spark_master == "local[1]"  # only the locations are filled in
+    assert filled.unfilled_locations() == [] and not [w for w in filled.warnings() if "{account}" in w]
+    # An unquoted account (YAML reads a number) fills them in as the account it is.
+    assert _locations(246813579135).processing.options["destination"].startswith("s3://shop-246813579135-")
+
+
+def test_without_an_account_the_locations_keep_their_braces_and_say_so() -> None:
+    unset = _locations(None)
+    assert unset.processing.options["destination"] == "s3://shop-{account}-{region}/changes"
+    assert unset.unfilled_locations() == [
+        "processing.options.destination",
+        "processing.dead_letter.uri",
+        "pipeline.snapshot_uri",
+    ]
+    (warning,) = [w for w in unset.warnings() if "{account}" in w]
+    assert warning.startswith(
+        "processing.options.destination, processing.dead_letter.uri, pipeline.snapshot_uri"
+    )
+
+
+def test_a_worker_refuses_to_start_on_a_location_without_its_account(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.cli import main
+
+    monkeypatch.delenv("CONSUMER_ACCOUNT", raising=False)
+    assert main(["run", "--env", "prod", "--config-dir", str(REPO_CONFIG)]) == 1
+    err = capsys.readouterr().err
+    assert "processing.options.destination, processing.dead_letter.uri" in err
+    assert (
+        "name {account}: set account (the 12-digit AWS account) in config/prod.yaml, or CONSUMER_ACCOUNT"
+        in err
+    )
