@@ -111,6 +111,8 @@ class ShardSyncer:
             generation = self._coordinator.lineage_generation()  # before the scan: module docstring
             snapshot = self._coordinator.scan()  # before the listing: module docstring
             shards = tuple(self._list_shards())
+            # N as the stream has it (one open shard per partition): the scaling alarms' 2N.
+            self._metrics.gauge("ShardSyncTask", "OpenShards", sum(1 for s in shards if s.is_open), "Count")
             leases = snapshot.leases
             first_start = not leases and not snapshot.first_start_claimed
             # Exactly one worker may plan the first start at LATEST: two doing it from empty scans

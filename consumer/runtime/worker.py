@@ -111,6 +111,7 @@ class Worker:
             self.clients.leases or self.clients.dynamodb,
             settings.leases_table_name,
             workers_table_name=settings.workers_table_name,
+            metrics=self.metrics,
         )
         store.ensure_table(settings.worker)
         reader = self._reader_factory(self.target.stream_arn)
