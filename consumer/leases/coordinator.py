@@ -67,6 +67,8 @@ class LeaseCoordinator:
         *,
         metrics: Metrics | None = None,
         rng: random.Random | None = None,
+        capacity_advice: str | None = None,
+        expected_workers: int = 1,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -94,6 +96,8 @@ class LeaseCoordinator:
             self._metrics,
             self._notify_kind,
             rng or random.Random(),
+            capacity_advice=capacity_advice,
+            expected_workers=expected_workers,
         )
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up

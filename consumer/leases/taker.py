@@ -46,6 +46,10 @@ log = logging.getLogger("consumer.leases")
 
 Notify = Callable[[str, str, Lease | None], None]
 SHORTFALL_LOG_EVERY_MILLIS = 60_000
+JOIN_GRACE_MILLIS = 60_000
+"""A shortfall is reported only once it has lasted this long (at least three full-scan intervals) with
+no worker joining or leaving meanwhile: while a fleet starts, the first workers hold their cap and
+the rest of the ready shards wait for workers that are still booting -- no shortfall at all."""
 
 
 @dataclass
@@ -58,6 +62,9 @@ class Taker:
     metrics: Metrics
     notify: Notify
     rng: random.Random
+    capacity_advice: str | None = None  # consumer.leases.advice.capacity_advice for the settings
+    # The fleet has not joined while fewer workers than the group's minimum run (see _joined_shortfall).
+    expected_workers: int = 1
 
     def __post_init__(self) -> None:
         self.timing = Timing(self.settings.failover_time_millis, self.settings.max_clock_skew_millis)
@@ -69,6 +76,9 @@ class Taker:
         self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
         self._shortfall_logged_at: int | None = None
+        self._shortfall_since: int | None = None
+        self._fleet: frozenset[str] = frozenset()
+        self._fleet_since = self.clock.monotonic_millis()
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
@@ -145,11 +155,31 @@ class Taker:
         self.metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
         self.metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
         self.metrics.gauge("TakeLeases", "NeededLeases", max(0, plan.target - plan.mine), "Count")
-        self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", plan.unassigned_ready, "Count")
+        shortfall = self._joined_shortfall(plan, snapshot)
+        self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", shortfall, "Count")
         # Items that are not in KCL's format are never taken, changed or deleted: an operator must fix them.
         self.metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
-        if plan.unassigned_ready:
+        if shortfall:
             self._warn_shortfall(plan)
+
+    def _joined_shortfall(self, plan: RoundPlan, snapshot: Snapshot) -> int:
+        """The ready shards left over, counted only once the fleet had time to join: the shortfall
+        has lasted JOIN_GRACE_MILLIS (or three full-scan intervals) with the same live workers, and at
+        least the group's minimum of them run -- or it has lasted five times that, whatever joined."""
+        now = self.clock.monotonic_millis()
+        fleet = live_workers(snapshot, self.clock.wall_millis(), self.timing) | {self.me}
+        if fleet != self._fleet:
+            self._fleet, self._fleet_since = fleet, now
+        if not plan.unassigned_ready:
+            self._shortfall_since = None
+            return 0
+        if self._shortfall_since is None:
+            self._shortfall_since = now
+        grace = max(JOIN_GRACE_MILLIS, 3 * self.settings.full_scan_interval_millis)
+        lasted = now - self._shortfall_since
+        settled = now - max(self._shortfall_since, self._fleet_since) >= grace
+        joined = settled and len(fleet) >= self.expected_workers
+        return plan.unassigned_ready if joined or lasted >= 5 * grace else 0
 
     def _warn_shortfall(self, plan: RoundPlan) -> None:
         """Ready shards nobody may take because every worker is at its cap: say so, once a minute."""
@@ -162,11 +192,12 @@ class Taker:
         self._shortfall_logged_at = now
         log.warning(
             "%d ready shards are left unprocessed: all %d workers hold worker.max_leases_for_worker=%d "
-            "leases. Raise worker.max_leases_for_worker or add workers (fleet.max_size); "
-            "`consumer plan` suggests values.",
+            "leases. %s",
             plan.unassigned_ready,
             plan.workers,
             self.settings.max_leases_for_worker,
+            self.capacity_advice
+            or "Raise it or run more workers (fleet.max_instances); `consumer plan` suggests values.",
         )
 
     # ------------------------------------------------------------------------ reconcile

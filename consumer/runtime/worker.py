@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from consumer.clock import Clock, SystemClock
+from consumer.leases.advice import capacity_advice
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.lifecycle.scheduler import Scheduler
@@ -116,7 +117,13 @@ class Worker:
         store.ensure_table(settings.worker)
         reader = self._reader_factory(self.target.stream_arn)
         coordinator = LeaseCoordinator(
-            store, self.worker_id, settings.worker, self.clock, metrics=self.metrics
+            store,
+            self.worker_id,
+            settings.worker,
+            self.clock,
+            metrics=self.metrics,
+            capacity_advice=capacity_advice(settings),
+            expected_workers=settings.fleet.min_instances * settings.fleet.worker_processes_per_instance,
         )
         self.coordinator = coordinator
         syncer = ShardSyncer(
