@@ -130,6 +130,9 @@ def worker_statements(
                 )
             ],
         ),
+        # The watchdog replaces one instance at a time for the fleet: it reads the group first
+        # (Describe* actions take no resource ARN).
+        iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"]),
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
         # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
         *window_state,

@@ -60,8 +60,9 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     _ack(
         policy,
         "AwsSolutions-IAM5[Resource::*]",
-        "cloudwatch:PutMetricData supports no resource ARN; the statement is limited by the "
-        "cloudwatch:namespace condition to the application's namespace.",
+        "cloudwatch:PutMetricData and autoscaling:DescribeAutoScalingGroups support no resource ARN; "
+        "the first is limited by the cloudwatch:namespace condition to the application's namespace, the "
+        "second only reads (the watchdog checks no other instance is being replaced).",
     )
     _ack(
         policy,

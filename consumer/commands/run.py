@@ -24,7 +24,8 @@ def register(subparsers: Any) -> None:
         "--heartbeat-file",
         default=None,
         type=Path,
-        help="touch this file after every lease-taking round (read by the instance's boot and watchdog)",
+        help="rewrite this file at every lease-taking round, saying whether it succeeded (read by the "
+        "instance's boot and watchdog)",
     )
     parser.set_defaults(handler=_run)
 
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.runtime.worker import Worker, new_worker_id
     from consumer.streams.errors import FatalStreamError
     from consumer.streams.target import StreamConfigError, resolve_stream_patiently
-    from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
+    from consumer.telemetry.health import HeartbeatFile
     from consumer.telemetry.logs import configure_logging
     from consumer.telemetry.metrics import MetricsRecorder
     from consumer.telemetry.transports import transport_from_settings
@@ -73,10 +74,9 @@ def _run(args: argparse.Namespace) -> int:
             clients=clients,
             processor_factory=factory,
             worker_id=worker_id,
-            # The worker's rounds also renew the heartbeat file, when one is asked for.
-            metrics=HeartbeatMetrics(metrics, HeartbeatFile(args.heartbeat_file))
-            if args.heartbeat_file is not None
-            else metrics,
+            metrics=metrics,
+            # Every lease-taking round attempted renews the heartbeat file, when one is asked for.
+            on_round=HeartbeatFile(args.heartbeat_file).record if args.heartbeat_file is not None else None,
         )
         worker.install_signal_handlers()
         metrics.start()

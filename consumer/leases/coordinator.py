@@ -69,6 +69,7 @@ class LeaseCoordinator:
         rng: random.Random | None = None,
         capacity_advice: str | None = None,
         expected_workers: int = 1,
+        on_round: Callable[[bool, str | None], None] | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -98,9 +99,12 @@ class LeaseCoordinator:
             rng or random.Random(),
             capacity_advice=capacity_advice,
             expected_workers=expected_workers,
+            on_round=on_round,
         )
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
+        self._take_now = threading.Event()  # wakes the taker loop: the tables answer again
+        self._beat_failing = False
         self._threads: list[threading.Thread] = []
         self._listeners: list[LeaseListener] = []
 
@@ -170,6 +174,7 @@ class LeaseCoordinator:
         self.liveness.stopping = True
         self._stop.set()
         self._beat_now.set()
+        self._take_now.set()
         for thread in self._threads:
             thread.join(timeout=self.settings.failover_time_millis / 1000)
         if release:
@@ -189,7 +194,11 @@ class LeaseCoordinator:
         return self.taker.wait_millis()
 
     def _taker_loop(self) -> None:
-        while not self._stop.wait(self.taker.wait_millis() / 1000):
+        while True:
+            self._take_now.wait(self.taker.wait_millis() / 1000)
+            self._take_now.clear()
+            if self._stop.is_set():
+                return
             if self.taker.taking:
                 self.take_round()
             else:
@@ -200,6 +209,12 @@ class LeaseCoordinator:
     def heartbeat_once(self) -> bool:
         self._expire()
         result = self.liveness.beat()
+        if result.ok and (self._beat_failing or self.taker.failures):
+            # The tables answer again after an outage: take up my leases (and any others) now rather
+            # than at the end of the taker's back-off, so work resumes within one taker interval.
+            self.taker.note_recovery()
+            self._take_now.set()
+        self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
             self.holdings.ask_hand_over(

@@ -38,6 +38,7 @@ from consumer.leases.errors import (
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.reading import RoundReader
+from consumer.leases.shortfall import Shortfall
 from consumer.leases.store import LeaseStore
 from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
@@ -45,11 +46,6 @@ from consumer.telemetry.metrics import Metrics
 log = logging.getLogger("consumer.leases")
 
 Notify = Callable[[str, str, Lease | None], None]
-SHORTFALL_LOG_EVERY_MILLIS = 60_000
-JOIN_GRACE_MILLIS = 60_000
-"""A shortfall is reported only once it has lasted this long (at least three full-scan intervals) with
-no worker joining or leaving meanwhile: while a fleet starts, the first workers hold their cap and
-the rest of the ready shards wait for workers that are still booting -- no shortfall at all."""
 
 
 @dataclass
@@ -63,7 +59,10 @@ class Taker:
     notify: Notify
     rng: random.Random
     capacity_advice: str | None = None  # consumer.leases.advice.capacity_advice for the settings
-    # The fleet has not joined while fewer workers than the group's minimum run (see _joined_shortfall).
+    # Told of every round attempted: (its reads succeeded, why not). The heartbeat file of
+    # ``consumer run --heartbeat-file`` (consumer.telemetry.health.HeartbeatFile.record).
+    on_round: Callable[[bool, str | None], None] | None = None
+    # The fleet has not joined while fewer workers than the group's minimum run (shortfall.py).
     expected_workers: int = 1
 
     def __post_init__(self) -> None:
@@ -75,10 +74,15 @@ class Taker:
         self.taking = True
         self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
-        self._shortfall_logged_at: int | None = None
-        self._shortfall_since: int | None = None
-        self._fleet: frozenset[str] = frozenset()
-        self._fleet_since = self.clock.monotonic_millis()
+        self.shortfall = Shortfall(
+            self.me,
+            settings=self.settings,
+            timing=self.timing,
+            clock=self.clock,
+            advice=self.capacity_advice,
+            expected_workers=self.expected_workers,
+        )
+        self._recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
@@ -86,12 +90,14 @@ class Taker:
         dead worker's leases, and a stopping worker's hand-overs, back within the interval rather
         than up to a whole one after it. While another worker is stopping gracefully, a quarter:
         it hands its leases on as its shards drain, and each is adopted at the next round. After a
-        failed read, the interval doubled per failure in a row (a throttled or unreachable table
-        is not hammered), never beyond failover."""
+        failed read, one whole interval: a throttled or unreachable table is asked half as often,
+        and the back-off never outgrows one interval, so whenever an outage ends the leases are
+        taken up within one taking interval (the heartbeat's first success after an outage also
+        wakes the taker at once, coordinator.heartbeat_once)."""
         interval = self.settings.taker_interval_millis
         if self.failures == 0:
             return max(interval // (4 if self.reader.handing else 2), 1)
-        return min(interval << min(self.failures, 8), max(interval, self.timing.failover_millis))
+        return max(interval, 1)
 
     # ---------------------------------------------------------------------------- round
 
@@ -111,8 +117,12 @@ class Taker:
                 self.wait_millis(),
             )
             self.metrics.timing("TakeLeases", "ListLeases", self.clock.monotonic_millis() - started, False)
+            self._observed(False, f"{type(exc).__name__}: {exc}")
             return None
+        if self.failures:
+            self.note_recovery()
         self.failures = 0
+        self._observed(True, None)
         self.latest = snapshot
         self._record_unwritten()
         if full:
@@ -123,14 +133,14 @@ class Taker:
             return None
         if not full:
             self._release_overdue()
-            self._retire_dead_workers(snapshot)
+            self._retire_dead_workers(self._forgiving(snapshot))
             self.metrics.timing("TakeLeases", "TakeLeases", self.clock.monotonic_millis() - started, True)
             return None
         self._adopt(snapshot)
         self._release_overdue()
         plan = plan_round(
             self.me,
-            snapshot,
+            self._forgiving(snapshot),
             self.clock.wall_millis(),
             self.timing,
             max_leases_for_worker=self.settings.max_leases_for_worker,
@@ -139,11 +149,41 @@ class Taker:
             rng=self.rng,
         )
         self._execute(plan, snapshot)
-        self._retire_dead_workers(snapshot)
+        self._retire_dead_workers(self._forgiving(snapshot))
         self.last_plan = plan
         self.reader.held_after_plan = self._held()
         self._report(plan, snapshot, self.clock.monotonic_millis() - started)
         return plan
+
+    def note_recovery(self) -> None:
+        """My reads or my heartbeat work again after failing: the tables were out for me too."""
+        self._recovered_at = self.clock.wall_millis()
+
+    def _forgiving(self, snapshot: Snapshot) -> Snapshot:
+        """The snapshot with no heartbeat older than the end of my own outage, for failover + skew
+        after it. A row that went stale while the tables refused me as well says nothing about its
+        worker: the outage was everyone's (a DynamoDB brownout), and the first worker back would
+        otherwise take every other worker's leases before they could beat once -- lease churn,
+        replays and a slower resume. A worker that really died meanwhile is taken over failover +
+        skew after the outage instead of at once."""
+        recovered = self._recovered_at
+        if recovered is None:
+            return snapshot
+        if self.clock.wall_millis() - recovered > self.timing.failover_millis + self.timing.skew_millis:
+            self._recovered_at = None
+            return snapshot
+        beats = {
+            worker: replace(beat, at_wall_millis=max(beat.at_wall_millis, recovered))
+            for worker, beat in snapshot.heartbeats.items()
+        }
+        return replace(snapshot, heartbeats=beats)
+
+    def _observed(self, ok: bool, error: str | None) -> None:
+        if self.on_round is not None:
+            try:
+                self.on_round(ok, error)
+            except Exception:  # an observer never stops the lease loop
+                log.exception("worker %s: the round observer failed", self.me)
 
     def _held(self) -> int:
         return sum(1 for lease in self.holdings.leases() if not lease.finished)
@@ -155,50 +195,12 @@ class Taker:
         self.metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
         self.metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
         self.metrics.gauge("TakeLeases", "NeededLeases", max(0, plan.target - plan.mine), "Count")
-        shortfall = self._joined_shortfall(plan, snapshot)
+        shortfall = self.shortfall.observe(plan, snapshot)
         self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", shortfall, "Count")
         # Items that are not in KCL's format are never taken, changed or deleted: an operator must fix them.
         self.metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
         if shortfall:
-            self._warn_shortfall(plan)
-
-    def _joined_shortfall(self, plan: RoundPlan, snapshot: Snapshot) -> int:
-        """The ready shards left over, counted only once the fleet had time to join: the shortfall
-        has lasted JOIN_GRACE_MILLIS (or three full-scan intervals) with the same live workers, and at
-        least the group's minimum of them run -- or it has lasted five times that, whatever joined."""
-        now = self.clock.monotonic_millis()
-        fleet = live_workers(snapshot, self.clock.wall_millis(), self.timing) | {self.me}
-        if fleet != self._fleet:
-            self._fleet, self._fleet_since = fleet, now
-        if not plan.unassigned_ready:
-            self._shortfall_since = None
-            return 0
-        if self._shortfall_since is None:
-            self._shortfall_since = now
-        grace = max(JOIN_GRACE_MILLIS, 3 * self.settings.full_scan_interval_millis)
-        lasted = now - self._shortfall_since
-        settled = now - max(self._shortfall_since, self._fleet_since) >= grace
-        joined = settled and len(fleet) >= self.expected_workers
-        return plan.unassigned_ready if joined or lasted >= 5 * grace else 0
-
-    def _warn_shortfall(self, plan: RoundPlan) -> None:
-        """Ready shards nobody may take because every worker is at its cap: say so, once a minute."""
-        now = self.clock.monotonic_millis()
-        if (
-            self._shortfall_logged_at is not None
-            and now - self._shortfall_logged_at < SHORTFALL_LOG_EVERY_MILLIS
-        ):
-            return
-        self._shortfall_logged_at = now
-        log.warning(
-            "%d ready shards are left unprocessed: all %d workers hold worker.max_leases_for_worker=%d "
-            "leases. %s",
-            plan.unassigned_ready,
-            plan.workers,
-            self.settings.max_leases_for_worker,
-            self.capacity_advice
-            or "Raise it or run more workers (fleet.max_instances); `consumer plan` suggests values.",
-        )
+            self.shortfall.warn(plan)
 
     # ------------------------------------------------------------------------ reconcile
 
@@ -330,7 +332,8 @@ class Taker:
             asked = self.clock.wall_millis()
             beat = self.store.get_heartbeat(owner)
             horizon = self.timing.failover_millis + self.timing.skew_millis
-            checked[owner] = beat is None or asked - beat.at_wall_millis > horizon
+            seen_at = None if beat is None else max(beat.at_wall_millis, self._recovered_at or 0)
+            checked[owner] = seen_at is None or asked - seen_at > horizon
         return checked[owner]
 
     def _execute(self, plan: RoundPlan, snapshot: Snapshot) -> None:

@@ -104,6 +104,7 @@ class ShardSyncer:
         self._wake = threading.Event()
         self._children_wake = threading.Event()
         self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
+        self.open_shards: int | None = None  # in the last whole listing
 
     def sync(self) -> ShardSyncPlan | None:
         started = self._clock.monotonic_millis()
@@ -112,7 +113,8 @@ class ShardSyncer:
             snapshot = self._coordinator.scan()  # before the listing: module docstring
             shards = tuple(self._list_shards())
             # N as the stream has it (one open shard per partition): the scaling alarms' 2N.
-            self._metrics.gauge("ShardSyncTask", "OpenShards", sum(1 for s in shards if s.is_open), "Count")
+            self.open_shards = sum(1 for s in shards if s.is_open)
+            self._metrics.gauge("ShardSyncTask", "OpenShards", self.open_shards, "Count")
             leases = snapshot.leases
             first_start = not leases and not snapshot.first_start_claimed
             # Exactly one worker may plan the first start at LATEST: two doing it from empty scans
@@ -300,6 +302,13 @@ class ShardSyncer:
             self.sync_children_due()
             if self._full_now:
                 self._wake.set()
+
+    def report_open_shards(self) -> None:
+        """Publish the last listing's open shards again while this worker is the sync leader (called
+        before every metrics flush): a listing of a large stream takes longer than the alarms'
+        period, and N must not go missing from the scaling alarms meanwhile."""
+        if self.open_shards is not None and self._coordinator.is_sync_leader():
+            self._metrics.gauge("ShardSyncTask", "OpenShards", self.open_shards, "Count")
 
     def sync_if_leader(self) -> ShardSyncPlan | None:
         """A periodic round: the whole stream if this worker is the fleet's sync leader."""

@@ -23,6 +23,7 @@ from consumer.clock import Clock, SystemClock
 from consumer.leases.advice import capacity_advice
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
+from consumer.leases.errors import LeaseStoreUnavailableError
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.processing.api import ProcessorFactory
@@ -44,6 +45,14 @@ def new_worker_id(name: str | None = None) -> str:
     return f"{prefix}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _refused(exc: BaseException) -> bool:
+    """A refusal no wait cures (a permission, credentials, a bad request), as opposed to a throttle,
+    a 5xx or a connection that failed."""
+    cause = exc.__cause__
+    code = str(getattr(cause, "response", {}).get("Error", {}).get("Code", "")) if cause is not None else ""
+    return code in ("AccessDeniedException", "UnrecognizedClientException", "ValidationException")
+
+
 class Worker:
     def __init__(
         self,
@@ -56,6 +65,7 @@ class Worker:
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         tune_gc: bool = True,
+        on_round: Callable[[bool, str | None], None] | None = None,
     ) -> None:
         self.settings = settings
         self.clients = clients
@@ -63,6 +73,7 @@ class Worker:
         self.clock = clock or SystemClock()
         self.metrics = metrics or NullMetrics()
         self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
+        self._on_round = on_round  # every lease-taking round attempted (the heartbeat file)
         self._processor_factory = processor_factory
         self._reader_factory = reader_factory or self._shard_reader
         self._stop = threading.Event()
@@ -76,6 +87,29 @@ class Worker:
         listings are paced to the fleet's share of the account's DescribeStream budget."""
         pacer = CallPacer(DESCRIBE_STREAM_CALLS_PER_SECOND, self.clock, burst=DESCRIBE_STREAM_BURST)
         return ShardReader(DynamoDBStreamSource(self.clients.streams, describe_pacer=pacer), stream_arn)
+
+    def _ensure_tables(self, store: DynamoDBLeaseStore, max_wait_seconds: float = 30.0) -> bool:
+        """Create or check the leases and workers tables, waiting out a table that throttles or does
+        not answer (doubling waits up to ``max_wait_seconds``): a worker (re)started during a
+        DynamoDB brownout must wait for it, not exit and crash-loop its instance into a replacement
+        that would fail the same way. A missing permission or a wrong key schema still ends it."""
+        wait = 1.0
+        while not self._stop.is_set():
+            try:
+                store.ensure_table(self.settings.worker)
+                return True
+            except LeaseStoreUnavailableError as exc:  # throttled, 5xx, unreachable (not missing/schema)
+                if _refused(exc):
+                    raise
+                log.warning(
+                    "worker %s: the leases tables do not answer yet (%s); retrying in %g s",
+                    self.worker_id,
+                    exc,
+                    wait,
+                )
+                self.clock.sleep(wait * 1000)
+                wait = min(wait * 2, max_wait_seconds)
+        return False
 
     def request_stop(self, *_: object) -> None:
         if not self._stop.is_set():
@@ -114,7 +148,8 @@ class Worker:
             workers_table_name=settings.workers_table_name,
             metrics=self.metrics,
         )
-        store.ensure_table(settings.worker)
+        if not self._ensure_tables(store):
+            return  # asked to stop while the tables did not answer: nothing was taken
         reader = self._reader_factory(self.target.stream_arn)
         coordinator = LeaseCoordinator(
             store,
@@ -124,6 +159,7 @@ class Worker:
             metrics=self.metrics,
             capacity_advice=capacity_advice(settings),
             expected_workers=settings.fleet.min_instances * settings.fleet.worker_processes_per_instance,
+            on_round=self._on_round,
         )
         self.coordinator = coordinator
         syncer = ShardSyncer(
@@ -140,6 +176,9 @@ class Worker:
             self.target.stream_arn,
             store.table_name,
         )
+        add_hook = getattr(self.metrics, "add_hook", None)
+        if callable(add_hook):  # the recorder: N published at every flush while this worker leads
+            add_hook(lambda _recorder: syncer.report_open_shards())
         syncer.sync()
         coordinator.start()
         self._syncer = syncer
