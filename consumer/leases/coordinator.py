@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from consumer.clock import Clock
-from consumer.leases.decisions import RoundPlan, Timing, sync_leader
+from consumer.leases.decisions import RoundPlan, Timing, live_workers, sync_leader
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError
 from consumer.leases.holdings import Holdings
 from consumer.leases.liveness import Liveness
@@ -33,6 +33,7 @@ from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.leases.taker import Taker
 from consumer.settings import WorkerSettings
+from consumer.streams.pacing import FleetPosition
 from consumer.telemetry.metrics import Metrics, NullMetrics
 
 log = logging.getLogger("consumer.leases")
@@ -105,6 +106,10 @@ class LeaseCoordinator:
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
         self._take_now = threading.Event()  # wakes the taker loop: the tables answer again
         self._beat_failing = False
+        self._expected_workers = expected_workers
+        self._view: tuple[str, ...] = ()
+        self._view_since = clock.monotonic_millis()
+        self._view_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._listeners: list[LeaseListener] = []
 
@@ -394,6 +399,26 @@ class LeaseCoordinator:
         (:func:`consumer.leases.decisions.sync_leader`)."""
         latest = self.taker.latest
         return sync_leader(self.worker_id, latest, self._clock.wall_millis(), self.timing) == self.worker_id
+
+    def fleet_position(self) -> FleetPosition | None:
+        """Where this worker stands in the fleet's DescribeStream timetable (consumer.streams.pacing):
+        its rank among the live workers, their number (at least the group's minimum) and whether it
+        is the sync leader -- or None until it has seen itself in a scan and the live workers have
+        stayed the same for one taker interval (a fleet starting together would otherwise give one
+        slot to several workers while they join)."""
+        latest = self.taker.latest
+        if self.worker_id not in latest.heartbeats:
+            return None
+        live = tuple(sorted(live_workers(latest, self._clock.wall_millis(), self.timing) | {self.worker_id}))
+        now = self._clock.monotonic_millis()
+        with self._view_lock:
+            if live != self._view:
+                self._view, self._view_since = live, now
+            if now - self._view_since < self.settings.taker_interval_millis:
+                return None
+        return FleetPosition(
+            live.index(self.worker_id), max(len(live), self._expected_workers), live[0] == self.worker_id
+        )
 
     def claim_first_start(self) -> bool:
         return self.store.claim_first_start(self.worker_id, self._clock.wall_millis())

@@ -11,11 +11,16 @@ Listing a stream costs one DescribeStream call per 100 shards, from an account-w
 - **One lister.** Every ``shard_sync_interval_millis`` only the fleet's sync leader (the live worker
   with the smallest id, :func:`consumer.leases.decisions.sync_leader`) lists the whole stream and
   syncs; the others skip the round. If the leader dies, its heartbeat expires and the next worker
-  lists at its next round. (A worker lists once at start-up regardless, before it knows the fleet.)
+  lists at its next round. At start-up too: a worker lists one taker interval after it registered,
+  and only if it is the leader then, so a hundred workers restarting together list once, not a
+  hundred times (with the fleet's DescribeStream budget, consumer.streams.pacing, the listing takes
+  the leader's slots of the fleet's timetable).
 - **Children at a shard's end, by its owner.** When one of this worker's shards ends, it asks
   DescribeStream for that shard's children only (``ShardFilter`` CHILD_SHARDS, one call) and creates
   their leases at TRIM_HORIZON, naming the parent. A listing that does not show the children yet is
-  asked again a few times with growing waits; after that the leader's next listing finds them.
+  asked again a few times with growing waits; after that the leader's next listing finds them. A
+  lookup refused for throttling is asked again without counting as one of those tries: throttling
+  delays discovery, it does not drop it.
 
 The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
 pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a
@@ -47,7 +52,7 @@ from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.positions import LATEST, TRIM_HORIZON
 from consumer.settings import WorkerSettings
-from consumer.streams.errors import StreamSourceError
+from consumer.streams.errors import StreamSourceError, ThrottledError
 from consumer.streams.source import Shard
 from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
@@ -56,6 +61,7 @@ from consumer.telemetry.metrics import Metrics, NullMetrics
 log = logging.getLogger("consumer.lifecycle")
 
 CLEANUP_DELAY_FAILOVERS = 3
+THROTTLED = -1  # sync_children: the lookup was refused for throttling (ask again, not a try)
 # Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
 CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
 # After the children showed, one more look this much later (a sibling of a split shown late).
@@ -206,7 +212,9 @@ class ShardSyncer:
             found = self.sync_children(shard_id)
             later = self._clock.monotonic_millis()
             with self._lock:
-                if found is None or (found and seen):
+                if found == THROTTLED:
+                    self._ended[shard_id] = (tries, later + CHILD_RETRY_MILLIS[0], seen)
+                elif found is None or (found and seen):
                     self._ended.pop(shard_id, None)  # nothing more to do, or confirmed
                 elif found:
                     self._ended[shard_id] = (tries, later + CHILD_CONFIRM_MILLIS, found)
@@ -225,8 +233,8 @@ class ShardSyncer:
 
     def sync_children(self, parent_id: str) -> int | None:
         """Create the leases of ``parent_id``'s children (one filtered DescribeStream call); how many
-        children were listed (0: none yet, or the lookup failed: ask again), or None when there is
-        nothing to do from here.
+        children were listed (0: none yet, or the lookup failed: ask again; THROTTLED: refused for
+        throttling, ask again), or None when there is nothing to do from here.
 
         The lineage generation is read first and the parent's lease after it: if the parent's lease is
         still there, none of its children can have been cleaned up before (a lease is deleted only once
@@ -256,6 +264,9 @@ class ShardSyncer:
         except LineageChangedError as exc:
             log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
             return None
+        except ThrottledError as exc:
+            log.info("children of %s: DescribeStream throttled (asking again): %s", parent_id, exc)
+            return THROTTLED
         except (StreamSourceError, LeaseError) as exc:
             log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
             return 0
@@ -268,11 +279,13 @@ class ShardSyncer:
         self._wake.set()
         self._children_wake.set()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, first_after_millis: int | None = None) -> None:
         """The listing thread: the whole stream every interval while this worker is the fleet's sync
-        leader (module docstring), or at once when a shard ended and children cannot be looked up."""
+        leader (module docstring), or at once when a shard ended and children cannot be looked up.
+        The first round comes ``first_after_millis`` after the start (default: one interval)."""
         interval = self._settings.shard_sync_interval_millis
-        next_listing = self._clock.monotonic_millis() + interval
+        first = interval if first_after_millis is None else first_after_millis
+        next_listing = self._clock.monotonic_millis() + first
         while not stop.is_set():
             wait = next_listing - self._clock.monotonic_millis()
             if wait > 0 and not self._full_now:

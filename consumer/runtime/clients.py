@@ -56,6 +56,9 @@ class AwsClients:
     dynamodb: Any
     streams: Any
     leases: Any = None  # the leases and workers tables' client; ``dynamodb`` when None
+    # DescribeStream's client: botocore's retries off, so that every call goes through the fleet's
+    # timetable (consumer.streams.pacing) and a throttle is waited out there; ``streams`` when None.
+    describe: Any = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AwsClients:
@@ -73,6 +76,11 @@ class AwsClients:
             dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
             streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
             leases=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=lease_config),
+            describe=session.client(
+                "dynamodbstreams",
+                endpoint_url=settings.endpoint_url,
+                config=config.merge(Config(retries={"max_attempts": 1, "mode": "standard"})),
+            ),
         )
 
 

@@ -31,7 +31,7 @@ from consumer.runtime.clients import AwsClients
 from consumer.runtime.gc_tuning import tune_for_long_running
 from consumer.settings import Settings
 from consumer.streams.dynamodb import DynamoDBStreamSource
-from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
+from consumer.streams.pacing import FleetPacer
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamTarget, resolve_stream_patiently
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -84,9 +84,17 @@ class Worker:
 
     def _shard_reader(self, stream_arn: str) -> ShardReader:
         """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
-        listings are paced to the fleet's share of the account's DescribeStream budget."""
-        pacer = CallPacer(DESCRIBE_STREAM_CALLS_PER_SECOND, self.clock, burst=DESCRIBE_STREAM_BURST)
-        return ShardReader(DynamoDBStreamSource(self.clients.streams, describe_pacer=pacer), stream_arn)
+        DescribeStream calls keep to this worker's slots of the fleet's timetable (its share of the
+        account's budget, consumer.streams.pacing)."""
+        pacer = FleetPacer(
+            self.settings.worker.describe_stream_budget_per_second,
+            self.clock,
+            lambda: self.coordinator.fleet_position() if self.coordinator is not None else None,
+        )
+        source = DynamoDBStreamSource(
+            self.clients.streams, describe_pacer=pacer, describe_client=self.clients.describe
+        )
+        return ShardReader(source, stream_arn)
 
     def _ensure_tables(self, store: DynamoDBLeaseStore, max_wait_seconds: float = 30.0) -> bool:
         """Create or check the leases and workers tables, waiting out a table that throttles or does
@@ -179,12 +187,18 @@ class Worker:
         add_hook = getattr(self.metrics, "add_hook", None)
         if callable(add_hook):  # the recorder: N published at every flush while this worker leads
             add_hook(lambda _recorder: syncer.report_open_shards())
-        syncer.sync()
         coordinator.start()
         self._syncer = syncer
         if self._stop.is_set():
             coordinator.stop_taking()
-        sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
+        # The first listing one taker interval after registering, by the sync leader only (the
+        # fleet's DescribeStream budget: shard_sync.py).
+        sync_thread = threading.Thread(
+            target=syncer.run,
+            args=(self._stop, settings.worker.taker_interval_millis),
+            name="shard-sync",
+            daemon=True,
+        )
         sync_thread.start()
         children_thread = threading.Thread(
             target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True

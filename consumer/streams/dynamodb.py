@@ -37,7 +37,7 @@ from consumer.streams.errors import (
     TransientStreamError,
     TrimmedDataError,
 )
-from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer, backoff_millis
+from consumer.streams.pacing import PAGE_ATTEMPTS, Pacer, backoff_millis
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
 from consumer.streams.wire import parse_get_records
 
@@ -97,10 +97,14 @@ class DynamoDBStreamSource:
         client: Any,
         clock: Clock | None = None,
         *,
-        describe_pacer: CallPacer | None = None,
+        describe_pacer: Pacer | None = None,
         rng: random.Random | None = None,
+        describe_client: Any = None,
     ) -> None:
         self._client = client
+        # DescribeStream through its own client when given (botocore's retries off: the pacer's
+        # timetable decides when a throttled page is asked again).
+        self._describe_client = describe_client or client
         self._clock: Clock = clock or SystemClock()
         # DescribeStream is an account-wide budget (consumer.streams.pacing); None: unpaced.
         self._describe_pacer = describe_pacer
@@ -205,7 +209,7 @@ class DynamoDBStreamSource:
                 self._describe_pacer.acquire()
             try:
                 with self._errors("dynamodb:DescribeStream", resource, control_plane=True):
-                    description: Mapping[str, Any] = self._client.describe_stream(**request)[
+                    description: Mapping[str, Any] = self._describe_client.describe_stream(**request)[
                         "StreamDescription"
                     ]
                 return description
