@@ -101,6 +101,7 @@ class ShardSyncer:
         self._list_children = list_children
         # ended shard -> (retries so far, next look at, children seen so far)
         self._ended: dict[str, tuple[int, int, int]] = {}
+        self._ended_at: dict[str, int] = {}  # ended shard -> when this worker heard of its end
         self._full_now = False  # without list_children, a shard's end asks for a whole listing
         self._lock = threading.Lock()
         self._coordinator = coordinator
@@ -196,32 +197,43 @@ class ShardSyncer:
         log.info("shard %s ended; looking up its children", shard_id)
         with self._lock:
             self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis(), 0))
+            self._ended_at.setdefault(shard_id, self._clock.monotonic_millis())
         self._children_wake.set()
 
     def sync_children_due(self) -> None:
         """Look up the children of every ended shard whose turn has come: first at once, then after
         each of CHILD_RETRY_MILLIS while DescribeStream does not show them yet, and once more
         CHILD_CONFIRM_MILLIS after they showed (a stale view could show one child of a split
-        before the other)."""
+        before the other) -- unless the look that found them went out that long after the end
+        already (the worker waited for its DescribeStream slot): it is the confirming look."""
         now = self._clock.monotonic_millis()
         with self._lock:
             due = [
                 (shard_id, tries, seen) for shard_id, (tries, at, seen) in self._ended.items() if at <= now
             ]
+        # First looks before retries and confirming looks: each waits for this worker's next
+        # DescribeStream slot, and a shard that just ended has no child leased at all yet.
+        due.sort(key=lambda entry: entry[1] > 0 or entry[2] > 0)
         for shard_id, tries, seen in due:
             found = self.sync_children(shard_id)
             later = self._clock.monotonic_millis()
             with self._lock:
+                settled = later - self._ended_at.get(shard_id, later) >= CHILD_CONFIRM_MILLIS
                 if found == THROTTLED:
                     self._ended[shard_id] = (tries, later + CHILD_RETRY_MILLIS[0], seen)
-                elif found is None or (found and seen):
-                    self._ended.pop(shard_id, None)  # nothing more to do, or confirmed
+                elif found is None or (found and (seen or settled)):
+                    # Nothing more to do, or confirmed: by a second look, or by a first one that
+                    # went out CHILD_CONFIRM_MILLIS after the end (its slot came late), which sees
+                    # what the confirming look would.
+                    self._ended.pop(shard_id, None)
+                    self._ended_at.pop(shard_id, None)
                 elif found:
                     self._ended[shard_id] = (tries, later + CHILD_CONFIRM_MILLIS, found)
                 elif tries < len(CHILD_RETRY_MILLIS):
                     self._ended[shard_id] = (tries + 1, later + CHILD_RETRY_MILLIS[tries], 0)
                 else:
                     self._ended.pop(shard_id, None)
+                    self._ended_at.pop(shard_id, None)
                     log.info(
                         "children of %s not listed yet; the fleet's next listing will find them", shard_id
                     )

@@ -167,7 +167,7 @@ class DynamoDBStreamSource:
         shards: list[Shard] = []
         request: dict[str, Any] = {"StreamArn": stream_arn, "Limit": 100}
         while True:
-            description = self._describe_page(request, stream_arn)
+            description = self._describe_page(request, stream_arn, listing=True)
             shards.extend(_shard(s) for s in description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
@@ -201,12 +201,14 @@ class DynamoDBStreamSource:
         # The filter is a server-side courtesy; never hand back a shard that is not a child.
         return tuple(c for c in children if c.parent_shard_id == shard_id)
 
-    def _describe_page(self, request: dict[str, Any], resource: str) -> Mapping[str, Any]:
+    def _describe_page(
+        self, request: dict[str, Any], resource: str, *, listing: bool = False
+    ) -> Mapping[str, Any]:
         """One DescribeStream page, paced; a throttled or failed page is asked again (with back-off)
         rather than restarting the listing (consumer.streams.pacing)."""
         for attempt in range(PAGE_ATTEMPTS):
             if self._describe_pacer is not None:
-                self._describe_pacer.acquire()
+                self._describe_pacer.acquire(listing)
             try:
                 with self._errors("dynamodb:DescribeStream", resource, control_plane=True):
                     description: Mapping[str, Any] = self._describe_client.describe_stream(**request)[

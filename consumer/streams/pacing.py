@@ -47,9 +47,10 @@ _MAX_BACKOFF_MILLIS: Final = 8_000
 
 
 class Pacer(Protocol):
-    """What a DescribeStream caller waits on before each call."""
+    """What a DescribeStream caller waits on before each call (``listing``: a page of a whole
+    listing, rather than a children lookup)."""
 
-    def acquire(self) -> None: ...
+    def acquire(self, listing: bool = False) -> None: ...
 
 
 class CallPacer:
@@ -65,8 +66,9 @@ class CallPacer:
         self._tokens = float(burst)
         self._at = clock.monotonic_millis()
 
-    def acquire(self) -> None:
-        """Wait (on the clock) until a call may go out, and count it."""
+    def acquire(self, listing: bool = False) -> None:
+        """Wait (on the clock) until a call may go out, and count it (one bucket for every call)."""
+        del listing
         while True:
             with self._lock:
                 now = self._clock.monotonic_millis()
@@ -111,14 +113,22 @@ class SlotSchedule:
         shared = SLOTS_PER_CYCLE - LISTING_SLOTS
         return (cycle * shared + index - LISTING_SLOTS) % max(1, size)
 
-    def mine(self, slot: int, position: FleetPosition) -> bool:
-        owner = self.owner(slot, position.size)
-        return (owner is None and position.leader) or owner == position.rank
+    @staticmethod
+    def lane(position: FleetPosition, listing: bool) -> str:
+        """The leader lists in the leader's slots only, so that its listing (hundreds of pages) never
+        holds up the children lookups of its own shards; everything else goes in the worker's own."""
+        return "leader" if listing and position.leader else "own"
 
-    def next_slot(self, after: int, position: FleetPosition) -> int:
-        """The first slot after ``after`` that ``position`` may use."""
+    def mine(self, slot: int, position: FleetPosition, listing: bool = False) -> bool:
+        owner = self.owner(slot, position.size)
+        if self.lane(position, listing) == "leader":
+            return owner is None
+        return owner == position.rank
+
+    def next_slot(self, after: int, position: FleetPosition, listing: bool = False) -> int:
+        """The first slot after ``after`` that ``position`` may use for a listing page or a lookup."""
         slot = after + 1
-        while not self.mine(slot, position):
+        while not self.mine(slot, position, listing):
             slot += 1
         return slot
 
@@ -141,27 +151,27 @@ class FleetPacer:
         self.schedule = SlotSchedule(budget_per_second)
         self._clock = clock
         self._position = position
-        self._lock = threading.Lock()
-        self._last = -1  # the last slot used
+        self._locks = {"leader": threading.Lock(), "own": threading.Lock()}
+        self._last = {"leader": -1, "own": -1}  # the last slot each lane used
 
-    def acquire(self) -> None:
-        """Return at the start of a slot of mine that no call of this process has used yet. While the
-        worker does not know where it stands (before its first scan, or its view of the fleet just
-        changed), wait a slot and ask again."""
+    def acquire(self, listing: bool = False) -> None:
+        """Return at the start of a slot of mine, in the lane of the call (:meth:`SlotSchedule.lane`),
+        that no call of this process has used yet. While the worker does not know where it stands
+        (before its first scan, or its view of the fleet just changed), wait a slot and ask again."""
         schedule = self.schedule
-        with self._lock:
-            while True:
+        while True:
+            position = self._position()
+            if position is None:
+                self._clock.sleep(schedule.slot_millis)
+                continue
+            lane = schedule.lane(position, listing)
+            with self._locks[lane]:
                 now = self._clock.wall_millis()
                 current = schedule.slot_at(now)
-                position = self._position()
-                if position is None:
-                    self._clock.sleep(schedule.slot_millis)
-                    continue
-                slot = schedule.next_slot(max(current - 1, self._last), position)
+                slot = schedule.next_slot(max(current - 1, self._last[lane]), position, listing)
                 start = schedule.start_millis(slot)
-                if start > now:
-                    self._clock.sleep(start - now)
-                    continue  # look again: the fleet may have changed while waiting
-                if slot == current:
-                    self._last = slot
+                if start <= now and slot == current:
+                    self._last[lane] = slot
                     return
+            if start > now:
+                self._clock.sleep(start - now)  # then look again: the fleet may have changed meanwhile

@@ -102,7 +102,16 @@ def test_the_timetable_gives_each_slot_to_one_worker_and_the_leader_three_in_ten
     assert schedule.slot_millis == 200
     for size in (1, 3, 7, 100):
         positions = [FleetPosition(rank, size, rank == 0) for rank in range(size)]
-        used = [[p.rank for p in positions if schedule.mine(slot, p)] for slot in range(10 * 7 * size)]
+        # Each worker's own slots, and the leader's listing slots.
+        used = [
+            [
+                p.rank
+                for p in positions
+                for listing in (False, True)
+                if (listing, p.leader) != (True, False) and schedule.mine(slot, p, listing)
+            ]
+            for slot in range(10 * 7 * size)
+        ]
         # One owner per slot (the leader's slots are its own): never two calls in one slot.
         assert all(len(owners) == 1 for owners in used)
         leader_only = sum(1 for slot in range(10 * 7 * size) if schedule.owner(slot, size) is None)
