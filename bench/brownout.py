@@ -99,11 +99,14 @@ class Outcome:
     problems: list[str]
 
 
-def start_instances(stack: Stack, instances: int, processes: int, max_age_seconds: int) -> list[Instance]:
-    """``instances`` x ``processes`` workers, each with its heartbeat file under its instance's root."""
+def start_instances(
+    stack: Stack, instances: int, processes: int, max_age_seconds: int, first_index: int = 0
+) -> list[Instance]:
+    """``instances`` x ``processes`` workers, each with its heartbeat file under its instance's root
+    (instances ``inst-<first_index>`` on)."""
     worker = stack.settings.worker
     fleet: list[Instance] = []
-    for k in range(instances):
+    for k in range(first_index, first_index + instances):
         layout = Layout(stack.workdir / f"inst-{k}")
         plan = BootPlan(
             env="bench",

@@ -72,7 +72,8 @@ class Taker:
         self.last_plan = RoundPlan()
         self.failures = 0  # consecutive failed scans
         self.taking = True
-        self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
+        self._asked: dict[str, int] = {}  # hand-overs I asked for, and when (monotonic ms)
+        self._taken_at: dict[str, int] = {}  # leases I took up lately, and when (monotonic ms)
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
         self.shortfall = Shortfall(
             self.me,
@@ -107,7 +108,9 @@ class Taker:
         was made (a failed read, a light round, fenced, or stopping)."""
         started = self.clock.monotonic_millis()
         try:
-            snapshot, full = self.reader.read(self.latest, self._held(), self.last_plan)
+            snapshot, full = self.reader.read(
+                self.latest, self._held(), self.last_plan, self._awaiting_hand_over()
+            )
         except LeaseError as exc:
             self.failures += 1
             log.warning(
@@ -147,6 +150,7 @@ class Taker:
             max_leases_to_steal=self.settings.max_leases_to_steal_at_one_time,
             kcl_expired=self.kcl.observe(snapshot, self.clock.monotonic_millis()),
             rng=self.rng,
+            keep=self._recently_taken(),
         )
         self._execute(plan, snapshot)
         self._retire_dead_workers(self._forgiving(snapshot))
@@ -315,8 +319,17 @@ class Taker:
         if not self.holdings.add(lease, self.clock.monotonic_millis(), sent_fence_at, since):
             log.info("worker %s: %s %s after its fence deadline; not using it", self.me, how, lease.shard_id)
             return False
+        self._taken_at[lease.shard_id] = self.clock.monotonic_millis()
         self.notify("taken", lease.shard_id, lease)
         return True
+
+    def _recently_taken(self) -> frozenset[str]:
+        """Leases taken or handed to me within the last two taking intervals: a shed gives others up
+        first, so that a shard just moved here does not move again at once (and pause twice)."""
+        now = self.clock.monotonic_millis()
+        window = 2 * self.settings.taker_interval_millis
+        self._taken_at = {s: at for s, at in self._taken_at.items() if now - at < window}
+        return frozenset(self._taken_at)
 
     def _owner_still_dead(self, lease: Lease, snapshot: Snapshot, checked: dict[str, bool]) -> bool:
         """Re-read the owner's heartbeat consistently: the scan that judged it dead may be stale."""
@@ -389,6 +402,21 @@ class Taker:
             log.info("worker %s asked %s to hand over %s", self.me, lease.owner, lease.shard_id)
         except LeaseError:
             return
+        self._asked[lease.shard_id] = self.clock.monotonic_millis()
+
+    def _awaiting_hand_over(self) -> bool:
+        """A lease I asked for may be handed to me now: scan every round until it is mine, or until
+        failover + skew passed (its owner is forced out then). The owner hands it over after its
+        batch in flight, and a round without a full scan would not see it: the thief took it up a
+        full-scan interval later (7 s of a shard paused in the rolling-deploy bench)."""
+        horizon = self.timing.failover_millis + self.timing.skew_millis
+        now = self.clock.monotonic_millis()
+        self._asked = {
+            shard: at
+            for shard, at in self._asked.items()
+            if now - at <= horizon and not self.holdings.holds(shard)
+        }
+        return bool(self._asked)
 
     # ------------------------------------------------------------------------ overdue
 
@@ -410,11 +438,17 @@ class Taker:
             self.release(shard_id)
 
     def release(self, shard_id: str, counter: int | None = None) -> None:
+        """Give a lease up: to the thief that asked for it; while stopping, to a named survivor who
+        takes it up at its next round; else (a shed) free."""
         lease, to = self.holdings.remove(shard_id, counter)
         if lease is None:
             return
-        if to is None and not self.taking and not lease.finished:
-            to = self._successor()
+        if to is None and not lease.finished and not self.taking:
+            # A thief that asked for it and is alive comes first: a lease handed to anybody else
+            # would be handed on to it at once, and its shard would pause twice.
+            asked = lease.pending_owner
+            live = live_workers(self.latest, self.clock.wall_millis(), self.timing)
+            to = asked if asked not in (None, self.me) and asked in live else self._successor(shard_id)
         lease = self._record_before_release(lease)
         try:
             released = self.store.release(lease, to)
@@ -451,19 +485,16 @@ class Taker:
         log.info("worker %s: recorded %s of %s before releasing it", self.me, pending, lease.shard_id)
         return recorded
 
-    def _successor(self) -> str | None:
+    def _successor(self, shard_id: str) -> str | None:
         """While stopping: the survivor that takes this lease up at its next round (decisions.successor)."""
-        chosen = successor(
+        return successor(
             self.me,
             self.latest,
             self.clock.wall_millis(),
             self.timing,
-            given=self._handed,
+            shard_id=shard_id,
             max_leases_for_worker=self.settings.max_leases_for_worker,
         )
-        if chosen is not None:
-            self._handed[chosen] = self._handed.get(chosen, 0) + 1
-        return chosen
 
     def _retire_dead_workers(self, snapshot: Snapshot) -> None:
         for worker in dead_heartbeats(snapshot, self.clock.wall_millis(), self.timing):

@@ -83,7 +83,9 @@ def test_a_dead_workers_leases_are_taken_within_failover_and_a_round() -> None:
     _store, clock, workers = _fleet(("a", "b", "c"), 30)
     _rounds(clock, workers, 3 * SETTINGS.full_scan_interval_millis)
     died = clock.monotonic_millis()
-    deadline = SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis + 2 * SETTINGS.taker_interval_millis
+    deadline = (
+        SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis + 2 * SETTINGS.taker_interval_millis
+    )
     while sum(len(w.held()) for w in workers[1:]) < 30:
         _rounds(clock, workers, SETTINGS.taker_interval_millis, skip="a")
         assert clock.monotonic_millis() - died <= deadline, "the dead worker's leases were not taken in time"
@@ -96,7 +98,10 @@ def test_a_new_unowned_lease_is_taken_within_the_full_scan_interval() -> None:
     created = clock.monotonic_millis()
     while not any(lease.shard_id == "child" for w in workers for lease in w.held()):
         _rounds(clock, workers, SETTINGS.taker_interval_millis)
-        assert clock.monotonic_millis() - created <= SETTINGS.full_scan_interval_millis + SETTINGS.taker_interval_millis
+        assert (
+            clock.monotonic_millis() - created
+            <= SETTINGS.full_scan_interval_millis + SETTINGS.taker_interval_millis
+        )
 
 
 def test_a_stopping_worker_makes_the_others_scan_every_quarter_round_and_adopt_what_it_hands_over() -> None:
