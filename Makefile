@@ -48,9 +48,9 @@ test: setup  ## run every test (unit, functional, e2e, infra, pipeline)
 
 lint: setup  ## ruff
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check consumer
+	$(BIN)/ruff format --check ground consumer tools
 
-typecheck: setup  ## mypy (strict on consumer/)
+typecheck: setup  ## mypy (strict on ground/, consumer/ and tools/)
 	$(BIN)/mypy
 
 check: lint typecheck test  ## the one gate: ruff, mypy, tests

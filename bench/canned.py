@@ -33,27 +33,10 @@ import base64
 import functools
 import os
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-
-from consumer.clock import SystemClock
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.scheduler import Scheduler
-from consumer.lifecycle.shard_consumer import ShardConsumer
-from consumer.lifecycle.states import ShardState
-from consumer.processing.api import Batch, ProcessorFactory
-from consumer.records import ShardInfo
-from consumer.runtime.processors import build_processor_factory
-from consumer.settings import Settings
-from consumer.streams.dynamodb import DynamoDBStreamSource
-from consumer.streams.reader import ShardReader
-from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.transports import NullTransport
 
 FULL_SHARDS = 256
 RECORDS_PER_RESPONSE = 1000
@@ -392,112 +375,3 @@ def streams_client(transport: CannedTransport) -> Any:
 
 
 # ------------------------------------------------------------------ the worker over the canned stream
-
-
-def noop(batch: Batch) -> None:
-    """The no-op processor (function form): ``processing.processor: bench.canned:noop``."""
-    return None
-
-
-def bench_settings(
-    processing: dict[str, Any] | None = None, worker: dict[str, Any] | None = None
-) -> Settings:
-    """Default settings (KCL's worker defaults) with the no-op function-form processor."""
-    return Settings.model_validate(
-        {
-            "application_name": "bench-record-path",
-            "region": REGION,
-            "table": {"name": "orders", "partition_key": {"name": "pk"}, "sort_key": {"name": "sk"}},
-            "processing": {"processor": "bench.canned:noop", **(processing or {})},
-            "worker": worker or {},
-            "metrics": {"destination": "none"},
-        }
-    )
-
-
-@dataclass
-class CannedWorker:
-    """What ``consumer run`` wires (consumer/commands/run.py), on an in-memory leases table and the
-    canned transport: LeaseCoordinator, ShardReader(DynamoDBStreamSource(boto3 client)), the processor
-    factory from ``build_processor_factory``, MetricsRecorder (never flushed)."""
-
-    settings: Settings
-    store: InMemoryLeaseStore
-    coordinator: LeaseCoordinator
-    transport: CannedTransport
-    reader: ShardReader
-    metrics: MetricsRecorder
-
-    def __post_init__(self) -> None:
-        self.factory = build_processor_factory(self.settings, metrics=self.metrics)
-        self.clock = SystemClock()
-
-    def consumer(self, lease: Lease) -> ShardConsumer:
-        """A shard consumer built as the scheduler builds one (Scheduler._new_consumer)."""
-        shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
-        return ShardConsumer(
-            shard,
-            lease.checkpoint.sequence,
-            leases=self.coordinator,
-            reader=self.reader,
-            processor=self.factory(shard),
-            settings=self.settings.worker,
-            clock=self.clock,
-            metrics=self.metrics,
-        )
-
-    def ready_consumers(self) -> list[ShardConsumer]:
-        """One consumer per held lease, stepped through its parents check and GetShardIterator."""
-        consumers = [
-            self.consumer(lease) for lease in sorted(self.coordinator.held(), key=lambda x: x.shard_id)
-        ]
-        for consumer in consumers:
-            while consumer.life.state is not ShardState.PROCESSING:
-                consumer.step()
-        return consumers
-
-    def scheduler(self, factory: ProcessorFactory | None = None) -> Scheduler:
-        return Scheduler(
-            leases=self.coordinator,
-            reader=self.reader,
-            processor_factory=factory or self.factory,
-            settings=self.settings.worker,
-            clock=self.clock,
-            metrics=self.metrics,
-        )
-
-    def checkpoint_of(self, shard_id: str) -> str:
-        lease = self.store.get(shard_id)
-        assert lease is not None
-        return lease.checkpoint.sequence
-
-
-def canned_worker(
-    canned: CannedStream,
-    leases: Sequence[int],
-    settings: Settings | None = None,
-    *,
-    start: bool = True,
-    chain: bool = False,
-) -> CannedWorker:
-    """A worker holding the leases ``shard_id(i)`` for ``i`` in ``leases`` (lease ``i`` reads canned
-    shard ``i % canned.shards``), all at TRIM_HORIZON. ``start``: run the coordinator's heartbeat and
-    taker threads as a worker does (needed past failover - margin, 8 s by default, or it fences itself);
-    ``chain``: see :class:`CannedTransport`."""
-    settings = settings or bench_settings()
-    worker_id = f"bench@{os.getpid()}"
-    store = InMemoryLeaseStore()
-    for index in leases:
-        store.create_if_absent(Lease(shard_id(index), None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
-    metrics = MetricsRecorder(settings, worker_id, NullTransport(), sample_process=False)
-    coordinator = LeaseCoordinator(store, worker_id, settings.worker, SystemClock(), metrics=metrics)
-    if start:
-        coordinator.start()
-    else:
-        coordinator.heartbeat_once()
-        coordinator.take_round()
-    if len(coordinator.held()) != len(leases):
-        raise RuntimeError(f"the worker took {len(coordinator.held())} of {len(leases)} leases")
-    transport = CannedTransport(canned, chain=chain)
-    reader = ShardReader(DynamoDBStreamSource(streams_client(transport)), STREAM_ARN)
-    return CannedWorker(settings, store, coordinator, transport, reader, metrics)

@@ -2,7 +2,7 @@
 
 - :func:`bench_stack` starts the emulator (``emulator.testing.running_emulator``) with a K-partition
   stream, writes a config directory pointing at it, creates the source table, and yields a
-  :class:`Stack` whose :class:`~consumer.demo.fleet.LocalFleet` starts ``consumer run`` processes.
+  :class:`Stack` whose :class:`~tools.demo.fleet.LocalFleet` starts ``consumer run`` processes.
   Everything (workers, emulator, temporary files) is stopped / removed on exit, whatever happened.
 - :class:`RecordingChangelog` is the benchmarks' processor (``processing.processor:
   bench.fleet_support:RecordingChangelog``, function form, so it runs under the product's failure
@@ -331,8 +331,8 @@ class Stack:
     workdir: Path
     endpoint: str
     config_dir: Path
-    settings: Any  # consumer.settings.Settings
-    fleet: Any  # consumer.demo.fleet.LocalFleet
+    settings: Any  # ground.settings.Settings
+    fleet: Any  # tools.demo.fleet.LocalFleet
     emulator: Any  # emulator.testing.RunningEmulator
     deliveries: DeliveryTail
     changelog: Path
@@ -592,10 +592,10 @@ def bench_stack(
 
     The temporary directory (worker logs, deliveries, change log) is kept when the block raises, or
     when BENCH_KEEP=1, and its path printed."""
-    from consumer.demo.fleet import LocalFleet
-    from consumer.demo.run import create_source_table
-    from consumer.settings import load_settings
     from emulator.testing import running_emulator
+    from ground.settings import load_settings
+    from tools.demo.fleet import LocalFleet
+    from tools.demo.run import create_source_table
 
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     keep = os.environ.get("BENCH_KEEP") == "1"

@@ -13,12 +13,12 @@ import random
 
 from bench.common import Ratio, at_most
 from bench.lease_cost_model import kcl_units_per_second
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.cost import MeteredStore, lease_size
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 LIMITS = (
     "every worker reads the workers table every failover/3 (liveness, for failover within 1.5 x "

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from consumer.leases.cost import item_bytes, lease_size, scan_units, write_units
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 # Provisioned capacity: a write unit costs 5 x a read unit (us-east-1 list prices, also eu-west-1).
 WRITE_UNIT_PRICE_IN_READ_UNITS = 5.0

@@ -34,7 +34,7 @@ import tempfile
 import tracemalloc
 from typing import Any
 
-from bench import canned
+from bench import canned, canned_worker
 from bench.common import Ratio, at_most, in_fresh_process, machine
 from consumer.streams.wire import parse_get_records
 
@@ -69,11 +69,11 @@ def _reset_peak() -> bool:
 def child(path: str, trace: bool) -> dict[str, Any]:
     """Measure in this (fresh) process; the figures as a dict."""
     stream = canned.read(path)
-    settings = canned.bench_settings(
+    settings = canned_worker.bench_settings(
         processing={"batching": {"batch_size": 10_000, "max_window_millis": 300_000}},
         worker={"call_process_records_even_for_empty_record_list": True},
     )
-    worker = canned.canned_worker(stream, range(stream.shards), settings)
+    worker = canned_worker.canned_worker(stream, range(stream.shards), settings)
     try:
         consumers = worker.ready_consumers()
         gc.collect()

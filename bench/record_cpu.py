@@ -7,7 +7,7 @@ are written to a file and each repeat runs in a fresh interpreter (``python -m b
     client whose transport is the canned one (botocore serialises, signs and runs its handlers; no
     socket), the DynamoDBStreamSource fast parser, SourceReader, one ShardConsumer per lease as the
     scheduler builds it, the processor factory of ``consumer run`` (function form: failure policy,
-    filter, batching; handler ``bench.canned:noop``) behind the lifecycle bridge, and the checkpoint
+    filter, batching; handler ``bench.canned_worker:noop``) behind the lifecycle bridge, and the checkpoint
     through the LeaseCoordinator into an in-memory leases table (heartbeat and taker threads running).
     Each consumer is first stepped through its parents check and GetShardIterator (not timed); the
     timed step is one GetRecords + delivery + checkpoint of 1000 records;
@@ -47,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from bench import canned
+from bench import canned, canned_worker
 from bench.common import Ratio, at_least, at_most, in_fresh_process, machine
 from bench.parse_floor import boto3_path
 from consumer.processing.api import Batch
@@ -71,13 +71,13 @@ def read_every_image(batch: Batch) -> None:
 
 
 def worker_path(
-    stream: canned.CannedStream, processor: str = "bench.canned:noop", freeze: bool = False
+    stream: canned.CannedStream, processor: str = "bench.canned_worker:noop", freeze: bool = False
 ) -> tuple[list[float], float]:
     """(a), (d), (e): CPU seconds of each shard's timed step (one GetRecords of 1000 records,
     delivered, checkpointed), and (b): CPU seconds of ``orjson.loads`` of the same bodies in the same
     heap (the worker still alive), so that both pay the same garbage collector."""
-    settings = canned.bench_settings(processing={"processor": processor})
-    worker = canned.canned_worker(stream, range(stream.shards), settings)
+    settings = canned_worker.bench_settings(processing={"processor": processor})
+    worker = canned_worker.canned_worker(stream, range(stream.shards), settings)
     try:
         consumers = worker.ready_consumers()
         gc.collect()
@@ -112,7 +112,7 @@ def profile(stream: canned.CannedStream, shards: int) -> str:
     small = canned.CannedStream(
         stream.bodies[:shards], stream.last_sequence[:shards], stream.records_per_response, stream.seed
     )
-    worker = canned.canned_worker(small, range(small.shards))
+    worker = canned_worker.canned_worker(small, range(small.shards))
     try:
         consumers = worker.ready_consumers()
         gc.collect()

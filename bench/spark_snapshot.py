@@ -32,7 +32,7 @@ import orjson
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from bench.common import Ratio, at_most, machine
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.jobs import run_snapshot
 from pipeline.schemas import CHANGELOG_LINE
 from pipeline.session import build_session

@@ -32,12 +32,12 @@ import orjson
 
 from bench.common import Ratio, at_most, machine
 from bench.lease_cost_model import WRITE_UNIT_PRICE_IN_READ_UNITS, kcl_units_per_second
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.cost import MeteredStore, lease_size
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item, lease_to_item
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 SHARDS = 10_000
 WORKERS = 100

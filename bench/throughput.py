@@ -35,7 +35,7 @@ from multiprocessing.sharedctypes import SynchronizedArray
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from bench import canned
+from bench import canned, canned_worker
 from bench.common import Ratio, at_least, machine
 from consumer.lifecycle.states import ShardState
 from consumer.processing.api import (
@@ -126,9 +126,11 @@ def _measure(
     after the last process saw all its consumers past GetShardIterator (``ready``: each process's
     time, 0 until then), and at least WARMUP_SECONDS after the start."""
     try:
-        worker = canned.canned_worker(stream, leases, chain=True)
         done: list[tuple[float, int]] = []
-        scheduler = worker.scheduler(lambda shard: _Timed(worker.factory(shard), done))
+        worker = canned_worker.canned_worker(
+            stream, leases, chain=True, wrap=lambda factory: lambda shard: _Timed(factory(shard), done)
+        )
+        scheduler = worker.scheduler
         figures: dict[str, Any] = {"leases": len(leases)}
         floors = [_floor(stream)] if floor else []
         gc.collect()

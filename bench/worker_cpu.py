@@ -26,7 +26,7 @@ import time
 from multiprocessing.queues import Queue
 from typing import Any
 
-from bench import canned
+from bench import canned, canned_worker
 from bench.common import Ratio, at_most, machine
 from consumer.lifecycle.states import ShardState
 
@@ -51,8 +51,8 @@ LIMITS = (
 def _idle_child(leases: int, results: Queue[Any]) -> None:
     try:
         stream = canned.generate(8, records_per_response=50)
-        worker = canned.canned_worker(stream, list(range(leases)))
-        scheduler = worker.scheduler()
+        worker = canned_worker.canned_worker(stream, list(range(leases)))
+        scheduler = worker.scheduler
         import threading
 
         stop = threading.Event()
@@ -92,7 +92,7 @@ def _busy_child(tuned: bool, heap: bool, results: Queue[Any]) -> None:
             body_stream = canned.generate(8, records_per_response=1000)
             for index in range(HEAP_LEASES):
                 in_flight.append(orjson.loads(body_stream.bodies[index % 8][0]))
-        worker = canned.canned_worker(stream, [0], start=False, chain=True)
+        worker = canned_worker.canned_worker(stream, [0], start=False, chain=True)
         (consumer,) = worker.ready_consumers()
         if tuned:
             tune_for_long_running()

@@ -2,7 +2,7 @@
 
 * ``X-Amz-Target: DynamoDBStreams_20120810.*`` goes to the stream engine (never to moto);
 * DynamoDB requests pass the table faults first (throttle, 500, latency, ambiguous writes, stale
-  scans: :meth:`StreamEngine.admit_table_call`); those that may write then run one at a time inside a
+  scans: :meth:`emulator.gate.Gate.admit_table_call`); those that may write then run one at a time inside a
   :meth:`MotoBridge.capture`, so the order of sequence numbers is the order in which moto applied
   the writes;
 * ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards).
@@ -23,8 +23,9 @@ from urllib.parse import parse_qs
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from emulator.engine import StreamEngine, TableCall
+from emulator.engine import StreamEngine
 from emulator.errors import ControlError, StreamsApiError
+from emulator.gate import TableCall
 from emulator.moto_bridge import MotoBridge
 from emulator.records import TTL_IDENTITY
 from emulator.streams_api import ERROR_NAMESPACE, handle_streams_call
@@ -85,7 +86,7 @@ class EmulatorApp:
         environ["CONTENT_LENGTH"] = str(len(body))
         params = _json_object(body)
         tables = tables_of(params)
-        call = self.engine.admit_table_call(operation, tables)
+        call = self.engine.gate.admit_table_call(operation, tables)
         _sleep_millis(call.before_millis)
         if call.refused is not None:
             _sleep_millis(call.after_millis)
@@ -93,7 +94,7 @@ class EmulatorApp:
             return _json_response(start_response, call.refused.status, payload)
         if operation in ("CreateTable", "DeleteTable"):
             for table in tables:  # a recreated table must not answer with its predecessor's views
-                self.engine.forget_scan_views(table)
+                self.engine.gate.forget_scan_views(table)
         if operation not in READ_ONLY:
             with self._write_lock, self.bridge.capture():
                 status, headers, data = self._call_moto(environ)
@@ -101,11 +102,11 @@ class EmulatorApp:
             status, headers, data = self._call_moto(environ)
             if _eventually_consistent_scan(operation, call, params) and status.startswith("2"):
                 key = f"{params.get('TableName')}\n{json.dumps(params, sort_keys=True)}"
-                view = self.engine.answer_scan(key, status, headers, data, call.stale_window_millis)
+                view = self.engine.gate.answer_scan(key, status, headers, data, call.stale_window_millis)
                 status, headers, data = view.status, view.headers, view.body
         if call.ambiguous and status.startswith("2"):
             # Applied (moto has committed it and the stream has its record), answered as a failure.
-            self.engine.count_ambiguous(delayed=call.ambiguous_delay_millis > 0)
+            self.engine.gate.count_ambiguous(delayed=call.ambiguous_delay_millis > 0)
             _sleep_millis(call.after_millis + call.ambiguous_delay_millis)
             payload = {
                 "__type": ERROR_NAMESPACE + "InternalServerError",

@@ -1,4 +1,5 @@
-"""The DynamoDB Streams engine: every stream's lineage behind one lock, and the API operations.
+"""The DynamoDB Streams engine: every stream's lineage behind one lock, and the API operations
+(what a request meets before it is served is :mod:`emulator.gate`'s).
 
 Time-driven behaviour (rollovers, scheduled splits, trimming) is applied lazily at the start of
 every operation and by the server's ticker, from the injected clock, so a test with a fake clock is
@@ -12,82 +13,24 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from consumer.clock import Clock, SystemClock
-from consumer.settings import EmulatorSettings
 from emulator import iterators
+from emulator.config import EngineConfig
 from emulator.errors import ControlError, StreamsApiError, not_found, validation
-from emulator.faults import (
-    FaultSettings,
-    RateLimits,
-    ScanView,
-    ScanViews,
-    draw_table_latency,
-    should_fail,
-)
+from emulator.faults import FaultSettings
+from emulator.gate import Gate
 from emulator.lineage import Shard, StreamLineage
 from emulator.records import Image, TableShape, build_record, partition_hash
+from ground.clock import Clock, SystemClock
 
 MAX_RECORDS = 1000
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_DESCRIBE_LIMIT = 100
 ITERATOR_TYPES = ("TRIM_HORIZON", "LATEST", "AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER")
 TRIM_CHECK_MS = 500
-# DynamoDB writes that table_ambiguous_rate may answer with a 500 after moto applied them.
-AMBIGUOUS_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    partitions: int = 4
-    rollover_ms: int = 60_000
-    split_every_ms: int | None = None
-    trim_after_ms: int = 360_000
-    iterator_expiry_ms: int = 60_000
-    seed: int = 7
-    faults: FaultSettings = field(default_factory=FaultSettings)
-
-    @classmethod
-    def from_settings(cls, settings: EmulatorSettings) -> EngineConfig:
-        f = settings.faults
-        return cls(
-            partitions=settings.partitions,
-            rollover_ms=int(settings.rollover_seconds * 1000),
-            split_every_ms=None
-            if settings.split_every_seconds is None
-            else int(settings.split_every_seconds * 1000),
-            trim_after_ms=int(settings.trim_after_seconds * 1000),
-            iterator_expiry_ms=int(settings.iterator_expiry_seconds * 1000),
-            seed=settings.seed,
-            faults=FaultSettings(
-                error_rate=f.error_rate,
-                latency_millis=f.latency_millis,
-                reads_per_shard_per_second=f.reads_per_shard_per_second,
-                describe_stream_per_second=f.describe_stream_per_second,
-                consistency_delay_millis=f.consistency_delay_millis,
-                child_visibility_delay_millis=f.child_visibility_delay_millis,
-            ),
-        )
-
-
-@dataclass(frozen=True)
-class TableCall:
-    """What the table faults decided for one DynamoDB request that was let through.
-
-    Latency is split around the apply (``before_millis`` before moto sees the request,
-    ``after_millis`` before the answer), so others may see a slow write before its writer hears of
-    it, as on a real table.
-    """
-
-    before_millis: int = 0
-    after_millis: int = 0
-    refused: StreamsApiError | None = None  # throttled or failed: answered this, never applied
-    ambiguous: bool = False
-    ambiguous_delay_millis: int = 0
-    stale_window_millis: int = 0
 
 
 @dataclass
@@ -109,13 +52,11 @@ class StreamEngine:
         self._rng = random.Random(config.seed)
         self._lock = threading.RLock()
         self._streams: dict[str, Stream] = {}
-        self._limits = RateLimits()
         self._counters: Counter[str] = Counter()
         self._nonce = 0
         self._last_trim_ms = -TRIM_CHECK_MS
-        self._scan_views = ScanViews()
-
-    # ----------------------------------------------------------------------------- registry
+        # The gate shares the engine's lock, seeded draws and counters: one seed still gives one run.
+        self.gate = Gate(self._lock, self._rng, self._counters, self._clock, lambda: self.faults)
 
     def register_stream(
         self, arn: str, label: str, shape: TableShape, key_schema: list[dict[str, str]]
@@ -278,99 +219,6 @@ class StreamEngine:
                         }
                     )
             return out
-
-    # ---------------------------------------------------------------------- API: guards
-
-    def admit(self, operation: str, throttle_key: str | None) -> int:
-        """Count the call, throttle it, maybe fail it; returns the latency (ms) to add."""
-        with self._lock:
-            self._counters[f"calls_{operation}"] += 1
-            now = self._clock.monotonic_millis()
-            if operation == "DescribeStream" and not self._limits.allow(
-                "DescribeStream", self.faults.describe_stream_per_second, now
-            ):
-                self._counters["throttled"] += 1
-                raise StreamsApiError(
-                    "LimitExceededException", "Too many DescribeStream requests (limit 10/s)."
-                )
-            if (
-                operation == "GetRecords"
-                and throttle_key is not None
-                and not self._limits.allow(throttle_key, self.faults.reads_per_shard_per_second, now)
-            ):
-                self._counters["throttled"] += 1
-                raise StreamsApiError(
-                    "LimitExceededException", f"Rate exceeded for shard {throttle_key.rpartition('|')[2]}."
-                )
-            if should_fail(self._rng, self.faults.error_rate):
-                self._counters["faults_injected"] += 1
-                raise StreamsApiError("InternalServerError", "Injected fault (emulator error_rate).", 500)
-            return self.faults.latency_millis
-
-    def admit_table_call(self, operation: str, tables: frozenset[str]) -> TableCall:
-        """Decide the fate of one DynamoDB request naming ``tables`` (``table_*`` fault settings):
-        its latency, and whether it is refused (throttled or failed before moto sees it), or, if it
-        goes through, whether a successful write is answered as a failure (ambiguous) and whether a
-        Scan may be answered from an older view. Requests outside ``table_fault_tables`` pass
-        untouched."""
-        with self._lock:
-            faults = self.faults
-            if not faults.hits_tables(tables):
-                return TableCall()
-            latency = draw_table_latency(self._rng, faults)
-            if latency.millis:
-                self._counters["table_delayed_calls"] += 1
-                self._counters["table_delay_millis"] += latency.millis
-                if latency.tail:
-                    self._counters["table_tail_delayed_calls"] += 1
-            before, after = latency.millis // 2, latency.millis - latency.millis // 2
-            if should_fail(self._rng, faults.table_throttle_rate):
-                self._counters["table_throttled"] += 1
-                refused = StreamsApiError(
-                    "ProvisionedThroughputExceededException",
-                    f"{operation}: the level of configured provisioned throughput for the table was exceeded "
-                    "(emulator table_throttle_rate).",
-                )
-                return TableCall(before, after, refused=refused)
-            if should_fail(self._rng, faults.table_error_rate):
-                self._counters["table_faults_injected"] += 1
-                refused = StreamsApiError(
-                    "InternalServerError", f"{operation}: injected fault (emulator table_error_rate).", 500
-                )
-                return TableCall(before, after, refused=refused)
-            ambiguous = operation in AMBIGUOUS_WRITES and should_fail(self._rng, faults.table_ambiguous_rate)
-            return TableCall(
-                before_millis=before,
-                after_millis=after,
-                ambiguous=ambiguous,
-                ambiguous_delay_millis=faults.table_ambiguous_delay_millis if ambiguous else 0,
-                stale_window_millis=faults.table_stale_scan_millis if operation == "Scan" else 0,
-            )
-
-    def count_ambiguous(self, delayed: bool) -> None:
-        """A write was applied and is being answered HTTP 500 (``delayed``: only after a wait)."""
-        with self._lock:
-            self._counters["table_ambiguous_writes"] += 1
-            if delayed:
-                self._counters["table_ambiguous_delayed"] += 1
-
-    def answer_scan(
-        self, key: str, status: str, headers: tuple[tuple[str, str], ...], body: bytes, window_ms: int
-    ) -> ScanView:
-        """The answer to an eventually consistent Scan: the fresh one just computed (kept as a view
-        of now) or an older view of the same request still inside the window (seeded draw). Counted
-        as a stale scan only when the older answer differs from the fresh one (else nobody could
-        tell)."""
-        with self._lock:
-            fresh = ScanView(self._clock.monotonic_millis(), status, headers, body)
-            chosen = self._scan_views.record_and_pick(key, fresh, window_ms, self._rng)
-            if chosen.body != fresh.body:
-                self._counters["table_stale_scans"] += 1
-            return chosen
-
-    def forget_scan_views(self, table: str) -> None:
-        with self._lock:
-            self._scan_views.forget(f"{table}\n")
 
     # ------------------------------------------------------------------------- API: reads
 

@@ -21,12 +21,13 @@ from typing import Any
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import make_server
 
-from consumer.settings import ConfigError, EmulatorSettings, load_settings
 from emulator.app import EmulatorApp
-from emulator.engine import EngineConfig, StreamEngine
+from emulator.config import EngineConfig
+from emulator.engine import StreamEngine
 from emulator.errors import ControlError
 from emulator.faults import FaultSettings
 from emulator.moto_bridge import MotoBridge
+from ground.settings import ConfigError, EmulatorSettings, load_settings
 
 READY_PREFIX = "EMULATOR READY "
 TICK_SECONDS = 0.25

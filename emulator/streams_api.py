@@ -100,7 +100,7 @@ def handle_streams_call(
                 "UnknownOperationException", f"Unknown operation {operation}; known: {', '.join(OPERATIONS)}"
             )
         throttle_key = engine.throttle_key(params.get("ShardIterator")) if operation == "GetRecords" else None
-        latency = engine.admit(operation, throttle_key)
+        latency = engine.gate.admit(operation, throttle_key)
         return 200, dispatch(engine, bridge, operation, params), latency
     except StreamsApiError as exc:
         return exc.status, {"__type": ERROR_NAMESPACE + exc.code, "message": exc.message}, latency

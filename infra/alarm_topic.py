@@ -25,7 +25,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 
 CLOUDWATCH = "cloudwatch.amazonaws.com"
 

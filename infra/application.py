@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from consumer.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, load_settings
 from infra.asset import ASSET_INCLUDE, ASSET_NEVER, asset_exclude
 from infra.errors import InfraConfigError
 from infra.stack import DISPOSABLE_ENVIRONMENTS, ConsumerStack, StatefulStack, data_stack_name, stack_name

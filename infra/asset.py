@@ -16,7 +16,16 @@ from infra.wheelhouse import WHEELHOUSE_DIR, stage_asset
 # (``consumer new processor NAME`` writes processors/NAME.py; the units run in the unpacked asset,
 # whose directory is on ``processing.import_paths``), the configuration, the bootstrap, watchdog and
 # lock (``deploy/``), and the project files.
-ASSET_INCLUDE = ("consumer", "processors", "config", "deploy", "pyproject.toml", "requirements.txt")
+ASSET_INCLUDE = (
+    "ground",
+    "consumer",
+    "tools",
+    "processors",
+    "config",
+    "deploy",
+    "pyproject.toml",
+    "requirements.txt",
+)
 # Added when the asset is staged: the locked wheels and the product's wheel.
 ASSET_STAGED = (WHEELHOUSE_DIR,)
 # Never shipped even inside those: caches and build output.

@@ -23,7 +23,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.asset import staged_asset
 from infra.user_data import SIGNAL_TIMEOUT_MINUTES, BootParameters, boot_script
 

@@ -20,7 +20,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 
 class LeasesTable(Construct):

@@ -29,7 +29,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.alarm_topic import AlarmTopic, alarm_name_prefix
 from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
 from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget

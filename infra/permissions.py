@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.errors import InfraConfigError
 
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]

@@ -22,11 +22,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-# One naming rule for the stack and for ``consumer pipeline submit``, which finds the app by it.
-from consumer.emr.request import application_name
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.errors import InfraConfigError
 from infra.permissions import s3_location
+
+# One naming rule for the stack and for ``consumer pipeline submit``, which finds the app by it.
+from tools.emr.request import application_name
 
 EMR_RELEASE = "emr-7.5.0"
 # Stated, not left to the service default, because submit builds the Python environment for it.

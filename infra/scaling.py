@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consumer.settings import UNBOUNDED, Settings
+from ground.settings import UNBOUNDED, Settings
 
 DYNAMODB_NAMESPACE = "AWS/DynamoDB"
 AUTOSCALING_NAMESPACE = "AWS/AutoScaling"

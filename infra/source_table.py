@@ -14,7 +14,7 @@ from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from consumer.settings import KeyAttribute, TableSettings
+from ground.settings import KeyAttribute, TableSettings
 
 _ATTRIBUTE_TYPES = {
     "S": dynamodb.AttributeType.STRING,

@@ -13,7 +13,7 @@ from aws_cdk import ArnFormat, CfnOutput, Environment, Fn, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.fleet import FLEET_AZS, WorkerFleet
 from infra.leases_table import LeasesTable
 from infra.monitoring import LogGroups, Monitoring, log_group_arn

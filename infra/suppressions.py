@@ -9,7 +9,7 @@ from __future__ import annotations
 from aws_cdk import Stack
 from constructs import IConstruct
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from infra.nag import suppress
 from infra.permissions import s3_location
 from infra.pipeline_resources import job_locations

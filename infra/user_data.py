@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from consumer.settings import Settings
 from deploy.bootstrap import SIGNALLED_FAILURE
 from deploy.plan import STREAMS_ENDPOINT_VARIABLE, BootPlan, Layout
+from ground.settings import Settings
 from infra.errors import InfraConfigError
 
 __all__ = ["STREAMS_ENDPOINT_VARIABLE", "BootParameters", "boot_plan", "boot_script"]

@@ -12,7 +12,7 @@ aarch64 by the configured instance type), and the instance installs them with ``
 * :func:`fetch` (``python -m infra.wheelhouse fetch``, ``make wheelhouse``) downloads the lock's
   wheels for one architecture into ``var/wheels/<lock digest>-<arch>/``; a later synth reuses that
   directory and needs no network, and a new lock gets a new directory;
-* :func:`build_product_wheel` writes the product's own wheel (``consumer`` only) byte-reproducibly:
+* :func:`build_product_wheel` writes the product's own wheel (:data:`PRODUCT_PACKAGES`) byte-reproducibly:
   fixed timestamps and order, so the asset's hash moves only when code or dependencies do;
 * :func:`stage_asset` assembles the asset directory the fleet uploads.
 """
@@ -249,6 +249,10 @@ def check_wheels(lock: Path, directory: Path) -> None:
 
 # ---------------------------------------------------------------------------------- product wheel
 
+# What an instance runs of ours: the fleet, the ground floor it stands on, and the ``consumer`` command
+# (the tools; their emulator and pipeline parts are imported only by commands an instance never runs).
+PRODUCT_PACKAGES = ("ground", "consumer", "tools")
+
 
 def _project(source: Path) -> tuple[str, str, dict[str, str]]:
     project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
@@ -260,8 +264,10 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def build_product_wheel(source: Path, destination: Path, package: str = "consumer") -> Path:
-    """A pure-Python wheel of ``package`` (its ``.py`` files), the same bytes for the same sources.
+def build_product_wheel(
+    source: Path, destination: Path, packages: tuple[str, ...] = PRODUCT_PACKAGES
+) -> Path:
+    """A pure-Python wheel of ``packages`` (their ``.py`` files), the same bytes for the same sources.
 
     Written here rather than by setuptools: the project's build would also pack ``infra``,
     ``emulator`` and ``pipeline``, which instances never run, and stamps the build time into the zip.
@@ -270,9 +276,10 @@ def build_product_wheel(source: Path, destination: Path, package: str = "consume
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
     files: list[tuple[str, bytes]] = []
-    for path in sorted((source / package).rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            files.append((path.relative_to(source).as_posix(), path.read_bytes()))
+    for package in packages:
+        for path in sorted((source / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                files.append((path.relative_to(source).as_posix(), path.read_bytes()))
     requires = "".join(f"Requires-Dist: {p}\n" for p in RUNTIME_PACKAGES)
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.11\n{requires}"
     wheel_meta = "Wheel-Version: 1.0\nGenerator: infra.wheelhouse\nRoot-Is-Purelib: true\nTag: py3-none-any\n"

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from consumer.settings import Settings
 from consumer.telemetry.widgets import (
     AGENT,
     LEASES_TABLE,
@@ -37,6 +36,7 @@ from consumer.telemetry.widgets import (
     reference_lines,
     widgets_for,
 )
+from ground.settings import Settings
 
 DASHBOARD_PERIOD_SECONDS = 60
 DYNAMODB_NAMESPACE = "AWS/DynamoDB"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from infra.leases_table import fleet_table_conventions
 
 

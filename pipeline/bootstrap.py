@@ -138,19 +138,11 @@ def _scan_segment(
     import boto3
 
     client = boto3.client("dynamodb", region_name=settings["region"], endpoint_url=settings["endpoint_url"])
-    request: dict[str, Any] = {
-        "TableName": settings["table"],
-        "ConsistentRead": True,
-        "Segment": segment,
-        "TotalSegments": segments,
-    }
-    while True:
-        page = client.scan(**request)
+    pages = client.get_paginator("scan").paginate(
+        TableName=settings["table"], ConsistentRead=True, Segment=segment, TotalSegments=segments
+    )
+    for page in pages:
         yield from page.get("Items", [])
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return
-        request["ExclusiveStartKey"] = start
 
 
 def scan_rows(

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline import bootstrap, chart, compare, locate, parse, patch, rewrite, snapshot, stats
 from pipeline.changelog import may_hold_copies, select_objects
 from pipeline.errors import BadChangeLogError, HalfCommittedError, PipelineError, SnapshotStoreError
@@ -858,7 +858,7 @@ def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from consumer.settings import ConfigError, load_settings
+    from ground.settings import ConfigError, load_settings
 
     args = build_parser().parse_args(argv)
     try:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from consumer.settings import KeyAttribute, TableSettings
+from ground.settings import KeyAttribute, TableSettings
 from pipeline.errors import PipelineError
 
 # One attribute value as it is on the wire: the JSON reader fills the field named by its type key;

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ground.files import write_atomically
 from pipeline.errors import SnapshotStoreError
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -74,13 +74,7 @@ class LocalStore:
     def replace_text(self, uri: str, text: str) -> None:
         target = local_path(uri)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, target)
+            write_atomically(target, text)
         except OSError as exc:
             raise SnapshotStoreError(f"cannot write {uri}: {exc}") from exc
 

@@ -17,15 +17,12 @@ from pipeline.errors import VerifyError
 
 def scan_items(client: Any, table_name: str, page_size: int = 1000) -> Iterator[Mapping[str, Any]]:
     """Every item of ``table_name`` in the low-level attribute-value form."""
-    request: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True, "Limit": page_size}
+    pages = client.get_paginator("scan").paginate(
+        TableName=table_name, ConsistentRead=True, PaginationConfig={"PageSize": page_size}
+    )
     try:
-        while True:
-            page = client.scan(**request)
+        for page in pages:
             yield from page.get("Items", [])
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return
-            request["ExclusiveStartKey"] = start
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "?")
         raise VerifyError(f"cannot scan table {table_name!r} ({code}): {exc}") from exc

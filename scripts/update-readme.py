@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from consumer.settings_doc import settings_markdown_table
+from tools.settings_doc import settings_markdown_table
 
 SETTINGS_DOC = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from consumer.settings import UNBOUNDED, Settings
+from ground.settings import UNBOUNDED, Settings
 
 
 def suggested_max_leases_for_worker(partitions: int, workers: int) -> int:

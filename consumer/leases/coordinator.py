@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from consumer.clock import Clock
 from consumer.leases.decisions import RoundPlan, Timing, live_workers, sync_leader
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError
 from consumer.leases.holdings import Holdings
@@ -32,9 +31,10 @@ from consumer.leases.liveness import Liveness
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.leases.taker import Taker
-from consumer.settings import WorkerSettings
 from consumer.streams.pacing import FleetPosition
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
 
@@ -77,7 +77,7 @@ class LeaseCoordinator:
         self.settings = settings
         self._clock = clock
         self._metrics = metrics or NullMetrics()
-        self.timing = Timing(settings.failover_time_millis, settings.max_clock_skew_millis)
+        self.timing = Timing.of(settings)
         self.fence_margin_millis = settings.fence_margin_millis
         self.holdings = Holdings(settings.fence_after_millis)
         self.liveness = Liveness(

@@ -7,7 +7,7 @@ GetItem 1 unit per 4 KB.
 
 The steady-state formulas of this design and of the Java KCL, and their comparison, are in
 ``bench/lease_cost_model.py``: only the benchmarks use them (``consumer plan`` has its own figures
-in :mod:`consumer.planning`).
+in :mod:`tools.planning`).
 """
 
 from __future__ import annotations

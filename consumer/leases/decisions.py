@@ -25,12 +25,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from consumer.leases.model import Lease, Snapshot
+from ground.settings import WorkerSettings
 
 
 @dataclass(frozen=True)
 class Timing:
+    """The two durations every liveness judgement uses: the failover time and the clock skew allowed."""
+
     failover_millis: int
     skew_millis: int
+
+    @classmethod
+    def of(cls, settings: WorkerSettings) -> Timing:
+        return cls(settings.failover_time_millis, settings.max_clock_skew_millis)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Every mutation is a conditional write from :mod:`consumer.leases.conditions` and asks for
 ``ReturnValuesOnConditionCheckFailure=ALL_OLD``, so a lost race tells us the current item without a
 second read. How a request is made -- which table, how botocore errors map to lease errors, what it
-cost -- lives in :mod:`consumer.leases.tables`, so this module reads as the store's protocol alone.
+cost -- lives in :mod:`consumer.leases.table_requests`, so this module reads as the store's protocol alone.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from consumer.leases.model import (
     lease_to_item,
     snapshot_from_items,
 )
-from consumer.leases.tables import TRANSACTION_THROTTLING, ConsumedCapacity, LeaseTables
-from consumer.positions import SHARD_END
-from consumer.settings import WorkerSettings
+from consumer.leases.table_requests import TRANSACTION_THROTTLING, ConsumedCapacity, TableRequests
 from consumer.telemetry.metrics import Metrics
+from ground.positions import SHARD_END
+from ground.settings import WorkerSettings
 
 
 class DynamoDBLeaseStore:
@@ -63,7 +63,9 @@ class DynamoDBLeaseStore:
         workers_table_name: str | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self._tables = LeaseTables(client, table_name, workers_table_name=workers_table_name, metrics=metrics)
+        self._tables = TableRequests(
+            client, table_name, workers_table_name=workers_table_name, metrics=metrics
+        )
         self.table_name = self._tables.table_name
         self.workers_table_name = self._tables.workers_table_name
 

@@ -9,7 +9,7 @@ and the leases come back only through a take that moves their counter (which fai
 took them meanwhile).
 
 Times: ``fence_at`` is on the worker's monotonic clock (which, in production, counts time the host
-spent suspended: :class:`consumer.clock.SystemClock`); hand-over deadlines are wall-clock ms, because
+spent suspended: :class:`ground.clock.SystemClock`); hand-over deadlines are wall-clock ms, because
 they are compared with the thief's request time written in the table.
 """
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from consumer.clock import Clock
 from consumer.leases.errors import HeartbeatConflictError, LeaseError
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import HandOverRequest, Heartbeat
 from consumer.leases.store import LeaseStore
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.leases")
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.leases.errors import LeaseItemError
-from consumer.positions import AT_TIMESTAMP, LATEST, SENTINELS, SHARD_END, TRIM_HORIZON
+from ground.positions import AT_TIMESTAMP, LATEST, SENTINELS, SHARD_END, TRIM_HORIZON
 
 FIRST_START_KEY = "__app__#first-start"
 # The workers-table row whose ``generation`` moves before every cleanup delete (conditions.py).

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from consumer.clock import Clock
 from consumer.leases.decisions import RoundPlan, Timing, full_scan_reason, live_workers
 from consumer.leases.model import Snapshot
 from consumer.leases.store import LeaseStore
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
 

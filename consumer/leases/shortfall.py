@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
-from consumer.clock import Clock
+from ground.clock import Clock
 from consumer.leases.decisions import RoundPlan, Timing, live_workers
 from consumer.leases.model import Snapshot
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
 

@@ -19,7 +19,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from consumer.clock import Clock
 from consumer.leases.decisions import (
     KclExpiryTracker,
     RoundPlan,
@@ -40,8 +39,9 @@ from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heart
 from consumer.leases.reading import RoundReader
 from consumer.leases.shortfall import Shortfall
 from consumer.leases.store import LeaseStore
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
 
@@ -66,7 +66,7 @@ class Taker:
     expected_workers: int = 1
 
     def __post_init__(self) -> None:
-        self.timing = Timing(self.settings.failover_time_millis, self.settings.max_clock_skew_millis)
+        self.timing = Timing.of(self.settings)
         self.kcl = KclExpiryTracker(self.settings.failover_time_millis)
         self.latest = Snapshot({}, {})
         self.last_plan = RoundPlan()
@@ -469,8 +469,7 @@ class Taker:
     def _record_before_release(self, lease: Lease) -> Lease:
         """A position I processed to but could not record (a checkpoint refused for now) is written
         before the lease goes: whoever takes it next starts after those records instead of
-        replaying them (fault-model seed 1 011 575: a shed lease replayed one record). Forward only
-        and conditional on my counter; if it fails, the release says why."""
+        replaying them. Forward only and conditional on my counter; if it fails, the release says why."""
         pending = self.holdings.unwritten_for(lease)
         if pending is None:
             return lease

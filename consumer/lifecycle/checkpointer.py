@@ -13,7 +13,7 @@ import threading
 from consumer.leases.errors import CheckpointRefusedError
 from consumer.leases.model import ExtendedSequenceNumber
 from consumer.lifecycle.ports import LeaseOps
-from consumer.positions import SHARD_END
+from ground.positions import SHARD_END
 
 
 def position_rank(position: str) -> tuple[int, int, int]:

@@ -10,9 +10,9 @@ import random
 
 from consumer.leases.errors import LeaseError, LeaseTableMissingError, LeaseTableSchemaError
 from consumer.records import RecordFormatError, StreamRecord
-from consumer.settings import ConfigError
 from consumer.streams.errors import FatalStreamError
 from consumer.streams.target import StreamConfigError
+from ground.settings import ConfigError
 
 MAX_BACKOFF_MILLIS = 30_000
 

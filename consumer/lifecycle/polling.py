@@ -21,7 +21,7 @@ wall time; the price is that its first record after the silence waits up to 10 s
 
 from __future__ import annotations
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 _MAX_DOUBLINGS = 20  # 2^20 x any idle time is far past any sensible maximum
 

@@ -1,4 +1,5 @@
-"""What the lifecycle needs from the lease coordinator and the stream.
+"""What the lifecycle needs from the lease coordinator (its shard consumers: :class:`LeaseOps`; shard
+sync: :class:`SyncOps`) and the stream.
 
 The lifecycle is written against these small protocols, not against the adapters, so it can be
 driven in tests by fakes with a fake clock. The lease coordinator and
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from consumer.leases.model import Lease
+from consumer.leases.model import Lease, Snapshot
 from consumer.streams.source import GetRecordsResult
 
 
@@ -43,6 +44,25 @@ class LeaseOps(Protocol):
         """Give the lease up after a graceful stop (checkpoint first); with ``counter``, only the
         ownership that began at it."""
         ...
+
+
+class SyncOps(Protocol):
+    """What shard sync needs of the leases table (the lease coordinator provides it, as it provides
+    :class:`LeaseOps` to the shard consumers)."""
+
+    def scan(self) -> Snapshot: ...
+
+    def claim_first_start(self) -> bool: ...
+
+    def lineage_generation(self) -> int: ...
+
+    def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int: ...
+
+    def delete_finished(self, lease: Lease) -> None: ...
+
+    def read_lease(self, shard_id: str) -> Lease | None: ...
+
+    def is_sync_leader(self) -> bool: ...
 
 
 # ------------------------------------------------------------------------------------ stream

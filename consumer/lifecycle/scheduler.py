@@ -28,7 +28,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from consumer.clock import Clock
 from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
 from consumer.lifecycle.ports import LeaseOps, StreamReader
@@ -36,8 +35,9 @@ from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing.api import ProcessorFactory
 from consumer.records import ShardInfo
-from consumer.settings import WorkerSettings
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 
@@ -138,7 +138,7 @@ class Scheduler:
         if now < not_before:
             return
         try:
-            consumer = self._new_consumer(lease)
+            consumer = self.new_consumer(lease)
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -156,7 +156,8 @@ class Scheduler:
         self._consumers[lease.shard_id] = consumer
         self._schedule(lease.shard_id, now)
 
-    def _new_consumer(self, lease: Lease) -> ShardConsumer:
+    def new_consumer(self, lease: Lease) -> ShardConsumer:
+        """The shard consumer of a lease this worker now holds (not yet scheduled)."""
         shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
         return ShardConsumer(
             shard,

@@ -29,7 +29,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from consumer.clock import Clock
 from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
 from consumer.lifecycle.failures import (
@@ -44,7 +43,6 @@ from consumer.lifecycle.failures import (
 from consumer.lifecycle.polling import next_read_delay
 from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
-from consumer.positions import SHARD_END, TRIM_HORIZON
 from consumer.processing.api import (
     InitializationInput,
     LeaseLostInput,
@@ -55,7 +53,6 @@ from consumer.processing.api import (
 )
 from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import WorkerSettings
 from consumer.streams.errors import (
     ExpiredIteratorError,
     InvalidStreamRequestError,
@@ -66,6 +63,9 @@ from consumer.streams.errors import (
 from consumer.telemetry.catalogue import log_lease_lost_shutdown, log_trimmed_loss
 from consumer.telemetry.context import shard_context
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.positions import SHARD_END, TRIM_HORIZON
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 

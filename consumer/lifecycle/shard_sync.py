@@ -45,18 +45,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
-from consumer.clock import Clock
 from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
-from consumer.positions import LATEST, TRIM_HORIZON
-from consumer.settings import WorkerSettings
+from consumer.lifecycle.ports import SyncOps
 from consumer.streams.errors import StreamSourceError, ThrottledError
 from consumer.streams.source import Shard
 from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
+from ground.positions import LATEST, TRIM_HORIZON
+from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 
@@ -68,30 +68,12 @@ CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
 CHILD_CONFIRM_MILLIS = 5_000
 
 
-class LeaseTable(Protocol):
-    """What shard sync needs of the leases table (the lease coordinator provides it)."""
-
-    def scan(self) -> Snapshot: ...
-
-    def claim_first_start(self) -> bool: ...
-
-    def lineage_generation(self) -> int: ...
-
-    def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int: ...
-
-    def delete_finished(self, lease: Lease) -> None: ...
-
-    def read_lease(self, shard_id: str) -> Lease | None: ...
-
-    def is_sync_leader(self) -> bool: ...
-
-
 class ShardSyncer:
     def __init__(
         self,
         *,
         list_shards: Callable[[], Iterable[Shard]],
-        coordinator: LeaseTable,
+        coordinator: SyncOps,
         settings: WorkerSettings,
         clock: Clock,
         metrics: Metrics | None = None,

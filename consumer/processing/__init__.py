@@ -28,7 +28,7 @@ from consumer.processing.errors import (
     ProcessingConfigError,
     ProcessingError,
 )
-from consumer.processing.factory import ProcessingClients, function_processor, windowed_processor
+from consumer.processing.factory import function_processor, windowed_processor
 from consumer.processing.memory_checkpointer import InMemoryCheckpointer
 from consumer.processing.windows import Window, WindowedBatch
 
@@ -46,7 +46,6 @@ __all__ = [
     "LeaseLostInput",
     "NonRetryableError",
     "ProcessRecordsInput",
-    "ProcessingClients",
     "ProcessingConfigError",
     "ProcessingError",
     "ProcessorFactory",

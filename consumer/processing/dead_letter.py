@@ -13,8 +13,6 @@ records stay where they are (nothing is lost).
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +23,8 @@ import orjson
 
 from consumer.processing.errors import DeadLetterError, ProcessingConfigError
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import DeadLetterSettings
+from ground.files import write_atomically
+from ground.settings import DeadLetterSettings
 
 
 @dataclass(frozen=True)
@@ -84,17 +83,7 @@ class LocalDeadLetter:
     def send(self, failed: FailedRecords) -> None:
         target = self.directory / failed.name
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(_dumps(failed.document(self._now())))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temporary, target)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            write_atomically(target, _dumps(failed.document(self._now())))
         except OSError as exc:
             raise DeadLetterError(f"cannot write dead letter {target}: {exc}") from exc
 

@@ -10,57 +10,39 @@ A user object ``package.module:Name`` (:func:`user_processor`) is:
 User code is imported from ``processing.import_paths`` (default: the working directory) before the
 installed packages, so a processor in the project ``consumer run`` is started from just works.
 
-The function form is wrapped (:func:`policy_wrapped`) with the failure policy, filter and batching.
-Which processor ``processing.processor`` names — a built-in sink or a user object — is decided one
-layer up, in :mod:`consumer.runtime.processors`, which knows the sinks; this module knows none.
-Every problem raises ProcessingConfigError, naming the key to fix.
+The function form runs under the failure policy, over lanes or window by window: :func:`runner_chain`
+builds that chain, the one place it is built. Which processor ``processing.processor`` names — a
+built-in sink or a user object — and the clients and stores the chain needs are decided one layer
+up, in :mod:`consumer.runtime.processors`, which knows the sinks and the settings; this module knows
+neither. Every problem raises ProcessingConfigError, naming the key to fix.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from consumer.clock import Clock, SystemClock
 from consumer.processing.api import BatchHandler, ProcessorFactory, RecordProcessor
-from consumer.processing.dead_letter import build_dead_letter
+from consumer.processing.dead_letter import DeadLetter
 from consumer.processing.errors import ProcessingConfigError
 from consumer.processing.failure_policy import FailurePolicyRunner
-from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.lanes import LaneRunner
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.window_state import (
-    DynamoDBWindowStateStore,
-    InMemoryWindowStateStore,
-    WindowStateStore,
-)
+from consumer.processing.runner import BatchRunner
+from consumer.processing.window_state import InMemoryWindowStateStore, WindowStateStore
 from consumer.processing.windows import WindowedAdapter, WindowedHandler, WindowedRunner
 from consumer.records import ShardInfo
-from consumer.settings import Settings
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock, SystemClock
 
 CLASS_METHODS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
 HandlerFactory = Callable[[ShardInfo], BatchHandler]
-
-
-@dataclass(frozen=True)
-class ProcessingClients:
-    """boto3 clients the sinks and dead letters use (injected; created by the caller, never here)."""
-
-    s3: Any = None
-    sqs: Any = None
-    dynamodb: Any = None  # for dynamodb_replica when options give no other region or endpoint
-    replica_dynamodb: Any = None  # for dynamodb_replica in another region / endpoint
-    # Tumbling windows' state: None means the window-state table, through ``dynamodb`` (tests and
-    # examples give an InMemoryWindowStateStore).
-    window_states: WindowStateStore | None = None
 
 
 def check_options(sink: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -179,98 +161,48 @@ def user_processor(path: str, options: dict[str, Any], import_paths: Sequence[st
     raise ProcessingConfigError(f"processing.processor {path!r} is not a class or a function")
 
 
-def policy_wrapped(
-    settings: Settings,
-    handlers: HandlerFactory,
+@dataclass(frozen=True)
+class WindowPlan:
+    """Tumbling windows of ``seconds``, their state kept in ``states`` (``processing.tumbling_window_seconds``)."""
+
+    seconds: int
+    states: WindowStateStore
+    max_state_bytes: int = 262_144
+
+
+def runner_chain(
+    handler: Any,
     *,
-    clients: ProcessingClients,
+    policy: RetryPolicy,
     clock: Clock,
-    metrics: Metrics | None,
-    rng: random.Random | None,
-) -> ProcessorFactory:
-    """Function-form handlers as RecordProcessors: retries, dead letter, filter and batching from
-    ``settings.processing``, all checked now (before any lease)."""
-    processing = settings.processing
-    policy = RetryPolicy.from_settings(processing.retry, rng)
-    dead_letter = build_dead_letter(processing.dead_letter, s3_client=clients.s3, sqs_client=clients.sqs)
-    record_filter = RecordFilter.from_settings(processing.filter)
-    batching = processing.batching
-    if batching.max_window_millis > 0 and not settings.worker.call_process_records_even_for_empty_record_list:
-        raise ProcessingConfigError(
-            "processing.batching.max_window_millis > 0 needs "
-            "worker.call_process_records_even_for_empty_record_list: true (a quiet shard would "
-            "otherwise hold its buffer until the next record arrives)"
-        )
+    dead_letter: DeadLetter | None = None,
+    metrics: Metrics | None = None,
+    batch_size: int = 1000,
+    lanes: int = 1,
+    window: WindowPlan | None = None,
+) -> BatchRunner:
+    """The runner one shard's handler is run by: the failure policy, over ``lanes`` lanes when more
+    than one (factor 1 stays on the serial path: no pool, no thread hop), or window by window.
 
-    lanes = processing.parallelization_factor
-    window_seconds = processing.tumbling_window_seconds
-    states: WindowStateStore | None = None
-    if window_seconds > 0:
+    ``handler`` is a :data:`~consumer.processing.api.BatchHandler`, or with ``window`` a
+    :data:`~consumer.processing.windows.WindowedHandler`. This is the one place the chain is built:
+    the settings' processor (:mod:`consumer.runtime.processors`) and code that wires a processor by
+    hand (:func:`function_processor`, :func:`windowed_processor`) both come here.
+    """
+    if window is not None:
         if lanes > 1:
-            raise ProcessingConfigError(
-                "processing.tumbling_window_seconds and processing.parallelization_factor > 1 cannot be "
-                "combined: a window's state is one per shard, carried batch to batch in order"
+            raise ValueError(
+                "a windowed chain runs one lane: a window's state is carried batch to batch in order"
             )
-        states = clients.window_states
-        if states is None:
-            if clients.dynamodb is None:
-                raise ProcessingConfigError(
-                    "processing.tumbling_window_seconds needs a DynamoDB client for the window-state "
-                    f"table {settings.window_state_table_name} (ProcessingClients.dynamodb)"
-                )
-            table = DynamoDBWindowStateStore(
-                clients.dynamodb, settings.window_state_table_name, settings.application_name
-            )
-            problem = table.check()
-            if problem is not None:
-                raise ProcessingConfigError(
-                    f"processing.tumbling_window_seconds: {problem} (`consumer local up` creates it on "
-                    "the emulator, the CDK stack on AWS)"
-                )
-            states = table
-
-    def factory(shard: ShardInfo) -> RecordProcessor:
-        if states is not None:
-            adapter = WindowedAdapter(
-                handlers(shard),  # type: ignore[arg-type]  # a windowed handler: WindowedBatch in
-                window_seconds,
-                processing.max_window_state_bytes,
-                metrics,
-            )
-            windowed = FailurePolicyRunner(
-                adapter,
-                policy,
-                clock,
-                dead_letter=dead_letter,
-                metrics=metrics,
-                max_batch_records=batching.batch_size,
-            )
-            return FunctionProcessor(
-                WindowedRunner(windowed, adapter, states, clock),
-                clock,
-                record_filter=record_filter,
-                max_buffered_records=batching.batch_size,
-                max_window_millis=batching.max_window_millis,
-            )
+        adapter = WindowedAdapter(handler, window.seconds, window.max_state_bytes, metrics)
         serial = FailurePolicyRunner(
-            handlers(shard),
-            policy,
-            clock,
-            dead_letter=dead_letter,
-            metrics=metrics,
-            max_batch_records=batching.batch_size,
+            adapter, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
         )
-        # Factor 1 stays on the serial path: no pool, no thread hop.
-        runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
-        return FunctionProcessor(
-            runner,
-            clock,
-            record_filter=record_filter,
-            max_buffered_records=batching.batch_size,
-            max_window_millis=batching.max_window_millis,
-        )
-
-    return factory
+        return WindowedRunner(serial, adapter, window.states, clock)
+    serial = FailurePolicyRunner(
+        handler, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
+    )
+    return serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
 
 
 def function_processor(
@@ -279,24 +211,25 @@ def function_processor(
     clock: Clock | None = None,
     policy: RetryPolicy | None = None,
     metrics: Metrics | None = None,
+    dead_letter: DeadLetter | None = None,
+    parallelization_factor: int = 1,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
 
-    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``,
-    ``parallelization_factor`` (lanes, 1-10; 1 is the serial path).
+    ``kwargs``: ``record_filter``, ``batch_size``, ``max_window_millis``; ``parallelization_factor``
+    is the number of lanes (1-10; 1 is the serial path).
     """
     clock = clock or SystemClock()
-    lanes = int(kwargs.pop("parallelization_factor", 1))
-    serial = FailurePolicyRunner(
+    runner = runner_chain(
         handler,
-        policy or RetryPolicy(),
-        clock,
-        dead_letter=kwargs.pop("dead_letter", None),
+        policy=policy or RetryPolicy(),
+        clock=clock,
+        dead_letter=dead_letter,
         metrics=metrics,
-        max_batch_records=kwargs.get("max_buffered_records", 1000),
+        batch_size=kwargs.get("batch_size", 1000),
+        lanes=parallelization_factor,
     )
-    runner = serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
     return FunctionProcessor(runner, clock, **kwargs)
 
 
@@ -308,23 +241,26 @@ def windowed_processor(
     clock: Clock | None = None,
     policy: RetryPolicy | None = None,
     metrics: Metrics | None = None,
+    dead_letter: DeadLetter | None = None,
     max_state_bytes: int = 262_144,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one windowed handler (tumbling windows of ``seconds``), for code that
     wires processors by hand (tests, examples); ``states`` defaults to an in-memory store.
 
-    ``kwargs``: ``dead_letter``, ``record_filter``, ``max_buffered_records``, ``max_window_millis``.
+    ``kwargs``: ``record_filter``, ``batch_size``, ``max_window_millis``.
     """
     clock = clock or SystemClock()
-    adapter = WindowedAdapter(handler, seconds, max_state_bytes, metrics)
-    runner = FailurePolicyRunner(
-        adapter,
-        policy or RetryPolicy(),
-        clock,
-        dead_letter=kwargs.pop("dead_letter", None),
-        metrics=metrics,
-        max_batch_records=kwargs.get("max_buffered_records", 1000),
+    window = WindowPlan(
+        seconds, states if states is not None else InMemoryWindowStateStore(), max_state_bytes
     )
-    store = states if states is not None else InMemoryWindowStateStore()
-    return FunctionProcessor(WindowedRunner(runner, adapter, store, clock), clock, **kwargs)
+    runner = runner_chain(
+        handler,
+        policy=policy or RetryPolicy(),
+        clock=clock,
+        dead_letter=dead_letter,
+        metrics=metrics,
+        batch_size=kwargs.get("batch_size", 1000),
+        window=window,
+    )
+    return FunctionProcessor(runner, clock, **kwargs)

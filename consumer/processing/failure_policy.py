@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from consumer.clock import Clock
 from consumer.processing.api import Batch, BatchHandler, BatchResult, _always
 from consumer.processing.dead_letter import DeadLetter, FailedRecords
 from consumer.processing.errors import (
@@ -31,9 +30,11 @@ from consumer.processing.errors import (
     PartialBatchFailureError,
 )
 from consumer.processing.retry import RetryPolicy
+from consumer.processing.runner import RunnerEvents
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 OPERATION = "ProcessTask"
@@ -46,7 +47,9 @@ class _Span:
     attempts: int = 0
 
 
-class FailurePolicyRunner:
+class FailurePolicyRunner(RunnerEvents):
+    """The serial path: one flush's records through the handler under the failure policy."""
+
     def __init__(
         self,
         handler: BatchHandler,
@@ -55,7 +58,7 @@ class FailurePolicyRunner:
         *,
         dead_letter: DeadLetter | None = None,
         metrics: Metrics | None = None,
-        max_batch_records: int = 1000,
+        batch_size: int = 1000,
         lane: int = 0,
         lanes: int = 1,
     ) -> None:
@@ -64,7 +67,7 @@ class FailurePolicyRunner:
         self._clock = clock
         self._dead_letter = dead_letter
         self._metrics = metrics or NullMetrics()
-        self._max_batch = max_batch_records
+        self._batch_size = batch_size
         self._lane = lane
         self._lanes = lanes
 
@@ -73,8 +76,8 @@ class FailurePolicyRunner:
         return self._handler
 
     @property
-    def max_batch_records(self) -> int:
-        return self._max_batch
+    def batch_size(self) -> int:
+        return self._batch_size
 
     def for_lane(self, lane: int, lanes: int) -> FailurePolicyRunner:
         """The same policy for one lane of ``lanes`` (:mod:`consumer.processing.lanes`): its batches
@@ -85,7 +88,7 @@ class FailurePolicyRunner:
             self._clock,
             dead_letter=self._dead_letter,
             metrics=self._metrics,
-            max_batch_records=self._max_batch,
+            batch_size=self._batch_size,
             lane=lane,
             lanes=lanes,
         )
@@ -110,7 +113,7 @@ class FailurePolicyRunner:
             return True
         previous = {r.sequence_number: delivered[i - 1].sequence_number for i, r in enumerate(delivered) if i}
         kept = tuple(r for r in delivered if keep(r))
-        spans = deque(_Span(kept[i : i + self._max_batch]) for i in range(0, len(kept), self._max_batch))
+        spans = deque(_Span(kept[i : i + self._batch_size]) for i in range(0, len(kept), self._batch_size))
 
         def checkpoint_before_next() -> None:
             if not spans:

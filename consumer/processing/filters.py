@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from consumer.records import StreamRecord
-from consumer.settings import FilterSettings
+from ground.settings import FilterSettings
 
 
 def _same(expected: Any, actual: Any) -> bool:

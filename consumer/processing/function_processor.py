@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from consumer.clock import Clock
 from consumer.leases.errors import LeaseError, LeaseLostError
 from consumer.processing.api import (
     Checkpointer,
@@ -37,11 +36,10 @@ from consumer.processing.api import (
     ShutdownRequestedInput,
     _always,
 )
-from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.filters import RecordFilter
-from consumer.processing.lanes import LaneRunner
-from consumer.processing.windows import WindowedRunner
+from consumer.processing.runner import BatchRunner
 from consumer.records import ShardInfo, StreamRecord
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 
@@ -57,17 +55,17 @@ def shard_hooks(handler: object) -> ShardScoped | None:
 class FunctionProcessor:
     def __init__(
         self,
-        runner: FailurePolicyRunner | LaneRunner | WindowedRunner,
+        runner: BatchRunner,
         clock: Clock,
         *,
         record_filter: RecordFilter | None = None,
-        max_buffered_records: int = 1000,
+        batch_size: int = 1000,
         max_window_millis: int = 0,
     ) -> None:
         self._runner = runner
         self._clock = clock
         self._filter = record_filter or RecordFilter()
-        self._max_records = max_buffered_records
+        self._batch_size = batch_size
         self._window = max_window_millis
         self._shard = ShardInfo("unknown")
         self._buffer: list[StreamRecord] = []
@@ -86,9 +84,7 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started = None
         self._unrecorded = None
-        if isinstance(self._runner, WindowedRunner):
-            # The window state saved with the checkpoint this ownership resumes from.
-            self._runner.start(initialization.shard, initialization.checkpoint)
+        self._runner.start(initialization.shard, initialization.checkpoint)
         if self._hooks is not None:
             self._hooks.shard_started(initialization.shard, initialization.checkpoint)
 
@@ -106,7 +102,7 @@ class FunctionProcessor:
                     process.millis_behind_latest,
                     process.lease_held,
                 )
-            if isinstance(self._runner, WindowedRunner) and not self._buffer:
+            if not self._buffer:
                 self._runner.idle(process.shard, process.millis_behind_latest, process.should_stop)
         except LeaseLostError:
             raise  # nothing is delivered again to this processor: lease_lost drops the buffer
@@ -140,7 +136,7 @@ class FunctionProcessor:
     def _due(self) -> bool:
         if not self._buffer:
             return False
-        if self._window == 0 or self._kept >= self._max_records:
+        if self._window == 0 or self._kept >= self._batch_size:
             return True
         assert self._buffer_started is not None
         return self._clock.monotonic_millis() - self._buffer_started >= self._window
@@ -199,12 +195,10 @@ class FunctionProcessor:
 
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
         if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
-            if isinstance(self._runner, WindowedRunner):
-                self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # the final call
+            self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # a window's final call
             shard_ended.checkpointer.checkpoint_shard_end()
             self._unrecorded = None
-            if isinstance(self._runner, WindowedRunner):
-                self._runner.forget(shard_ended.shard)
+            self._runner.forget(shard_ended.shard)
             self._stopped(shard_ended.shard)
 
     def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
@@ -218,7 +212,6 @@ class FunctionProcessor:
 
     def _stopped(self, shard: ShardInfo) -> None:
         """The ownership is over (the lifecycle calls nothing more): the handler drops its shard state."""
-        if isinstance(self._runner, LaneRunner):
-            self._runner.close()  # every lane has returned: process_records waits for all of them
+        self._runner.close()  # lanes: every lane has returned, process_records waits for all of them
         if self._hooks is not None:
             self._hooks.shard_stopped(shard)

@@ -36,12 +36,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import orjson
 
-from consumer.clock import Clock
 from consumer.processing.api import BatchHandler, _always
 from consumer.processing.errors import LeaseLostError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.processing.runner import RunnerEvents
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
 
 MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
 
@@ -107,7 +108,7 @@ class _Flush:
                 self._checkpointed = target
 
 
-class LaneRunner:
+class LaneRunner(RunnerEvents):
     """A :class:`FailurePolicyRunner` over ``lanes`` lanes at once (same ``run`` contract)."""
 
     def __init__(

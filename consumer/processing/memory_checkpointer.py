@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 
 from consumer.processing.errors import CheckpointRefusedError, LeaseLostError
+from ground.positions import LATEST, SHARD_END, TRIM_HORIZON
 
-SHARD_END = "SHARD_END"
-_SENTINELS = ("TRIM_HORIZON", "LATEST")
+_STARTS = (TRIM_HORIZON, LATEST)
 
 
 class InMemoryCheckpointer:
@@ -50,7 +50,7 @@ class InMemoryCheckpointer:
                 )
             if self.last_checkpoint == SHARD_END:
                 raise CheckpointRefusedError(f"{self.shard_id}: already at SHARD_END")
-            if self.last_checkpoint not in _SENTINELS and int(target) < int(self.last_checkpoint):
+            if self.last_checkpoint not in _STARTS and int(target) < int(self.last_checkpoint):
                 raise CheckpointRefusedError(
                     f"{self.shard_id}: {target} is before the last checkpoint {self.last_checkpoint}"
                 )

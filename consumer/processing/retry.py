@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from consumer.processing.errors import NonRetryableError, ProcessingConfigError
-from consumer.settings import RetrySettings
+from ground.settings import RetrySettings
 
 
 def resolve_exception_class(path: str) -> type[BaseException]:

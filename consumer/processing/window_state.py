@@ -112,22 +112,15 @@ class DynamoDBWindowStateStore:
         )
 
     def versions(self, shard_id: str) -> list[str]:
-        found: list[str] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "#s = :s",
-            "ExpressionAttributeNames": {"#s": "shard"},
-            "ExpressionAttributeValues": {":s": {"S": f"{self._application}#{shard_id}"}},
-            "ProjectionExpression": "#q",
-            "ConsistentRead": True,
-        }
-        kwargs["ExpressionAttributeNames"]["#q"] = "sequence"
-        while True:
-            page = self._client.query(**kwargs)
-            found += [item["sequence"]["S"] for item in page.get("Items", [])]
-            if "LastEvaluatedKey" not in page:
-                return sorted(found)
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        pages = self._client.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": "shard", "#q": "sequence"},
+            ExpressionAttributeValues={":s": {"S": f"{self._application}#{shard_id}"}},
+            ProjectionExpression="#q",
+            ConsistentRead=True,
+        )
+        return sorted(item["sequence"]["S"] for page in pages for item in page.get("Items", []))
 
     def delete(self, shard_id: str, sequence_numbers: Sequence[str]) -> None:
         for seq in sequence_numbers:

@@ -37,16 +37,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.clock import Clock
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.processing.runner import RunnerEvents
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
 )
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
+from ground.clock import Clock
 
 log = logging.getLogger("consumer.processing")
 
@@ -203,7 +204,7 @@ class WindowedAdapter:
         return state
 
 
-class WindowedRunner:
+class WindowedRunner(RunnerEvents):
     """Runs the failure policy window by window, saving the state before every checkpoint."""
 
     def __init__(

@@ -1,7 +1,9 @@
-"""The AWS clients a worker uses, built once from the settings (the only place boto3 is configured).
+"""The AWS clients of an environment, built in one place from its settings (the only place boto3 is
+configured for the worker and for the tools that read what the fleet writes).
 
 The leases-table client gets its own timeouts (:func:`lease_client_timeouts`) because a lease write
-that hangs is worse than one that fails: it must end within one failover period.
+that hangs is worse than one that fails: it must end within one failover period. The logs client
+gets short ones: a log or metrics shipper waiting a minute on CloudWatch Logs helps nobody.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from consumer.processing.factory import ProcessingClients
-from consumer.settings import Settings
+from consumer.runtime.processors import ProcessingClients
+from ground.settings import Settings
 
 
 def user_agent() -> str:
@@ -51,18 +53,39 @@ def lease_client_timeouts(failover_time_millis: int) -> dict[str, Any]:
     }
 
 
+def client_for(settings: Settings, service: str, config: Any = None) -> Any:
+    """A boto3 client of ``service`` for this environment: its region, and its endpoint (the
+    emulator's when local). Creating one makes no call."""
+    import boto3
+
+    session = boto3.session.Session(region_name=settings.region)
+    return session.client(service, endpoint_url=settings.endpoint_url, config=config)
+
+
+def logs_client(settings: Settings) -> Any:
+    """A CloudWatch Logs client for shipping logs and metrics, and for reading them back."""
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"})
+    return client_for(settings, "logs", config)
+
+
 @dataclass
 class AwsClients:
+    """Every client one worker process uses."""
+
     dynamodb: Any
     streams: Any
     leases: Any = None  # the leases and workers tables' client; ``dynamodb`` when None
+    s3: Any = None
+    sqs: Any = None
+    logs: Any = None
     # DescribeStream's client: botocore's retries off, so that every call goes through the fleet's
     # timetable (consumer.streams.pacing) and a throttle is waited out there; ``streams`` when None.
     describe: Any = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AwsClients:
-        import boto3
         from botocore.config import Config
 
         config = stream_client_config()
@@ -71,24 +94,20 @@ class AwsClients:
             user_agent=user_agent(),
             **lease_client_timeouts(settings.worker.failover_time_millis),
         )
-        session = boto3.session.Session(region_name=settings.region)
         return cls(
-            dynamodb=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=config),
-            streams=session.client("dynamodbstreams", endpoint_url=settings.endpoint_url, config=config),
-            leases=session.client("dynamodb", endpoint_url=settings.endpoint_url, config=lease_config),
-            describe=session.client(
+            dynamodb=client_for(settings, "dynamodb", config),
+            streams=client_for(settings, "dynamodbstreams", config),
+            leases=client_for(settings, "dynamodb", lease_config),
+            s3=client_for(settings, "s3"),
+            sqs=client_for(settings, "sqs"),
+            logs=logs_client(settings),
+            describe=client_for(
+                settings,
                 "dynamodbstreams",
-                endpoint_url=settings.endpoint_url,
-                config=config.merge(Config(retries={"max_attempts": 1, "mode": "standard"})),
+                config.merge(Config(retries={"max_attempts": 1, "mode": "standard"})),
             ),
         )
 
-
-def processing_clients(settings: Settings, clients: AwsClients) -> ProcessingClients:
-    """The clients the processor's sinks and dead letters use (S3, SQS, the table's DynamoDB)."""
-    import boto3
-
-    aws = {"region_name": settings.region, "endpoint_url": settings.endpoint_url}
-    return ProcessingClients(
-        s3=boto3.client("s3", **aws), sqs=boto3.client("sqs", **aws), dynamodb=clients.dynamodb
-    )
+    def processing(self) -> ProcessingClients:
+        """The clients the processor's sinks and dead letters use (S3, SQS, the table's DynamoDB)."""
+        return ProcessingClients(s3=self.s3, sqs=self.sqs, dynamodb=self.dynamodb)

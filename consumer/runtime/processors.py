@@ -17,24 +17,45 @@ from __future__ import annotations
 import difflib
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from consumer.clock import Clock, SystemClock
-from consumer.processing.api import ProcessorFactory
+from consumer.processing.api import ProcessorFactory, RecordProcessor
+from consumer.processing.dead_letter import build_dead_letter
 from consumer.processing.errors import ProcessingConfigError
 from consumer.processing.factory import (
     HandlerFactory,
-    ProcessingClients,
+    WindowPlan,
     check_options,
-    policy_wrapped,
+    runner_chain,
     user_processor,
 )
-from consumer.settings import Settings
+from consumer.processing.filters import RecordFilter
+from consumer.processing.function_processor import FunctionProcessor
+from consumer.processing.retry import RetryPolicy
+from consumer.processing.window_state import DynamoDBWindowStateStore, WindowStateStore
+from consumer.records import ShardInfo
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
 from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDBReplicaSink
 from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock, SystemClock
+from ground.settings import Settings
 
-SinkBuilder = Callable[[Settings, dict[str, Any], ProcessingClients], HandlerFactory]
+
+@dataclass(frozen=True)
+class ProcessingClients:
+    """boto3 clients the sinks and dead letters use (built by :mod:`consumer.runtime.clients`, never here)."""
+
+    s3: Any = None
+    sqs: Any = None
+    dynamodb: Any = None  # for dynamodb_replica when options give no other region or endpoint
+    replica_dynamodb: Any = None  # for dynamodb_replica in another region / endpoint
+    # Tumbling windows' state: None means the window-state table, through ``dynamodb`` (tests and
+    # examples give an InMemoryWindowStateStore).
+    window_states: WindowStateStore | None = None
+
+
+SinkBuilder = Callable[[Settings, dict[str, Any], "ProcessingClients"], HandlerFactory]
 
 
 def _changelog(settings: Settings, options: dict[str, Any], clients: ProcessingClients) -> HandlerFactory:
@@ -152,3 +173,82 @@ def build_processor_factory(
         return made.class_form
     assert made.handlers is not None
     return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
+
+
+def _window_states(settings: Settings, clients: ProcessingClients) -> WindowStateStore:
+    """Where tumbling windows keep their state: the given store, or the window-state table (checked
+    now, so a missing table stops the start, not the first window)."""
+    if clients.window_states is not None:
+        return clients.window_states
+    if clients.dynamodb is None:
+        raise ProcessingConfigError(
+            "processing.tumbling_window_seconds needs a DynamoDB client for the window-state "
+            f"table {settings.window_state_table_name} (ProcessingClients.dynamodb)"
+        )
+    table = DynamoDBWindowStateStore(
+        clients.dynamodb, settings.window_state_table_name, settings.application_name
+    )
+    problem = table.check()
+    if problem is not None:
+        raise ProcessingConfigError(
+            f"processing.tumbling_window_seconds: {problem} (`consumer local up` creates it on "
+            "the emulator, the CDK stack on AWS)"
+        )
+    return table
+
+
+def policy_wrapped(
+    settings: Settings,
+    handlers: HandlerFactory,
+    *,
+    clients: ProcessingClients,
+    clock: Clock,
+    metrics: Metrics | None,
+    rng: random.Random | None,
+) -> ProcessorFactory:
+    """Function-form handlers as RecordProcessors: retries, dead letter, filter, batching, lanes and
+    windows from ``settings.processing``, all checked now (before any lease)."""
+    processing = settings.processing
+    policy = RetryPolicy.from_settings(processing.retry, rng)
+    dead_letter = build_dead_letter(processing.dead_letter, s3_client=clients.s3, sqs_client=clients.sqs)
+    record_filter = RecordFilter.from_settings(processing.filter)
+    batching = processing.batching
+    if batching.max_window_millis > 0 and not settings.worker.call_process_records_even_for_empty_record_list:
+        raise ProcessingConfigError(
+            "processing.batching.max_window_millis > 0 needs "
+            "worker.call_process_records_even_for_empty_record_list: true (a quiet shard would "
+            "otherwise hold its buffer until the next record arrives)"
+        )
+    window: WindowPlan | None = None
+    if processing.tumbling_window_seconds > 0:
+        if processing.parallelization_factor > 1:
+            raise ProcessingConfigError(
+                "processing.tumbling_window_seconds and processing.parallelization_factor > 1 cannot be "
+                "combined: a window's state is one per shard, carried batch to batch in order"
+            )
+        window = WindowPlan(
+            processing.tumbling_window_seconds,
+            _window_states(settings, clients),
+            processing.max_window_state_bytes,
+        )
+
+    def factory(shard: ShardInfo) -> RecordProcessor:
+        runner = runner_chain(
+            handlers(shard),
+            policy=policy,
+            clock=clock,
+            dead_letter=dead_letter,
+            metrics=metrics,
+            batch_size=batching.batch_size,
+            lanes=processing.parallelization_factor,
+            window=window,
+        )
+        return FunctionProcessor(
+            runner,
+            clock,
+            record_filter=record_filter,
+            batch_size=batching.batch_size,
+            max_window_millis=batching.max_window_millis,
+        )
+
+    return factory

@@ -28,9 +28,7 @@ from __future__ import annotations
 import gzip
 import io
 import logging
-import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +41,7 @@ from consumer.processing.api import Batch, BatchResult
 from consumer.processing.errors import HandlerStoppedError, SinkError
 from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
+from ground.files import write_atomically
 
 log = logging.getLogger("consumer.sinks")
 ChangelogFormat = Literal["jsonl", "parquet"]
@@ -172,17 +171,7 @@ class ChangelogStore:
 
     @staticmethod
     def _put_local(target: Path, payload: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(target, payload)
 
 
 class ChangelogSink:

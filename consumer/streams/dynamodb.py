@@ -23,7 +23,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from consumer.clock import Clock, SystemClock
 from consumer.streams.errors import (
     AccessDeniedError,
     ExpiredIteratorError,
@@ -40,6 +39,7 @@ from consumer.streams.errors import (
 from consumer.streams.pacing import PAGE_ATTEMPTS, Pacer, backoff_millis
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
 from consumer.streams.wire import parse_get_records
+from ground.clock import Clock, SystemClock
 
 RAW_BODY_KEY = "ConsumerStreamsRawBody"
 MAX_LIMIT = 1000

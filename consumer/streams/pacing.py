@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from consumer.clock import Clock
+from ground.clock import Clock
 
 # A tool's own pace (consumer leases, the demo's checks): well inside the account's ~10/s.
 DESCRIBE_STREAM_CALLS_PER_SECOND: Final = 2.0

@@ -34,9 +34,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from consumer.positions import LATEST, SHARD_END, TRIM_HORIZON, InitialPosition
 from consumer.streams.graph import LineageWarning, ShardGraph
 from consumer.streams.source import Shard
+from ground.positions import LATEST, SHARD_END, TRIM_HORIZON, InitialPosition
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,7 @@
 Each failure names its fix: a missing table, a table without a stream, a disabled stream, a stream
 whose view type does not carry what the settings ask for, or a missing IAM permission. A transient
 answer (a 5xx, a throttle) is not a setting: :func:`resolve_stream_patiently` waits it out with
-back-off, so that a worker starting during an outage does not end (found by the leases-and-stream
-outage test: a worker whose start-up DescribeStream failed five times exited 2).
+back-off, so that a worker starting during an outage waits for it to end instead of exiting.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import TableSettings
+from ground.settings import TableSettings
 
 
 class StreamConfigError(Exception):

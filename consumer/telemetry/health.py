@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from consumer.clock import Clock, SystemClock
+from ground.clock import Clock, SystemClock
+from ground.files import write_atomically
 
 TRANSPORT_LOGGER = "consumer.telemetry.transport"
 log = logging.getLogger(TRANSPORT_LOGGER)
@@ -103,10 +103,8 @@ class HeartbeatFile:
             self._ok_at = now
         content = {"at": now, "ok_at": self._ok_at, "error": None if ok else (error or "round failed")[:500]}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            scratch.write_text(json.dumps(content) + "\n")
-            os.replace(scratch, self.path)
+            # Not forced to disk: a heartbeat lost in a crash is one a dead worker should not have.
+            write_atomically(self.path, json.dumps(content) + "\n", durable=False)
         except OSError as exc:
             if not self._warned:
                 self._warned = True

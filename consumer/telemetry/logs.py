@@ -26,10 +26,10 @@ from typing import Any, TextIO
 import watchtower
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import Settings
 from consumer.telemetry.context import current_shard_id, current_worker_id, set_worker_id
 from consumer.telemetry.health import TRANSPORT_LOGGER, TransportHealth
-from consumer.telemetry.transports import ensure_log_group, log_stream_name, logs_client_for
+from consumer.telemetry.transports import ensure_log_group, log_stream_name
+from ground.settings import Settings
 
 APPLICATION_LOGGER = "consumer.app"
 NOISY_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer")
@@ -208,8 +208,8 @@ def configure_logging(
 ) -> LoggingHandle:
     """Install the console and the two CloudWatch handlers on the root logger.
 
-    ``logs_client`` defaults to a client for ``settings`` (the emulator's endpoint locally); it is
-    not created when ``logs.ship_to_cloudwatch`` is false. Pass ``console=None`` for no stderr copy.
+    ``logs_client`` (the composition root's, :mod:`consumer.runtime.clients`) is needed only when
+    ``logs.ship_to_cloudwatch`` is true. Pass ``console=None`` for no stderr copy.
     """
     set_worker_id(worker_id)
     health = health or TransportHealth()
@@ -230,7 +230,9 @@ def configure_logging(
         stream_handler.setFormatter(formatter)
         handlers.append(stream_handler)
     if settings.logs.ship_to_cloudwatch:
-        client = logs_client if logs_client is not None else logs_client_for(settings)
+        if logs_client is None:
+            raise ValueError("logs.ship_to_cloudwatch: shipping needs a CloudWatch Logs client")
+        client = logs_client
         for group, worker_side in (
             (settings.worker_log_group, True),
             (settings.application_log_group, False),

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 
 from aws_embedded_metrics.unit import Unit
 
-from consumer.clock import Clock, SystemClock
-from consumer.settings import Settings
 from consumer.telemetry.emf import MetricValues, build_documents
 from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.health import TransportHealth
@@ -34,6 +32,8 @@ from consumer.telemetry.process import ProcessSampler
 from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the port, re-exported for callers)
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import MetricsTransport
+from ground.clock import Clock, SystemClock
+from ground.settings import Settings
 
 log = logging.getLogger("consumer.telemetry.metrics")
 

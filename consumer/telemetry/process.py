@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-from consumer.clock import Clock
+from ground.clock import Clock
 
 _STATM = Path("/proc/self/statm")
 

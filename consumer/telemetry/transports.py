@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.settings import Settings
 from consumer.telemetry.errors import TransportError
+from ground.settings import Settings
 
 # CloudWatch Logs PutLogEvents limits.
 MAX_EVENTS_PER_PUT = 10_000
@@ -294,17 +294,6 @@ def _batches(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return batches
 
 
-def logs_client_for(settings: Settings) -> Any:
-    """A CloudWatch Logs client for this environment (the emulator's endpoint when local)."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"})
-    return boto3.client(
-        "logs", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config
-    )
-
-
 def log_stream_name(worker_id: str) -> str:
     """The log stream of a worker: its id, without the ``:`` and ``*`` CloudWatch Logs refuses."""
     return worker_id.replace(":", "_").replace("*", "_")
@@ -315,7 +304,8 @@ def transport_from_settings(
 ) -> MetricsTransport:
     """The transport ``metrics.destination`` names. ``agent`` and ``logs`` both write into
     ``settings.metrics_log_group`` (the group the stack creates and grants), one log stream per
-    worker (:func:`log_stream_name`)."""
+    worker (:func:`log_stream_name`); ``logs`` needs ``logs_client`` (the composition root's,
+    :mod:`consumer.runtime.clients`)."""
     destination = settings.metrics.destination
     stream = log_stream_name(worker_id)
     if destination == "agent":
@@ -323,8 +313,9 @@ def transport_from_settings(
             settings.metrics.agent_endpoint, log_group=settings.metrics_log_group, log_stream=stream
         )
     if destination == "logs":
-        client = logs_client if logs_client is not None else logs_client_for(settings)
-        return CloudWatchLogsTransport(client, settings.metrics_log_group, stream)
+        if logs_client is None:
+            raise ValueError("metrics.destination logs: the transport needs a CloudWatch Logs client")
+        return CloudWatchLogsTransport(logs_client, settings.metrics_log_group, stream)
     if destination == "stdout":
         return StdoutTransport()
     return NullTransport()

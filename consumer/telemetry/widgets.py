@@ -1,8 +1,8 @@
 """The dashboard's widgets as data: the one list the CloudWatch dashboard and ``consumer dashboard`` draw.
 
 Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widgets.py``) and the
-local PNG (``consumer/telemetry/dashboard.py``) used to keep a list each, and they drifted. Both now
-render :data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
+local PNG (``consumer/telemetry/dashboard.py``) would drift apart with a list each. Both render
+:data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
 ``make demo`` is the panel an operator reads in CloudWatch. It lives here, not in ``infra/``,
 because the worker package must never import the CDK layer; ``infra`` imports it.
 
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-from consumer.settings import Settings
 from consumer.telemetry.metric_names import spec_for
+from ground.settings import Settings
 
 Statistic = Literal["Sum", "Average", "Maximum", "Minimum"]
 

@@ -36,7 +36,7 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
         "COLUMNS": "120",
     }
     result = subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "demo", "--env", "local", "--config-dir", str(REPO / "config"),
+        [sys.executable, "-m", "tools.cli", "demo", "--env", "local", "--config-dir", str(REPO / "config"),
          "--workdir", str(tmp_path / "demo"), *extra],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=False,
     )  # fmt: skip

@@ -63,7 +63,7 @@ def clean_environment() -> dict[str, str]:
 def argv(command: str) -> list[str]:
     words = shlex.split(command, comments=True)
     if words[0] == ".venv/bin/consumer":
-        return [sys.executable, "-m", "consumer.cli", *words[1:]]
+        return [sys.executable, "-m", "tools.cli", *words[1:]]
     if words[0] == ".venv/bin/python":
         return [sys.executable, *words[1:]]
     return words

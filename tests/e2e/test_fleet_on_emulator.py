@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
-from consumer.demo.fleet import LocalFleet
-from consumer.demo.load import LoadGenerator
-from consumer.demo.verdict import Verdict, judge, read_changelog, read_oracle
-from consumer.settings import LoadSettings, load_settings
 from consumer.telemetry.readback import points_of_all, read_log_group, read_log_messages
 from emulator.testing import RunningEmulator, running_emulator
+from ground.settings import LoadSettings, load_settings
+from tools.demo.fleet import LocalFleet
+from tools.demo.load import LoadGenerator
+from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from pathlib import Path
 import boto3
 import pytest
 
-from consumer.demo.fleet import LocalFleet
-from consumer.demo.load import LoadGenerator
-from consumer.demo.verdict import judge, read_changelog, read_oracle
-from consumer.settings import load_settings
+from ground.settings import load_settings
+from tools.demo.fleet import LocalFleet
+from tools.demo.load import LoadGenerator
+from tools.demo.verdict import judge, read_changelog, read_oracle
 
 pytestmark = pytest.mark.e2e
 

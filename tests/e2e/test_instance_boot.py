@@ -36,17 +36,17 @@ from pathlib import Path
 
 import pytest
 
-from consumer.local_aws import create_local_tables
-from consumer.settings import Settings, load_settings
 from deploy.bootstrap import boot
 from deploy.plan import WATCHDOG_UNIT, BootPlan, Layout
 from emulator.testing import running_emulator
+from ground.settings import Settings, load_settings
 from infra.asset import ASSET_INCLUDE, ASSET_NEVER
 from infra.user_data import BootParameters, boot_plan
 from infra.wheelhouse import stage_asset
 from tests.e2e.test_metrics_reach_agent import KCL_METRICS, AgentStandIn, metric_total, published_names
 from tests.support import free_port
 from tests.unit_runner import UnitRunner
+from tools.local_aws import create_local_tables
 
 pytestmark = pytest.mark.e2e
 

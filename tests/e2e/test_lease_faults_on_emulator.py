@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from consumer.demo.fleet import LocalFleet
-from consumer.demo.load import LoadGenerator
-from consumer.demo.verdict import judge, read_changelog, read_oracle
-from consumer.settings import LoadSettings, load_settings
 from emulator.testing import RunningEmulator, running_emulator
+from ground.settings import LoadSettings, load_settings
 from tests.kcl_format import KclParseError, parse_kcl_lease
 from tests.kcl_format import kcl_problems as item_problems
+from tools.demo.fleet import LocalFleet
+from tools.demo.load import LoadGenerator
+from tools.demo.verdict import judge, read_changelog, read_oracle
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ from typing import Any
 import boto3
 import pytest
 
-from consumer.demo.fleet import LocalFleet
-from consumer.settings import load_settings
 from consumer.telemetry.transports import log_stream_name
+from ground.settings import load_settings
 from tests.support import create_orders_table
+from tools.demo.fleet import LocalFleet
 
 pytestmark = pytest.mark.e2e
 

@@ -28,7 +28,7 @@ def run(
     if cwd is not None:  # the repository stays importable (the processors the tests name live there)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "run", "--env", "e2e", "--config-dir", str(config_dir)],
+        [sys.executable, "-m", "tools.cli", "run", "--env", "e2e", "--config-dir", str(config_dir)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -127,7 +127,7 @@ def test_processor_from_the_working_directory(config_dir: Path, moto_endpoint: s
         [
             sys.executable,
             "-m",
-            "consumer.cli",
+            "tools.cli",
             "config",
             "validate",
             "--env",

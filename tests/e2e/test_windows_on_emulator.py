@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from consumer.demo.fleet import LocalFleet
-from consumer.local_aws import create_local_tables
-from consumer.settings import load_settings
 from emulator.testing import RunningEmulator, running_emulator
+from ground.settings import load_settings
+from tools.demo.fleet import LocalFleet
+from tools.local_aws import create_local_tables
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

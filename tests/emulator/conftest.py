@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from emulator.testing import RunningEmulator, running_emulator
 
@@ -75,3 +77,12 @@ def read_stream(streams: Any, arn: str) -> list[dict[str, Any]]:
     for shard in shards:  # the listing is in creation order: parents come first
         out.extend(read_shard(streams, arn, shard["ShardId"]))
     return out
+
+
+def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def no_retry_streams(emu: RunningEmulator) -> Any:
+    """A DynamoDB Streams client that makes one attempt: the test sees the emulator's first answer."""
+    return emu.client("dynamodbstreams", config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))

@@ -23,7 +23,7 @@ def _consumer(cwd: Path, *args: str, unbuffered: bool = False) -> subprocess.Com
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "local", *args],
+        [sys.executable, "-m", "tools.cli", "local", *args],
         cwd=cwd,
         check=False,
         capture_output=True,

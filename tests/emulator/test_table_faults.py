@@ -17,9 +17,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ReadTimeoutError
 
-from emulator.engine import EngineConfig, StreamEngine, TableCall
+from emulator.config import EngineConfig
+from emulator.engine import StreamEngine
 from emulator.errors import ControlError
 from emulator.faults import FaultSettings, ScanView, ScanViews, draw_table_latency
+from emulator.gate import TableCall
 from emulator.testing import PROJECT_ROOT as REPO
 from emulator.testing import RunningEmulator, emulator_command, running_emulator
 from tests.emulator.conftest import read_stream
@@ -110,13 +112,15 @@ def test_latency_off_draws_nothing_so_other_faults_keep_their_seeded_sequence() 
 def test_engine_confines_table_faults_to_the_pattern() -> None:
     faults = FaultSettings(table_error_rate=1.0, table_fault_tables="app, app-*")
     engine = StreamEngine(EngineConfig(faults=faults))
-    assert engine.admit_table_call("PutItem", frozenset({"orders"})) == TableCall()
-    assert engine.admit_table_call("ListTables", frozenset()) == TableCall()  # names no table
+    assert engine.gate.admit_table_call("PutItem", frozenset({"orders"})) == TableCall()
+    assert engine.gate.admit_table_call("ListTables", frozenset()) == TableCall()  # names no table
     for table in ("app", "app-workers"):
-        refused = engine.admit_table_call("GetItem", frozenset({table})).refused
+        refused = engine.gate.admit_table_call("GetItem", frozenset({table})).refused
         assert refused is not None and refused.status == 500
     # A transaction touching one table in scope is in scope.
-    assert engine.admit_table_call("TransactWriteItems", frozenset({"orders", "app"})).refused is not None
+    assert (
+        engine.gate.admit_table_call("TransactWriteItems", frozenset({"orders", "app"})).refused is not None
+    )
     assert engine.counters()["table_faults_injected"] == 3
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from consumer.telemetry.metric_names import spec_for
 from tests.infra.cloudwatch_model import Datapoints
 

@@ -28,6 +28,7 @@ import pytest
 from infra.application import ASSET_INCLUDE
 from infra.asset import ASSET_STAGED
 from infra.user_data import SOURCE_DIR
+from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.infra.conftest import REPO, Synthesized, instance_units, resolve_join, resources_of
 from tests.support import create_orders_table, moto_server
 
@@ -55,14 +56,14 @@ def repository(tmp_path: Path) -> Path:
     processor written by the real scaffold (``consumer new processor audit``)."""
     repo = tmp_path / "repo"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "config", "deploy"):
+    for name in (*PRODUCT_PACKAGES, "config", "deploy"):
         shutil.copytree(REPO / name, repo / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt", "README.md"):
         shutil.copy(REPO / name, repo / name)
     (repo / "docs").mkdir()
     shutil.copy(REPO / "docs" / "deploy.md", repo / "docs" / "deploy.md")
     scaffold = subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "new", "processor", "audit"],
+        [sys.executable, "-m", "tools.cli", "new", "processor", "audit"],
         cwd=repo,
         env=_clean_environment(),
         capture_output=True,
@@ -88,8 +89,8 @@ def test_the_asset_holds_what_instances_need_and_nothing_else(synthesized: dict[
     asset_hash, directory = staged_asset(synth)
     top = {p.name for p in directory.iterdir()}
     assert top <= set(ASSET_INCLUDE) | set(ASSET_STAGED), top
-    assert {"consumer", "config", "deploy", "wheelhouse", "pyproject.toml", "requirements.txt"} <= top
-    assert (directory / "consumer" / "cli.py").is_file()
+    assert {"ground", "consumer", "tools", "config", "deploy", "wheelhouse", "pyproject.toml", "requirements.txt"} <= top
+    assert (directory / "tools" / "cli.py").is_file()
     assert (directory / "config" / f"{synth.settings.env}.yaml").is_file()
     assert not all_names(directory) & (NEVER_SHIPPED | {"__pycache__"})
     # The launch template downloads exactly this object.
@@ -122,7 +123,7 @@ def test_a_processor_in_processors_ships_and_runs_from_the_unpacked_asset(
 
     # From the unpacked asset, as on an instance: the processor imports and receives records.
     env = _clean_environment()
-    validate = [sys.executable, "-m", "consumer.cli", "config", "validate", "--env", "audit"]
+    validate = [sys.executable, "-m", "tools.cli", "config", "validate", "--env", "audit"]
     ok = subprocess.run(
         validate, cwd=asset, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -131,7 +132,8 @@ def test_a_processor_in_processors_ships_and_runs_from_the_unpacked_asset(
     # what makes it importable.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.copytree(asset / "consumer", elsewhere / "consumer")
+    for package in ("ground", "consumer", "tools"):
+        shutil.copytree(asset / package, elsewhere / package)
     bad = subprocess.run(
         [*validate, "--config-dir", str(asset / "config")],
         cwd=elsewhere,
@@ -184,7 +186,7 @@ def _worker(cwd: Path, env: dict[str, str], log_path: Path) -> Iterator[subproce
     """``consumer run --env audit`` in ``cwd``; stopped (SIGTERM, then SIGKILL) whatever happens."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run", "--env", "audit"],
+            [sys.executable, "-m", "tools.cli", "run", "--env", "audit"],
             cwd=cwd,
             env=env,
             stdout=log,

@@ -122,8 +122,8 @@ def test_the_asset_carries_the_locked_wheelhouse_for_the_instance_architecture(s
     with zipfile.ZipFile(product[0]) as archive:
         names = archive.namelist()
         entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "consumer/cli.py" in names and not [n for n in names if n.startswith(("infra/", "emulator/"))]
-    assert "consumer = consumer.cli:main" in entry_points
+    assert "tools/cli.py" in names and not [n for n in names if n.startswith(("infra/", "emulator/"))]
+    assert "consumer = tools.cli:main" in entry_points
 
 
 def test_the_lock_covers_exactly_the_runtime_closure_at_the_repository_pins() -> None:

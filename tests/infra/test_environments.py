@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from consumer.settings import load_settings
+from ground.settings import load_settings
 from infra.errors import InfraConfigError
 from tests.infra.conftest import REPO, Synthesized, resolve_join, resources_of, synthesize
 

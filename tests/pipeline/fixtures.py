@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from consumer.settings import Settings
+from ground.settings import Settings
 
 T0 = 1_763_798_400.0  # 2025-11-22T08:00:00Z
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from consumer.cli import build_parser
 from pipeline.jobs import build_parser as submit_parser
 from tests.pipeline.fixtures import change, write_object
+from tools.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_consumer_pipeline_snapshot_in_a_fresh_process(tmp_path: Path) -> None:
     write_object(tmp_path / "changelog", [change("s1", 1, "INSERT", "a"), change("s1", 2, "INSERT", "b")])
     env = {**os.environ, "CONSUMER_CONFIG_DIR": str(config)}
     run = subprocess.run(
-        [sys.executable, "-m", "consumer.cli", "pipeline", "snapshot", "--env", "local"],
+        [sys.executable, "-m", "tools.cli", "pipeline", "snapshot", "--env", "local"],
         capture_output=True,
         text=True,
         env=env,

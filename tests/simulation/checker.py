@@ -25,7 +25,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.simulation.faults import Faults
 from tests.simulation.world import World
 

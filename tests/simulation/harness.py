@@ -13,12 +13,12 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import LeaseError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 TICK = 100  # ms
 

@@ -20,7 +20,7 @@ import logging
 
 import pytest
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.simulation.checker import Verdict, check
 from tests.simulation.faults import Directed, Faults
 from tests.simulation.world import ShardSpec, World

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.simulation.harness import TICK, Fleet
 
 FAILOVER = 10_000

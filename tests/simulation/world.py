@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import LeaseError
 from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
+from ground.settings import WorkerSettings
 from tests.simulation.faults import Directed, Faults, FaultyStore, RecordingStore, Script, pause_millis
 from tests.simulation.kernel import Group, Kernel
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.cli import main
-from consumer.local_aws import configured_tables, is_local_endpoint, use_local_credentials
-from consumer.settings import load_settings
+from ground.settings import load_settings
+from tools.cli import main
+from tools.local_aws import configured_tables, is_local_endpoint, use_local_credentials
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 

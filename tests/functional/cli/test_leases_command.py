@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from consumer.cli import main
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
+from tools.cli import main
 
 
 def test_table_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

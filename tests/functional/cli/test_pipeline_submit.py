@@ -20,9 +20,9 @@ from typing import Any
 import boto3
 import pytest
 
-from consumer.cli import main
 from tests.emr_fixtures import fake_interpreter, tiny_wheel
 from tests.support import free_port, moto_server
+from tools.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 REGION = "eu-west-1"  # prod's
@@ -97,7 +97,7 @@ def _submit_args(project: Path, *extra: str) -> list[str]:
 def _run_cli(project: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **_aws_environment(url), "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "consumer.cli", *args],
+        [sys.executable, "-m", "tools.cli", *args],
         cwd=project,
         env=environment,
         capture_output=True,
@@ -137,7 +137,7 @@ def test_submit_uploads_once_and_starts_the_run_the_job_needs(endpoint: str, pro
     for name, key in keys.items():
         s3.download_file(BUCKET, key, str(local / name))
     with zipfile.ZipFile(local / "code") as code:
-        assert "pipeline/jobs.py" in code.namelist() and "consumer/settings/__init__.py" in code.namelist()
+        assert "pipeline/jobs.py" in code.namelist() and "ground/settings/__init__.py" in code.namelist()
     with zipfile.ZipFile(local / "config") as config:
         assert sorted(config.namelist()) == ["base.yaml", "prod.yaml"]
     with tarfile.open(local / "environment") as environment:

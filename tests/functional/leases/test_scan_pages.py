@@ -16,10 +16,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from consumer.clock import FakeClock
+from ground.clock import FakeClock
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from infra.scaling import scaling_rules

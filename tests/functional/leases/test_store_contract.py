@@ -19,7 +19,7 @@ from consumer.leases.errors import (
 )
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 ESN = ExtendedSequenceNumber
 

@@ -11,8 +11,8 @@ from botocore.config import Config
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from consumer.settings import KeyAttribute, TableSettings
 from consumer.streams.target import StreamConfigError, resolve_stream, resolve_stream_patiently
+from ground.settings import KeyAttribute, TableSettings
 
 NO_ACCOUNT_ENDPOINTS = Config(account_id_endpoint_mode="disabled")
 TABLE = TableSettings(name="orders", partition_key=KeyAttribute(name="pk"))

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from consumer.clock import FakeClock
 from consumer.processing import InMemoryCheckpointer, ProcessRecordsInput, function_processor
 from consumer.processing.dead_letter import LocalDeadLetter
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from examples.opensearch_indexer import OpenSearchIndexer, document_id
+from ground.clock import FakeClock
 
 SHARD = ShardInfo("shardId-0007")
 

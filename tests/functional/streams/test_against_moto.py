@@ -12,10 +12,10 @@ import pytest
 from boto3.dynamodb.types import TypeDeserializer
 from moto.server import ThreadedMotoServer
 
-from consumer.clock import FakeClock
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import StreamNotFoundError
 from consumer.streams.source import Position
+from ground.clock import FakeClock
 from tests.unit.streams.boto_reference import canonical
 
 

@@ -11,7 +11,6 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from consumer.clock import FakeClock
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import (
     AccessDeniedError,
@@ -27,6 +26,7 @@ from consumer.streams.errors import (
 )
 from consumer.streams.source import Position
 from consumer.streams.wire import parse_get_records
+from ground.clock import FakeClock
 from tests.functional.streams.canned_server import CannedStreams, error, ok, serve
 from tests.unit.streams.corpus import corpus_records, get_records_body, record
 

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from consumer.clock import FakeClock
-from consumer.settings import Settings
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import JsonlFileTransport
+from ground.clock import FakeClock
+from ground.settings import Settings
 
 
 def simulate(path: Path, settings: Settings, periods: int = 36, seed: int = 3) -> dict[str, int]:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from consumer.settings import Settings
 from consumer.telemetry import catalogue
 from consumer.telemetry.catalogue import MeaningfulEvent
 from consumer.telemetry.context import shard_context
 from consumer.telemetry.logs import configure_logging
 from consumer.telemetry.readback import read_log_messages
+from ground.settings import Settings
 
 
 def _settings(endpoint: str, level: str = "INFO") -> Settings:

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.telemetry.errors import TransportError
 from consumer.telemetry.health import TransportHealth
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import AgentTransport, InMemoryTransport
+from ground.clock import FakeClock
 from tests.unit.telemetry.helpers import metric_sums, settings_with
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import orjson
 
-from bench import canned
+from bench import canned, canned_worker
 from consumer.streams.wire import parse_get_records
 from tests.unit.streams.boto_reference import BotoReference, canonical
 
@@ -63,7 +63,7 @@ def test_canned_records_are_a_realistic_mix_with_rising_sequence_numbers() -> No
 
 def test_the_canned_transport_feeds_the_worker_path_to_checkpoints() -> None:
     stream = canned.generate(2, records_per_response=40, responses_per_shard=2)
-    worker = canned.canned_worker(stream, [0, 1, 2], start=False)  # lease 2 reads canned shard 0 again
+    worker = canned_worker.canned_worker(stream, [0, 1, 2], start=False)  # lease 2 reads canned shard 0 again
     consumers = worker.ready_consumers()
     for _ in range(3):  # two full responses, then an empty poll of an idle shard
         for consumer in consumers:
@@ -79,7 +79,7 @@ def test_the_canned_transport_feeds_the_worker_path_to_checkpoints() -> None:
 
 def test_a_chained_lease_goes_on_into_the_next_canned_shard() -> None:
     stream = canned.generate(2, records_per_response=40)
-    worker = canned.canned_worker(stream, [0, 1], start=False, chain=True)
+    worker = canned_worker.canned_worker(stream, [0, 1], start=False, chain=True)
     consumers = worker.ready_consumers()
     for _ in range(3):
         for consumer in consumers:

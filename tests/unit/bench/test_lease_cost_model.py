@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.lease_cost_model import compare, design_units_per_second, kcl_units_per_second
 from consumer.leases.cost import scan_units
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 
 
 def test_kcl_formula() -> None:

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.cli import main
-from consumer.demo.chaos import (
+from emulator.faults import FaultSettings
+from tools.cli import main
+from tools.demo.chaos import (
     FAULT_SECONDS,
     KINDS,
     PAUSE_BANDS,
@@ -22,7 +23,6 @@ from consumer.demo.chaos import (
     slow_table_plan,
     slow_table_profiles,
 )
-from emulator.faults import FaultSettings
 
 FAILOVER_MILLIS = 3000
 REPO = Path(__file__).resolve().parents[3]

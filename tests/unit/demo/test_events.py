@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.demo.chaos import KINDS, chaos_plan
-from consumer.demo.events import FleetEvents, LogTail
+from tools.demo.chaos import KINDS, chaos_plan
+from tools.demo.events import FleetEvents, LogTail
 
 SHARD = "shardId-00000001795439612711-820af6c8"
 

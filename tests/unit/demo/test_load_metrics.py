@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from consumer.demo.load import LoadGenerator
-from consumer.settings import LoadSettings, Settings
 from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.readback import points_of_all
 from consumer.telemetry.transports import InMemoryTransport
+from ground.settings import LoadSettings, Settings
+from tools.demo.load import LoadGenerator
 
 
 class RecordingTable:

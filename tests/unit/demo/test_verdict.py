@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.demo.load import LoadPlan
-from consumer.demo.verdict import Delivered, judge
-from consumer.settings import LoadSettings
+from ground.settings import LoadSettings
+from tools.demo.load import LoadPlan
+from tools.demo.verdict import Delivered, judge
 
 
 def plan_writes(seed: int, n: int, keys: int = 5) -> list[tuple[str, str, int]]:

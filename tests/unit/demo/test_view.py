@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from consumer.demo.view import FleetSnapshot, lease_rows_from_items, render
+from tools.demo.view import FleetSnapshot, lease_rows_from_items, render
 
 
 def test_render_counts_leases_per_worker() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.emr import fetch, package, request
-from consumer.settings import load_settings
+from ground.settings import load_settings
 from tests.emr_fixtures import fake_interpreter, tiny_wheel
+from tools.emr import fetch, package, request
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -25,33 +25,30 @@ def test_the_code_archive_holds_what_the_job_imports_and_nothing_else(tmp_path: 
         "pipeline/session.py",
         "pipeline/table_scan.py",
     } <= names
-    assert {"consumer/__init__.py", "consumer/settings/__init__.py"} <= names  # pipeline imports the settings
+    assert {"ground/__init__.py", "ground/settings/__init__.py"} <= names  # pipeline imports the settings
     # ... every module of the settings package (the root model imports each part's).
-    assert {f"consumer/settings/{p.name}" for p in (REPO / "consumer" / "settings").glob("*.py")} <= names
-    # The worker, the CLI, the emulator and the infra are not part of a Spark job.
-    assert not any(
-        n.startswith(("consumer/leases/", "consumer/commands/", "emulator/", "infra/")) for n in names
-    )
-    assert "consumer/cli.py" not in names
+    assert {f"ground/settings/{p.name}" for p in (REPO / "ground" / "settings").glob("*.py")} <= names
+    # The worker, the tools, the emulator and the infra are not part of a Spark job.
+    assert not any(n.startswith(("consumer/", "tools/", "emulator/", "infra/")) for n in names)
 
 
 def test_the_import_closure_follows_relative_and_function_level_imports(tmp_path: Path) -> None:
     root = tmp_path / "src"
     (root / "pipeline" / "sub").mkdir(parents=True)
-    (root / "consumer").mkdir()
+    (root / "ground").mkdir()
     (root / "pipeline" / "__init__.py").write_text("")
     (root / "pipeline" / "sub" / "__init__.py").write_text("from . import helper\n")
     (root / "pipeline" / "sub" / "helper.py").write_text("X = 1\n")
     (root / "pipeline" / "jobs.py").write_text(
-        "import os\nfrom pipeline.sub import thing\n\ndef later():\n    from consumer import settings\n"
+        "import os\nfrom pipeline.sub import thing\n\ndef later():\n    from ground import settings\n"
     )
-    (root / "consumer" / "__init__.py").write_text("")
-    (root / "consumer" / "settings.py").write_text("import yaml\n")
-    (root / "consumer" / "unused.py").write_text("")
+    (root / "ground" / "__init__.py").write_text("")
+    (root / "ground" / "settings.py").write_text("import yaml\n")
+    (root / "ground" / "unused.py").write_text("")
     files = [p.as_posix() for p in package.code_files(root)]
     assert files == [
-        "consumer/__init__.py",
-        "consumer/settings.py",
+        "ground/__init__.py",
+        "ground/settings.py",
         "pipeline/__init__.py",
         "pipeline/jobs.py",
         "pipeline/sub/__init__.py",
@@ -207,9 +204,9 @@ def test_the_start_job_run_request() -> None:
 
 def test_the_names_submit_looks_for_are_the_ones_the_stack_gives() -> None:
     pytest.importorskip("aws_cdk")
-    from consumer.commands import pipeline as command
     from infra import pipeline_resources
     from infra.stack import stack_name
+    from tools.commands import pipeline as command
 
     settings = load_settings("prod", REPO / "config")
     assert request.stack_name(settings) == stack_name(settings)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer.settings import ConfigError, load_settings
+from ground.settings import ConfigError, load_settings
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 

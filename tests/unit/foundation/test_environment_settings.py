@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from consumer.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, load_settings
 from tests.unit.foundation.test_settings import REPO_CONFIG
 
 

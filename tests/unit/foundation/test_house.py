@@ -1,8 +1,9 @@
-"""The house rule: a module of consumer/ imports only its own room and rooms on lower floors.
+"""The house rule: a module imports only its own package (or room) and those on lower floors.
 
-The rule is data in scripts/house.py (written once); this test reads every import of consumer/
-(including imports inside functions) and fails naming each one that reaches sideways or up, and
-fails when docs/design.md's picture no longer matches the imports.
+The rule is data in scripts/house.py (written once); this test reads every import of every package
+of the repository (including imports inside functions and ``importlib.import_module`` with a literal
+name) and fails naming each one that reaches sideways or up, on a package-level loop, on a module
+too long without a written reason, and when docs/design.md's pictures no longer match the imports.
 """
 
 from __future__ import annotations
@@ -27,8 +28,23 @@ def _house() -> ModuleType:
 house = _house()
 
 
-def test_no_module_imports_a_room_beside_or_above_its_own() -> None:
+def test_no_module_imports_a_package_or_room_beside_or_above_its_own() -> None:
     assert house.violations() == []
+
+
+def test_no_package_level_import_loop() -> None:
+    assert house.cycles(list(house.imports())) == []
+
+
+def test_every_top_level_package_has_a_floor() -> None:
+    """Every top-level directory holding Python (tests, node_modules and the like aside) is placed."""
+    ignored = {"tests", "node_modules", "cdk.out", "var", "processors", "build"}
+    found = {
+        p.name
+        for p in ROOT.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name not in ignored and any(p.rglob("*.py"))
+    } | {p.stem for p in ROOT.glob("*.py")}
+    assert sorted(found - set(house.PACKAGE_FLOOR)) == []
 
 
 def test_every_long_module_says_why() -> None:
@@ -36,11 +52,12 @@ def test_every_long_module_says_why() -> None:
     assert house.long_modules() == []
 
 
-def test_every_room_of_consumer_has_a_floor() -> None:
-    rooms = {p.stem if p.suffix == ".py" else p.name for p in (ROOT / "consumer").iterdir()}
-    rooms -= {"__init__", "__main__", "__pycache__", "py"}
-    assert sorted(rooms - set(house.FLOOR_OF)) == []
-    assert sorted(set(house.FLOOR_OF) - rooms) == []  # no floor for a room that is gone
+def test_every_room_of_a_package_built_as_rooms_has_a_floor() -> None:
+    for package, floors in house.ROOM_FLOOR.items():
+        rooms = {p.stem if p.suffix == ".py" else p.name for p in (ROOT / package).iterdir()}
+        rooms -= {"__init__", "__main__", "__pycache__", "py"}
+        assert sorted(rooms - set(floors)) == [], package
+        assert sorted(set(floors) - rooms) == [], package  # no floor for a room that is gone
 
 
 def test_the_rule_catches_an_import_up_a_floor_and_one_sideways(tmp_path: Path) -> None:
@@ -56,16 +73,40 @@ def test_the_rule_catches_an_import_up_a_floor_and_one_sideways(tmp_path: Path) 
         "from consumer.leases.model import Lease\n\ndef f():\n    from consumer.lifecycle import ports\n"
     )
     (package / "streams" / "source.py").write_text("from ..telemetry import metrics\n")
-    original = house.ROOT
-    house.ROOT = tmp_path
-    try:
-        found = list(house.imports(package))
-        problems = house.violations(found)
-    finally:
-        house.ROOT = original
+    found = list(house.imports(tmp_path))
+    problems = house.violations(found, tmp_path)
     assert len(problems) == 2, problems
     assert "consumer/leases/store.py:4" in problems[0] and "a higher floor" in problems[0]
     assert "consumer/streams/source.py:1" in problems[1] and "the same floor" in problems[1]
+
+
+def test_the_rule_sees_packages_and_importlib(tmp_path: Path) -> None:
+    """Between packages: the emulator reaching up to the tools through importlib, and the pipeline
+    reaching sideways to the emulator, are both named; the tools reaching down are not."""
+    for package in ("ground", "emulator", "pipeline", "tools"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "emulator" / "engine.py").write_text(
+        "import importlib\nfrom ground import clock\n\ndef f():\n    importlib.import_module('tools.cli')\n"
+    )
+    (tmp_path / "pipeline" / "jobs.py").write_text("from emulator.engine import Engine\n")
+    (tmp_path / "tools" / "demo.py").write_text("import emulator.engine\nimport pipeline.jobs\n")
+    problems = house.violations(list(house.imports(tmp_path)), tmp_path)
+    assert len(problems) == 2, problems
+    assert (
+        "emulator/engine.py:5" in problems[0]
+        and "tools.cli" in problems[0]
+        and "a higher floor" in problems[0]
+    )
+    assert "pipeline/jobs.py:1" in problems[1] and "the same floor" in problems[1]
+
+
+def test_a_loop_between_packages_is_named() -> None:
+    found = [
+        house.Import("a.x", Path("a/x.py"), 1, "b.y"),
+        house.Import("b.y", Path("b/y.py"), 1, "a.z"),
+    ]
+    assert house.cycles(found) == [["a", "b", "a"]]
 
 
 def test_the_picture_in_docs_design_md_matches_the_imports() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.cli import main
-from consumer.planning import make_plan
-from consumer.settings import load_settings
+from ground.settings import load_settings
+from tools.cli import main
+from tools.planning import make_plan
 
 BASE = """
 application_name: plan-test

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from consumer.settings_doc import settings_markdown_table
+from tools.settings_doc import settings_markdown_table
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from consumer.cli import main
-from consumer.settings import BatchingSettings, ConfigError, RenamedKeyWarning, load_settings
+from ground.settings import BatchingSettings, ConfigError, RenamedKeyWarning, load_settings
+from tools.cli import main
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from consumer.cli import main
-from consumer.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, load_settings
+from tools.cli import main
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 
@@ -213,7 +213,7 @@ def test_user_code_is_imported_from_the_working_directory_by_default() -> None:
 
 
 def test_loaded_sources_name_files_and_variables() -> None:
-    from consumer.settings import loaded_sources
+    from ground.settings import loaded_sources
 
     sources = loaded_sources(
         "prod", REPO_CONFIG, environ={"CONSUMER_FLEET__MAX_INSTANCES": "9", "HOME": "/x"}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
 from consumer.leases.errors import CheckpointRefusedError, LeaseLostError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.positions import SHARD_END
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.positions import SHARD_END
+from ground.settings import WorkerSettings
 
 ESN = ExtendedSequenceNumber
 SETTINGS = WorkerSettings()  # failover 10 s, renewal 3308 ms, taker 3333 ms

@@ -5,13 +5,13 @@ hand-overs adopted."""
 
 from __future__ import annotations
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.cost import MeteredStore
 from consumer.leases.decisions import RoundPlan, full_scan_reason
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 SETTINGS = WorkerSettings()
 ME, A, B = frozenset({"me"}), frozenset({"me", "a"}), frozenset({"me", "a", "b"})

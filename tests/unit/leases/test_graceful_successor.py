@@ -7,15 +7,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.decisions import Timing, successor
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
-from consumer.settings import WorkerSettings
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 SETTINGS = WorkerSettings()
-TIMING = Timing(SETTINGS.failover_time_millis, SETTINGS.max_clock_skew_millis)
+TIMING = Timing.of(SETTINGS)
 
 
 def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_in_one_round() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumer.clock import FakeClock
 from consumer.leases.errors import HeartbeatConflictError, LeaseStoreUnavailableError
 from consumer.leases.holdings import Holdings
 from consumer.leases.liveness import Liveness
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
 from consumer.telemetry.metrics import NullMetrics
+from ground.clock import FakeClock
 
 FENCE = 8_000
 LEASE = Lease("s1", "me", 3, ExtendedSequenceNumber("100"))

@@ -12,103 +12,29 @@ from typing import Any
 
 import pytest
 
-from consumer import clock as clock_module
-from consumer.clock import FakeClock, SystemClock
 from consumer.leases.advice import capacity_advice
 from consumer.leases.coordinator import LeaseCoordinator, LeaseEvent
-from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
-from consumer.leases.memory import InMemoryLeaseStore
+from consumer.leases.errors import LeaseLostError
 from consumer.leases.model import (
     SHARD_END,
-    ExtendedSequenceNumber,
-    HandOverRequest,
-    Heartbeat,
-    Lease,
     Snapshot,
 )
-from consumer.planning import make_plan
-from consumer.settings import Settings, WorkerSettings
+from tools.planning import make_plan
 from consumer.streams.source import Position
-
-ESN = ExtendedSequenceNumber
-SETTINGS = WorkerSettings()  # failover 10 s, skew 0.5 s, fence at 8 s, renewal 3308 ms
-FAILOVER = SETTINGS.failover_time_millis
-HORIZON = FAILOVER + SETTINGS.max_clock_skew_millis
-
-
-class Hooked(InMemoryLeaseStore):
-    """The in-memory table with a hook around chosen calls: ``hooks[name](call)`` runs instead of the
-    call and decides when (and whether, and how often) the real write happens."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hooks: dict[str, Callable[[Callable[[], Any]], Any]] = {}
-        self.stale: Snapshot | None = None
-
-    def _hooked(self, name: str, call: Callable[[], Any]) -> Any:
-        hook = self.hooks.pop(name, None)
-        return hook(call) if hook is not None else call()
-
-    def scan(self) -> Snapshot:
-        return self.stale if self.stale is not None else super().scan()
-
-    def heartbeat(
-        self, beat: Heartbeat, expected_counter: int | None, clear: Any = ()
-    ) -> tuple[HandOverRequest, ...]:
-        return self._hooked("heartbeat", lambda: super(Hooked, self).heartbeat(beat, expected_counter, clear))  # type: ignore[no-any-return]
-
-    def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
-        return self._hooked("checkpoint", lambda: super(Hooked, self).checkpoint(held, checkpoint))  # type: ignore[no-any-return]
-
-    def take(self, seen: Lease, new_owner: str) -> Lease:
-        return self._hooked("take", lambda: super(Hooked, self).take(seen, new_owner))  # type: ignore[no-any-return]
-
-    def get_heartbeat(self, worker_id: str) -> Heartbeat | None:
-        return self._hooked("get_heartbeat", lambda: super(Hooked, self).get_heartbeat(worker_id))  # type: ignore[no-any-return]
-
-
-class RecordingMetrics:
-    """Keeps the last value of every gauge (the Metrics protocol's other calls are ignored)."""
-
-    def __init__(self) -> None:
-        self.gauges: dict[tuple[str, str], float] = {}
-
-    def count(self, *_: Any, **__: Any) -> None:
-        return None
-
-    def timing(self, *_: Any, **__: Any) -> None:
-        return None
-
-    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
-        self.gauges[(operation, name)] = value
-
-
-def table(*shards: str) -> Hooked:
-    store = Hooked()
-    for shard in shards:
-        store.create_if_absent(Lease(shard, None, 0, ESN("TRIM_HORIZON")))
-    return store
-
-
-def worker(
-    store: Hooked, clock: FakeClock, name: str, settings: WorkerSettings = SETTINGS
-) -> LeaseCoordinator:
-    coordinator = LeaseCoordinator(store, name, settings, clock)
-    assert coordinator.heartbeat_once()
-    coordinator.take_round()
-    return coordinator
-
-
-def retried_after_commit(call: Callable[[], Any]) -> Any:
-    """HTTP 500 after the write committed: botocore sends it again; the retry's answer is the one seen."""
-    call()
-    return call()
-
-
-def timed_out_after_commit(call: Callable[[], Any]) -> Any:
-    call()
-    raise LeaseStoreUnavailableError("read timeout (the write had committed)")
-
+from ground import clock as clock_module
+from ground.clock import FakeClock, SystemClock
+from ground.settings import Settings, WorkerSettings
+from tests.unit.leases.regression_rig import (
+    ESN,
+    FAILOVER,
+    HORIZON,
+    SETTINGS,
+    RecordingMetrics,
+    retried_after_commit,
+    table,
+    timed_out_after_commit,
+    worker,
+)
 
 # ------------------------------------------------------------------------------ defect 1
 
@@ -433,128 +359,3 @@ def test_ready_shards_left_free_at_the_cap_are_reported_once_the_fleet_had_time_
     assert metrics.gauges[("TakeLeases", "ReadyLeasesUnassigned")] == 3
     plan = make_plan(settings)
     assert plan.value("max_leases_for_worker_suggested") == 4
-
-
-def throttled(call: Callable[[], Any]) -> Any:
-    from consumer.leases.errors import LeaseStoreThrottledError
-
-    raise LeaseStoreThrottledError("ProvisionedThroughputExceededException")
-
-
-def test_a_checkpoint_the_outage_refused_is_written_when_the_worker_takes_its_untouched_lease_back() -> None:
-    """A leases-table outage fences a worker after it processed records it could not checkpoint. If
-    it takes its lease back and nobody held it meanwhile, it records that position instead of
-    replaying the records."""
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
-    clock.advance(SETTINGS.fence_after_millis + 1)  # the outage lasts: a is fenced
-    assert not a.may_process("s1")
-    assert a.heartbeat_once()
-    a.take_round()
-    (lease,) = a.held()
-    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
-
-
-def test_a_released_lease_carries_the_position_its_checkpoint_could_not_record_yet() -> None:
-    """A checkpoint refused for now (throttled), then the lease is released (shed, a hand-over, an
-    overdue hand-over): the position is written first, so the next owner starts after the records
-    instead of replaying them (fault-model sweep, seed 1 011 575: one record replayed after a shed)."""
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
-    a.release("s1")
-    released = store.get("s1")
-    assert released is not None and released.owner is None and released.checkpoint == ESN("200")
-
-
-def test_an_unwritten_checkpoint_is_written_forward_when_the_lease_comes_back_after_another_held_it() -> None:
-    """a processed to 200 but the table refused the checkpoint; b held the lease meanwhile and got
-    to 150; the lease is handed back to a. a's position is ahead and its records are processed:
-    it is written (forward only), so nothing up to 200 is delivered a third time."""
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
-    clock.advance(HORIZON + 1)
-    b = worker(store, clock, "b")  # a looked dead: b took s1 and released it again
-    b.checkpoint("s1", "150")
-    b.release("s1")
-    store.take(store.get("s1"), "a")  # handed to a (as a hand-over would)  # type: ignore[arg-type]
-    assert a.heartbeat_once()
-    a.take_round()
-    (lease,) = a.held()
-    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
-
-
-def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_lease_comes_back() -> None:
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    clock.advance(SETTINGS.fence_after_millis + 1)  # the batch landed; its checkpoint comes just too late
-    with pytest.raises(LeaseLostError, match="fenced"):
-        a.checkpoint("s1", "300")
-    assert a.heartbeat_once()
-    a.take_round()
-    (lease,) = a.held()
-    assert lease.checkpoint == ESN("300")  # not replayed from TRIM_HORIZON
-
-
-def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out() -> None:
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
-    clock.advance(SETTINGS.fence_after_millis + 1)
-    assert a.heartbeat_once()
-    store.hooks["take"] = timed_out_after_commit  # the take-back lands; its answer is a timeout
-    a.take_round()
-    assert a.held() == []
-    a.take_round()  # the table says the lease is mine, one counter up: only my own take did that
-    (lease,) = a.held()
-    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
-
-
-def test_an_unwritten_checkpoint_survives_its_own_failed_recording_after_a_take_back_that_landed() -> None:
-    """Fenced with a position refused; the first attempt to record it is throttled; the take-back
-    lands but is answered with a timeout. The next attempt to record the position meets the counter
-    the take-back moved: the lease is still mine, so the position must be kept and written when the
-    lease comes back, not forgotten (slow-table chaos, seed 2 of a later run: 10 records twice)."""
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    clock.advance(SETTINGS.fence_after_millis + 1)  # fenced: the checkpoint of a processed batch is refused
-    with pytest.raises(LeaseLostError):
-        a.checkpoint("s1", "200")
-    assert a.heartbeat_once()
-    store.hooks["checkpoint"] = throttled  # recording the position is throttled this round
-    store.hooks["take"] = timed_out_after_commit  # and the take-back lands, answered with a timeout
-    a.take_round()
-    assert a.held() == []
-    a.take_round()  # recording meets the moved counter; the take-back then writes the position
-    (lease,) = a.held()
-    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
-
-
-def test_a_fenced_worker_records_what_it_processed_so_the_next_owner_does_not_replay_it() -> None:
-    """The table throttled a's checkpoint, then a was fenced. Once the table answers again, a records
-    that position under the counter it held (nobody took the lease yet), and b, taking over from the
-    silent a, starts after it."""
-    store, clock = table("s1"), FakeClock()
-    a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
-    clock.advance(SETTINGS.fence_after_millis + 1)
-    a.take_round()  # fenced: it takes nothing, but it records what it processed
-    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
-    clock.advance(HORIZON)
-    b = worker(store, clock, "b")
-    (lease,) = b.held()
-    assert lease.checkpoint == ESN("200")

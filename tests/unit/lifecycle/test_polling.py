@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.lifecycle.polling import next_read_delay
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import RecordingProcessor, record
 from tests.unit.lifecycle.test_shard_consumer import Rig
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-from consumer.clock import SystemClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import LeaseStoreThrottledError, LeaseStoreUnavailableError
 from consumer.leases.memory import InMemoryLeaseStore
@@ -14,8 +13,9 @@ from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.processing.api import ProcessRecordsInput
 from consumer.records import ShardInfo
-from consumer.settings import WorkerSettings
 from consumer.streams.errors import StreamGoneError
+from ground.clock import SystemClock
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import FakeStream, FlakyLeases, RecordingProcessor
 
 FAST = WorkerSettings(

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
@@ -16,8 +15,9 @@ from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
 from consumer.processing.api import RecordProcessor
 from consumer.records import ShardInfo
-from consumer.settings import WorkerSettings
 from consumer.streams.errors import ExpiredIteratorError, ShardNotFoundError, ThrottledError, TrimmedDataError
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import FakeStream, RecordingProcessor
 
 SETTINGS = WorkerSettings(max_records=100, idle_time_between_reads_millis=200, failover_time_millis=10_000)

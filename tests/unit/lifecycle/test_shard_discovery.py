@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.decisions import Timing, live_workers, sync_leader
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
 from consumer.lifecycle.shard_sync import CHILD_CONFIRM_MILLIS, CHILD_RETRY_MILLIS, ShardSyncer
-from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 SETTINGS = WorkerSettings(initial_position="TRIM_HORIZON")
 HORIZON = SETTINGS.failover_time_millis + SETTINGS.max_clock_skew_millis

@@ -3,13 +3,13 @@ worker, so two workers starting together across a rollover cannot lease the new 
 
 from __future__ import annotations
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import Snapshot
 from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 LATEST_START = WorkerSettings(initial_position="LATEST")
 

@@ -4,13 +4,13 @@ table, a create sent long after it was planned. None of them may lease a finishe
 
 from __future__ import annotations
 
-from consumer.clock import FakeClock
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.shard_sync import CLEANUP_DELAY_FAILOVERS, ShardSyncer
-from consumer.settings import WorkerSettings
 from consumer.streams.source import Shard
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 SETTINGS = WorkerSettings(initial_position="TRIM_HORIZON")
 ESN = ExtendedSequenceNumber

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from consumer.settings import Settings
+from ground.settings import Settings
 from pipeline.errors import SnapshotStoreError
 from pipeline.jobs import snapshot_tables
 from pipeline.table import schema_difference

@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     InMemoryCheckpointer,
-    ProcessingClients,
     ProcessingConfigError,
     ProcessRecordsInput,
 )
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.records import ShardInfo
-from consumer.runtime.processors import build_processor_factory
-from consumer.settings import Settings
+from consumer.runtime.processors import ProcessingClients, build_processor_factory
+from ground.clock import FakeClock
+from ground.settings import Settings
 from tests.unit.processing import user_processors
 from tests.unit.processing.helpers import SHARD, records
 

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     Batch,
     BatchResult,
@@ -27,6 +26,7 @@ from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, records
 
 
@@ -219,7 +219,7 @@ def test_property_nothing_lost_nothing_ahead(
         clock=FakeClock(),
         policy=policy(max_retry_attempts=3, bisect_on_error=bisect),
         dead_letter=LocalDeadLetter(directory),
-        max_buffered_records=max_records,
+        batch_size=max_records,
     )
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded) | set(dead_lettered(directory)))
     batches, first = [], 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     LeaseLostInput,
     ProcessRecordsInput,
@@ -16,7 +15,8 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import FilterSettings
+from ground.clock import FakeClock
+from ground.settings import FilterSettings
 from tests.unit.processing.helpers import SHARD, ScriptedHandler, WatchingCheckpointer, record, records
 
 INFO = ShardInfo(SHARD)
@@ -36,7 +36,7 @@ def poll(
 def test_buffers_across_polls_until_the_window_passes_and_flushes_on_an_empty_call() -> None:
     clock = FakeClock()
     handler = ScriptedHandler()
-    processor = function_processor(handler, clock=clock, max_buffered_records=100, max_window_millis=1_000)
+    processor = function_processor(handler, clock=clock, batch_size=100, max_window_millis=1_000)
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 3))
     clock.advance(400)
@@ -51,7 +51,7 @@ def test_buffers_across_polls_until_the_window_passes_and_flushes_on_an_empty_ca
 def test_flushes_at_the_record_limit() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=4, max_window_millis=60_000
+        handler, clock=FakeClock(), batch_size=4, max_window_millis=60_000
     )
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 3))
@@ -115,7 +115,7 @@ def redeliver(
 def test_a_call_that_raises_gives_its_records_back_so_a_redelivery_buffers_them_once() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=6, max_window_millis=60_000
+        handler, clock=FakeClock(), batch_size=6, max_window_millis=60_000
     )
     checkpointer = FailingOnce(lambda: set(handler.succeeded), [RuntimeError("checkpoint bug")])
     poll(processor, checkpointer, records(1, 3))  # buffered: not due yet
@@ -130,7 +130,7 @@ def test_a_call_that_raises_gives_its_records_back_so_a_redelivery_buffers_them_
 def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+        handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000
     )
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 3))
@@ -143,7 +143,7 @@ def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
 def test_shutdown_flushes_and_lease_loss_drops_the_buffer() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=10, max_window_millis=10_000
+        handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000
     )
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 2))
@@ -173,7 +173,7 @@ class ThrottledOnce(WatchingCheckpointer):
 def test_a_throttled_checkpoint_never_hands_processed_records_to_the_handler_again() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=3, max_window_millis=60_000
+        handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000
     )
     checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
     poll(processor, checkpointer, records(1, 3))  # processed; its checkpoint is throttled
@@ -189,7 +189,7 @@ def test_a_deferred_checkpoint_is_recorded_before_a_failed_call_is_delivered_aga
     from consumer.leases.errors import LeaseStoreThrottledError
 
     handler = ScriptedHandler()
-    processor = function_processor(handler, clock=FakeClock(), max_buffered_records=3)
+    processor = function_processor(handler, clock=FakeClock(), batch_size=3)
     checkpointer = FailingOnce(
         lambda: set(handler.succeeded), [LeaseStoreThrottledError("slow down"), RuntimeError("bug")]
     )
@@ -204,7 +204,7 @@ def test_a_deferred_checkpoint_is_recorded_before_a_failed_call_is_delivered_aga
 def test_a_deferred_checkpoint_is_written_before_the_lease_is_handed_on() -> None:
     handler = ScriptedHandler()
     processor = function_processor(
-        handler, clock=FakeClock(), max_buffered_records=3, max_window_millis=60_000
+        handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000
     )
     checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
     poll(processor, checkpointer, records(1, 3))

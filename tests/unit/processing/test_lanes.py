@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     Batch,
     BatchResult,
@@ -34,6 +33,7 @@ from consumer.processing.lanes import LaneRunner, lane_of
 from consumer.processing.retry import RetryPolicy
 from consumer.records import ShardInfo, StreamRecord
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record
 
 INFO = ShardInfo(SHARD)
@@ -177,7 +177,7 @@ def drive_ownerships(
                 max_retry_attempts=2, base_backoff_millis=5, max_backoff_millis=20, rng=random.Random(1)
             ),
             dead_letter=dead,
-            max_buffered_records=batch_size,
+            batch_size=batch_size,
             parallelization_factor=lanes,
         )
         processor.initialize(InitializationInput(INFO, last))
@@ -325,7 +325,7 @@ def test_a_lane_that_loses_the_lease_stops_the_others_and_nothing_more_is_checkp
         done.update(int(r.sequence_number) for r in batch.records)
 
     processor = function_processor(
-        handle, clock=FakeClock(), max_buffered_records=2, parallelization_factor=6
+        handle, clock=FakeClock(), batch_size=2, parallelization_factor=6
     )
     checkpointer.deliver(tuple(stream))
     with pytest.raises(LeaseLostError):
@@ -355,7 +355,7 @@ def test_the_changelog_sink_in_lanes_lands_every_change_once_across_a_crash(tmp_
     sink_one.shard_started(INFO, "TRIM_HORIZON")
     checkpointer = WatchingCheckpointer(lambda: set(landed_first))  # never past record 5
     first = function_processor(
-        first_owner, clock=FakeClock(), max_buffered_records=3, parallelization_factor=4
+        first_owner, clock=FakeClock(), batch_size=3, parallelization_factor=4
     )
     checkpointer.deliver(tuple(stream))
     first.process_records(ProcessRecordsInput(tuple(stream), checkpointer, 0, INFO))
@@ -363,7 +363,7 @@ def test_the_changelog_sink_in_lanes_lands_every_change_once_across_a_crash(tmp_
     resume = checkpointer.last_checkpoint
 
     sink_two = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
-    second = function_processor(sink_two, clock=FakeClock(), max_buffered_records=5, parallelization_factor=4)
+    second = function_processor(sink_two, clock=FakeClock(), batch_size=5, parallelization_factor=4)
     second.initialize(InitializationInput(INFO, resume))
     again = tuple(r for r in stream if not resume.isdigit() or int(r.sequence_number) > int(resume))
     checkpointer_two = WatchingCheckpointer(lambda: {int(r.sequence_number) for r in stream})

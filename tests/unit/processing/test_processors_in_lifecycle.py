@@ -17,7 +17,7 @@ from consumer.processing import (
 from consumer.processing.dead_letter import LocalDeadLetter
 from consumer.processing.retry import RetryPolicy
 from consumer.records import StreamRecord
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.test_shard_consumer import Rig
 from tests.unit.processing.helpers import ScriptedHandler
 

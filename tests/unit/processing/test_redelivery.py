@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer.clock import FakeClock
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing import (
     Batch,
@@ -28,8 +27,9 @@ from consumer.processing import (
 from consumer.processing.function_processor import FunctionProcessor
 from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
-from consumer.settings import WorkerSettings
 from consumer.sinks.changelog import ChangelogSink, object_name
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import record as shard_record
 from tests.unit.lifecycle.test_shard_consumer import Rig
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record

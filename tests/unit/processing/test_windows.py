@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.processing import (
     InitializationInput,
     LeaseLostError,
     LeaseLostInput,
-    ProcessingClients,
     ProcessingConfigError,
     ProcessRecordsInput,
     ShardEndedInput,
@@ -26,8 +24,9 @@ from consumer.processing.retry import RetryPolicy
 from consumer.processing.window_state import InMemoryWindowStateStore
 from consumer.processing.windows import WindowedBatch, WindowStateTooLargeError
 from consumer.records import ShardInfo, StreamRecord
-from consumer.runtime.processors import build_processor_factory
+from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from examples.windowed_counter import WindowedCounter
+from ground.clock import FakeClock
 from tests.unit.processing.helpers import SHARD, WatchingCheckpointer, record
 from tests.unit.processing.test_factory import make_settings
 
@@ -133,7 +132,7 @@ def test_retries_bisection_and_dead_letters_never_count_a_record_twice(tmp_path:
             max_retry_attempts=1, base_backoff_millis=1, max_backoff_millis=2, rng=random.Random(4)
         ),
         dead_letter=LocalDeadLetter(tmp_path),
-        max_buffered_records=8,
+        batch_size=8,
     )
     checkpointer = WatchingCheckpointer(lambda: set(range(1, 31)))
     processor.initialize(InitializationInput(INFO, "TRIM_HORIZON"))
@@ -252,7 +251,7 @@ def test_a_state_that_cannot_be_saved_rolls_back_so_the_redelivery_does_not_coun
     records = stream(12)
     counter = WindowedCounter()
     processor = windowed_processor(
-        counter.handle, seconds=10, states=FlakyStore(), clock=FakeClock(), max_buffered_records=4
+        counter.handle, seconds=10, states=FlakyStore(), clock=FakeClock(), batch_size=4
     )
     checkpointer = WatchingCheckpointer(lambda: set(range(1, 13)))
     processor.initialize(InitializationInput(INFO, "TRIM_HORIZON"))
@@ -267,7 +266,7 @@ def test_a_state_that_cannot_be_saved_rolls_back_so_the_redelivery_does_not_coun
 
 
 def test_the_window_state_table_is_created_locally_only_when_windows_are_on() -> None:
-    from consumer.local_aws import configured_tables
+    from tools.local_aws import configured_tables
 
     names = {spec.name: spec for spec in configured_tables(make_settings(tumbling_window_seconds=60))}
     spec = names["orders-consumer-window-state"]

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from consumer.clock import FakeClock
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import ThrottledError
 from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer, FleetPacer, FleetPosition, SlotSchedule
+from ground.clock import FakeClock
 
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-24T00:00:00.000"
 
@@ -163,7 +163,7 @@ def test_a_fleet_of_a_hundred_never_exceeds_the_budget_in_any_second() -> None:
 def test_the_coordinator_places_workers_by_id_once_the_fleet_is_settled() -> None:
     from consumer.leases.coordinator import LeaseCoordinator
     from consumer.leases.memory import InMemoryLeaseStore
-    from consumer.settings import WorkerSettings
+    from ground.settings import WorkerSettings
 
     store, clock, settings = InMemoryLeaseStore(), FakeClock(), WorkerSettings()
     a = LeaseCoordinator(store, "a", settings, clock, expected_workers=3)

@@ -27,7 +27,7 @@ from consumer.records import (
     StreamRecord,
     deserialize_value,
 )
-from consumer.settings import WorkerSettings
+from ground.settings import WorkerSettings
 from tests.unit.lifecycle.test_shard_consumer import Rig
 
 BOTO3 = TypeDeserializer()

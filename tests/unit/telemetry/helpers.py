@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from consumer.settings import Settings
+from ground.settings import Settings
 
 
 def settings_with(**metrics: Any) -> Settings:

@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-from consumer.clock import FakeClock
 from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.metrics import MetricsRecorder, NullMetrics
 from consumer.telemetry.transports import InMemoryTransport
+from ground.clock import FakeClock
 from tests.unit.telemetry.helpers import metric_sums, settings_with, units
 
 

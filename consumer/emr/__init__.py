@@ -1,7 +1,0 @@
-"""``consumer pipeline submit``: run the Spark pipeline on EMR Serverless.
-
-Split so that what can be checked without AWS is: :mod:`consumer.emr.package` builds the archives
-(files in, files out), :mod:`consumer.emr.request` builds the StartJobRun request (data in, data
-out), :mod:`consumer.emr.fetch` is the only code that downloads (the interpreter and the wheels),
-and :mod:`consumer.emr.aws` the only code that calls AWS.
-"""

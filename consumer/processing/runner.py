@@ -1,0 +1,81 @@
+"""The runner: what the function form (:class:`~consumer.processing.function_processor.FunctionProcessor`)
+hands each flush to, and the ownership events it passes on.
+
+Three runners stack on one another and share this one contract: the failure policy (retries,
+bisection, dead letters; the serial path), lanes (the same policy over ``parallelization_factor``
+lanes at once) and tumbling windows (the policy window by window, the state saved before each
+checkpoint). The function form calls every method whatever the runner is; a runner with nothing to
+do for an event inherits the no-op from :class:`RunnerEvents`, so no caller asks which one it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from consumer.processing.api import _always
+from consumer.records import ShardInfo, StreamRecord
+
+
+class BatchRunner(Protocol):
+    @property
+    def handler(self) -> object:
+        """The user's handler (or the windowed adapter around it): its per-shard hooks are called."""
+        ...
+
+    def run(
+        self,
+        shard: ShardInfo,
+        delivered: Sequence[StreamRecord],
+        keep: Callable[[StreamRecord], bool],
+        checkpoint: Callable[[str], None],
+        should_stop: Callable[[], bool],
+        *,
+        millis_behind_latest: int = 0,
+        lease_held: Callable[[], bool] = _always,
+    ) -> bool:
+        """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
+
+        False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
+        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry).
+        """
+        ...
+
+    def start(self, shard: ShardInfo, checkpoint: str) -> None:
+        """A new ownership of ``shard`` resumes from ``checkpoint``."""
+        ...
+
+    def idle(self, shard: ShardInfo, millis_behind_latest: int, should_stop: Callable[[], bool]) -> None:
+        """A call with nothing buffered (an empty poll, or a flush that finished everything)."""
+        ...
+
+    def finish(self, shard: ShardInfo, should_stop: Callable[[], bool]) -> None:
+        """Shard end, after the last flush and before SHARD_END is checkpointed (raising retries it)."""
+        ...
+
+    def forget(self, shard: ShardInfo) -> None:
+        """SHARD_END is checkpointed: whatever the runner kept for the shard is of no use any more."""
+        ...
+
+    def close(self) -> None:
+        """The ownership ended (lost, stopped or finished); nothing more is run until ``start``."""
+        ...
+
+
+class RunnerEvents:
+    """The ownership events a runner ignores unless it overrides them."""
+
+    def start(self, shard: ShardInfo, checkpoint: str) -> None:
+        return None
+
+    def idle(self, shard: ShardInfo, millis_behind_latest: int, should_stop: Callable[[], bool]) -> None:
+        return None
+
+    def finish(self, shard: ShardInfo, should_stop: Callable[[], bool]) -> None:
+        return None
+
+    def forget(self, shard: ShardInfo) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

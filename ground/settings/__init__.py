@@ -1,0 +1,240 @@
+"""Settings for every part of the product, read from ``config/base.yaml`` + ``config/<env>.yaml``.
+
+One model serves the workers, the CDK stacks, the emulator and the Spark pipeline, so a key in
+``config/*.yaml`` means one thing everywhere. Worker properties keep the Java KCL's names (in
+snake_case) and its defaults, so a team moving from KCL can carry its tuning over unchanged.
+
+Layering, lowest to highest precedence:
+
+1. ``config/base.yaml``
+2. ``config/<env>.yaml``
+3. environment variables ``CONSUMER_<SECTION>__<KEY>=value`` (``__`` separates nesting levels,
+   values are parsed as YAML scalars), e.g. ``CONSUMER_WORKER__FAILOVER_TIME_MILLIS=20000``.
+
+Every error names the file (or variable) the offending value came from, the key path, what is
+allowed, and the nearest valid key when a key is misspelt.
+
+One module per part it configures; this one holds the root :class:`Settings` and re-exports every
+public name, so ``from ground.settings import X`` works whatever module defines ``X``:
+
+- :mod:`~ground.settings.base`: the strict model base, :class:`ConfigError`, error wording, renamed keys
+- :mod:`~ground.settings.table`: the source table
+- :mod:`~ground.settings.worker`: lease-worker properties (KCL's)
+- :mod:`~ground.settings.processing`: processor, retries, dead letter, filters, batching
+- :mod:`~ground.settings.telemetry`: metrics and logs
+- :mod:`~ground.settings.fleet`: instances, network, scaling alarms (the infra)
+- :mod:`~ground.settings.local`: the emulator and the demo's load generator
+- :mod:`~ground.settings.pipeline`: the Spark pipeline and EMR Serverless
+- :mod:`~ground.settings.loading`: reading and merging config/*.yaml and ``CONSUMER_*`` variables
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from ground.settings.base import (
+    ConfigError,
+    Problem,
+    RenamedKeyWarning,
+    SettingsModel,
+)
+from ground.settings.fleet import STREAM_RETENTION_HOURS, FleetSettings, ScalingSettings, VpcAttributes
+from ground.settings.loading import (
+    CONFIG_DIR_VARIABLE,
+    DEFAULT_CONFIG_DIR,
+    ENV_PREFIX,
+    ENVIRONMENTS,
+    available_environments,
+    config_dir,
+    load_layers,
+    loaded_sources,
+)
+from ground.settings.local import EmulatorFaults, EmulatorSettings, LoadSettings
+from ground.settings.pipeline import PipelineSettings, emr_location_problems
+from ground.settings.processing import (
+    BatchingSettings,
+    DeadLetterSettings,
+    FilterSettings,
+    ProcessingSettings,
+    RetrySettings,
+)
+from ground.settings.table import KeyAttribute, TableSettings
+from ground.settings.telemetry import LOG_RETENTION_DAYS, LogsSettings, MetricsSettings
+from ground.settings.worker import UNBOUNDED, WorkerSettings
+
+__all__ = [
+    "CONFIG_DIR_VARIABLE",
+    "DEFAULT_CONFIG_DIR",
+    "ENVIRONMENTS",
+    "ENV_PREFIX",
+    "LOG_RETENTION_DAYS",
+    "STREAM_RETENTION_HOURS",
+    "UNBOUNDED",
+    "BatchingSettings",
+    "ConfigError",
+    "DeadLetterSettings",
+    "EmulatorFaults",
+    "EmulatorSettings",
+    "FilterSettings",
+    "FleetSettings",
+    "KeyAttribute",
+    "LoadSettings",
+    "LogsSettings",
+    "MetricsSettings",
+    "PipelineSettings",
+    "Problem",
+    "ProcessingSettings",
+    "RenamedKeyWarning",
+    "RetrySettings",
+    "ScalingSettings",
+    "Settings",
+    "SettingsModel",
+    "TableSettings",
+    "VpcAttributes",
+    "WorkerSettings",
+    "available_environments",
+    "config_dir",
+    "json_schema",
+    "load_settings",
+    "loaded_sources",
+]
+
+
+class Settings(SettingsModel):
+    """Everything one environment needs. ``env`` is filled in by the loader."""
+
+    env: str = Field("local", description="Environment name (set by the loader).")
+    application_name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]{3,200}$",
+        description="Names the leases table, the metric namespace and the log groups.",
+    )
+    region: str = Field(
+        "us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$", description="AWS region (e.g. eu-west-1)."
+    )
+    account: str | None = Field(
+        None,
+        pattern=r"^\d{12}$",
+        description=(
+            "AWS account (12 digits) the CDK stack deploys to; required by every environment without "
+            "endpoint_url, so a deploy with another account's credentials is refused."
+        ),
+    )
+    scope_names_by_env: bool = Field(
+        False,
+        description=(
+            "Derive the leases and workers tables, log groups and metric namespace from "
+            "<application_name>-<env>, so environments can share an account (names set explicitly win)."
+        ),
+    )
+    endpoint_url: str | None = Field(None, description="Endpoint of the local emulator (local only).")
+    table: TableSettings
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    logs: LogsSettings = Field(default_factory=LogsSettings)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
+    scaling: ScalingSettings = Field(default_factory=ScalingSettings)
+    processing: ProcessingSettings = Field(default_factory=ProcessingSettings)
+    emulator: EmulatorSettings = Field(default_factory=EmulatorSettings)
+    load: LoadSettings = Field(default_factory=LoadSettings)
+    pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
+    # Set by load_settings: what the loader noticed (old key names) that does not make the
+    # configuration invalid; listed by warnings() so that `consumer config validate` shows it.
+    _notices: tuple[str, ...] = PrivateAttr(default=())
+
+    @field_validator("account", mode="before")
+    @classmethod
+    def _account_as_text(cls, value: object) -> object:
+        # YAML reads an unquoted account as a number (and drops its leading zeros).
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+            if len(text) != 12:
+                raise ValueError(f'{value} is not 12 digits: quote the account, e.g. account: "012345678901"')
+            return text
+        return value
+
+    @model_validator(mode="after")
+    def _pipeline_on_emr_reads_s3(self) -> Settings:
+        """EMR Serverless has no local disk that outlives a job: every pipeline location must be on
+        S3, and the change log it reads must be the one the workers write."""
+        problems = emr_location_problems(self.pipeline, self.processing.options)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def name_prefix(self) -> str:
+        """What derived names start with: the application name, plus ``-<env>`` when scoped."""
+        if self.scope_names_by_env:
+            return f"{self.application_name}-{self.env}"
+        return self.application_name
+
+    @property
+    def leases_table_name(self) -> str:
+        return self.worker.lease_table_name or self.name_prefix
+
+    @property
+    def workers_table_name(self) -> str:
+        """Where heartbeats live, beside the leases table (which then holds leases only)."""
+        return self.worker.worker_table_name or f"{self.leases_table_name}-workers"
+
+    @property
+    def window_state_table_name(self) -> str:
+        """Where tumbling windows keep their state (processing.tumbling_window_seconds > 0): beside
+        the leases table, never in it (every lease taker's scan would read the states)."""
+        return f"{self.leases_table_name}-window-state"
+
+    @property
+    def metrics_namespace(self) -> str:
+        return self.metrics.namespace or self.name_prefix
+
+    @property
+    def worker_log_group(self) -> str:
+        return self.logs.worker_log_group or f"/{self.name_prefix}/lease-worker"
+
+    @property
+    def application_log_group(self) -> str:
+        return self.logs.application_log_group or f"/{self.name_prefix}/application"
+
+    @property
+    def metrics_log_group(self) -> str:
+        return self.metrics.log_group or f"/{self.name_prefix}/metrics"
+
+    @property
+    def total_worker_processes(self) -> int:
+        return self.fleet.desired_instances * self.fleet.worker_processes_per_instance
+
+    def warnings(self) -> list[str]:
+        """Cross-field advice that does not make the configuration invalid, and what the loader
+        noticed (a key under its old name, with the file or variable that used it)."""
+        found: list[str] = []
+        n, _ = self.table.expected_partitions()
+        capacity = self.worker.max_leases_for_worker * self.total_worker_processes
+        if capacity < n:
+            found.append(
+                f"worker.max_leases_for_worker x worker processes = {capacity} < N = {n}: the fleet cannot "
+                "hold every active shard and will fall behind (each of M workers must be able to hold N/M)"
+            )
+        if self.endpoint_url is None and self.env == "local":
+            found.append("env local without endpoint_url talks to real AWS")
+        found.extend(self._notices)
+        return found
+
+
+def load_settings(
+    env: str,
+    directory: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Load ``base.yaml`` + ``<env>.yaml`` + environment overrides, or raise :class:`ConfigError`."""
+    settings, notices = load_layers(Settings, env, directory, environ)
+    settings._notices = tuple(notices)
+    return settings
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON schema of config/*.yaml, for editor completion (every key optional in env files)."""
+    return Settings.model_json_schema()

@@ -1,0 +1,160 @@
+"""Lease-worker properties: the Java KCL's names (in snake_case) and its defaults, so a team moving
+from KCL carries its tuning over unchanged; plus the derived intervals the lease code runs on.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ground.settings.base import SettingsModel
+
+# Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
+UNBOUNDED = 2_147_483_647
+
+
+class WorkerSettings(SettingsModel):
+    """Lease-worker properties: KCL's names in snake_case, with KCL's defaults."""
+
+    failover_time_millis: int = Field(
+        10_000, ge=1_000, description="A lease not renewed for this long may be taken (failoverTimeMillis)."
+    )
+    epsilon_millis: int = Field(25, ge=0, description="Timer slack subtracted from intervals (KCL epsilon).")
+    lease_renewal_interval_millis: int | None = Field(
+        None, ge=100, description="How often a worker renews its liveness; default failover/3 - epsilon."
+    )
+    lease_taker_interval_millis: int | None = Field(
+        None,
+        ge=100,
+        description="The taking interval: a dead worker's or a stopping worker's leases are taken up within "
+        "about one of it. A worker runs a taker round every half of it: reads the workers table (who is "
+        "alive, who is stopping) and, when something may need doing, scans the leases table to take, "
+        "steal, balance. Default failover/3.",
+    )
+    lease_full_scan_interval_millis: int | None = Field(
+        None,
+        ge=100,
+        description="Longest time between two full scans of the leases table by one worker when nothing "
+        "asked for one sooner (a worker joined, died or left; it wants leases; it just took some); "
+        "default 2 x failover, the Java KCL's scan period. Bounds how late a new unowned lease is seen.",
+    )
+    max_clock_skew_millis: int = Field(
+        500, ge=0, description="Assumed bound on wall-clock skew between workers (NTP / Amazon Time Sync)."
+    )
+    shard_sync_interval_millis: int = Field(
+        60_000, ge=1_000, description="Period of the shard sync that creates leases for new shards."
+    )
+    describe_stream_budget_per_second: float = Field(
+        5.0,
+        gt=0,
+        le=10,
+        description="DescribeStream calls per second for the whole fleet. The account has about 10/s for "
+        "every consumer of its streams (other applications, dev and prod in one account, operators' "
+        "describe-stream): the default leaves half to them. The fleet keeps to it at start-up and in "
+        "steady state (docs/streams.md).",
+    )
+    max_leases_for_worker: int = Field(UNBOUNDED, ge=1, description="Cap on leases one worker holds.")
+    max_leases_to_steal_at_one_time: int = Field(1, ge=1, description="Leases stolen per taker run.")
+    max_records: int = Field(1000, ge=1, le=1000, description="GetRecords Limit (DynamoDB Streams max 1000).")
+    idle_time_between_reads_millis: int = Field(
+        1000,
+        ge=0,
+        description="Pause before the next GetRecords after a batch that was not full (records are not "
+        "waiting); empty polls in a row back off from it to max_idle_time_between_reads_millis.",
+    )
+    max_idle_time_between_reads_millis: int = Field(
+        10_000,
+        ge=0,
+        description="Longest pause between polls of a shard that keeps answering empty (doubling from "
+        "idle_time_between_reads_millis; never below it). Bounds an idle shard's cost and the delay of "
+        "its first record after a quiet spell; set it to idle_time_between_reads_millis to turn off.",
+    )
+    catch_up_behind_millis: int = Field(
+        10_000,
+        ge=0,
+        description="A batch whose records are this far behind the stream's tip is followed at once by the "
+        "next read (catch-up), at most one read per min_time_between_reads_millis; 0 turns catch-up off.",
+    )
+    min_time_between_reads_millis: int = Field(
+        200,
+        ge=0,
+        description="Shortest time between the starts of two catch-up reads of one shard (KCL 3's minimum).",
+    )
+    parent_shard_poll_interval_millis: int = Field(
+        10_000, ge=100, description="How often a child shard re-checks whether its parents finished."
+    )
+    call_process_records_even_for_empty_record_list: bool = Field(
+        False, description="Call the processor on empty batches (needed for time-based flushing)."
+    )
+    cleanup_leases_upon_shard_completion: bool = Field(
+        True, description="Delete finished leases once their children have progressed."
+    )
+    initial_position: Literal["TRIM_HORIZON", "LATEST"] = Field(
+        "LATEST", description="Where shards open at first start begin; descendants always use TRIM_HORIZON."
+    )
+    lease_table_billing_mode: Literal["PROVISIONED", "PAY_PER_REQUEST"] = Field(
+        "PROVISIONED", description="Leases table billing mode."
+    )
+    initial_lease_table_read_capacity: int = Field(10, ge=1, description="Leases table RCU (PROVISIONED).")
+    initial_lease_table_write_capacity: int = Field(10, ge=1, description="Leases table WCU (PROVISIONED).")
+    lease_table_name: str | None = Field(
+        None, description="Leases table name; default the name prefix (see scope_names_by_env)."
+    )
+    worker_table_name: str | None = Field(
+        None, description="Heartbeat (workers) table name; default <leases table>-workers."
+    )
+    task_backoff_time_millis: int = Field(500, ge=0, description="Back-off after a failed task.")
+    on_trimmed: Literal["fail", "skip_to_trim_horizon"] = Field(
+        "fail", description="What to do when data was trimmed before it was read (always logged as ERROR)."
+    )
+    max_worker_threads: int = Field(
+        16, ge=1, le=512, description="Threads that fetch and process shards (not one per shard)."
+    )
+
+    @property
+    def renewal_interval_millis(self) -> int:
+        if self.lease_renewal_interval_millis is not None:
+            return self.lease_renewal_interval_millis
+        return self.failover_time_millis // 3 - self.epsilon_millis
+
+    @property
+    def taker_interval_millis(self) -> int:
+        if self.lease_taker_interval_millis is not None:
+            return self.lease_taker_interval_millis
+        return self.failover_time_millis // 3
+
+    @property
+    def full_scan_interval_millis(self) -> int:
+        if self.lease_full_scan_interval_millis is not None:
+            return max(self.lease_full_scan_interval_millis, self.taker_interval_millis)
+        return max(2 * self.failover_time_millis, self.taker_interval_millis)
+
+    @property
+    def fence_margin_millis(self) -> int:
+        """How long before anybody may take its leases a worker that cannot renew stops using them."""
+        return max(self.failover_time_millis // 5, self.epsilon_millis)
+
+    @property
+    def fence_after_millis(self) -> int:
+        """A worker whose last good heartbeat started this long ago is fenced (failover - margin)."""
+        return self.failover_time_millis - self.fence_margin_millis
+
+    @model_validator(mode="after")
+    def _renewal_shorter_than_failover(self) -> WorkerSettings:
+        # A heartbeat and one retry (a third of the interval later) must both fit before the fence;
+        # otherwise a single throttled request, or the interval alone, fences the worker.
+        renewal, fence = self.renewal_interval_millis, self.fence_after_millis
+        if renewal + max(renewal // 3, 1) >= fence:
+            longest = (fence * 3) // 4 - 1
+            raise ValueError(
+                f"lease_renewal_interval_millis ({renewal}) leaves no room for a retried heartbeat "
+                f"before the worker fences itself at failover - failover/5 = {fence} ms: use at most "
+                f"{longest} (failover/3 - epsilon is the usual choice) or raise failover_time_millis"
+            )
+        if self.max_clock_skew_millis >= self.failover_time_millis // 2:
+            raise ValueError(
+                f"max_clock_skew_millis ({self.max_clock_skew_millis}) must be under half of "
+                f"failover_time_millis ({self.failover_time_millis})"
+            )
+        return self

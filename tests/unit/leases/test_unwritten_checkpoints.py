@@ -1,0 +1,139 @@
+"""Regression tests for the lease core, continued: a checkpoint the leases table refused (throttled,
+fenced, a take-back that landed but timed out) is never lost — it is written when the lease comes
+back, or carried by the release — so the next owner does not replay what was processed. Each drives
+the product's own classes on the in-memory store and a fake clock, and failed on the code before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
+from ground.clock import FakeClock
+from tests.unit.leases.regression_rig import (
+    ESN,
+    HORIZON,
+    SETTINGS,
+    table,
+    throttled,
+    timed_out_after_commit,
+    worker,
+)
+
+
+def test_a_checkpoint_the_outage_refused_is_written_when_the_worker_takes_its_untouched_lease_back() -> None:
+    """A leases-table outage fences a worker after it processed records it could not checkpoint. If
+    it takes its lease back and nobody held it meanwhile, it records that position instead of
+    replaying the records."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # the outage lasts: a is fenced
+    assert not a.may_process("s1")
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_released_lease_carries_the_position_its_checkpoint_could_not_record_yet() -> None:
+    """A checkpoint refused for now (throttled), then the lease is released (shed, a hand-over, an
+    overdue hand-over): the position is written first, so the next owner starts after the records
+    instead of replaying them (fault-model sweep, seed 1 011 575: one record replayed after a shed)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    a.release("s1")
+    released = store.get("s1")
+    assert released is not None and released.owner is None and released.checkpoint == ESN("200")
+
+
+def test_an_unwritten_checkpoint_is_written_forward_when_the_lease_comes_back_after_another_held_it() -> None:
+    """a processed to 200 but the table refused the checkpoint; b held the lease meanwhile and got
+    to 150; the lease is handed back to a. a's position is ahead and its records are processed:
+    it is written (forward only), so nothing up to 200 is delivered a third time."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(HORIZON + 1)
+    b = worker(store, clock, "b")  # a looked dead: b took s1 and released it again
+    b.checkpoint("s1", "150")
+    b.release("s1")
+    store.take(store.get("s1"), "a")  # handed to a (as a hand-over would)  # type: ignore[arg-type]
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_lease_comes_back() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # the batch landed; its checkpoint comes just too late
+    with pytest.raises(LeaseLostError, match="fenced"):
+        a.checkpoint("s1", "300")
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("300")  # not replayed from TRIM_HORIZON
+
+
+def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out() -> None:
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)
+    assert a.heartbeat_once()
+    store.hooks["take"] = timed_out_after_commit  # the take-back lands; its answer is a timeout
+    a.take_round()
+    assert a.held() == []
+    a.take_round()  # the table says the lease is mine, one counter up: only my own take did that
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_an_unwritten_checkpoint_survives_its_own_failed_recording_after_a_take_back_that_landed() -> None:
+    """Fenced with a position refused; the first attempt to record it is throttled; the take-back
+    lands but is answered with a timeout. The next attempt to record the position meets the counter
+    the take-back moved: the lease is still mine, so the position must be kept and written when the
+    lease comes back, not forgotten (slow-table chaos, seed 2 of a later run: 10 records twice)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # fenced: the checkpoint of a processed batch is refused
+    with pytest.raises(LeaseLostError):
+        a.checkpoint("s1", "200")
+    assert a.heartbeat_once()
+    store.hooks["checkpoint"] = throttled  # recording the position is throttled this round
+    store.hooks["take"] = timed_out_after_commit  # and the take-back lands, answered with a timeout
+    a.take_round()
+    assert a.held() == []
+    a.take_round()  # recording meets the moved counter; the take-back then writes the position
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_fenced_worker_records_what_it_processed_so_the_next_owner_does_not_replay_it() -> None:
+    """The table throttled a's checkpoint, then a was fenced. Once the table answers again, a records
+    that position under the counter it held (nobody took the lease yet), and b, taking over from the
+    silent a, starts after it."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)
+    a.take_round()  # fenced: it takes nothing, but it records what it processed
+    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
+    clock.advance(HORIZON)
+    b = worker(store, clock, "b")
+    (lease,) = b.held()
+    assert lease.checkpoint == ESN("200")

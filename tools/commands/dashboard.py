@@ -1,0 +1,76 @@
+"""``consumer dashboard``: the CloudWatch dashboard's widgets drawn locally into a PNG and a page.
+
+Reads the EMF documents back from the metrics log group (the emulator's CloudWatch Logs when
+``--env local``) or from a JSON Lines file of EMF documents (``--from-file``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tools.commands import add_env_arguments, settings_from
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dashboard", help="draw the dashboard's widgets from the collected metrics (PNG + HTML)"
+    )
+    add_env_arguments(parser)
+    parser.add_argument(
+        "--out", default="var/dashboard.png", help="PNG to write; the HTML page goes beside it"
+    )
+    parser.add_argument(
+        "--from-file", default=None, help="read EMF documents from this JSON Lines file instead"
+    )
+    parser.add_argument(
+        "--since-minutes",
+        type=float,
+        default=None,
+        help="only documents from the last N minutes (Logs source)",
+    )
+    parser.add_argument(
+        "--start-millis",
+        type=int,
+        default=None,
+        help="epoch milliseconds drawn as t+0 on the time axis (`consumer demo` passes its own start; "
+        "default: the start of the first document's period)",
+    )
+    parser.set_defaults(handler=_dashboard)
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from consumer.runtime.clients import logs_client
+    from consumer.telemetry.dashboard import render
+    from consumer.telemetry.errors import TelemetryError
+    from consumer.telemetry.readback import points_of_all, read_jsonl, read_log_group
+    from consumer.telemetry.widgets import reference_lines, widgets_for
+    from tools.commands import CommandError
+
+    settings = settings_from(args)
+    try:
+        if args.from_file:
+            documents = read_jsonl(args.from_file)
+            source = args.from_file
+        else:
+            start = None
+            if args.since_minutes is not None:
+                import time
+
+                start = int((time.time() - args.since_minutes * 60) * 1000)
+            documents = read_log_group(logs_client(settings), settings.metrics_log_group, start)
+            source = f"log group {settings.metrics_log_group}"
+        rendered = render(
+            points_of_all(documents),
+            args.out,
+            bucket_seconds=settings.metrics.flush_interval_seconds,
+            references=reference_lines(settings),
+            widgets=widgets_for(settings),
+            title=f"{settings.application_name} ({settings.env}) - from {source}",
+            start_millis=args.start_millis,
+        )
+    except TelemetryError as exc:
+        raise CommandError(str(exc)) from exc
+    workers = len(rendered.workers)
+    print(f"wrote {rendered.png} and {rendered.html} ({workers} workers, {len(documents)} documents)")
+    return 0

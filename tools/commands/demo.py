@@ -1,0 +1,168 @@
+"""``consumer demo``: run the whole system locally and print a verdict (``make demo``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tools.commands import add_env_arguments, settings_from
+from tools.demo.chaos import SCHEDULES
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="run the whole system locally (load, workers, kill, Spark) and judge it"
+    )
+    add_env_arguments(parser)
+    parser.add_argument(
+        "--workers", type=int, default=3, help="worker processes to start (one more joins later)"
+    )
+    parser.add_argument(
+        "--chaos",
+        type=int,
+        metavar="SEED",
+        nargs="?",
+        const=1,
+        help="chaos mode: random SIGKILL/SIGSTOP/restarts, stream and table faults, a slow processor "
+        "(seeded; default seed 1)",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="chaos schedule (with --chaos): mixed (default: every kind of disruption), dense-pause "
+        "(many overlapping SIGSTOP/SIGCONT around the failover time), slow-table (leases tables slow, "
+        "ambiguous, stale and throttled for long stretches)",
+    )
+    parser.add_argument("--workdir", default="var/demo", help="where the demo keeps its oracle and logs")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Spark's own warnings and log4j banners (hidden by default; errors always show)",
+    )
+    parser.set_defaults(handler=_demo)
+
+
+def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
+    console.rule(title)
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    output = (result.stdout + result.stderr).strip()
+    console.print(output[-4000:], markup=False, highlight=False)
+    return result.returncode, output
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from tools.demo.run import Demo, DemoError, prepare_workdir, start_local_aws, stop_process
+
+    settings = settings_from(args)
+    if args.schedule is not None and args.chaos is None:
+        Console().print("[red]--schedule chooses a chaos schedule: give --chaos SEED too")
+        return 2
+    # The local endpoint accepts any credentials; a machine with none configured still runs the demo
+    # (the worker processes inherit these).
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", settings.region)
+    console = Console()
+    config_dir = Path(args.config_dir or "config")
+    workdir = Path(args.workdir)
+    changelog = Path(str(settings.processing.options.get("destination", "var/changelog")))
+    prepare_workdir(workdir, changelog)
+    for uri in (settings.pipeline.snapshot_uri, settings.pipeline.stats_uri):
+        if "://" not in uri:
+            prepare_workdir(Path(uri), Path(uri))
+    if not settings.endpoint_url:
+        console.print(
+            f"[red]env {settings.env} has no endpoint_url: the demo runs only against a local endpoint"
+        )
+        return 2
+    console.rule("dynamodb-stream-fleet demo")
+    console.print(
+        f"local AWS endpoint {settings.endpoint_url}: the emulator (moto for DynamoDB, S3, Logs, CloudWatch; "
+        f"a DynamoDB Streams engine with {settings.emulator.partitions} partitions, rollover every "
+        f"{settings.emulator.rollover_seconds:g} s, a split on cue)"
+    )
+    server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
+    try:
+        outcome = Demo(
+            settings, config_dir, workdir, console, chaos_seed=args.chaos, schedule=args.schedule or "mixed"
+        ).run(workers=args.workers)
+        cli = [sys.executable, "-m", "tools.cli"]
+        env = ["--env", settings.env, "--config-dir", str(config_dir)]
+        spark = ["-v"] if args.verbose else []
+        snap_code, _ = _step(
+            console,
+            "Spark: change log -> current state of the table",
+            [*cli, "pipeline", "snapshot", *env, *spark],
+        )
+        verify_code, _ = _step(
+            console, "Spark: snapshot vs a scan of the table", [*cli, "pipeline", "verify", *env, *spark]
+        )
+        # The dashboard's time axis is the demo's clock (t+0 when the load started), as in the events.
+        dash_code, _ = _step(
+            console,
+            "dashboard",
+            [
+                *cli,
+                "dashboard",
+                *env,
+                "--out",
+                str(workdir / "dashboard.png"),
+                "--start-millis",
+                str(outcome.started_millis),
+            ],
+        )
+    except DemoError as exc:
+        console.print(f"[red]demo failed: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: every process the demo started has been stopped")
+        return 130
+    finally:
+        stop_process(server)
+
+    verdict, events = outcome.verdict, outcome.events
+    console.rule("events")
+    for line in events.events:
+        console.print(line, markup=False)
+    unexplained = [r for r in events.redeliveries if not r.explained]
+    table = Table(title="verdict")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("changes written", verdict.written),
+        ("changes delivered (distinct)", verdict.delivered),
+        ("lost", verdict.lost),
+        ("unexpected", verdict.unexpected),
+        ("per-item order violations (delivery order)", verdict.order_violations),
+        ("records delivered twice to the processor", events.duplicate_deliveries),
+        ("  of which unexplained", sum(r.records for r in unexplained)),
+        ("(shard, sequence) twice in the change log", verdict.duplicates),
+        ("leases taken / taken over / lost", f"{events.taken} / {events.taken_over} / {events.lost}"),
+        ("shards ended", events.shards_ended),
+        ("snapshot verify exit code", verify_code),
+    ]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
+    for redelivery in events.redeliveries:
+        console.print(
+            f"duplicate delivery: {redelivery.records} record(s) of shard {redelivery.shard_id} to "
+            f"{redelivery.worker}: {redelivery.cause}",
+            markup=False,
+        )
+    if verdict.duplicates:
+        console.print(f"change-log objects holding a copy: {', '.join(verdict.duplicate_objects[:5])}")
+    ok = verdict.ok and not unexplained and snap_code == 0 and verify_code == 0 and dash_code == 0
+    console.print(
+        "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
+    )
+    return 0 if ok else 1

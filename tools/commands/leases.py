@@ -1,0 +1,85 @@
+"""``consumer leases``: the leases table as a person wants to see it (readable, unlike raw items).
+
+One row per lease (shard, owner, checkpoint, counter, parents, state), then per-worker counts with the
+age of each worker's heartbeat. States: free, held, expired (owner's heartbeat too old), pending-steal
+(a hand-over was requested), finished (SHARD_END), and malformed items are listed with their problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from consumer.leases.decisions import Timing, live_workers
+from consumer.leases.dynamodb import DynamoDBLeaseStore
+from consumer.leases.model import Lease, Snapshot
+from tools.commands import add_env_arguments, settings_from
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("leases", help="show the leases table: who holds which shard, checkpoints")
+    add_env_arguments(parser)
+    parser.add_argument("--all", action="store_true", help="include finished (SHARD_END) leases")
+    parser.set_defaults(handler=_show)
+
+
+def lease_state(lease: Lease, snapshot: Snapshot, live: frozenset[str]) -> str:
+    if lease.finished:
+        return "finished"
+    if lease.owner is None:
+        return "free"
+    if lease.owner in snapshot.heartbeats and lease.owner not in live:
+        return "expired"
+    if lease.pending_owner:
+        return f"pending-steal by {lease.pending_owner}"
+    return "held"
+
+
+def render(snapshot: Snapshot, now_wall: int, timing: Timing, *, show_finished: bool) -> list[Table]:
+    live = live_workers(snapshot, now_wall, timing)
+    leases = Table(title=f"leases ({len(snapshot.leases)})")
+    for column in ("shard", "owner", "checkpoint", "counter", "parents", "state"):
+        leases.add_column(column, overflow="fold")
+    for lease in sorted(snapshot.leases.values(), key=lambda item: item.shard_id):
+        if lease.finished and not show_finished:
+            continue
+        leases.add_row(
+            lease.shard_id,
+            lease.owner or "-",
+            str(lease.checkpoint),
+            str(lease.counter),
+            ", ".join(sorted(lease.parent_shard_ids)) or "-",
+            lease_state(lease, snapshot, live),
+        )
+    for bad in snapshot.malformed:
+        leases.add_row(bad.key, "?", "?", "?", "?", f"malformed: {bad.problem}")
+
+    held = Counter(lease.owner for lease in snapshot.leases.values() if lease.owner and not lease.finished)
+    workers = Table(title="workers")
+    for column in ("worker", "leases", "heartbeat age", "alive"):
+        workers.add_column(column)
+    for worker in sorted(set(held) | set(snapshot.heartbeats)):
+        beat = snapshot.heartbeats.get(worker)
+        age = f"{(now_wall - beat.at_wall_millis) / 1000:.1f} s" if beat else "no heartbeat row (KCL?)"
+        workers.add_row(worker, str(held.get(worker, 0)), age, "yes" if worker in live else "no")
+    return [leases, workers]
+
+
+def _show(args: argparse.Namespace) -> int:
+    from consumer.runtime.clients import client_for
+
+    settings = settings_from(args)
+    client = client_for(settings, "dynamodb")
+    snapshot = DynamoDBLeaseStore(
+        client, settings.leases_table_name, workers_table_name=settings.workers_table_name
+    ).scan()
+    timing = Timing.of(settings.worker)
+    console = Console(width=200)
+    for table in render(snapshot, time.time_ns() // 1_000_000, timing, show_finished=args.all):
+        console.print(table)
+    return 0

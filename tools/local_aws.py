@@ -1,0 +1,177 @@
+"""What a machine with no AWS account needs to run against the local emulator.
+
+The emulator accepts any credentials, but boto3 refuses to send a request without some ("Unable to
+locate credentials" on a newcomer's first ``consumer run``). When
+``endpoint_url`` is a loopback address, :func:`use_local_credentials` supplies dummy ones (never
+replacing credentials or a profile the user chose). :func:`create_local_tables` creates what the
+configuration names — the source table with its key schema and stream, and the replica table of the
+``dynamodb_replica`` sink — so nobody has to work the key schema out of ``base.yaml``.
+:func:`write_sample_items` puts a few items in the source table, the "write something" step of the
+first processor.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ground.settings import KeyAttribute, Settings
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+
+
+def is_local_endpoint(endpoint_url: str | None) -> bool:
+    """True for ``http://127.0.0.1:4599`` and the like: an emulator on this machine."""
+    if not endpoint_url:
+        return False
+    return (urlsplit(endpoint_url).hostname or "") in LOOPBACK_HOSTS
+
+
+def use_local_credentials(settings: Settings, environ: Any = None) -> bool:
+    """Put dummy credentials in the environment when the endpoint is local and none are set.
+
+    Only the environment is consulted (not the instance metadata service, whose time-outs would
+    slow every local command down); a profile the user selected is left alone. Returns whether
+    dummy credentials were supplied.
+    """
+    environ = os.environ if environ is None else environ
+    if not is_local_endpoint(settings.endpoint_url):
+        return False
+    if environ.get("AWS_ACCESS_KEY_ID") or environ.get("AWS_PROFILE"):
+        return False
+    for name, value in DUMMY_CREDENTIALS.items():
+        environ[name] = value
+    return True
+
+
+def endpoint_answers(endpoint_url: str, timeout: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at the endpoint's host and port."""
+    parts = urlsplit(endpoint_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table the configuration names, with the key schema and stream it needs."""
+
+    name: str
+    role: str
+    partition_key: KeyAttribute
+    sort_key: KeyAttribute | None
+    stream_view_type: str | None
+
+    def create_arguments(self) -> dict[str, Any]:
+        keys = [(self.partition_key, "HASH")] + ([(self.sort_key, "RANGE")] if self.sort_key else [])
+        arguments: dict[str, Any] = {
+            "TableName": self.name,
+            "KeySchema": [{"AttributeName": key.name, "KeyType": kind} for key, kind in keys],
+            "AttributeDefinitions": [
+                {"AttributeName": key.name, "AttributeType": key.type} for key, _ in keys
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if self.stream_view_type is not None:
+            arguments["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": self.stream_view_type,
+            }
+        return arguments
+
+
+def configured_tables(settings: Settings) -> list[TableSpec]:
+    """The source table (with its stream), the window-state table when tumbling windows are on, and,
+    for ``dynamodb_replica``, the replica tables.
+
+    The leases and workers tables are not listed: the worker creates them itself, as on AWS.
+    """
+    table = settings.table
+    source = table.existing_table_name or table.name
+    specs = [TableSpec(source, "source table", table.partition_key, table.sort_key, table.stream_view_type)]
+    if settings.processing.tumbling_window_seconds > 0:
+        # consumer.processing.window_state.DynamoDBWindowStateStore's items (never in the leases table).
+        specs.append(
+            TableSpec(
+                settings.window_state_table_name,
+                "window-state table",
+                KeyAttribute(name="shard", type="S"),
+                KeyAttribute(name="sequence", type="S"),
+                None,
+            )
+        )
+    if settings.processing.processor == "dynamodb_replica":
+        options: Mapping[str, Any] = settings.processing.options
+        if options.get("region") or options.get("endpoint_url"):
+            return specs  # elsewhere: not this emulator's to create
+        for key, role in (("table", "replica table"), ("tombstone_table", "replica tombstone table")):
+            name = options.get(key)
+            if isinstance(name, str) and name:
+                specs.append(TableSpec(name, role, table.partition_key, table.sort_key, None))
+    return specs
+
+
+def create_local_tables(settings: Settings, dynamodb: Any, timeout: float = 30.0) -> list[str]:
+    """Create every configured table that does not exist yet; one line per table, for the user."""
+    existing: set[str] = set()
+    for page in dynamodb.get_paginator("list_tables").paginate():
+        existing.update(page.get("TableNames", []))
+    lines = []
+    for spec in configured_tables(settings):
+        if spec.name in existing:
+            lines.append(f"{spec.role} {spec.name}: already there")
+            continue
+        dynamodb.create_table(**spec.create_arguments())
+        _wait_active(dynamodb, spec.name, timeout)
+        stream = f", stream {spec.stream_view_type}" if spec.stream_view_type else ""
+        keys = spec.partition_key.name + (f" + {spec.sort_key.name}" if spec.sort_key else "")
+        lines.append(f"{spec.role} {spec.name}: created (key {keys}{stream})")
+    return lines
+
+
+def _wait_active(dynamodb: Any, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if dynamodb.describe_table(TableName=name)["Table"].get("TableStatus") == "ACTIVE":
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"table {name} did not become ACTIVE within {timeout:g} s")
+
+
+def _key_value(key: KeyAttribute, text: str, number: int) -> dict[str, str]:
+    if key.type == "N":
+        return {"N": str(number)}
+    if key.type == "B":
+        return {"B": text}
+    return {"S": text}
+
+
+def sample_item(settings: Settings, number: int) -> dict[str, Any]:
+    """Item ``number`` in the source table's key schema (low-level attribute values)."""
+    table = settings.table
+    item: dict[str, Any] = {
+        table.partition_key.name: _key_value(table.partition_key, f"item-{number}", number)
+    }
+    if table.sort_key is not None:
+        item[table.sort_key.name] = _key_value(table.sort_key, "v1", 1)
+    item["quantity"] = {"N": str(number)}
+    item["written_by"] = {"S": "consumer local write"}
+    return item
+
+
+def write_sample_items(settings: Settings, dynamodb: Any, count: int, first: int = 1) -> list[dict[str, Any]]:
+    """Put ``count`` sample items into the source table; returns them."""
+    name = settings.table.existing_table_name or settings.table.name
+    items = [sample_item(settings, number) for number in range(first, first + count)]
+    for item in items:
+        dynamodb.put_item(TableName=name, Item=item)
+    return items

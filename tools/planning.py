@@ -1,0 +1,299 @@
+"""Capacity planner: the usual sizing formulas for DynamoDB Streams consumers applied to one
+environment's settings.
+
+Every figure carries the formula it came from, so ``consumer plan`` can be checked by hand; the
+settings it read are listed as its inputs, and a configured value that contradicts its advice is
+flagged next to the advice. Pure: settings in, a :class:`Plan` out.
+
+The formulas: DynamoDB gives a partition 3 000 RCU, 1 000 WCU and 10 GB; each partition writes one
+open shard, and with rollovers every ~4 h and 24 h retention up to 6N shards are readable; a worker
+should hold between N/M and 6N/M leases (N/M alone lets every worker fill up with children waiting
+for parents nobody may take); the KCL defaults want tuning above 50 partitions or 100 writes/s per
+partition; the leases table's default 10 RCU/WCU is often too low, and its throttling loses leases.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from consumer.leases.advice import suggested_max_leases_for_worker
+from ground.settings import UNBOUNDED, Settings
+
+# Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).
+PARTITIONS_TO_TUNE = 50
+WRITES_PER_PARTITION_TO_TUNE = 100
+# Size of one lease item in the leases table, in bytes (key, owner, counter, checkpoint, parents).
+LEASE_ITEM_BYTES = 300
+# Size of one worker heartbeat row.
+HEARTBEAT_ITEM_BYTES = 120
+# Stream record size relative to the item, by view type (images carried per record).
+IMAGES_PER_RECORD = {"NEW_AND_OLD_IMAGES": 2.0, "NEW_IMAGE": 1.0, "OLD_IMAGE": 1.0, "KEYS_ONLY": 0.1}
+# Instance types a fleet commonly uses: (vCPU, memory GiB). Unknown types fall back to 2 / 4.
+INSTANCE_TYPES: dict[str, tuple[int, float]] = {
+    "t3.small": (2, 2),
+    "t3.medium": (2, 4),
+    "t3.large": (2, 8),
+    "t3.xlarge": (4, 16),
+    "m7i.large": (2, 8),
+    "m7i.xlarge": (4, 16),
+    "m7i.2xlarge": (8, 32),
+    "c7i.large": (2, 4),
+    "c7i.xlarge": (4, 8),
+    "c7i.2xlarge": (8, 16),
+    "c7i.4xlarge": (16, 32),
+    "c7g.large": (2, 4),
+    "c7g.xlarge": (4, 8),
+    "c7g.2xlarge": (8, 16),
+    "r7i.large": (2, 16),
+    "r7i.xlarge": (4, 32),
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: float
+    unit: str
+    formula: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    env: str
+    figures: list[Figure]
+    warnings: list[str] = field(default_factory=list)
+    # The settings the figures were computed from, as (key, value) in the order they are used.
+    inputs: list[tuple[str, str]] = field(default_factory=list)
+
+    def value(self, name: str) -> float:
+        for figure in self.figures:
+            if figure.name == name:
+                return figure.value
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "inputs": dict(self.inputs),
+            "figures": [asdict(f) for f in self.figures],
+            "warnings": self.warnings,
+        }
+
+
+def scan_read_units(items: float, item_bytes: float) -> float:
+    """Read units one eventually consistent Scan of the table consumes (0.5 per 4 KB, rounded up)."""
+    return math.ceil(items * item_bytes / 4096) * 0.5 if items > 0 else 0.5
+
+
+def per_second(*interval_millis: int) -> float:
+    """How many times per second a set of timers fire together."""
+    return sum(1000 / millis for millis in interval_millis)
+
+
+def make_plan(settings: Settings) -> Plan:
+    table, worker, fleet = settings.table, settings.worker, settings.fleet
+    figures: list[Figure] = []
+    warnings: list[str] = []
+
+    def add(name: str, value: float, unit: str, formula: str) -> float:
+        figures.append(Figure(name, value, unit, formula))
+        return value
+
+    n, n_formula = table.expected_partitions()
+    add("partitions_N", n, "partitions", n_formula)
+    wcu = add(
+        "table_write_units",
+        table.write_units_per_second(),
+        "WCU/s",
+        "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)",
+    )
+    per_partition = add("write_units_per_partition", wcu / n, "WCU/s", "table_write_units / N")
+    add("shards_min", n, "shards", "N (one open shard per partition)")
+    add("shards_during_rollover", 2 * n, "shards", "2N (old and new shard both readable)")
+    add("shards_max", 6 * n, "shards", "6N (24 h of 4 h rollovers still readable)")
+    beyond = []
+    if n > PARTITIONS_TO_TUNE:
+        beyond.append(f"N = {n} partitions is more than {PARTITIONS_TO_TUNE}")
+    if per_partition > WRITES_PER_PARTITION_TO_TUNE:
+        beyond.append(f"{per_partition:.0f} WCU/s per partition is more than {WRITES_PER_PARTITION_TO_TUNE}")
+    if beyond:
+        warnings.append(
+            f"{' and '.join(beyond)}: past the point where the KCL defaults need tuning "
+            f"(more than {PARTITIONS_TO_TUNE} partitions or {WRITES_PER_PARTITION_TO_TUNE} writes/s per "
+            "partition); size max_leases_for_worker and the fleet from the figures above"
+        )
+
+    processes_per_instance = fleet.worker_processes_per_instance
+    vcpu, memory_gib = INSTANCE_TYPES.get(fleet.instance_type, (2, 4.0))
+    if processes_per_instance > vcpu:
+        warnings.append(
+            f"{processes_per_instance} worker processes on {fleet.instance_type} ({vcpu} vCPU): "
+            "one process per core is the usual maximum"
+        )
+    by_shards = math.ceil(6 * n / (fleet.max_shards_per_process * processes_per_instance))
+    by_records = math.ceil(
+        table.peak_writes_per_second / (fleet.records_per_second_per_process * processes_per_instance)
+    )
+    recommended = add(
+        "recommended_instances",
+        max(1, by_shards, by_records),
+        "instances",
+        "max(1, ceil(6N / (max_shards_per_process x processes)), "
+        "ceil(peak_writes / (records_per_second_per_process x processes)))",
+    )
+    if fleet.max_instances < recommended:
+        warnings.append(
+            f"fleet.max_instances {fleet.max_instances} < recommended {recommended:.0f} instances"
+        )
+    workers = add(
+        "worker_processes_M",
+        settings.total_worker_processes,
+        "processes",
+        "desired_instances x worker_processes_per_instance",
+    )
+    leases_per_worker = add("leases_per_worker_peak", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    add(
+        "threads_per_worker",
+        worker.max_worker_threads + 3,
+        "threads",
+        "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard",
+    )
+
+    record_kb = table.average_item_kb * IMAGES_PER_RECORD[table.stream_view_type]
+    in_flight = min(leases_per_worker, worker.max_leases_for_worker)
+    memory_mib = add(
+        "memory_per_worker",
+        worker.max_records * record_kb * in_flight * 2 / 1024,
+        "MiB",
+        "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; "
+        "record KB = average_item_kb x images per record",
+    )
+    if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
+        warnings.append(
+            f"{processes_per_instance} workers x {memory_mib:.0f} MiB exceed 80% of {fleet.instance_type}'s "
+            f"{memory_gib:g} GiB: lower max_records or choose a larger instance"
+        )
+
+    low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
+    high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    suggested = add(
+        "max_leases_for_worker_suggested",
+        suggested_max_leases_for_worker(n, int(workers)),
+        "leases",
+        "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover",
+    )
+    if worker.max_leases_for_worker < low:
+        warnings.append(
+            f"max_leases_for_worker {worker.max_leases_for_worker} < N/M = {low}: the fleet cannot hold "
+            "every open shard"
+        )
+    elif high < worker.max_leases_for_worker < UNBOUNDED:
+        warnings.append(
+            f"configured worker.max_leases_for_worker {worker.max_leases_for_worker} is above the advised "
+            f"range {low:.0f}..{high:.0f} (N/M to 6N/M; suggested {suggested:.0f}): one worker may take "
+            "far more than its share while the others idle"
+        )
+    if fleet.desired_instances > recommended:
+        warnings.append(
+            f"configured fleet.desired_instances {fleet.desired_instances} is more than the "
+            f"{recommended:.0f} recommended (see recommended_instances): fine for headroom, but it is "
+            "paid for"
+        )
+    elif fleet.desired_instances < recommended:
+        warnings.append(
+            f"configured fleet.desired_instances {fleet.desired_instances} is fewer than the "
+            f"{recommended:.0f} recommended (see recommended_instances): the fleet may fall behind"
+        )
+
+    # Leases-table traffic. Steady state holds about 2N leases (open shards plus finished ones
+    # awaiting cleanup), and every active shard checkpoints at most once per poll.
+    leases = 2 * n
+    failover_s = worker.failover_time_millis / 1000
+    poll_s = (
+        max(worker.idle_time_between_reads_millis, settings.processing.batching.max_window_millis, 1) / 1000
+    )
+    checkpoints = n / poll_s
+    scan = scan_read_units(
+        leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers) / (leases + workers)
+    )
+    ours_w = add(
+        "lease_table_write_units",
+        workers / (worker.renewal_interval_millis / 1000) + checkpoints,
+        "WCU/s",
+        "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)",
+    )
+    ours_r = add(
+        "lease_table_read_units",
+        workers * scan * per_second(worker.taker_interval_millis, worker.shard_sync_interval_millis),
+        "RCU/s",
+        "M x scan(2N leases + M heartbeats) x (1/taker_interval + 1/shard_sync_interval); "
+        "scan = ceil(bytes / 4 KB) x 0.5",
+    )
+    kcl_scan = scan_read_units(leases, LEASE_ITEM_BYTES)
+    add(
+        "kcl_lease_table_write_units",
+        leases / (failover_s / 3) + checkpoints,
+        "WCU/s",
+        "Java KCL: 2N leases renewed every failover/3 + checkpoints",
+    )
+    add(
+        "kcl_lease_table_read_units",
+        workers * kcl_scan * (1 / (2 * failover_s) + 1000 / worker.shard_sync_interval_millis),
+        "RCU/s",
+        "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)",
+    )
+    if worker.lease_table_billing_mode == "PROVISIONED":
+        if ours_w > worker.initial_lease_table_write_capacity:
+            warnings.append(
+                f"leases table needs ~{ours_w:.1f} WCU/s but initial_lease_table_write_capacity is "
+                f"{worker.initial_lease_table_write_capacity}: throttling of the leases table loses leases"
+            )
+        if ours_r > worker.initial_lease_table_read_capacity:
+            warnings.append(
+                f"leases table needs ~{ours_r:.1f} RCU/s but initial_lease_table_read_capacity is "
+                f"{worker.initial_lease_table_read_capacity}: throttling of the leases table loses leases"
+            )
+
+    add(
+        "scale_out_threshold",
+        settings.scaling.returned_item_count_multiplier * n,
+        "leases",
+        "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
+    )
+    warnings.extend(settings.warnings())
+    return Plan(settings.env, figures, warnings, plan_inputs(settings))
+
+
+def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
+    """The configured values the plan reads, so its advice can be compared with them."""
+    table, worker, fleet = settings.table, settings.worker, settings.fleet
+
+    def shown(value: object) -> str:
+        return "unbounded" if value == UNBOUNDED else "—" if value is None else str(value)
+
+    keys: list[tuple[str, object]] = [
+        ("table.billing_mode", table.billing_mode),
+        ("table.read_capacity", table.read_capacity if table.billing_mode == "PROVISIONED" else None),
+        ("table.write_capacity", table.write_capacity if table.billing_mode == "PROVISIONED" else None),
+        ("table.peak_writes_per_second", table.peak_writes_per_second),
+        ("table.peak_reads_per_second", table.peak_reads_per_second),
+        ("table.average_item_kb", table.average_item_kb),
+        ("table.storage_gb", table.storage_gb),
+        ("table.partitions", table.partitions),
+        ("table.stream_view_type", table.stream_view_type),
+        ("fleet.instance_type", fleet.instance_type),
+        ("fleet.desired_instances", fleet.desired_instances),
+        ("fleet.max_instances", fleet.max_instances),
+        ("fleet.worker_processes_per_instance", fleet.worker_processes_per_instance),
+        ("fleet.records_per_second_per_process", fleet.records_per_second_per_process),
+        ("fleet.max_shards_per_process", fleet.max_shards_per_process),
+        ("worker.max_leases_for_worker", worker.max_leases_for_worker),
+        ("worker.max_records", worker.max_records),
+        ("worker.failover_time_millis", worker.failover_time_millis),
+        ("worker.lease_table_billing_mode", worker.lease_table_billing_mode),
+        ("worker.initial_lease_table_read_capacity", worker.initial_lease_table_read_capacity),
+        ("worker.initial_lease_table_write_capacity", worker.initial_lease_table_write_capacity),
+    ]
+    return [(key, shown(value)) for key, value in keys]
