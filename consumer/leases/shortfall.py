@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from ground.clock import Clock
 from consumer.leases.decisions import RoundPlan, Timing, live_workers
 from consumer.leases.model import Snapshot
+from ground.clock import Clock
 from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")

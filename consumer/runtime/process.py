@@ -41,7 +41,9 @@ from ground.settings import Settings, WorkerSettings
 log = logging.getLogger("consumer.worker")
 
 
-def stream_port(clients: AwsClients, stream_arn: str, clock: Clock, pacer: Pacer | None = None) -> ShardReader:
+def stream_port(
+    clients: AwsClients, stream_arn: str, clock: Clock, pacer: Pacer | None = None
+) -> ShardReader:
     """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
     DescribeStream calls keep to this worker's slots of the fleet's timetable (its share of the
     account's budget, consumer.streams.pacing), on a client without botocore's retries."""
@@ -144,7 +146,9 @@ class WorkerProcess:
         )
         place = PlaceInFleet()
         pacer = FleetPacer(settings.worker.describe_stream_budget_per_second, clock, place)
-        ports = Ports(store, stream_port(clients, target.stream_arn, clock, pacer), processors, recorder, clock)
+        ports = Ports(
+            store, stream_port(clients, target.stream_arn, clock, pacer), processors, recorder, clock
+        )
         return cls(settings, worker_id, clients, recorder, store, ports, target, fleet, place)
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
@@ -166,7 +170,9 @@ class WorkerProcess:
             self.place.coordinator = worker.coordinator
             if install_signal_handlers:
                 worker.install_signal_handlers()
-            if not ensure_tables_patiently(self.store, settings.worker, self.ports.clock, lambda: worker.stopping):
+            if not ensure_tables_patiently(
+                self.store, settings.worker, self.ports.clock, lambda: worker.stopping
+            ):
                 return  # asked to stop while the tables did not answer: nothing was taken
             self.metrics.start()
             worker.run()

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ground.settings import Settings
 from consumer.telemetry.metric_names import spec_for
+from ground.settings import Settings
 from tests.infra.cloudwatch_model import Datapoints
 
 DYNAMODB = "AWS/DynamoDB"

@@ -16,12 +16,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from ground.clock import FakeClock
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
-from ground.settings import WorkerSettings
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
+from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 from infra.scaling import scaling_rules
 from tests.infra.cloudwatch_model import evaluate_expression
 from tests.unit.telemetry.helpers import metric_sums, settings_with

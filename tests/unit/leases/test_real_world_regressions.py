@@ -19,7 +19,6 @@ from consumer.leases.model import (
     SHARD_END,
     Snapshot,
 )
-from tools.planning import make_plan
 from consumer.streams.source import Position
 from ground import clock as clock_module
 from ground.clock import FakeClock, SystemClock
@@ -35,6 +34,7 @@ from tests.unit.leases.regression_rig import (
     timed_out_after_commit,
     worker,
 )
+from tools.planning import make_plan
 
 # ------------------------------------------------------------------------------ defect 1
 
