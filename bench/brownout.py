@@ -6,9 +6,11 @@ as the units on an instance do) and the instance's :class:`deploy.watchdog.Watch
 judge, and its real look at the workers table through :class:`deploy.watchdog.WorkersTableProbe`)
 polls them every half second. Only Auto Scaling is a stand-in: a group whose instances are all
 InService, which records every ``SetInstanceHealth``. Worker ids carry their instance as host
-(``worker-3@inst-1:...``), as they carry the host name on an instance. The watchdog's age limit is
-set to twice the failover time so that the outage lasts twice as long as it: the judge of 674a950
-marked every instance of the fleet Unhealthy in this scenario.
+(``worker-3@inst-1:...``), as they carry the host name on an instance. The watchdog's age limit
+(``max(120 s, 6 x failover)`` on an instance) is set to 4 x the failover time so that the outage
+(6 x) outlasts it: the judge of 674a950 marked every instance of the fleet Unhealthy in this
+scenario. (Shorter than that, a healthy worker on this shared 2-core machine may go unscheduled
+long enough to look stalled.)
 
 A writer keeps writing round-robin over one key per partition. Once the fleet is balanced, the
 leases and workers tables answer every call with throttling, then with HTTP 500, for
@@ -20,8 +22,9 @@ leases and workers tables answer every call with throttling, then with HTTP 500,
   (the slowest key), over the taker interval (goal <= 1);
 - records lost: acknowledged writes never delivered (goal 0); duplicates are counted and shown.
 
-With ``control``, one worker is then frozen (SIGSTOP) for 1.5 x the age limit while the others are
-fine: its instance must be marked Unhealthy (the watchdog still blames the instance's own failure).
+With ``control``, one worker is then frozen (SIGSTOP) for 2.5 x the age limit while the others are
+fine: its instance must be marked Unhealthy (the watchdog still blames the instance's own failure,
+once it has lasted an age limit past the limit with the others fine).
 """
 
 from __future__ import annotations
@@ -207,7 +210,7 @@ def brownout(
         "shard_sync_interval_millis": 5_000,
         "task_backoff_time_millis": 100,
     }
-    max_age = max(2, 2 * failover_millis // 1000)
+    max_age = max(2, 4 * failover_millis // 1000)
     with bench_stack(
         name, partitions=partitions, worker=worker, emulator={"rollover_seconds": rollover_seconds}
     ) as stack:
@@ -235,7 +238,7 @@ def brownout(
             if control:
                 victim = fleet[0].workers[0]
                 stack.fleet.pause(victim)
-                time.sleep(1.5 * max_age + 2)
+                time.sleep(2.5 * max_age + 2)
                 stack.fleet.resume(victim)
                 time.sleep(failover_millis / 1000)
         finally:
@@ -272,7 +275,7 @@ def run() -> list[Ratio]:
         processes=2,
         partitions=24,
         failover_millis=6_000,
-        outage_failovers=4,
+        outage_failovers=6,
         writes_per_second=48,
         control=True,
         rollover_seconds=20,
@@ -292,7 +295,7 @@ def run() -> list[Ratio]:
         print(f"ERROR lines in worker logs ({len(outcome.problems)}): {outcome.problems[:5]}")
     method = (
         "6 consumer run processes on the emulator as 3 instances with the real watchdog; leases and workers "
-        f"tables refusing 100 % for {outcome.outage_seconds:.0f} s (4 x failover 6 s), rollovers every 20 s"
+        f"tables refusing 100 % for {outcome.outage_seconds:.0f} s (6 x failover 6 s), rollovers every 20 s"
     )
     if not outcome.excused or outcome.marked_in_control[:1] != ["inst-0"]:
         raise RuntimeError(

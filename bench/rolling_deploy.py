@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from bench.brownout import Instance, ListeningWatchdog, StandInGroup, start_instances
+from bench.brownout import Instance, ListeningWatchdog, StandInGroup, booted, start_instances
 from bench.common import Ratio, at_most
 from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio, spread
 from deploy.health import HealthJudge, wait_for_healthy
@@ -148,7 +148,9 @@ def run() -> list[Ratio]:
     fleet_settings = FleetSettings()
     with bench_stack("rolling-deploy", partitions=PARTITIONS, worker=worker) as stack:
         taker = stack.taker_millis / 1000
-        fleet = start_instances(stack, INSTANCES, PROCESSES, max(2, 2 * FAILOVER_MILLIS // 1000))
+        began = time.time()
+        fleet = start_instances(stack, INSTANCES, PROCESSES, max(2, 4 * FAILOVER_MILLIS // 1000))
+        booted(stack, fleet, began)
         stack.wait_balanced(120, PARTITIONS)
         group = StandInGroup([i.name for i in fleet])
         writer = stack.writer(WRITES_PER_SECOND, threads=2).start()

@@ -142,6 +142,10 @@ class HealthJudge:
     started: float
     grace_seconds: float
     _restarts: deque[tuple[float, int]] = field(default_factory=deque)
+    # Since when the watchdog's look at the fleet has shown, without a break, other instances'
+    # workers fine / the workers table answering (reset when it did not, or all was well).
+    _peers_fine_since: float | None = None
+    _answering_since: float | None = None
 
     def observe(
         self,
@@ -168,6 +172,7 @@ class HealthJudge:
             i for i, b in beats.items() if i not in stalled and (b.ok_age is None or b.ok_age > limit)
         )
         if not stalled and not failing:
+            self._peers_fine_since = self._answering_since = None
             return Judgement()
         what = []
         if stalled:
@@ -181,14 +186,27 @@ class HealthJudge:
         seen = "; ".join(what)
         view = peers()
         if not view.readable:
+            self._peers_fine_since = self._answering_since = None
             return Judgement(
                 excused=f"{seen}; the workers table does not answer this instance's watchdog either "
                 f"({view.error}): a dependency failing, not this instance",
                 why_excused="dependency",
             )
+        # Others must have been fine (the table answering) for a whole age limit while mine were not:
+        # when a brownout ends, the first instances back are fine a round or two before the rest,
+        # whose last good round is then already older than the limit.
+        self._answering_since = self._answering_since or now
         if view.fresh_peers:
-            return Judgement(f"{seen}, while {view.fresh_peers} worker(s) on other instances are fine")
-        if stalled and not failing:
+            self._peers_fine_since = self._peers_fine_since or now
+            if now - self._peers_fine_since >= limit:
+                return Judgement(f"{seen}, while {view.fresh_peers} worker(s) on other instances are fine")
+            return Judgement(
+                excused=f"{seen}; workers on other instances are fine for {now - self._peers_fine_since:.0f} s "
+                f"only (the fleet may be coming back from an outage): waiting {limit} s",
+                why_excused="recovering",
+            )
+        self._peers_fine_since = None
+        if stalled and not failing and now - self._answering_since >= limit:
             return Judgement(f"{seen}, while the workers table answers")
         return Judgement(
             excused=f"{seen}; no worker on any other instance is fine either: the fleet shares the failure",

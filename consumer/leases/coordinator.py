@@ -70,7 +70,7 @@ class LeaseCoordinator:
         rng: random.Random | None = None,
         capacity_advice: str | None = None,
         expected_workers: int = 1,
-        on_round: Callable[[bool, str | None], None] | None = None,
+        on_round: Callable[[bool | None, str | None], None] | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id

@@ -59,9 +59,9 @@ class Taker:
     notify: Notify
     rng: random.Random
     capacity_advice: str | None = None  # consumer.leases.advice.capacity_advice for the settings
-    # Told of every round attempted: (its reads succeeded, why not). The heartbeat file of
-    # ``consumer run --heartbeat-file`` (consumer.telemetry.health.HeartbeatFile.record).
-    on_round: Callable[[bool, str | None], None] | None = None
+    # Told as every round begins (None) and ends (its reads succeeded, why not). The heartbeat file
+    # of ``consumer run --heartbeat-file`` (consumer.telemetry.health.HeartbeatFile.record).
+    on_round: Callable[[bool | None, str | None], None] | None = None
     # The fleet has not joined while fewer workers than the group's minimum run (shortfall.py).
     expected_workers: int = 1
 
@@ -107,6 +107,7 @@ class Taker:
         (:func:`~consumer.leases.decisions.full_scan_reason`), and act on the plan. None when no plan
         was made (a failed read, a light round, fenced, or stopping)."""
         started = self.clock.monotonic_millis()
+        self._observed(None, None)
         try:
             snapshot, full = self.reader.read(
                 self.latest, self._held(), self.last_plan, self._awaiting_hand_over()
@@ -182,7 +183,7 @@ class Taker:
         }
         return replace(snapshot, heartbeats=beats)
 
-    def _observed(self, ok: bool, error: str | None) -> None:
+    def _observed(self, ok: bool | None, error: str | None) -> None:
         if self.on_round is not None:
             try:
                 self.on_round(ok, error)

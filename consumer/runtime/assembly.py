@@ -63,7 +63,7 @@ class FleetFacts:
 
     capacity_advice: str | None = None
     expected_workers: int = 1
-    on_round: Callable[[bool, str | None], None] | None = None
+    on_round: Callable[[bool | None, str | None], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,9 @@ class TransportHealth:
 
 
 class HeartbeatFile:
-    """A file rewritten at every lease-taking round the worker attempts: its modification time is
-    the last attempt, its content (JSON, wall milliseconds) ``{"at", "ok_at", "error"}`` -- the last
-    round whose reads succeeded and, while rounds fail, why.
+    """A file rewritten as every lease-taking round begins and ends: its modification time is the
+    loop's last sign of life, its content (JSON, wall milliseconds) ``{"at", "ok_at", "error"}`` --
+    the last round whose reads succeeded and, while rounds fail, why.
 
     Read from outside the process (the instance's bootstrap before it signals CloudFormation, the
     watchdog afterwards, ``deploy/health.py``): a worker whose loop stops stops renewing it; one whose
@@ -95,13 +95,18 @@ class HeartbeatFile:
         self._clock = clock or SystemClock()
         self._warned = False
         self._ok_at: int | None = None
+        self._error: str | None = None
 
-    def record(self, ok: bool, error: str | None = None) -> None:
-        """One round attempted: ``ok`` when its reads succeeded, else ``error`` says what failed."""
+    def record(self, ok: bool | None, error: str | None = None) -> None:
+        """A round begins (``ok`` None) or ended: ``ok`` when its reads succeeded, else ``error`` says
+        what failed. Written at the start too, so that a round riding out a throttled table with
+        botocore's retries still shows a loop that runs."""
         now = self._clock.wall_millis()
         if ok:
-            self._ok_at = now
-        content = {"at": now, "ok_at": self._ok_at, "error": None if ok else (error or "round failed")[:500]}
+            self._ok_at, self._error = now, None
+        elif ok is False:
+            self._error = (error or "round failed")[:500]
+        content = {"at": now, "ok_at": self._ok_at, "error": self._error}
         try:
             # Not forced to disk: a heartbeat lost in a crash is one a dead worker should not have.
             write_atomically(self.path, json.dumps(content) + "\n", durable=False)

@@ -115,7 +115,9 @@ def test_the_worker_records_every_round_it_attempts(tmp_path: Path) -> None:
     store.scan = refuse  # type: ignore[method-assign]
     store.scan_workers = refuse  # type: ignore[method-assign]
     worker.take_round()
-    assert seen[0] == (True, None)
+    # Each round says it began (None), then how it ended.
+    assert seen[:2] == [(None, None), (True, None)]
+    assert seen[-2] == (None, None)
     assert seen[-1][0] is False and "throttling" in str(seen[-1][1])
 
 

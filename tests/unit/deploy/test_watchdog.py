@@ -29,6 +29,27 @@ def test_the_judge_waits_out_the_grace() -> None:
     assert judge.observe(700.0, {"1": FINE, "2": FINE}, 0, lambda: PEERS_FINE) == Judgement()
 
 
+def test_after_an_outage_the_instances_back_last_are_not_blamed_for_it() -> None:
+    """A brownout longer than the age limit ends: the other instances' workers are fine again a
+    round before mine, whose last good round is then older than the limit. Not mine: blamed only
+    if it lasts a whole limit more while the others stay fine."""
+    judge = HealthJudge(plan(), started=0.0, grace_seconds=0)
+    limit = plan().heartbeat_max_age_seconds
+    back = judge.observe(1_000.0, {"1": FAILING, "2": FAILING}, 0, lambda: PEERS_FINE)
+    assert back.unhealthy is None and back.why_excused == "recovering"
+    assert (
+        judge.observe(1_000.0 + limit / 2, {"1": FAILING, "2": FAILING}, 0, lambda: PEERS_FINE).unhealthy
+        is None
+    )
+    assert (
+        judge.observe(1_000.0 + limit / 2 + 5, {"1": FINE, "2": FINE}, 0, lambda: PEERS_FINE) == Judgement()
+    )
+    # Mine never come back while the others stay fine: mine.
+    assert judge.observe(2_000.0, {"1": FAILING, "2": FAILING}, 0, lambda: PEERS_FINE).unhealthy is None
+    verdict = judge.observe(2_000.0 + limit, {"1": FAILING, "2": FAILING}, 0, lambda: PEERS_FINE)
+    assert verdict.unhealthy is not None and "on other instances are fine" in verdict.unhealthy
+
+
 @pytest.mark.parametrize(
     ("beats", "view", "blamed"),
     [
@@ -49,7 +70,10 @@ def test_the_judge_blames_the_instance_only_for_its_own_failure(
     beats: dict[str, Heartbeat], view: PeerView, blamed: bool
 ) -> None:
     judge = HealthJudge(plan(), started=0.0, grace_seconds=0)
-    judgement = judge.observe(1_000.0, beats, 0, lambda: view)
+    first = judge.observe(1_000.0, beats, 0, lambda: view)
+    assert first.unhealthy is None  # nothing is blamed on one look
+    limit = plan().heartbeat_max_age_seconds
+    judgement = judge.observe(1_000.0 + limit, beats, 0, lambda: view)  # the same a limit later
     assert (judgement.unhealthy is not None) == blamed, judgement
     assert (judgement.excused is not None) == (not blamed), judgement
 
@@ -112,11 +136,13 @@ def test_the_watchdog_reports_unhealthy_once_and_one_instance_at_a_time(tmp_path
         stop=lambda: None,
         peers=lambda: NOBODY_FINE,  # the table answers: a worker with no heartbeat at all is mine
     )
-    assert watchdog.step(time.time())
+    now = time.time()
+    assert watchdog.step(now)  # the table answers, no heartbeat at all: mine once it lasts a limit
+    assert watchdog.step(now + p.heartbeat_max_age_seconds)
     assert client.calls == []  # another instance is being replaced: wait
     client.instances["i-0def"] = ("InService", "Healthy")
-    assert watchdog.step(time.time())
-    assert watchdog.step(time.time())
+    assert watchdog.step(now + p.heartbeat_max_age_seconds + 5)
+    assert watchdog.step(now + p.heartbeat_max_age_seconds + 10)
     assert client.calls == [
         (
             "set_instance_health",
