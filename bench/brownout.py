@@ -30,6 +30,7 @@ once it has lasted an age limit past the limit with the others fine).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Any
 
 from bench.common import Ratio, at_most
 from bench.fleet_support import Stack, bench_stack, drain_lost, keys_covering, lost_writes_ratio
-from deploy.health import HealthJudge
+from deploy.health import HealthJudge, wait_for_healthy
 from deploy.plan import BootPlan, Layout
 from deploy.watchdog import Watchdog, WorkersTableProbe
 
@@ -139,6 +140,17 @@ def start_instances(
     return fleet
 
 
+def booted(stack: Stack, fleet: list[Instance], since: float) -> None:
+    """Every instance booted as the bootstrap decides it (every worker had a round succeed): the
+    watchdog judges only after that, as on an instance (after the boot's health deadline)."""
+    for instance in fleet:
+        plan = dataclasses.replace(instance.plan, health_timeout_seconds=120)
+        if not wait_for_healthy(plan, instance.layout, since - 1):
+            raise RuntimeError(
+                f"{instance.name}'s workers never had a round succeed; logs in {stack.workdir}"
+            )
+
+
 def watch(
     stack: Stack, fleet: list[Instance], group: StandInGroup, stop: threading.Event
 ) -> threading.Thread:
@@ -214,7 +226,9 @@ def brownout(
     with bench_stack(
         name, partitions=partitions, worker=worker, emulator={"rollover_seconds": rollover_seconds}
     ) as stack:
+        began = time.time()
         fleet = start_instances(stack, instances, processes, max_age)
+        booted(stack, fleet, began)
         stack.wait_balanced(120)
         group = StandInGroup([i.name for i in fleet])
         stopping = threading.Event()
