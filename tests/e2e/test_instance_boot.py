@@ -99,7 +99,7 @@ def write_repository(target: Path, endpoint: str, agent_endpoint: str) -> None:
     """A user's clone: what the asset takes from this repository, plus an environment ``boot``
     pointing at the emulator and sending EMF to the listener."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("consumer", "config", "deploy"):
+    for name in ("ground", "consumer", "tools", "config", "deploy"):
         shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("pyproject.toml", "requirements.txt"):
         shutil.copy(REPO / name, target / name)
