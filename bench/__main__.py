@@ -19,6 +19,8 @@ from bench.common import Ratio, machine
 BENCHMARKS: tuple[str, ...] = (
     "lease_cost",
     "discovery_scale",
+    "brownout",
+    "rolling_deploy",
     "taker_scale",
     "lease_faults",
     "spark_snapshot",

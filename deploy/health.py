@@ -1,17 +1,32 @@
 """Is this instance's fleet of worker processes healthy? Read from outside the workers.
 
-Each ``consumer run`` touches its heartbeat file (``--heartbeat-file``) after every lease-taking
-round: the same event the ``NumWorkers`` gauge reports and the ``workers-silent`` alarm watches, so
-"healthy" here means "its lease loop is running". A worker that crashes before its first round,
-hangs, or cannot reach its tables never gets (or stops getting) a fresh heartbeat. A worker that
-crash-loops *after* a round would keep touching it, so the watchdog also counts systemd restarts.
+Each ``consumer run`` rewrites its heartbeat file (``--heartbeat-file``) at every lease-taking round
+it attempts: the file's time is the last attempt, its content the last round whose reads succeeded
+and, while rounds fail, why (``consumer.telemetry.health.HeartbeatFile``). So the watchdog tells
+apart two things that used to look the same:
 
-Standard library only: the bootstrap waits on :func:`fresh_workers` before the virtualenv's
-packages are in use.
+* a loop that stopped (no attempt for ``heartbeat_max_age_seconds``: hung, crashed, never started);
+* a loop that runs but whose rounds fail (the leases or workers table refuses or cannot be reached).
+
+Neither is blamed on the instance by itself. A DynamoDB brownout makes every worker of the fleet
+fail its rounds at once, and marking every instance unhealthy replaced the whole fleet with
+instances that failed the same way (while the churn deepened the throttling). So the judge asks
+how the rest of the fleet is doing (:class:`PeerView`, the watchdog's own read of the workers
+table) and blames the instance only when the failure is its own:
+
+* its processes crash-loop (``crash_loop_restarts`` systemd restarts within the window);
+* its workers fail or stall while workers on other instances are fine (fresh heartbeat rows);
+* its loops stalled while the workers table answers the watchdog (nothing outside is failing).
+
+When the watchdog cannot read the workers table either, or nobody on any instance is fine, the
+failure is the fleet's: nothing is marked (the watchdog says so once). The bootstrap waits on
+:func:`fresh_workers` (a successful round since boot). Standard library only: the bootstrap runs
+before the virtualenv's packages are in use.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -20,27 +35,61 @@ from dataclasses import dataclass, field
 from deploy.plan import BootPlan, Layout
 
 
-def heartbeat_ages(plan: BootPlan, layout: Layout, now: float | None = None) -> dict[str, float | None]:
-    """Seconds since each worker's last heartbeat (``None``: none yet), by instance number."""
+@dataclass(frozen=True)
+class Heartbeat:
+    """One worker's heartbeat file: seconds since its last round attempt and since its last good round."""
+
+    attempt_age: float | None  # None: no file yet
+    ok_age: float | None  # None: no good round yet
+    ok_at: float | None  # wall seconds of the last good round
+    error: str | None = None
+
+
+def read_heartbeat(path: object, now: float) -> Heartbeat:
+    """The file's mtime is the last attempt; its JSON content ``{"at", "ok_at", "error"}`` (wall
+    milliseconds) the rest. A file holding a bare number (an older worker) is a good round at mtime."""
+    from pathlib import Path
+
+    file = Path(str(path))
+    try:
+        attempted = file.stat().st_mtime
+        text = file.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return Heartbeat(None, None, None)
+    ok_at: float | None = attempted
+    error: str | None = None
+    try:
+        content = json.loads(text)
+    except ValueError:
+        content = None
+    if isinstance(content, dict):
+        ok_millis = content.get("ok_at")
+        ok_at = ok_millis / 1000 if isinstance(ok_millis, int | float) else None
+        error = content.get("error") if isinstance(content.get("error"), str) else None
+    return Heartbeat(
+        max(0.0, now - attempted), None if ok_at is None else max(0.0, now - ok_at), ok_at, error
+    )
+
+
+def heartbeats(plan: BootPlan, layout: Layout, now: float | None = None) -> dict[str, Heartbeat]:
+    """Each worker's heartbeat, by instance number."""
     current = time.time() if now is None else now
-    ages: dict[str, float | None] = {}
-    for instance in range(1, plan.worker_processes + 1):
-        path = layout.heartbeat(str(instance))
-        try:
-            ages[str(instance)] = max(0.0, current - path.stat().st_mtime)
-        except FileNotFoundError:
-            ages[str(instance)] = None
-    return ages
+    return {
+        str(i): read_heartbeat(layout.heartbeat(str(i)), current) for i in range(1, plan.worker_processes + 1)
+    }
 
 
 def fresh_workers(plan: BootPlan, layout: Layout, since: float, now: float | None = None) -> list[str]:
-    """The workers with a heartbeat written after ``since`` and younger than the allowed age."""
+    """The workers with a good round since ``since`` that is younger than the allowed age."""
     current = time.time() if now is None else now
-    fresh = []
-    for instance, age in heartbeat_ages(plan, layout, current).items():
-        if age is not None and current - age >= since and age <= plan.heartbeat_max_age_seconds:
-            fresh.append(instance)
-    return fresh
+    return [
+        instance
+        for instance, beat in heartbeats(plan, layout, current).items()
+        if beat.ok_at is not None
+        and beat.ok_at >= since
+        and beat.ok_age is not None
+        and beat.ok_age <= plan.heartbeat_max_age_seconds
+    ]
 
 
 def wait_for_healthy(
@@ -61,42 +110,105 @@ def wait_for_healthy(
         sleep(2.0)
 
 
+@dataclass(frozen=True)
+class PeerView:
+    """What the watchdog's own read of the workers table found: whether it answered, and how many
+    workers on other instances have a heartbeat row younger than failover + skew."""
+
+    readable: bool
+    fresh_peers: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """``unhealthy``: why the instance must be replaced; ``excused``: a failure seen and not blamed
+    on the instance (said once by the watchdog)."""
+
+    unhealthy: str | None = None
+    excused: str | None = None
+    why_excused: str | None = None  # "dependency" or "fleet": the watchdog says each change once
+
+
 @dataclass
 class HealthJudge:
-    """Turns observations into a verdict: ``None`` while healthy, else the reason it is not.
+    """Turns observations into a :class:`Judgement` (module docstring for the rules).
 
-    * a worker whose heartbeat is older than ``heartbeat_max_age_seconds`` (or missing) once the
-      grace period after boot has passed is unhealthy: hung, crashed before a round, or cut off;
-    * ``crash_loop_restarts`` systemd restarts of the workers within ``crash_loop_window_seconds``
-      is a crash loop, even if each run gets as far as one heartbeat.
+    Nothing is judged before ``grace_seconds`` after boot (the bootstrap's signal decides until
+    then), except a crash loop.
     """
 
     plan: BootPlan
     started: float
     grace_seconds: float
     _restarts: deque[tuple[float, int]] = field(default_factory=deque)
+    # Since when the watchdog's look at the fleet has shown, without a break, other instances'
+    # workers fine / the workers table answering (reset when it did not, or all was well).
+    _peers_fine_since: float | None = None
+    _answering_since: float | None = None
 
-    def observe(self, now: float, ages: dict[str, float | None], restarts: int | None) -> str | None:
+    def observe(
+        self,
+        now: float,
+        beats: dict[str, Heartbeat],
+        restarts: int | None,
+        peers: Callable[[], PeerView] = lambda: PeerView(readable=False, error="no probe"),
+    ) -> Judgement:
         if restarts is not None:
             self._restarts.append((now, restarts))
             while self._restarts and now - self._restarts[0][0] > self.plan.crash_loop_window_seconds:
                 self._restarts.popleft()
             oldest = self._restarts[0][1]
             if restarts - oldest >= self.plan.crash_loop_restarts:
-                return (
+                return Judgement(
                     f"workers restarted {restarts - oldest} times within "
                     f"{self.plan.crash_loop_window_seconds} s (crash loop)"
                 )
         if now - self.started < self.grace_seconds:
-            return None
-        stale = sorted(
-            instance
-            for instance, age in ages.items()
-            if age is None or age > self.plan.heartbeat_max_age_seconds
+            return Judgement()
+        limit = self.plan.heartbeat_max_age_seconds
+        stalled = sorted(i for i, b in beats.items() if b.attempt_age is None or b.attempt_age > limit)
+        failing = sorted(
+            i for i, b in beats.items() if i not in stalled and (b.ok_age is None or b.ok_age > limit)
         )
-        if stale:
-            return (
-                f"worker(s) {', '.join(stale)} reported no lease-taking round within "
-                f"{self.plan.heartbeat_max_age_seconds} s"
+        if not stalled and not failing:
+            self._peers_fine_since = self._answering_since = None
+            return Judgement()
+        what = []
+        if stalled:
+            what.append(f"worker(s) {', '.join(stalled)} attempted no lease-taking round within {limit} s")
+        if failing:
+            errors = sorted({beats[i].error or "no good round yet" for i in failing})
+            what.append(
+                f"worker(s) {', '.join(failing)} had no lease-taking round succeed within {limit} s "
+                f"({'; '.join(errors)[:300]})"
             )
-        return None
+        seen = "; ".join(what)
+        view = peers()
+        if not view.readable:
+            self._peers_fine_since = self._answering_since = None
+            return Judgement(
+                excused=f"{seen}; the workers table does not answer this instance's watchdog either "
+                f"({view.error}): a dependency failing, not this instance",
+                why_excused="dependency",
+            )
+        # Others must have been fine (the table answering) for a whole age limit while mine were not:
+        # when a brownout ends, the first instances back are fine a round or two before the rest,
+        # whose last good round is then already older than the limit.
+        self._answering_since = self._answering_since or now
+        if view.fresh_peers:
+            self._peers_fine_since = self._peers_fine_since or now
+            if now - self._peers_fine_since >= limit:
+                return Judgement(f"{seen}, while {view.fresh_peers} worker(s) on other instances are fine")
+            return Judgement(
+                excused=f"{seen}; workers on other instances are fine for {now - self._peers_fine_since:.0f} s "
+                f"only (the fleet may be coming back from an outage): waiting {limit} s",
+                why_excused="recovering",
+            )
+        self._peers_fine_since = None
+        if stalled and not failing and now - self._answering_since >= limit:
+            return Judgement(f"{seen}, while the workers table answers")
+        return Judgement(
+            excused=f"{seen}; no worker on any other instance is fine either: the fleet shares the failure",
+            why_excused="fleet",
+        )

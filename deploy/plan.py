@@ -43,6 +43,10 @@ class BootPlan:
     crash_loop_restarts: int = 5
     crash_loop_window_seconds: int = 300
     streams_endpoint_url: str | None = None
+    # The watchdog reads the workers table to tell a fleet-wide failure from this instance's own: a
+    # heartbeat row younger than this (failover + skew) is a worker that is fine.
+    workers_table: str | None = None
+    peer_horizon_seconds: float = 10.5
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)

@@ -5,16 +5,20 @@ Two duties, polled every few seconds:
 * **hand-off on termination**: when the instance metadata's Auto Scaling target lifecycle state
   is ``Terminated`` (scale-in, rolling replacement, health replacement), stop the worker units
   (each gets SIGTERM, checkpoints and releases its leases) and complete the lifecycle action;
-* **health**: when the workers crash-loop or stop reporting lease-taking rounds
-  (:class:`deploy.health.HealthJudge`), mark the instance Unhealthy with
-  ``autoscaling:SetInstanceHealth``, so the group replaces it instead of keeping a half-working
-  instance InService. The judging starts after the boot's own health deadline: until then the
-  bootstrap's signal decides.
+* **health**: when the workers fail in a way that is this instance's own
+  (:class:`deploy.health.HealthJudge`: a crash loop, or workers failing or stalled while others are
+  fine), mark the instance Unhealthy with ``autoscaling:SetInstanceHealth``, so the group replaces
+  it instead of keeping a half-working instance InService. A failure the whole fleet shares (a
+  DynamoDB brownout) is not the instance's and replaces nothing. Replacements are limited for the
+  whole fleet: while another instance of the group is not InService and Healthy (being replaced,
+  starting, draining), the watchdog waits. The judging starts after the boot's own health
+  deadline: until then the bootstrap's signal decides.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.health import HealthJudge, heartbeat_ages
+from deploy.health import HealthJudge, PeerView, heartbeats
 from deploy.imds import metadata
 from deploy.plan import WORKER_UNIT, BootPlan, Layout
 
@@ -57,6 +61,39 @@ def stop_workers() -> None:
         print(f"could not stop the workers: {exc}", file=sys.stderr, flush=True)
 
 
+class WorkersTableProbe:
+    """The watchdog's own look at the fleet: one consistent Scan of the workers table (a few rows),
+    counting heartbeat rows of workers on *other* hosts younger than failover + skew. Worker ids
+    start ``<unit name>@<host>:``, so this host's own workers are told apart by the part after ``@``."""
+
+    def __init__(self, client: Any, table: str, host: str, horizon_seconds: float) -> None:
+        self._client = client
+        self._table = table
+        self._host = host
+        self._horizon = horizon_seconds
+
+    def __call__(self) -> PeerView:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        now = time.time()
+        fresh = 0
+        request: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+        try:
+            while True:
+                page = self._client.scan(**request)
+                for item in page.get("Items", []):
+                    worker = str(item.get("workerId", {}).get("S", ""))
+                    beat = item.get("heartbeatAt", {}).get("N")
+                    host = worker.split("@", 1)[1].split(":", 1)[0] if "@" in worker else ""
+                    if beat is not None and host != self._host and now - int(beat) / 1000 <= self._horizon:
+                        fresh += 1
+                if "LastEvaluatedKey" not in page:
+                    return PeerView(readable=True, fresh_peers=fresh)
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except (BotoCoreError, ClientError) as exc:
+            return PeerView(readable=False, error=str(exc)[:200])
+
+
 @dataclass
 class Watchdog:
     plan: BootPlan
@@ -67,7 +104,9 @@ class Watchdog:
     lifecycle_state: Callable[[], str | None] = lambda: metadata("autoscaling/target-lifecycle-state")
     restarts: Callable[[], int | None] = lambda: None
     stop: Callable[[], None] = stop_workers
+    peers: Callable[[], PeerView] = lambda: PeerView(readable=False, error="no probe configured")
     reported: str | None = None
+    _said: str | None = None
 
     def step(self, now: float) -> bool:
         """One poll; False once the instance was handed over (the watchdog exits)."""
@@ -80,14 +119,53 @@ class Watchdog:
                 InstanceId=self.instance_id,
             )
             return False
-        verdict = self.judge.observe(now, heartbeat_ages(self.plan, self.layout), self.restarts())
-        if verdict is not None and self.reported is None:
-            print(f"instance unhealthy: {verdict}", flush=True)
-            self.autoscaling.set_instance_health(
-                InstanceId=self.instance_id, HealthStatus="Unhealthy", ShouldRespectGracePeriod=False
+        if self.reported is not None:
+            return True
+        judgement = self.judge.observe(
+            now, heartbeats(self.plan, self.layout, now), self.restarts(), self.peers
+        )
+        if judgement.excused is not None:
+            self._say(
+                f"not blamed on this instance: {judgement.excused}", f"excused: {judgement.why_excused}"
             )
-            self.reported = verdict
+        elif judgement.unhealthy is None:
+            self._said = None  # well again: the next trouble is said anew
+        if judgement.unhealthy is None:
+            return True
+        busy = self.replacement_in_progress()
+        if busy is not None:
+            self._say(f"unhealthy ({judgement.unhealthy}), waiting: {busy}", "waiting")
+            return True
+        print(f"instance unhealthy: {judgement.unhealthy}", flush=True)
+        self.autoscaling.set_instance_health(
+            InstanceId=self.instance_id, HealthStatus="Unhealthy", ShouldRespectGracePeriod=False
+        )
+        self.reported = judgement.unhealthy
         return True
+
+    def replacement_in_progress(self) -> str | None:
+        """Why not now: another instance of the group is not InService and Healthy (one replacement
+        at a time for the whole fleet), or the group cannot be read (then nothing is replaced)."""
+        try:
+            groups = self.autoscaling.describe_auto_scaling_groups(
+                AutoScalingGroupNames=[self.plan.group_name]
+            )
+        except Exception as exc:  # botocore's errors; the next poll asks again
+            return f"the group {self.plan.group_name} cannot be read ({exc})"
+        for group in groups.get("AutoScalingGroups", []):
+            for instance in group.get("Instances", []):
+                if instance.get("InstanceId") == self.instance_id:
+                    continue
+                state, health = instance.get("LifecycleState"), instance.get("HealthStatus")
+                if state != "InService" or health != "Healthy":
+                    return f"instance {instance.get('InstanceId')} of the group is {state} / {health}"
+        return None
+
+    def _say(self, message: str, kind: str) -> None:
+        """Print a message when its kind changes (the watchdog polls every few seconds)."""
+        if kind != self._said:
+            print(message, flush=True)
+            self._said = kind
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,14 +181,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if instance_id is None:
         print("no instance metadata: not on an instance", file=sys.stderr)
         return 2
+    from botocore.config import Config
+
+    quick = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
     watchdog = Watchdog(
         plan,
         layout,
-        boto3.client("autoscaling", region_name=plan.region),
+        boto3.client("autoscaling", region_name=plan.region, config=quick),
         instance_id,
         HealthJudge(plan, started=time.time(), grace_seconds=plan.health_timeout_seconds),
         restarts=lambda: systemd_restarts(plan.unit_names()),
     )
+    if plan.workers_table:
+        watchdog.peers = WorkersTableProbe(
+            boto3.client("dynamodb", region_name=plan.region, config=quick),
+            plan.workers_table,
+            socket.gethostname(),
+            plan.peer_horizon_seconds,
+        )
     while watchdog.step(time.time()):
         time.sleep(POLL_SECONDS)
     return 0

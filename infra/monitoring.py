@@ -1,24 +1,24 @@
 """Log groups, the seed-003 dashboard, its 2N scale-out alarm, and the alarms beyond the seed.
 
-Scale-out is the seed's alarm exactly: ReturnedItemCount of the leases table's Scan (the items every
-lease-taker scan returns) averaging >= multiplier x N over one 300 s period adds one instance.
-Shards pile up in the leases table when the fleet cannot finish them, so a count that stays at 2N
-means the fleet is falling behind.
+The scaling alarms (infra/scaling.py has their rules and why) act on the group only: scale-out is
+the seed's rule exactly (leases >= 2N for one period adds one instance), with leases read from the
+leases table's Scan ReturnedItemCount whatever its pages and N as the stream has it; scale-in
+removes one instance only while the fleet without it would still be fine. Neither pages anybody:
+the group doing its job is not news.
 
-Scale-in is ours: when the count of leases (the leases table holds leases only: heartbeats live in
-the workers table) stays <= scale_in_multiplier x N for several periods, one instance is removed;
-the termination lifecycle hook lets its workers release their leases first. Both thresholds come
-from :func:`infra.scaling.scaling_thresholds`, which tests/infra evaluates over every fleet size.
-
-The health alarms page through the alarm topic (``scaling.alarm_topic_arn`` or
-``scaling.alarm_topic_email``; required where ``scaling.require_alarm_topic`` and outside local and
-dev). The liveness alarm watches a gauge every live worker publishes at each lease-taking round
-(``NumWorkers``, whether or not records flow) and treats missing data as breaching: silence there
-means no worker is running. The other alarms treat it as not breaching: lag is only published
-with records (an idle stream reports nothing), and counters only when their event happens.
+The health alarms page through the alarm topic (infra/alarm_topic.py: ``scaling.alarm_topic_arn``
+or ``scaling.alarm_topic_email``; required where ``scaling.require_alarm_topic`` and outside local
+and dev), and so does the group at its maximum while leases are still at 2N. The liveness alarm
+watches a gauge every live worker publishes at each lease-taking round (``NumWorkers``, whether or
+not records flow) and treats missing data as breaching: silence there means no worker is running.
+The other alarms treat it as not breaching: lag is only published with records (an idle stream
+reports nothing), and counters only when their event happens. tests/infra follows every action to
+its topic, policy and key, and evaluates every alarm over the metrics of a healthy fleet.
 """
 
 from __future__ import annotations
+
+import re
 
 import jsii
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
@@ -27,19 +27,16 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from ground.settings import Settings
-from infra.scaling import expected_partitions, scaling_thresholds
+from infra.alarm_topic import AlarmTopic, alarm_name_prefix
+from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
 from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget
 
-AUTOSCALING_NAMESPACE = "AWS/AutoScaling"
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
 LIVENESS_PERIOD_SECONDS = 300
-# The group at its maximum for this many scaling periods: scale-out can add nothing more.
-AT_MAX_PERIODS = 3
 
 
 def log_group_arn(scope: Construct, name: str) -> str:
@@ -84,7 +81,7 @@ def _insights(settings: Settings, function: str, name: str, operation: str) -> s
 
 
 class Monitoring(Construct):
-    """Dashboard, alarms and the scaling policies their actions trigger."""
+    """Dashboard, alarms, the scaling policies their actions trigger, and the topic that pages."""
 
     def __init__(
         self,
@@ -97,77 +94,39 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         scaling = settings.scaling
-        period = Duration.seconds(scaling.period_seconds)
-        n = expected_partitions(settings)
-        prefix = f"{settings.application_name}-{settings.env}"
-        thresholds = scaling_thresholds(settings)
-        self.topic: sns.ITopic | None = None
-        if scaling.alarm_topic_arn:
-            self.topic = sns.Topic.from_topic_arn(self, "AlarmTopic", scaling.alarm_topic_arn)
-        elif scaling.alarm_topic_email:
-            topic = sns.Topic(self, "AlarmTopic", display_name=f"{prefix} alarms", enforce_ssl=True)
-            topic.add_subscription(subscriptions.EmailSubscription(scaling.alarm_topic_email))
-            self.topic = topic
+        prefix = alarm_name_prefix(settings)
+        rules = scaling_rules(settings, group_name)
+        self.rules = rules
+        self.alarm_topic = AlarmTopic(self, "Alarms", settings=settings)
+        self.topic: sns.ITopic | None = self.alarm_topic.topic
 
         # -- the seed's alarm: leases >= multiplier x N adds exactly one instance
-        self.scale_out_policy = autoscaling.CfnScalingPolicy(
-            self,
-            "ScaleOutPolicy",
-            auto_scaling_group_name=group.auto_scaling_group_name,
-            policy_type="SimpleScaling",
-            adjustment_type="ChangeInCapacity",
-            scaling_adjustment=1,
-            cooldown=str(scaling.period_seconds),
-        )
-        self.returned_item_count = cloudwatch.Metric(
-            namespace=DYNAMODB_NAMESPACE,
-            metric_name="ReturnedItemCount",
-            dimensions_map={"TableName": settings.leases_table_name, "Operation": "Scan"},
-            statistic="Average",
-            period=period,
-        )
-        self.scale_out_alarm = cloudwatch.Alarm(
-            self,
+        self.scale_out_policy = self._policy("ScaleOutPolicy", group, +1, scaling.period_seconds)
+        self.scale_out_alarm = self._alarm(
             "LeasesAtTwoN",
-            alarm_name=f"{prefix}-leases-at-{scaling.returned_item_count_multiplier:g}N",
-            alarm_description=(
-                f"Leases-table Scan ReturnedItemCount >= {scaling.returned_item_count_multiplier:g} x N "
-                f"(N = {n}): the fleet is falling behind; adds one instance."
-            ),
-            metric=self.returned_item_count,
-            threshold=thresholds.scale_out_at,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=scaling.evaluation_periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            f"{prefix}-leases-at-{scaling.returned_item_count_multiplier:g}N",
+            f"Leases per open shard >= {scaling.returned_item_count_multiplier:g} (leases-table Scan "
+            f"ReturnedItemCount >= {scaling.returned_item_count_multiplier:g}N, N = the open shards the "
+            "sync leader lists): the fleet is falling behind; adds one instance.",
+            self._scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
+            rules.multiplier,
         )
         self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
 
-        # -- scale-in: leases back near N for a sustained period (the leases table holds leases only:
-        # heartbeat rows live in the workers table, so the Scan count needs no correction)
-        self.scale_in_policy = autoscaling.CfnScalingPolicy(
-            self,
-            "ScaleInPolicy",
-            auto_scaling_group_name=group.auto_scaling_group_name,
-            policy_type="SimpleScaling",
-            adjustment_type="ChangeInCapacity",
-            scaling_adjustment=-1,
-            cooldown=str(scaling.period_seconds * scaling.scale_in_evaluation_periods),
+        # -- scale-in: one instance fewer would still be fine (infra/scaling.py), for several periods
+        self.scale_in_policy = self._policy(
+            "ScaleInPolicy", group, -1, scaling.period_seconds * scaling.scale_in_evaluation_periods
         )
-        leases_only = self.returned_item_count
-        self.scale_in_alarm = cloudwatch.Alarm(
-            self,
+        self.scale_in_alarm = self._alarm(
             "LeasesNearN",
-            alarm_name=f"{prefix}-leases-near-N",
-            alarm_description=(
-                f"Leases <= {scaling.scale_in_multiplier:g} x N (N = {n}) for "
-                f"{scaling.scale_in_evaluation_periods} periods: removes one instance, drained by the "
-                "termination lifecycle hook."
-            ),
-            metric=leases_only,
-            threshold=thresholds.scale_in_at,
-            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+            f"{prefix}-leases-near-N",
+            f"For {scaling.scale_in_evaluation_periods} periods the group is above its minimum, caught up "
+            f"(leases <= {scaling.scale_in_multiplier:g}N) and one instance fewer could carry the "
+            f"throughput within {scaling.scale_in_max_utilization:.0%} and hold 6N leases: removes one "
+            "instance, drained by the termination lifecycle hook.",
+            self._scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
+            1,
             evaluation_periods=scaling.scale_in_evaluation_periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.scale_in_alarm.add_alarm_action(_PolicyAction(self.scale_in_policy.attr_arn))
 
@@ -204,8 +163,9 @@ class Monitoring(Construct):
             self._insights_alarm(
                 "CapacityShortfall",
                 f"{prefix}-ready-shards-unassigned",
-                "Ready shards are left unprocessed because every worker holds worker.max_leases_for_worker "
-                "leases: raise it or fleet.max_size (the workers log a WARN naming how many).",
+                "Ready shards stay unprocessed after the fleet had time to join, because every worker holds "
+                "worker.max_leases_for_worker leases: raise it, or fleet.max_instances (the workers log a "
+                "WARN with `consumer plan`'s figures).",
                 _insights(settings, "MAX", "ReadyLeasesUnassigned", "TakeLeases"),
                 1,
             ),
@@ -265,29 +225,20 @@ class Monitoring(Construct):
                 ),
                 1,
             ),
-            cloudwatch.Alarm(
-                self,
+            self._alarm(
                 "GroupAtMax",
-                alarm_name=f"{prefix}-group-at-max",
-                alarm_description=(
-                    f"The Auto Scaling group has run {settings.fleet.max_instances} instances "
-                    f"(fleet.max_instances) for {AT_MAX_PERIODS} periods: scale-out can add no more; "
-                    "raise fleet.max_instances if the leases alarm stays high."
-                ),
-                metric=cloudwatch.Metric(
-                    namespace=AUTOSCALING_NAMESPACE,
-                    metric_name="GroupInServiceInstances",
-                    dimensions_map={"AutoScalingGroupName": group_name},
-                    statistic="Maximum",
-                    period=period,
-                ),
-                threshold=settings.fleet.max_instances,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                f"{prefix}-group-at-max",
+                f"The Auto Scaling group has run {settings.fleet.max_instances} instances "
+                f"(fleet.max_instances) with leases still at {scaling.returned_item_count_multiplier:g}N "
+                f"for {AT_MAX_PERIODS} periods: the fleet is behind and scale-out can add no more; raise "
+                "fleet.max_instances (`consumer plan` sizes it).",
+                self._scaling_expression(rules, rules.at_max_expression, "at max and behind"),
+                1,
                 evaluation_periods=AT_MAX_PERIODS,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             ),
         ]
-        for alarm in [self.scale_out_alarm, self.scale_in_alarm, *self.health_alarms]:
+        # Only what needs a person pages: the health alarms. The scaling alarms act on the group.
+        for alarm in self.health_alarms:
             if self.topic is not None:
                 alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
 
@@ -303,6 +254,40 @@ class Monitoring(Construct):
             )
         )
         self.dashboard.add_widgets(*graphs)
+
+    def _policy(
+        self, construct_id: str, group: autoscaling.AutoScalingGroup, step: int, cooldown_seconds: int
+    ) -> autoscaling.CfnScalingPolicy:
+        return autoscaling.CfnScalingPolicy(
+            self,
+            construct_id,
+            auto_scaling_group_name=group.auto_scaling_group_name,
+            policy_type="SimpleScaling",
+            adjustment_type="ChangeInCapacity",
+            scaling_adjustment=step,
+            cooldown=str(cooldown_seconds),
+        )
+
+    @staticmethod
+    def _scaling_expression(rules: ScalingRules, expression: str, label: str) -> cloudwatch.MathExpression:
+        """One of the scaling rules' expressions over the metrics they name (infra/scaling.py)."""
+        period = Duration.seconds(rules.period_seconds)
+        return cloudwatch.MathExpression(
+            expression=expression,
+            using_metrics={
+                m.id: cloudwatch.Metric(
+                    namespace=m.namespace,
+                    metric_name=m.name,
+                    dimensions_map=dict(m.dimensions),
+                    statistic=m.statistic,
+                    period=period,
+                )
+                for m in rules.metrics
+                if re.search(rf"\b{m.id}\b", expression)
+            },
+            label=label,
+            period=period,
+        )
 
     @staticmethod
     def _leases_table_metric(table: str, name: str) -> cloudwatch.Metric:

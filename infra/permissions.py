@@ -130,9 +130,13 @@ def worker_statements(
                 )
             ],
         ),
-        # The user data's one question at boot: which group this instance is in (the group's name
-        # is CloudFormation's). Describe calls take no resource ARN.
-        iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingInstances"], resources=["*"]),
+        # Two reads that take no resource ARN: at boot, which group this instance is in (the group's
+        # name is CloudFormation's); for the watchdog, whether another instance of the group is being
+        # replaced (it replaces one at a time).
+        iam.PolicyStatement(
+            actions=["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeAutoScalingGroups"],
+            resources=["*"],
+        ),
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
         # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
         *window_state,

@@ -61,9 +61,10 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     _ack(
         policy,
         "AwsSolutions-IAM5[Resource::*]",
-        "Two actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
-        "cloudwatch:namespace condition to the application's namespace, and the read-only "
-        "autoscaling:DescribeAutoScalingInstances, by which an instance learns its group's name at boot.",
+        "Three actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
+        "cloudwatch:namespace condition to the application's namespace, and two autoscaling reads: "
+        "DescribeAutoScalingInstances (an instance learns its group's name at boot) and "
+        "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced).",
     )
     if isinstance(fleet, WorkerFleet):
         # The grant names the group by its generated name: a Ref to its logical id.

@@ -124,6 +124,9 @@ def boot_plan(settings: Settings, boot: BootParameters) -> BootPlan:
         health_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
         heartbeat_max_age_seconds=heartbeat_max_age_seconds(settings),
         streams_endpoint_url=boot.streams_endpoint_url,
+        workers_table=settings.workers_table_name,
+        peer_horizon_seconds=(settings.worker.failover_time_millis + settings.worker.max_clock_skew_millis)
+        / 1000,
     )
 
 

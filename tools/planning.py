@@ -18,6 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from consumer.leases.advice import suggested_max_leases_for_worker
 from ground.settings import UNBOUNDED, Settings
 
 # Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).
@@ -179,7 +180,7 @@ def make_plan(settings: Settings) -> Plan:
     high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
     suggested = add(
         "max_leases_for_worker_suggested",
-        2 * low,
+        suggested_max_leases_for_worker(n, int(workers)),
         "leases",
         "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover",
     )

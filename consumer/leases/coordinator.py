@@ -24,13 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from consumer.leases.decisions import RoundPlan, Timing, sync_leader
+from consumer.leases.decisions import RoundPlan, Timing, live_workers, sync_leader
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseLostError
 from consumer.leases.holdings import Holdings
 from consumer.leases.liveness import Liveness
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.leases.taker import Taker
+from consumer.streams.pacing import FleetPosition
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
@@ -67,6 +68,9 @@ class LeaseCoordinator:
         *,
         metrics: Metrics | None = None,
         rng: random.Random | None = None,
+        capacity_advice: str | None = None,
+        expected_workers: int = 1,
+        on_round: Callable[[bool | None, str | None], None] | None = None,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -94,9 +98,18 @@ class LeaseCoordinator:
             self._metrics,
             self._notify_kind,
             rng or random.Random(),
+            capacity_advice=capacity_advice,
+            expected_workers=expected_workers,
+            on_round=on_round,
         )
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
+        self._take_now = threading.Event()  # wakes the taker loop: the tables answer again
+        self._beat_failing = False
+        self._expected_workers = expected_workers
+        self._view: tuple[str, ...] = ()
+        self._view_since = clock.monotonic_millis()
+        self._view_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._listeners: list[LeaseListener] = []
 
@@ -166,6 +179,7 @@ class LeaseCoordinator:
         self.liveness.stopping = True
         self._stop.set()
         self._beat_now.set()
+        self._take_now.set()
         for thread in self._threads:
             thread.join(timeout=self.settings.failover_time_millis / 1000)
         if release:
@@ -185,7 +199,11 @@ class LeaseCoordinator:
         return self.taker.wait_millis()
 
     def _taker_loop(self) -> None:
-        while not self._stop.wait(self.taker.wait_millis() / 1000):
+        while True:
+            self._take_now.wait(self.taker.wait_millis() / 1000)
+            self._take_now.clear()
+            if self._stop.is_set():
+                return
             if self.taker.taking:
                 self.take_round()
             else:
@@ -196,6 +214,12 @@ class LeaseCoordinator:
     def heartbeat_once(self) -> bool:
         self._expire()
         result = self.liveness.beat()
+        if result.ok and (self._beat_failing or self.taker.failures):
+            # The tables answer again after an outage: take up my leases (and any others) now rather
+            # than at the end of the taker's back-off, so work resumes within one taker interval.
+            self.taker.note_recovery()
+            self._take_now.set()
+        self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
             self.holdings.ask_hand_over(
@@ -375,6 +399,26 @@ class LeaseCoordinator:
         (:func:`consumer.leases.decisions.sync_leader`)."""
         latest = self.taker.latest
         return sync_leader(self.worker_id, latest, self._clock.wall_millis(), self.timing) == self.worker_id
+
+    def fleet_position(self) -> FleetPosition | None:
+        """Where this worker stands in the fleet's DescribeStream timetable (consumer.streams.pacing):
+        its rank among the live workers, their number (at least the group's minimum) and whether it
+        is the sync leader -- or None until it has seen itself in a scan and the live workers have
+        stayed the same for one taker interval (a fleet starting together would otherwise give one
+        slot to several workers while they join)."""
+        latest = self.taker.latest
+        if self.worker_id not in latest.heartbeats:
+            return None
+        live = tuple(sorted(live_workers(latest, self._clock.wall_millis(), self.timing) | {self.worker_id}))
+        now = self._clock.monotonic_millis()
+        with self._view_lock:
+            if live != self._view:
+                self._view, self._view_since = live, now
+            if now - self._view_since < self.settings.taker_interval_millis:
+                return None
+        return FleetPosition(
+            live.index(self.worker_id), max(len(live), self._expected_workers), live[0] == self.worker_id
+        )
 
     def claim_first_start(self) -> bool:
         return self.store.claim_first_start(self.worker_id, self._clock.wall_millis())

@@ -87,24 +87,53 @@ def successor(
     now_wall: int,
     timing: Timing,
     *,
-    given: Mapping[str, int],
+    shard_id: str,
     max_leases_for_worker: int,
 ) -> str | None:
-    """Whom a stopping worker hands a lease to: the live worker (not itself) holding the fewest
-    leases, counting those already handed to it during this stop (``given``), below its cap; ties by
-    id. None when nobody is live or everyone is at the cap: the lease is then released free.
+    """Whom a stopping worker hands ``shard_id`` to. Every lease of every stopping worker (its row
+    says so; this one too) is dealt out in one deal, in shard order, each to the live worker that
+    is not stopping and below its cap: one on another host than the lease's owner first, then one
+    still below its share of the fleet without the stopping workers, then the fewest leases (ties
+    by id). Every stopping worker reads the same rows, so they deal alike and no survivor gets two
+    stoppers' shares (it shed them again at once, and those shards paused twice). None when nobody
+    is live or everyone is at the cap: the lease is then released free.
 
     A lease released to a named worker is adopted at that worker's next taker round, within one
     taking interval; a free lease waits until some worker's plan wants it, which takes longer while
-    the stopping worker's heartbeat row still counts it as live."""
-    counts: dict[str, int] = {w: 0 for w in live_workers(snapshot, now_wall, timing) if w != me}
-    for lease in snapshot.leases.values():
-        if lease.owner in counts and not lease.finished:
-            counts[lease.owner] += 1
-    loads = {w: n + given.get(w, 0) for w, n in counts.items() if n + given.get(w, 0) < max_leases_for_worker}
+    the stopping worker's heartbeat row still counts it as live. Another host first, because a host
+    stops its workers together (a scale-in, a rolling deploy's terminated instance): a worker of
+    the same host was often told to stop in the same second, before its row could say so, and a
+    lease handed to it waited for its heartbeat to expire (a rolling deploy measured 13 s)."""
+    live = live_workers(snapshot, now_wall, timing)
+    stopping = {w for w in live if snapshot.heartbeats[w].stopping} | {me}
+    loads: dict[str, int] = {w: 0 for w in live if w not in stopping}
     if not loads:
         return None
-    return min(loads, key=lambda w: (loads[w], w))
+    active = [lease for lease in snapshot.leases.values() if not lease.finished]
+    dealt = {lease.shard_id: lease.owner or me for lease in active if lease.owner in stopping}
+    dealt.setdefault(shard_id, me)
+    for lease in active:
+        if lease.owner in loads:
+            loads[lease.owner] += 1
+    share = -(-len(active) // len(loads))
+    for shard in sorted(dealt):
+        host = host_of(dealt[shard])
+        open_ = [w for w, n in loads.items() if n < max_leases_for_worker]
+        if not open_:
+            return None
+        chosen = min(
+            open_, key=lambda w: (host is not None and host_of(w) == host, loads[w] >= share, loads[w], w)
+        )
+        if shard == shard_id:
+            return chosen
+        loads[chosen] += 1
+    return None  # pragma: no cover - shard_id is always dealt
+
+
+def host_of(worker_id: str) -> str | None:
+    """The host in a worker id of the usual shape ``[name@]host:pid:random`` (new_worker_id), else None."""
+    rest = worker_id.split("@", 1)[-1]
+    return rest.split(":", 1)[0] if rest.count(":") >= 2 else None
 
 
 def full_scan_reason(
@@ -117,6 +146,7 @@ def full_scan_reason(
     held_after_plan: int,
     last_plan: RoundPlan,
     others_stopping: bool = False,
+    awaiting: bool = False,
 ) -> str | None:
     """Why this round must scan the whole leases table, or None when the workers table is enough.
 
@@ -131,6 +161,8 @@ def full_scan_reason(
       the failover time), joined (balance), or stopped and handed its leases on (adopt them);
     * ``handing``: another live worker is stopping gracefully (its heartbeat row says so): it is
       about to hand its leases on, and the ones handed here are adopted at the next round;
+    * ``awaiting``: this worker asked for a hand-over that has not come yet: its owner hands it
+      over after the batch in flight, and it is adopted at the next round;
     * ``wanting``: the last plan had work (takes, steals, sheds, hand-overs, expired leases) or left
       this worker short of its share, or this worker holds fewer leases than when the plan was
       carried out (one finished, was handed over or lost), or fewer than the scan named it owner
@@ -147,6 +179,8 @@ def full_scan_reason(
         return "workers"
     if others_stopping:
         return "handing"
+    if awaiting:
+        return "awaiting"
     plan = last_plan
     if plan.take or plan.steal or plan.shed or plan.hand_over or plan.expired or plan.short:
         return "wanting"
@@ -195,7 +229,10 @@ def plan_round(
     max_leases_to_steal: int,
     kcl_expired: frozenset[str] = frozenset(),
     rng: random.Random | None = None,
+    keep: frozenset[str] = frozenset(),
 ) -> RoundPlan:
+    """This worker's round: what to take, steal, shed and hand over. ``keep``: leases that just moved
+    here, shed only after the others (a shard moved twice in a row pauses twice)."""
     rng = rng or random.Random(0)
     live = live_workers(snapshot, now_wall, timing) | {me}
     active = [lease for lease in snapshot.leases.values() if not lease.finished]
@@ -209,6 +246,10 @@ def plan_round(
     ready = [lease for lease in active if parents_finished(lease, snapshot.leases)]
     blocked = [lease for lease in active if not parents_finished(lease, snapshot.leases)]
 
+    # While another worker stops gracefully its leases are on their way to survivors chosen for
+    # their share of the fleet without it; shedding meanwhile (by a share that still counts it)
+    # moved a shard a second time, and a rolling deploy's shards paused twice. Balance after.
+    handing = any(beat.stopping for w, beat in snapshot.heartbeats.items() if w != me and w in live)
     take: list[Lease] = []
     spare: list[tuple[Lease, ...]] = []
     steal: list[Lease] = []
@@ -228,9 +269,16 @@ def plan_round(
         if len(mine) > quota:
             # Shed the leases that are not already being handed to a pending thief first.
             surplus = sorted(
-                mine, key=lambda lease: (lease.pending_owner is not None, lease.shard_id), reverse=True
+                mine,
+                key=lambda lease: (
+                    lease.pending_owner is not None,
+                    lease.shard_id not in keep,
+                    lease.shard_id,
+                ),
+                reverse=True,
             )
-            shed.extend(surplus[: len(mine) - quota])
+            if not handing:
+                shed.extend(surplus[: len(mine) - quota])
             continue
         # Free leases are taken up to ⌈n/W⌉ (KCL's target): if every worker stopped at its fair quota,
         # a lease could stay unowned until the next round whenever two workers computed the same one.

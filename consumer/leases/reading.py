@@ -35,10 +35,13 @@ class RoundReader:
     held_after_plan: int = 0  # unfinished leases held right after the last plan was carried out
     handing: bool = False  # another live worker's row says it is stopping (the taker waits less)
 
-    def read(self, latest: Snapshot, held: int, last_plan: RoundPlan) -> tuple[Snapshot, bool]:
+    def read(
+        self, latest: Snapshot, held: int, last_plan: RoundPlan, awaiting: bool = False
+    ) -> tuple[Snapshot, bool]:
         """This round's view and whether it is a full scan. ``latest``: the view of the last round
         (its leases stand in for the table's on a round without a full scan); ``held``: unfinished
-        leases held now. A full scan reads both tables."""
+        leases held now; ``awaiting``: a hand-over this worker asked for is on its way. A full scan
+        reads both tables."""
         now = self.clock.monotonic_millis()
         since = None if self.full_at is None else now - self.full_at
 
@@ -52,6 +55,7 @@ class RoundReader:
                 held_after_plan=self.held_after_plan,
                 last_plan=last_plan,
                 others_stopping=stopping,
+                awaiting=awaiting,
             )
 
         why = reason(self.live_at_full)

@@ -159,7 +159,11 @@ class TableRequests:
     # ----------------------------------------------------------------------------- requests
 
     def scan_all(self, table: str) -> list[Mapping[str, Any]]:
-        """Every item of ``table``, page by page (eventually consistent, as every Scan here)."""
+        """Every item of ``table``, page by page (eventually consistent, as every Scan here).
+
+        A complete scan of the leases table is counted as ``LeaseTableScans``: DynamoDB's Scan
+        ReturnedItemCount is one datapoint per *page*, so the scaling alarms divide its sum by the
+        scans to read the number of leases whatever the pages (infra/scaling.py)."""
         items: list[Mapping[str, Any]] = []
         request: dict[str, Any] = {"TableName": table, "ReturnConsumedCapacity": "TOTAL"}
         while True:
@@ -168,6 +172,8 @@ class TableRequests:
             self.count(page, scan=True)
             items.extend(page.get("Items", []))
             if "LastEvaluatedKey" not in page:
+                if table == self.table_name:
+                    self._metrics.count("LeaseTable", "LeaseTableScans", 1)
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 

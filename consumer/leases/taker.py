@@ -37,6 +37,7 @@ from consumer.leases.errors import (
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.reading import RoundReader
+from consumer.leases.shortfall import Shortfall
 from consumer.leases.store import LeaseStore
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock
@@ -45,7 +46,6 @@ from ground.settings import WorkerSettings
 log = logging.getLogger("consumer.leases")
 
 Notify = Callable[[str, str, Lease | None], None]
-SHORTFALL_LOG_EVERY_MILLIS = 60_000
 
 
 @dataclass
@@ -58,6 +58,12 @@ class Taker:
     metrics: Metrics
     notify: Notify
     rng: random.Random
+    capacity_advice: str | None = None  # consumer.leases.advice.capacity_advice for the settings
+    # Told as every round begins (None) and ends (its reads succeeded, why not). The heartbeat file
+    # of ``consumer run --heartbeat-file`` (consumer.telemetry.health.HeartbeatFile.record).
+    on_round: Callable[[bool | None, str | None], None] | None = None
+    # The fleet has not joined while fewer workers than the group's minimum run (shortfall.py).
+    expected_workers: int = 1
 
     def __post_init__(self) -> None:
         self.timing = Timing.of(self.settings)
@@ -66,9 +72,18 @@ class Taker:
         self.last_plan = RoundPlan()
         self.failures = 0  # consecutive failed scans
         self.taking = True
-        self._handed: dict[str, int] = {}  # leases handed to each survivor during a graceful stop
+        self._asked: dict[str, int] = {}  # hand-overs I asked for, and when (monotonic ms)
+        self._taken_at: dict[str, int] = {}  # leases I took up lately, and when (monotonic ms)
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
-        self._shortfall_logged_at: int | None = None
+        self.shortfall = Shortfall(
+            self.me,
+            settings=self.settings,
+            timing=self.timing,
+            clock=self.clock,
+            advice=self.capacity_advice,
+            expected_workers=self.expected_workers,
+        )
+        self._recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
@@ -76,12 +91,14 @@ class Taker:
         dead worker's leases, and a stopping worker's hand-overs, back within the interval rather
         than up to a whole one after it. While another worker is stopping gracefully, a quarter:
         it hands its leases on as its shards drain, and each is adopted at the next round. After a
-        failed read, the interval doubled per failure in a row (a throttled or unreachable table
-        is not hammered), never beyond failover."""
+        failed read, one whole interval: a throttled or unreachable table is asked half as often,
+        and the back-off never outgrows one interval, so whenever an outage ends the leases are
+        taken up within one taking interval (the heartbeat's first success after an outage also
+        wakes the taker at once, coordinator.heartbeat_once)."""
         interval = self.settings.taker_interval_millis
         if self.failures == 0:
             return max(interval // (4 if self.reader.handing else 2), 1)
-        return min(interval << min(self.failures, 8), max(interval, self.timing.failover_millis))
+        return max(interval, 1)
 
     # ---------------------------------------------------------------------------- round
 
@@ -90,8 +107,11 @@ class Taker:
         (:func:`~consumer.leases.decisions.full_scan_reason`), and act on the plan. None when no plan
         was made (a failed read, a light round, fenced, or stopping)."""
         started = self.clock.monotonic_millis()
+        self._observed(None, None)
         try:
-            snapshot, full = self.reader.read(self.latest, self._held(), self.last_plan)
+            snapshot, full = self.reader.read(
+                self.latest, self._held(), self.last_plan, self._awaiting_hand_over()
+            )
         except LeaseError as exc:
             self.failures += 1
             log.warning(
@@ -101,8 +121,12 @@ class Taker:
                 self.wait_millis(),
             )
             self.metrics.timing("TakeLeases", "ListLeases", self.clock.monotonic_millis() - started, False)
+            self._observed(False, f"{type(exc).__name__}: {exc}")
             return None
+        if self.failures:
+            self.note_recovery()
         self.failures = 0
+        self._observed(True, None)
         self.latest = snapshot
         self._record_unwritten()
         if full:
@@ -113,27 +137,58 @@ class Taker:
             return None
         if not full:
             self._release_overdue()
-            self._retire_dead_workers(snapshot)
+            self._retire_dead_workers(self._forgiving(snapshot))
             self.metrics.timing("TakeLeases", "TakeLeases", self.clock.monotonic_millis() - started, True)
             return None
         self._adopt(snapshot)
         self._release_overdue()
         plan = plan_round(
             self.me,
-            snapshot,
+            self._forgiving(snapshot),
             self.clock.wall_millis(),
             self.timing,
             max_leases_for_worker=self.settings.max_leases_for_worker,
             max_leases_to_steal=self.settings.max_leases_to_steal_at_one_time,
             kcl_expired=self.kcl.observe(snapshot, self.clock.monotonic_millis()),
             rng=self.rng,
+            keep=self._recently_taken(),
         )
         self._execute(plan, snapshot)
-        self._retire_dead_workers(snapshot)
+        self._retire_dead_workers(self._forgiving(snapshot))
         self.last_plan = plan
         self.reader.held_after_plan = self._held()
         self._report(plan, snapshot, self.clock.monotonic_millis() - started)
         return plan
+
+    def note_recovery(self) -> None:
+        """My reads or my heartbeat work again after failing: the tables were out for me too."""
+        self._recovered_at = self.clock.wall_millis()
+
+    def _forgiving(self, snapshot: Snapshot) -> Snapshot:
+        """The snapshot with no heartbeat older than the end of my own outage, for failover + skew
+        after it. A row that went stale while the tables refused me as well says nothing about its
+        worker: the outage was everyone's (a DynamoDB brownout), and the first worker back would
+        otherwise take every other worker's leases before they could beat once -- lease churn,
+        replays and a slower resume. A worker that really died meanwhile is taken over failover +
+        skew after the outage instead of at once."""
+        recovered = self._recovered_at
+        if recovered is None:
+            return snapshot
+        if self.clock.wall_millis() - recovered > self.timing.failover_millis + self.timing.skew_millis:
+            self._recovered_at = None
+            return snapshot
+        beats = {
+            worker: replace(beat, at_wall_millis=max(beat.at_wall_millis, recovered))
+            for worker, beat in snapshot.heartbeats.items()
+        }
+        return replace(snapshot, heartbeats=beats)
+
+    def _observed(self, ok: bool | None, error: str | None) -> None:
+        if self.on_round is not None:
+            try:
+                self.on_round(ok, error)
+            except Exception:  # an observer never stops the lease loop
+                log.exception("worker %s: the round observer failed", self.me)
 
     def _held(self) -> int:
         return sum(1 for lease in self.holdings.leases() if not lease.finished)
@@ -145,29 +200,12 @@ class Taker:
         self.metrics.gauge("TakeLeases", "LeaseSpillover", plan.spillover, "Count")
         self.metrics.gauge("TakeLeases", "TotalLeases", len(snapshot.leases), "Count")
         self.metrics.gauge("TakeLeases", "NeededLeases", max(0, plan.target - plan.mine), "Count")
-        self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", plan.unassigned_ready, "Count")
+        shortfall = self.shortfall.observe(plan, snapshot)
+        self.metrics.gauge("TakeLeases", "ReadyLeasesUnassigned", shortfall, "Count")
         # Items that are not in KCL's format are never taken, changed or deleted: an operator must fix them.
         self.metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
-        if plan.unassigned_ready:
-            self._warn_shortfall(plan)
-
-    def _warn_shortfall(self, plan: RoundPlan) -> None:
-        """Ready shards nobody may take because every worker is at its cap: say so, once a minute."""
-        now = self.clock.monotonic_millis()
-        if (
-            self._shortfall_logged_at is not None
-            and now - self._shortfall_logged_at < SHORTFALL_LOG_EVERY_MILLIS
-        ):
-            return
-        self._shortfall_logged_at = now
-        log.warning(
-            "%d ready shards are left unprocessed: all %d workers hold worker.max_leases_for_worker=%d "
-            "leases. Raise worker.max_leases_for_worker or add workers (fleet.max_size); "
-            "`consumer plan` suggests values.",
-            plan.unassigned_ready,
-            plan.workers,
-            self.settings.max_leases_for_worker,
-        )
+        if shortfall:
+            self.shortfall.warn(plan)
 
     # ------------------------------------------------------------------------ reconcile
 
@@ -282,8 +320,17 @@ class Taker:
         if not self.holdings.add(lease, self.clock.monotonic_millis(), sent_fence_at, since):
             log.info("worker %s: %s %s after its fence deadline; not using it", self.me, how, lease.shard_id)
             return False
+        self._taken_at[lease.shard_id] = self.clock.monotonic_millis()
         self.notify("taken", lease.shard_id, lease)
         return True
+
+    def _recently_taken(self) -> frozenset[str]:
+        """Leases taken or handed to me within the last two taking intervals: a shed gives others up
+        first, so that a shard just moved here does not move again at once (and pause twice)."""
+        now = self.clock.monotonic_millis()
+        window = 2 * self.settings.taker_interval_millis
+        self._taken_at = {s: at for s, at in self._taken_at.items() if now - at < window}
+        return frozenset(self._taken_at)
 
     def _owner_still_dead(self, lease: Lease, snapshot: Snapshot, checked: dict[str, bool]) -> bool:
         """Re-read the owner's heartbeat consistently: the scan that judged it dead may be stale."""
@@ -299,7 +346,8 @@ class Taker:
             asked = self.clock.wall_millis()
             beat = self.store.get_heartbeat(owner)
             horizon = self.timing.failover_millis + self.timing.skew_millis
-            checked[owner] = beat is None or asked - beat.at_wall_millis > horizon
+            seen_at = None if beat is None else max(beat.at_wall_millis, self._recovered_at or 0)
+            checked[owner] = seen_at is None or asked - seen_at > horizon
         return checked[owner]
 
     def _execute(self, plan: RoundPlan, snapshot: Snapshot) -> None:
@@ -355,6 +403,21 @@ class Taker:
             log.info("worker %s asked %s to hand over %s", self.me, lease.owner, lease.shard_id)
         except LeaseError:
             return
+        self._asked[lease.shard_id] = self.clock.monotonic_millis()
+
+    def _awaiting_hand_over(self) -> bool:
+        """A lease I asked for may be handed to me now: scan every round until it is mine, or until
+        failover + skew passed (its owner is forced out then). The owner hands it over after its
+        batch in flight, and a round without a full scan would not see it: the thief took it up a
+        full-scan interval later (7 s of a shard paused in the rolling-deploy bench)."""
+        horizon = self.timing.failover_millis + self.timing.skew_millis
+        now = self.clock.monotonic_millis()
+        self._asked = {
+            shard: at
+            for shard, at in self._asked.items()
+            if now - at <= horizon and not self.holdings.holds(shard)
+        }
+        return bool(self._asked)
 
     # ------------------------------------------------------------------------ overdue
 
@@ -376,11 +439,17 @@ class Taker:
             self.release(shard_id)
 
     def release(self, shard_id: str, counter: int | None = None) -> None:
+        """Give a lease up: to the thief that asked for it; while stopping, to a named survivor who
+        takes it up at its next round; else (a shed) free."""
         lease, to = self.holdings.remove(shard_id, counter)
         if lease is None:
             return
-        if to is None and not self.taking and not lease.finished:
-            to = self._successor()
+        if to is None and not lease.finished and not self.taking:
+            # A thief that asked for it and is alive comes first: a lease handed to anybody else
+            # would be handed on to it at once, and its shard would pause twice.
+            asked = lease.pending_owner
+            live = live_workers(self.latest, self.clock.wall_millis(), self.timing)
+            to = asked if asked not in (None, self.me) and asked in live else self._successor(shard_id)
         lease = self._record_before_release(lease)
         try:
             released = self.store.release(lease, to)
@@ -416,19 +485,16 @@ class Taker:
         log.info("worker %s: recorded %s of %s before releasing it", self.me, pending, lease.shard_id)
         return recorded
 
-    def _successor(self) -> str | None:
+    def _successor(self, shard_id: str) -> str | None:
         """While stopping: the survivor that takes this lease up at its next round (decisions.successor)."""
-        chosen = successor(
+        return successor(
             self.me,
             self.latest,
             self.clock.wall_millis(),
             self.timing,
-            given=self._handed,
+            shard_id=shard_id,
             max_leases_for_worker=self.settings.max_leases_for_worker,
         )
-        if chosen is not None:
-            self._handed[chosen] = self._handed.get(chosen, 0) + 1
-        return chosen
 
     def _retire_dead_workers(self, snapshot: Snapshot) -> None:
         for worker in dead_heartbeats(snapshot, self.clock.wall_millis(), self.timing):

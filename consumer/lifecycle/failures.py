@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from consumer.leases.errors import LeaseTableMissingError, LeaseTableSchemaError
+from consumer.leases.errors import LeaseError, LeaseTableMissingError, LeaseTableSchemaError
 from consumer.records import RecordFormatError, StreamRecord
 from consumer.streams.errors import FatalStreamError
 from consumer.streams.target import StreamConfigError
@@ -32,13 +32,24 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, FATAL_ERRORS) or not isinstance(exc, Exception)
 
 
-def backoff_millis(failures: int, base_millis: int, rng: random.Random) -> int:
-    """Exponential back-off with full jitter: between ``base`` and ``base * 2^failures`` (30 s cap).
+def backoff_millis(
+    failures: int, base_millis: int, rng: random.Random, cap_millis: int = MAX_BACKOFF_MILLIS
+) -> int:
+    """Exponential back-off with full jitter: between ``base`` and ``base * 2^failures`` (``cap``).
 
     The jitter keeps a fleet whose shards all hit the same throttled table from retrying in step.
+    The cap is 30 s, or less where the wait must not outgrow an outage (:func:`outage_cap_millis`).
     """
-    ceiling = min(MAX_BACKOFF_MILLIS, base_millis * 2 ** min(failures, 10))
-    return max(base_millis, int(rng.uniform(0, ceiling)))
+    ceiling = min(cap_millis, base_millis * 2 ** min(failures, 10))
+    return max(min(base_millis, cap_millis), int(rng.uniform(0, ceiling)))
+
+
+def outage_cap_millis(exc: BaseException, taker_interval_millis: int) -> int:
+    """The longest wait before a step retries after ``exc``: a leases-table error (throttled,
+    unreachable) is retried within one taker interval, so that a shard's SHARD_END checkpoint, or a
+    graceful stop's last checkpoint, goes through within one interval of the table answering again
+    -- exponential waits grew to 14-27 s after a three-second throttle. Anything else keeps 30 s."""
+    return taker_interval_millis if isinstance(exc, LeaseError) else MAX_BACKOFF_MILLIS
 
 
 def malformation(record: StreamRecord) -> str | None:

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 
 from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
-from consumer.lifecycle.failures import backoff_millis, first_malformed, is_fatal, malformation, size_bytes
+from consumer.lifecycle.failures import (
+    MAX_BACKOFF_MILLIS,
+    backoff_millis,
+    first_malformed,
+    is_fatal,
+    malformation,
+    outage_cap_millis,
+    size_bytes,
+)
 from consumer.lifecycle.polling import next_read_delay
 from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
@@ -220,7 +228,7 @@ class ShardConsumer:
         if isinstance(exc, LeaseLostError) and not self._processor_stopped:
             self._go(ShardEvent.LEASE_LOST)  # never checkpoint again; the processor is told next step
             return now
-        delay = self._backoff()
+        delay = self._backoff(outage_cap_millis(exc, self._settings.taker_interval_millis))
         state = self.life.state.value
         if isinstance(
             exc, StreamSourceError | LeaseStoreUnavailableError
@@ -246,10 +254,12 @@ class ShardConsumer:
                 else "",
             )
 
-    def _backoff(self) -> int:
-        """The next delay after one more failure in a row (from task_backoff_time_millis up to 30 s)."""
+    def _backoff(self, cap_millis: int = MAX_BACKOFF_MILLIS) -> int:
+        """The next delay after one more failure in a row (from task_backoff_time_millis up to the cap)."""
         self._backoff_failures += 1
-        return backoff_millis(self._backoff_failures, self._settings.task_backoff_time_millis, self._rng)
+        return backoff_millis(
+            self._backoff_failures, self._settings.task_backoff_time_millis, self._rng, cap_millis
+        )
 
     # ------------------------------------------------------------------------ the states
 

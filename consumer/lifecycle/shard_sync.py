@@ -11,11 +11,16 @@ Listing a stream costs one DescribeStream call per 100 shards, from an account-w
 - **One lister.** Every ``shard_sync_interval_millis`` only the fleet's sync leader (the live worker
   with the smallest id, :func:`consumer.leases.decisions.sync_leader`) lists the whole stream and
   syncs; the others skip the round. If the leader dies, its heartbeat expires and the next worker
-  lists at its next round. (A worker lists once at start-up regardless, before it knows the fleet.)
+  lists at its next round. At start-up too: a worker lists one taker interval after it registered,
+  and only if it is the leader then, so a hundred workers restarting together list once, not a
+  hundred times (with the fleet's DescribeStream budget, consumer.streams.pacing, the listing takes
+  the leader's slots of the fleet's timetable).
 - **Children at a shard's end, by its owner.** When one of this worker's shards ends, it asks
   DescribeStream for that shard's children only (``ShardFilter`` CHILD_SHARDS, one call) and creates
   their leases at TRIM_HORIZON, naming the parent. A listing that does not show the children yet is
-  asked again a few times with growing waits; after that the leader's next listing finds them.
+  asked again a few times with growing waits; after that the leader's next listing finds them. A
+  lookup refused for throttling is asked again without counting as one of those tries: throttling
+  delays discovery, it does not drop it.
 
 The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
 pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a
@@ -44,7 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.ports import SyncOps
-from consumer.streams.errors import StreamSourceError
+from consumer.streams.errors import StreamSourceError, ThrottledError
 from consumer.streams.source import Shard
 from consumer.streams.sync import LeaseView, ShardSyncPlan, plan_shard_sync
 from consumer.telemetry.catalogue import log_parent_not_closed
@@ -56,6 +61,7 @@ from ground.settings import WorkerSettings
 log = logging.getLogger("consumer.lifecycle")
 
 CLEANUP_DELAY_FAILOVERS = 3
+THROTTLED = -1  # sync_children: the lookup was refused for throttling (ask again, not a try)
 # Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
 CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
 # After the children showed, one more look this much later (a sibling of a split shown late).
@@ -77,6 +83,7 @@ class ShardSyncer:
         self._list_children = list_children
         # ended shard -> (retries so far, next look at, children seen so far)
         self._ended: dict[str, tuple[int, int, int]] = {}
+        self._ended_at: dict[str, int] = {}  # ended shard -> when this worker heard of its end
         self._full_now = False  # without list_children, a shard's end asks for a whole listing
         self._lock = threading.Lock()
         self._coordinator = coordinator
@@ -86,6 +93,7 @@ class ShardSyncer:
         self._wake = threading.Event()
         self._children_wake = threading.Event()
         self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
+        self.open_shards: int | None = None  # in the last whole listing
 
     def sync(self) -> ShardSyncPlan | None:
         started = self._clock.monotonic_millis()
@@ -93,6 +101,9 @@ class ShardSyncer:
             generation = self._coordinator.lineage_generation()  # before the scan: module docstring
             snapshot = self._coordinator.scan()  # before the listing: module docstring
             shards = tuple(self._list_shards())
+            # N as the stream has it (one open shard per partition): the scaling alarms' 2N.
+            self.open_shards = sum(1 for s in shards if s.is_open)
+            self._metrics.gauge("ShardSyncTask", "OpenShards", self.open_shards, "Count")
             leases = snapshot.leases
             first_start = not leases and not snapshot.first_start_claimed
             # Exactly one worker may plan the first start at LATEST: two doing it from empty scans
@@ -168,30 +179,43 @@ class ShardSyncer:
         log.info("shard %s ended; looking up its children", shard_id)
         with self._lock:
             self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis(), 0))
+            self._ended_at.setdefault(shard_id, self._clock.monotonic_millis())
         self._children_wake.set()
 
     def sync_children_due(self) -> None:
         """Look up the children of every ended shard whose turn has come: first at once, then after
         each of CHILD_RETRY_MILLIS while DescribeStream does not show them yet, and once more
         CHILD_CONFIRM_MILLIS after they showed (a stale view could show one child of a split
-        before the other)."""
+        before the other) -- unless the look that found them went out that long after the end
+        already (the worker waited for its DescribeStream slot): it is the confirming look."""
         now = self._clock.monotonic_millis()
         with self._lock:
             due = [
                 (shard_id, tries, seen) for shard_id, (tries, at, seen) in self._ended.items() if at <= now
             ]
+        # First looks before retries and confirming looks: each waits for this worker's next
+        # DescribeStream slot, and a shard that just ended has no child leased at all yet.
+        due.sort(key=lambda entry: entry[1] > 0 or entry[2] > 0)
         for shard_id, tries, seen in due:
             found = self.sync_children(shard_id)
             later = self._clock.monotonic_millis()
             with self._lock:
-                if found is None or (found and seen):
-                    self._ended.pop(shard_id, None)  # nothing more to do, or confirmed
+                settled = later - self._ended_at.get(shard_id, later) >= CHILD_CONFIRM_MILLIS
+                if found == THROTTLED:
+                    self._ended[shard_id] = (tries, later + CHILD_RETRY_MILLIS[0], seen)
+                elif found is None or (found and (seen or settled)):
+                    # Nothing more to do, or confirmed: by a second look, or by a first one that
+                    # went out CHILD_CONFIRM_MILLIS after the end (its slot came late), which sees
+                    # what the confirming look would.
+                    self._ended.pop(shard_id, None)
+                    self._ended_at.pop(shard_id, None)
                 elif found:
                     self._ended[shard_id] = (tries, later + CHILD_CONFIRM_MILLIS, found)
                 elif tries < len(CHILD_RETRY_MILLIS):
                     self._ended[shard_id] = (tries + 1, later + CHILD_RETRY_MILLIS[tries], 0)
                 else:
                     self._ended.pop(shard_id, None)
+                    self._ended_at.pop(shard_id, None)
                     log.info(
                         "children of %s not listed yet; the fleet's next listing will find them", shard_id
                     )
@@ -203,8 +227,8 @@ class ShardSyncer:
 
     def sync_children(self, parent_id: str) -> int | None:
         """Create the leases of ``parent_id``'s children (one filtered DescribeStream call); how many
-        children were listed (0: none yet, or the lookup failed: ask again), or None when there is
-        nothing to do from here.
+        children were listed (0: none yet, or the lookup failed: ask again; THROTTLED: refused for
+        throttling, ask again), or None when there is nothing to do from here.
 
         The lineage generation is read first and the parent's lease after it: if the parent's lease is
         still there, none of its children can have been cleaned up before (a lease is deleted only once
@@ -234,6 +258,9 @@ class ShardSyncer:
         except LineageChangedError as exc:
             log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
             return None
+        except ThrottledError as exc:
+            log.info("children of %s: DescribeStream throttled (asking again): %s", parent_id, exc)
+            return THROTTLED
         except (StreamSourceError, LeaseError) as exc:
             log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
             return 0
@@ -246,11 +273,13 @@ class ShardSyncer:
         self._wake.set()
         self._children_wake.set()
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, first_after_millis: int | None = None) -> None:
         """The listing thread: the whole stream every interval while this worker is the fleet's sync
-        leader (module docstring), or at once when a shard ended and children cannot be looked up."""
+        leader (module docstring), or at once when a shard ended and children cannot be looked up.
+        The first round comes ``first_after_millis`` after the start (default: one interval)."""
         interval = self._settings.shard_sync_interval_millis
-        next_listing = self._clock.monotonic_millis() + interval
+        first = interval if first_after_millis is None else first_after_millis
+        next_listing = self._clock.monotonic_millis() + first
         while not stop.is_set():
             wait = next_listing - self._clock.monotonic_millis()
             if wait > 0 and not self._full_now:
@@ -280,6 +309,13 @@ class ShardSyncer:
             self.sync_children_due()
             if self._full_now:
                 self._wake.set()
+
+    def report_open_shards(self) -> None:
+        """Publish the last listing's open shards again while this worker is the sync leader (called
+        before every metrics flush): a listing of a large stream takes longer than the alarms'
+        period, and N must not go missing from the scaling alarms meanwhile."""
+        if self.open_shards is not None and self._coordinator.is_sync_leader():
+            self._metrics.gauge("ShardSyncTask", "OpenShards", self.open_shards, "Count")
 
     def sync_if_leader(self) -> ShardSyncPlan | None:
         """A periodic round: the whole stream if this worker is the fleet's sync leader."""

@@ -17,7 +17,7 @@ as ``worker.failover_time_millis`` reaches every decision that uses it through t
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,6 +55,18 @@ class Ports:
 
 
 @dataclass(frozen=True)
+class FleetFacts:
+    """What a worker knows of the fleet it runs in, beyond ``worker.*``: the advice its capacity
+    warning gives (consumer.leases.advice), how many workers the group runs at its minimum (the
+    fleet has not joined while fewer run), and who hears of each lease-taking round (the heartbeat
+    file the instance's watchdog reads)."""
+
+    capacity_advice: str | None = None
+    expected_workers: int = 1
+    on_round: Callable[[bool | None, str | None], None] | None = None
+
+
+@dataclass(frozen=True)
 class Parts:
     """A worker's parts, assembled and not started: the coordinator's heartbeat and taker, shard
     sync and the scheduler each run on their own thread (:class:`consumer.runtime.worker.Worker`),
@@ -66,11 +78,25 @@ class Parts:
 
 
 def assemble(
-    settings: WorkerSettings, ports: Ports, worker_id: str, *, rng: random.Random | None = None
+    settings: WorkerSettings,
+    ports: Ports,
+    worker_id: str,
+    *,
+    rng: random.Random | None = None,
+    fleet: FleetFacts | None = None,
 ) -> Parts:
     """The worker ``worker_id``, made of ``ports`` and tuned by ``settings`` (``worker.*``)."""
+    fleet = fleet or FleetFacts()
     coordinator = LeaseCoordinator(
-        ports.leases, worker_id, settings, ports.clock, metrics=ports.metrics, rng=rng
+        ports.leases,
+        worker_id,
+        settings,
+        ports.clock,
+        metrics=ports.metrics,
+        rng=rng,
+        capacity_advice=fleet.capacity_advice,
+        expected_workers=fleet.expected_workers,
+        on_round=fleet.on_round,
     )
     syncer = ShardSyncer(
         list_shards=ports.stream.list_shards,

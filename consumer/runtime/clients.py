@@ -80,6 +80,9 @@ class AwsClients:
     s3: Any = None
     sqs: Any = None
     logs: Any = None
+    # DescribeStream's client: botocore's retries off, so that every call goes through the fleet's
+    # timetable (consumer.streams.pacing) and a throttle is waited out there; ``streams`` when None.
+    describe: Any = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AwsClients:
@@ -98,6 +101,11 @@ class AwsClients:
             s3=client_for(settings, "s3"),
             sqs=client_for(settings, "sqs"),
             logs=logs_client(settings),
+            describe=client_for(
+                settings,
+                "dynamodbstreams",
+                config.merge(Config(retries={"max_attempts": 1, "mode": "standard"})),
+            ),
         )
 
     def processing(self) -> ProcessingClients:

@@ -6,7 +6,8 @@ It starts in two steps so that a mistake is one line on stderr, not buried under
 does not import, an unknown sink, options it does not take) and resolves the table's stream
 (missing, disabled, the wrong view type), all before logging starts and before any lease;
 :meth:`WorkerProcess.run` then starts logging, adopts or creates the leases tables (their key schema
-checked), assembles the worker and runs it until SIGTERM/SIGINT, and flushes metrics and logs last.
+checked; a table that throttles or does not answer is waited for), assembles the worker and runs it
+until SIGTERM/SIGINT, and flushes metrics and logs last.
 """
 
 from __future__ import annotations
@@ -17,32 +18,82 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from consumer.leases.advice import capacity_advice
+from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.errors import LeaseError
-from consumer.runtime.assembly import Ports
+from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError
+from consumer.runtime.assembly import FleetFacts, Ports
 from consumer.runtime.clients import AwsClients
 from consumer.runtime.processors import build_processor_factory
 from consumer.runtime.worker import Worker
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import FatalStreamError
-from consumer.streams.pacing import DESCRIBE_STREAM_BURST, DESCRIBE_STREAM_CALLS_PER_SECOND, CallPacer
+from consumer.streams.pacing import FleetPacer, FleetPosition, Pacer
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamTarget, resolve_stream_patiently
-from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
+from consumer.telemetry.health import HeartbeatFile
 from consumer.telemetry.logs import configure_logging
-from consumer.telemetry.metrics import Metrics, MetricsRecorder
+from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import transport_from_settings
 from ground.clock import Clock, SystemClock
-from ground.settings import Settings
+from ground.settings import Settings, WorkerSettings
 
 log = logging.getLogger("consumer.worker")
 
 
-def stream_port(clients: AwsClients, stream_arn: str, clock: Clock) -> ShardReader:
+def stream_port(
+    clients: AwsClients, stream_arn: str, clock: Clock, pacer: Pacer | None = None
+) -> ShardReader:
     """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
-    listings are paced to the fleet's share of the account's DescribeStream budget."""
-    pacer = CallPacer(DESCRIBE_STREAM_CALLS_PER_SECOND, clock, burst=DESCRIBE_STREAM_BURST)
-    return ShardReader(DynamoDBStreamSource(clients.streams, describe_pacer=pacer), stream_arn)
+    DescribeStream calls keep to this worker's slots of the fleet's timetable (its share of the
+    account's budget, consumer.streams.pacing), on a client without botocore's retries."""
+    source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
+    return ShardReader(source, stream_arn)
+
+
+class PlaceInFleet:
+    """The worker's place in the DescribeStream timetable, once the worker exists (the stream port
+    is built before it): None until then."""
+
+    def __init__(self) -> None:
+        self.coordinator: LeaseCoordinator | None = None
+
+    def __call__(self) -> FleetPosition | None:
+        return self.coordinator.fleet_position() if self.coordinator is not None else None
+
+
+def _refused(exc: BaseException) -> bool:
+    """A refusal no wait cures (a permission, credentials, a bad request), as opposed to a throttle,
+    a 5xx or a connection that failed."""
+    cause = exc.__cause__
+    code = str(getattr(cause, "response", {}).get("Error", {}).get("Code", "")) if cause is not None else ""
+    return code in ("AccessDeniedException", "UnrecognizedClientException", "ValidationException")
+
+
+def ensure_tables_patiently(
+    store: DynamoDBLeaseStore,
+    settings: WorkerSettings,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    max_wait_seconds: float = 30.0,
+) -> bool:
+    """Create or check the leases and workers tables, waiting out a table that throttles or does
+    not answer (doubling waits up to ``max_wait_seconds``): a worker (re)started during a DynamoDB
+    brownout must wait for it, not exit and crash-loop its instance into a replacement that would
+    fail the same way. A missing permission or a wrong key schema still ends it. False when a stop
+    was asked for meanwhile."""
+    wait = 1.0
+    while not should_stop():
+        try:
+            store.ensure_table(settings)
+            return True
+        except LeaseStoreUnavailableError as exc:  # throttled, 5xx, unreachable (not missing/schema)
+            if _refused(exc):
+                raise
+            log.warning("the leases tables do not answer yet (%s); retrying in %g s", exc, wait)
+            clock.sleep(wait * 1000)
+            wait = min(wait * 2, max_wait_seconds)
+    return False
 
 
 @dataclass
@@ -54,6 +105,8 @@ class WorkerProcess:
     store: DynamoDBLeaseStore
     ports: Ports
     target: StreamTarget
+    fleet: FleetFacts
+    place: PlaceInFleet
 
     @classmethod
     def prepare(
@@ -82,15 +135,21 @@ class WorkerProcess:
             clients.leases or clients.dynamodb,
             settings.leases_table_name,
             workers_table_name=settings.workers_table_name,
+            metrics=recorder,
         )
-        # The worker's rounds also renew the heartbeat file, when one is asked for (deploy/health.py).
-        metrics: Metrics = (
-            HeartbeatMetrics(recorder, HeartbeatFile(heartbeat_file))
-            if heartbeat_file is not None
-            else recorder
+        fleet = FleetFacts(
+            capacity_advice=capacity_advice(settings),
+            expected_workers=settings.fleet.min_instances * settings.fleet.worker_processes_per_instance,
+            # Every lease-taking round attempted renews the heartbeat file, when one is asked for
+            # (deploy/health.py reads it).
+            on_round=HeartbeatFile(heartbeat_file).record if heartbeat_file is not None else None,
         )
-        ports = Ports(store, stream_port(clients, target.stream_arn, clock), processors, metrics, clock)
-        return cls(settings, worker_id, clients, recorder, store, ports, target)
+        place = PlaceInFleet()
+        pacer = FleetPacer(settings.worker.describe_stream_budget_per_second, clock, place)
+        ports = Ports(
+            store, stream_port(clients, target.stream_arn, clock, pacer), processors, recorder, clock
+        )
+        return cls(settings, worker_id, clients, recorder, store, ports, target, fleet, place)
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Log, adopt the leases tables, run the worker until it is stopped; flush telemetry last.
@@ -101,15 +160,20 @@ class WorkerProcess:
         settings = self.settings
         logging_handle = configure_logging(settings, self.worker_id, self.clients.logs)
         try:
-            self.store.ensure_table(settings.worker)
             worker = Worker(
                 settings.worker,
                 self.ports,
                 worker_id=self.worker_id,
                 description=f"stream {self.target.stream_arn}, leases table {self.store.table_name}",
+                fleet=self.fleet,
             )
+            self.place.coordinator = worker.coordinator
             if install_signal_handlers:
                 worker.install_signal_handlers()
+            if not ensure_tables_patiently(
+                self.store, settings.worker, self.ports.clock, lambda: worker.stopping
+            ):
+                return  # asked to stop while the tables did not answer: nothing was taken
             self.metrics.start()
             worker.run()
         except (FatalStreamError, LeaseError) as exc:

@@ -1,8 +1,9 @@
 """One worker, running: its assembled parts (:mod:`consumer.runtime.assembly`) started in order and
 stopped in reverse.
 
-Start: sync shards into leases, start the coordinator's heartbeat and taker, shard sync's two loops,
-then the scheduler until a stop is requested. Stopping is graceful: stop taking, let every shard
+Start: the coordinator's heartbeat and taker, shard sync's two loops (the first listing one taker
+interval later, by the sync leader only: the fleet's DescribeStream budget, shard_sync.py), then the
+scheduler until a stop is requested. Stopping is graceful: stop taking, let every shard
 consumer finish its batch and checkpoint, release the leases, retire the heartbeat. What must be
 checked before a lease is taken (settings, processor, the stream, the leases table) is checked by
 whoever built the ports, before this starts (:mod:`consumer.runtime.process` for ``consumer run``).
@@ -21,7 +22,7 @@ from types import FrameType
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.lifecycle.scheduler import Scheduler
-from consumer.runtime.assembly import Parts, Ports, assemble
+from consumer.runtime.assembly import FleetFacts, Parts, Ports, assemble
 from consumer.runtime.gc_tuning import tune_for_long_running
 from ground.settings import WorkerSettings
 
@@ -44,12 +45,14 @@ class Worker:
         description: str = "",
         tune_gc: bool = True,
         rng: random.Random | None = None,
+        fleet: FleetFacts | None = None,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id or new_worker_id()
         self.description = description  # what it reads and where it leases, for the start-up log line
         self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
-        self.parts: Parts = assemble(settings, ports, self.worker_id, rng=rng)
+        self.parts: Parts = assemble(settings, ports, self.worker_id, rng=rng, fleet=fleet)
+        self._metrics = ports.metrics
         self._stop = threading.Event()
         self._started = False
 
@@ -85,12 +88,19 @@ class Worker:
     def run(self) -> None:
         coordinator, syncer, scheduler = self.parts.coordinator, self.parts.syncer, self.parts.scheduler
         log.info("worker %s starting%s", self.worker_id, f": {self.description}" if self.description else "")
-        syncer.sync()
+        add_hook = getattr(self._metrics, "add_hook", None)
+        if callable(add_hook):  # the recorder: N published at every flush while this worker leads
+            add_hook(lambda _recorder: syncer.report_open_shards())
         coordinator.start()
         self._started = True
         if self._stop.is_set():
             coordinator.stop_taking()
-        sync_thread = threading.Thread(target=syncer.run, args=(self._stop,), name="shard-sync", daemon=True)
+        sync_thread = threading.Thread(
+            target=syncer.run,
+            args=(self._stop, self.settings.taker_interval_millis),
+            name="shard-sync",
+            daemon=True,
+        )
         sync_thread.start()
         children_thread = threading.Thread(
             target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True

@@ -36,7 +36,7 @@ from consumer.streams.errors import (
     TransientStreamError,
     TrimmedDataError,
 )
-from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer, backoff_millis
+from consumer.streams.pacing import PAGE_ATTEMPTS, Pacer, backoff_millis
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
 from consumer.streams.wire import parse_get_records
 from ground.clock import Clock, SystemClock
@@ -97,10 +97,14 @@ class DynamoDBStreamSource:
         client: Any,
         clock: Clock | None = None,
         *,
-        describe_pacer: CallPacer | None = None,
+        describe_pacer: Pacer | None = None,
         rng: random.Random | None = None,
+        describe_client: Any = None,
     ) -> None:
         self._client = client
+        # DescribeStream through its own client when given (botocore's retries off: the pacer's
+        # timetable decides when a throttled page is asked again).
+        self._describe_client = describe_client or client
         self._clock: Clock = clock or SystemClock()
         # DescribeStream is an account-wide budget (consumer.streams.pacing); None: unpaced.
         self._describe_pacer = describe_pacer
@@ -163,7 +167,7 @@ class DynamoDBStreamSource:
         shards: list[Shard] = []
         request: dict[str, Any] = {"StreamArn": stream_arn, "Limit": 100}
         while True:
-            description = self._describe_page(request, stream_arn)
+            description = self._describe_page(request, stream_arn, listing=True)
             shards.extend(_shard(s) for s in description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
@@ -197,15 +201,17 @@ class DynamoDBStreamSource:
         # The filter is a server-side courtesy; never hand back a shard that is not a child.
         return tuple(c for c in children if c.parent_shard_id == shard_id)
 
-    def _describe_page(self, request: dict[str, Any], resource: str) -> Mapping[str, Any]:
+    def _describe_page(
+        self, request: dict[str, Any], resource: str, *, listing: bool = False
+    ) -> Mapping[str, Any]:
         """One DescribeStream page, paced; a throttled or failed page is asked again (with back-off)
         rather than restarting the listing (consumer.streams.pacing)."""
         for attempt in range(PAGE_ATTEMPTS):
             if self._describe_pacer is not None:
-                self._describe_pacer.acquire()
+                self._describe_pacer.acquire(listing)
             try:
                 with self._errors("dynamodb:DescribeStream", resource, control_plane=True):
-                    description: Mapping[str, Any] = self._client.describe_stream(**request)[
+                    description: Mapping[str, Any] = self._describe_client.describe_stream(**request)[
                         "StreamDescription"
                     ]
                 return description

@@ -84,31 +84,60 @@ def _denied(action: str, resource: str, exc: ClientError) -> StreamConfigError:
     )
 
 
+def _describe_table(dynamodb: Any, name: str) -> dict[str, Any]:
+    try:
+        description: dict[str, Any] = dynamodb.describe_table(TableName=name)["Table"]
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            raise StreamConfigError(
+                f"table {name} does not exist: check table.name, region and endpoint_url"
+            ) from exc
+        if _code(exc) in ("AccessDeniedException", "UnrecognizedClientException"):
+            raise _denied("dynamodb:DescribeTable", name, exc) from exc
+        if _transient(exc):
+            raise StreamTargetUnavailableError(f"cannot describe table {name} yet: {exc}") from exc
+        raise StreamConfigError(f"cannot describe table {name}: {exc}") from exc
+    except BotoCoreError as exc:
+        raise StreamConfigError(f"cannot reach DynamoDB to describe {name}: {exc}") from exc
+    return description
+
+
+def _checked_view(arn: str, view: str, table: TableSettings) -> str:
+    if view != table.stream_view_type:
+        raise StreamConfigError(
+            f"stream {arn} has view type {view} but table.stream_view_type is {table.stream_view_type}: "
+            "the processor would not get the images it expects. Change the setting, or recreate the stream "
+            "with the right view type (a stream's view type cannot be changed in place)"
+        )
+    return view
+
+
 def resolve_stream(dynamodb: Any, streams: Any, table: TableSettings) -> StreamTarget:
+    """The table's stream, checked from DescribeTable alone (its LatestStreamArn and StreamSpecification).
+
+    DescribeStream is an account-wide budget of about 10 calls per second (consumer.streams.pacing):
+    a hundred workers restarting together must not each spend a call on it just to start. Only a
+    configured ``existing_stream_arn`` that is not the table's latest stream is described itself.
+    """
     arn = table.existing_stream_arn
-    if arn is None:
-        try:
-            description = dynamodb.describe_table(TableName=table.name)["Table"]
-        except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
-                raise StreamConfigError(
-                    f"table {table.name} does not exist: check table.name, region and endpoint_url"
-                ) from exc
-            if _code(exc) in ("AccessDeniedException", "UnrecognizedClientException"):
-                raise _denied("dynamodb:DescribeTable", table.name, exc) from exc
-            if _transient(exc):
-                raise StreamTargetUnavailableError(f"cannot describe table {table.name} yet: {exc}") from exc
-            raise StreamConfigError(f"cannot describe table {table.name}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StreamConfigError(f"cannot reach DynamoDB to describe {table.name}: {exc}") from exc
+    description: dict[str, Any] | None = None
+    try:
+        description = _describe_table(dynamodb, table.name if arn is None else table.source_table_name)
+    except StreamConfigError:
+        if arn is None:
+            raise
+    if description is not None and (arn is None or arn == description.get("LatestStreamArn")):
         spec = description.get("StreamSpecification") or {}
-        arn = description.get("LatestStreamArn")
-        if not spec.get("StreamEnabled") or not arn:
+        latest = description.get("LatestStreamArn")
+        if not spec.get("StreamEnabled") or not latest:
             raise StreamConfigError(
                 f"table {table.name} has no stream enabled: enable it with `aws dynamodb update-table "
                 f"--table-name {table.name} --stream-specification StreamEnabled=true,"
                 f"StreamViewType={table.stream_view_type}` (or deploy the CDK stack, which does)"
             )
+        view = _checked_view(str(latest), str(spec.get("StreamViewType", "")), table)
+        return StreamTarget(table.name, str(latest), view)
+    assert arn is not None
     try:
         stream = streams.describe_stream(StreamArn=arn, Limit=1)["StreamDescription"]
     except ClientError as exc:
@@ -129,11 +158,4 @@ def resolve_stream(dynamodb: Any, streams: Any, table: TableSettings) -> StreamT
     status = stream.get("StreamStatus")
     if status not in ("ENABLED", "ENABLING"):
         raise StreamConfigError(f"stream {arn} is {status}: enable the table's stream again")
-    view = str(stream.get("StreamViewType", ""))
-    if view != table.stream_view_type:
-        raise StreamConfigError(
-            f"stream {arn} has view type {view} but table.stream_view_type is {table.stream_view_type}: "
-            "the processor would not get the images it expects. Change the setting, or recreate the stream "
-            "with the right view type (a stream's view type cannot be changed in place)"
-        )
-    return StreamTarget(table.name, arn, view)
+    return StreamTarget(table.name, arn, _checked_view(arn, str(stream.get("StreamViewType", "")), table))

@@ -6,18 +6,18 @@ for an hour must not flood the very logs that may be shipping through it. Its lo
 ``logs.py``) so a failing log transport cannot feed on its own warnings.
 
 The worker's own health, as seen from outside the process, is here too: :class:`HeartbeatFile`
-and :class:`HeartbeatMetrics` (``consumer run --heartbeat-file``), which an instance's bootstrap
-and watchdog read (``deploy/health.py``).
+(``consumer run --heartbeat-file``), which an instance's bootstrap and watchdog read
+(``deploy/health.py``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from consumer.telemetry.recorder import Metrics
 from ground.clock import Clock, SystemClock
 from ground.files import write_atomically
 
@@ -77,52 +77,40 @@ class TransportHealth:
         log.warning("telemetry transport trouble: %s", message, extra={"event": "TELEMETRY_TRANSPORT"})
 
 
-# The gauge every lease-taking round sets, whether or not records flow (``workers-silent`` alarms
-# on its absence); a round that got this far means the lease loop is running.
-ROUND_OPERATION = "TakeLeases"
-ROUND_METRIC = "NumWorkers"
-
-
 class HeartbeatFile:
-    """A file whose modification time is the worker's last lease-taking round.
+    """A file rewritten as every lease-taking round begins and ends: its modification time is the
+    loop's last sign of life, its content (JSON, wall milliseconds) ``{"at", "ok_at", "error"}`` --
+    the last round whose reads succeeded and, while rounds fail, why.
 
     Read from outside the process (the instance's bootstrap before it signals CloudFormation, the
-    watchdog afterwards, ``deploy/health.py``): a worker that never completes a round, hangs or
-    lost its tables stops renewing it. Written by replacing the file, so a reader never sees it
-    half-written; a write that fails is logged once and never stops the worker.
+    watchdog afterwards, ``deploy/health.py``): a worker whose loop stops stops renewing it; one whose
+    rounds fail because the leases or workers table refuses keeps renewing it and says so, which
+    lets the watchdog tell its own failure from one the whole fleet shares. Written by replacing the
+    file, so a reader never sees it half-written; a write that fails is logged once and never stops
+    the worker.
     """
 
     def __init__(self, path: Path, clock: Clock | None = None) -> None:
         self.path = path
         self._clock = clock or SystemClock()
         self._warned = False
+        self._ok_at: int | None = None
+        self._error: str | None = None
 
-    def beat(self) -> None:
+    def record(self, ok: bool | None, error: str | None = None) -> None:
+        """A round begins (``ok`` None) or ended: ``ok`` when its reads succeeded, else ``error`` says
+        what failed. Written at the start too, so that a round riding out a throttled table with
+        botocore's retries still shows a loop that runs."""
+        now = self._clock.wall_millis()
+        if ok:
+            self._ok_at, self._error = now, None
+        elif ok is False:
+            self._error = (error or "round failed")[:500]
+        content = {"at": now, "ok_at": self._ok_at, "error": self._error}
         try:
             # Not forced to disk: a heartbeat lost in a crash is one a dead worker should not have.
-            write_atomically(self.path, f"{self._clock.wall_millis()}\n", durable=False)
+            write_atomically(self.path, json.dumps(content) + "\n", durable=False)
         except OSError as exc:
             if not self._warned:
                 self._warned = True
                 log.warning("cannot write the heartbeat file %s: %s", self.path, exc)
-
-
-class HeartbeatMetrics:
-    """The worker's metrics, unchanged, plus a heartbeat at every lease-taking round's gauge."""
-
-    def __init__(self, inner: Metrics, heartbeat: HeartbeatFile) -> None:
-        self._inner = inner
-        self._heartbeat = heartbeat
-
-    def count(
-        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
-    ) -> None:
-        self._inner.count(operation, name, value, unit, shard_id)
-
-    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
-        self._inner.gauge(operation, name, value, unit, shard_id)
-        if operation == ROUND_OPERATION and name == ROUND_METRIC:
-            self._heartbeat.beat()
-
-    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
-        self._inner.timing(operation, name_prefix, millis, success)

@@ -15,6 +15,12 @@ publish its own) and is treated as DETAILED.
 Aggregation within one flush period: counts are summed; gauges keep the last value, or the
 maximum where the worst value of the period is what matters (MillisBehindLatest); timings keep
 every sample (CloudWatch computes percentiles from them).
+
+Fleet series: a metric marked ``fleet`` is also published under ``[Operation]`` alone, one series
+the whole fleet adds to, so a plain CloudWatch alarm can combine it in metric math with AWS's own
+metrics (an alarm cannot mix a Metrics Insights query with other metrics). The scaling alarms read
+three: ``RecordsProcessed`` (the fleet's throughput), ``LeaseTableScans`` (how many full scans the
+leases table's Scan ReturnedItemCount is spread over) and ``OpenShards`` (N as the stream has it).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class MetricSpec:
     aggregation: Aggregation
     operation: str
     description: str
+    fleet: bool = False  # also published without WorkerIdentifier (module docstring)
 
 
 # The demo's load generator publishes ``TableWrites`` under this operation, with its own
@@ -55,7 +62,9 @@ SUM, LAST, MAX, SAMPLES = Aggregation.SUM, Aggregation.LAST, Aggregation.MAX, Ag
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     # --- processing (KCL ProcessTask)
-    MetricSpec("RecordsProcessed", "Count", S, SUM, "ProcessTask", "Records the processor completed."),
+    MetricSpec(
+        "RecordsProcessed", "Count", S, SUM, "ProcessTask", "Records the processor completed.", fleet=True
+    ),
     MetricSpec("DataBytesProcessed", "Bytes", S, SUM, "ProcessTask", "Stream bytes of those records."),
     MetricSpec("MillisBehindLatest", "Milliseconds", S, MAX, "ProcessTask", "Age of the newest record read."),
     MetricSpec("RecordsRetried", "Count", S, SUM, "ProcessTask", "Records delivered again after a failure."),
@@ -109,6 +118,25 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "LeaseTableConsumedWriteCapacity", "Count", S, SUM, "LeaseTable", "WCU consumed by this worker."
     ),
     MetricSpec("LeaseTableThrottles", "Count", S, SUM, "LeaseTable", "Throttled leases-table requests."),
+    MetricSpec(
+        "LeaseTableScans",
+        "Count",
+        S,
+        SUM,
+        "LeaseTable",
+        "Complete Scans of the leases table (divides its Scan ReturnedItemCount into leases).",
+        fleet=True,
+    ),
+    # --- the stream as the sync leader lists it
+    MetricSpec(
+        "OpenShards",
+        "Count",
+        S,
+        LAST,
+        "ShardSyncTask",
+        "Open shards in the last full listing: N, one per partition.",
+        fleet=True,
+    ),
     # --- demo / load generator (compared with RecordsProcessed on the dashboard)
     MetricSpec(
         "TableWrites", "Count", S, SUM, LOAD_GENERATOR_OPERATION, "Item writes made to the source table."

@@ -9,7 +9,8 @@ Dimensions: ``Operation`` and ``WorkerIdentifier`` always. With ``metrics.shard_
 a ``shard_id`` given, the document carries two dimension sets, ``[Operation, WorkerIdentifier,
 ShardId]`` and ``[Operation, WorkerIdentifier]``, so the per-shard series exists *and* the
 aggregated series that dashboards and alarms use stays complete. Without it, shards are aggregated
-into one series per operation.
+into one series per operation. A metric the catalogue marks ``fleet`` goes in a document of its own
+that also carries ``[Operation]``: one series the whole fleet adds to (metric_names.py).
 """
 
 from __future__ import annotations
@@ -232,15 +233,21 @@ class MetricsRecorder:
     ) -> list[str]:
         base = {"Operation": operation, "WorkerIdentifier": self._worker_id}
         dimension_sets = [base] if shard_id is None else [{**base, "ShardId": shard_id}, base]
-        metrics = [
-            MetricValues(name, series.unit, series.values())
-            for name, series in sorted(series_by_name.items())
-            if series.values()
-        ]
+        metrics: list[MetricValues] = []
+        fleet: list[MetricValues] = []
+        for name, series in sorted(series_by_name.items()):
+            if series.values():
+                spec = spec_for(name)
+                target = fleet if spec is not None and spec.fleet else metrics
+                target.append(MetricValues(name, series.unit, series.values()))
         capped = sum(series.capped for series in series_by_name.values())
         if capped:
             metrics.append(MetricValues("MetricSamplesCapped", "Count", (float(capped),)))
-        return build_documents(self._namespace, dimension_sets, metrics, timestamp)
+        documents = build_documents(self._namespace, dimension_sets, metrics, timestamp)
+        if fleet:
+            fleet_sets = [*dimension_sets, {"Operation": operation}]
+            documents += build_documents(self._namespace, fleet_sets, fleet, timestamp)
+        return documents
 
     def wait_sent(self, timeout_seconds: float) -> bool:
         """Wait until the queued documents were delivered (tests, one-shot commands)."""

@@ -1,8 +1,8 @@
 """The metrics port: what the other packages call to record a figure.
 
-:class:`consumer.telemetry.metrics.MetricsRecorder` and ``NullMetrics`` provide it, and
-:class:`consumer.telemetry.health.HeartbeatMetrics` wraps it. It lives in a module of its own because
-``metrics`` imports ``health`` (transport trouble), so neither can hold it for the other.
+:class:`consumer.telemetry.metrics.MetricsRecorder` and ``NullMetrics`` provide it. It lives in a
+module of its own because ``metrics`` imports ``health`` (transport trouble), so neither can hold it
+for the other.
 """
 
 from __future__ import annotations

@@ -37,7 +37,12 @@ class FleetSettings(SettingsModel):
     max_instances: int = Field(4, ge=1, description="Auto Scaling group maximum.")
     worker_processes_per_instance: int = Field(2, ge=1, description="`consumer run` services per instance.")
     records_per_second_per_process: float = Field(
-        5000.0, gt=0, description="Planning figure: records one worker process handles per second."
+        5000.0,
+        gt=0,
+        description=(
+            "Records one worker process handles per second (`consumer plan`; the scale-in alarm keeps "
+            "the fleet large enough for its throughput by it)."
+        ),
     )
     max_shards_per_process: int = Field(
         500, ge=1, description="Planning figure: shards one worker process holds comfortably."
@@ -92,6 +97,16 @@ class ScalingSettings(SettingsModel):
     scale_in_evaluation_periods: int = Field(
         6, ge=1, description="Periods of low lease count before scale-in."
     )
+    scale_in_max_utilization: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description=(
+            "Scale in only while the fleet's records/s stay within this share of what one instance fewer "
+            "plans for (fleet.records_per_second_per_process), so a fleet at the size its load needs "
+            "never scales in."
+        ),
+    )
     lag_alarm_retention_fraction: float = Field(
         0.25,
         gt=0,
@@ -103,6 +118,13 @@ class ScalingSettings(SettingsModel):
     )
     alarm_topic_email: str | None = Field(
         None, description="CDK: email subscribed to a new alarm topic (confirm the subscription once)."
+    )
+    alarm_topic_encrypted: bool = Field(
+        False,
+        description=(
+            "CDK: encrypt the alarm topic the stack creates (alarm_topic_email) with a customer managed "
+            "KMS key whose policy lets CloudWatch alarms use it (AWS's own SNS key does not)."
+        ),
     )
     alarm_topic_arn: str | None = Field(
         None,

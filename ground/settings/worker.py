@@ -45,6 +45,15 @@ class WorkerSettings(SettingsModel):
     shard_sync_interval_millis: int = Field(
         60_000, ge=1_000, description="Period of the shard sync that creates leases for new shards."
     )
+    describe_stream_budget_per_second: float = Field(
+        5.0,
+        gt=0,
+        le=10,
+        description="DescribeStream calls per second for the whole fleet. The account has about 10/s for "
+        "every consumer of its streams (other applications, dev and prod in one account, operators' "
+        "describe-stream): the default leaves half to them. The fleet keeps to it at start-up and in "
+        "steady state (docs/streams.md).",
+    )
     max_leases_for_worker: int = Field(UNBOUNDED, ge=1, description="Cap on leases one worker holds.")
     max_leases_to_steal_at_one_time: int = Field(1, ge=1, description="Leases stolen per taker run.")
     max_records: int = Field(1000, ge=1, le=1000, description="GetRecords Limit (DynamoDB Streams max 1000).")

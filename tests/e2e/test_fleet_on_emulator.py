@@ -265,7 +265,9 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             ids = worker_ids(fleet)
             how = {name: process.stopped_how or "running" for name, process in fleet.workers.items()}
         time.sleep(2)  # the last PutLogEvents of the stopped workers
-        yield FleetRun(emu, tmp, verdict, written, source, replica, ids, frozen[0], how, emu.control.counters())
+        yield FleetRun(
+            emu, tmp, verdict, written, source, replica, ids, frozen[0], how, emu.control.counters()
+        )
 
 
 def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run: FleetRun) -> None:

@@ -6,23 +6,16 @@ of the configuration edited to show a refusal; the scaling rules are evaluated a
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from ground.settings import load_settings
 from infra.application import build_app
 from infra.scaling import (
-    ScalingThresholds,
-    expected_partitions,
-    observed_item_count,
-    scaling_step,
-    scaling_thresholds,
+    AT_MAX_PERIODS,
 )
 from tests.infra.conftest import (
     ENVIRONMENTS,
@@ -130,27 +123,27 @@ def test_alarms_on_lost_leases_shortfall_telemetry_and_the_group_at_max(synth: S
         assert alarms[name]["Threshold"] == 1
     # Transient send failures are retried: two periods in a row before paging.
     assert alarms["telemetry-send-failures"]["EvaluationPeriods"] == 2
+    # The group at its maximum pages only while leases are still at 2N (scale-out wants more).
     at_max = alarms["group-at-max"]
-    assert (at_max["Namespace"], at_max["MetricName"]) == ("AWS/AutoScaling", "GroupInServiceInstances")
-    (group,) = [
-        k for k, r in synth.raw["Resources"].items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
-    ]
-    # The group's generated name: a replacement group moves the alarm with it.
-    assert at_max["Dimensions"] == [{"Name": "AutoScalingGroupName", "Value": {"Ref": group}}]
-    assert at_max["Threshold"] == synth.settings.fleet.max_instances
-    assert at_max["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-    assert at_max["EvaluationPeriods"] >= 2
+    expression = next(m["Expression"] for m in at_max["Metrics"] if m.get("ReturnData", True))
+    assert f"instances >= {synth.settings.fleet.max_instances}" in expression
+    assert f">= {synth.settings.scaling.returned_item_count_multiplier:g}" in expression
+    assert at_max["EvaluationPeriods"] == AT_MAX_PERIODS >= 2
 
 
-def test_prod_alarms_notify_its_topic(synthesized: dict[str, Synthesized]) -> None:
+def test_prod_health_alarms_page_its_topic_and_the_scaling_alarms_do_not(
+    synthesized: dict[str, Synthesized],
+) -> None:
     prod = synthesized["prod"]
     assert prod.settings.scaling.require_alarm_topic
     (topic_id,) = [k for k, r in prod.raw["Resources"].items() if r["Type"] == "AWS::SNS::Topic"]
     (subscription,) = resources_of(prod.raw, "AWS::SNS::Subscription")
     assert subscription["Protocol"] == "email"
     assert subscription["Endpoint"] == prod.settings.scaling.alarm_topic_email
+    scaling = {"leases-at-2N", "leases-near-N"}
     for name, alarm in _alarms(prod).items():
-        assert {"Ref": topic_id} in alarm["AlarmActions"], name
+        paged = {"Ref": topic_id} in alarm["AlarmActions"]
+        assert paged == (name not in scaling), name
 
 
 def test_an_existing_topic_by_arn_is_used_as_is(tmp_path: Path) -> None:
@@ -161,86 +154,13 @@ def test_an_existing_topic_by_arn_is_used_as_is(tmp_path: Path) -> None:
     raw = app.synth().get_stack_by_name(stack.stack_name).template
     assert resources_of(raw, "AWS::SNS::Topic") == []
     alarms = resources_of(raw, "AWS::CloudWatch::Alarm")
-    assert alarms and all(arn in alarm["AlarmActions"] for alarm in alarms)
+    paging = [a for a in alarms if not a["AlarmName"].endswith(("-leases-at-2N", "-leases-near-N"))]
+    assert paging and all(alarm["AlarmActions"] == [arn] for alarm in paging)
 
 
 # ---------------------------------------------------------------- 5. scaling that does not oscillate
-
-
-def _thresholds_of(synth: Synthesized) -> ScalingThresholds:
-    """The thresholds as the template carries them (the rising and the falling leases alarm)."""
-    alarms = _alarms(synth)
-    out = alarms[f"leases-at-{synth.settings.scaling.returned_item_count_multiplier:g}N"]
-    scale_in = alarms["leases-near-N"]
-    fleet = synth.settings.fleet
-    return ScalingThresholds(
-        out["Threshold"], scale_in["Threshold"], fleet.min_instances, fleet.max_instances
-    )
-
-
-def test_the_template_uses_the_pure_scaling_thresholds(synth: Synthesized) -> None:
-    assert _thresholds_of(synth) == scaling_thresholds(synth.settings)
-
-
-def _oscillations(
-    rules: ScalingThresholds, item_count: Callable[[int, int], float], max_leases: int
-) -> list[tuple[int, int, list[int]]]:
-    """(leases, start size, path) of every walk that turns back or does not settle.
-
-    For each lease count L and each fleet size from min to max, the group follows the two alarms
-    (one step per evaluation) for twice as many steps as there are sizes; a path that moves both
-    up and down for the same L, or is still moving at the end, oscillates.
-    """
-    sizes = range(rules.min_instances, rules.max_instances + 1)
-    found: list[tuple[int, int, list[int]]] = []
-    for leases in range(0, max_leases + 1):
-        for start in sizes:
-            path = [start]
-            for _ in range(2 * len(sizes)):
-                size = path[-1]
-                path.append(size + scaling_step(rules, item_count(leases, size), size))
-            moves = {b - a for a, b in itertools.pairwise(path)} - {0}
-            if len(moves) > 1 or path[-1] != path[-2]:
-                found.append((leases, start, path))
-    return found
-
-
-@pytest.mark.parametrize("env", ENVIRONMENTS)
-def test_scaling_never_oscillates_over_every_fleet_size(env: str) -> None:
-    settings = load_settings(env, REPO / "config")
-    rules = scaling_thresholds(settings)
-    n = expected_partitions(settings)
-    processes = settings.fleet.worker_processes_per_instance
-    assert rules.scale_in_at < rules.scale_out_at
-    for leases in range(0, 3 * n + 2):
-        for instances in range(rules.min_instances, rules.max_instances + 1):
-            step = scaling_step(rules, observed_item_count(leases, instances, processes), instances)
-            if step == 0:
-                continue
-            after = instances + step
-            assert rules.min_instances <= after <= rules.max_instances
-            # The opposite rule does not fire right after, for the same leases.
-            assert scaling_step(rules, observed_item_count(leases, after, processes), after) != -step
-    walks = _oscillations(rules, lambda leases, size: observed_item_count(leases, size, processes), 3 * n + 2)
-    assert walks == []
-
-
-def test_the_oscillation_check_catches_a_figure_that_moves_with_the_fleet() -> None:
-    """A figure that falls as the fleet grows (the lease count "corrected" by one heartbeat row per
-    worker process, which the leases table no longer holds) against a scale-in threshold close to
-    the scale-out one: the same walk finds the group flipping, so the test above can fail."""
-    settings = load_settings("prod", REPO / "config")
-    rules = scaling_thresholds(settings)
-    processes = settings.fleet.worker_processes_per_instance
-    narrow = ScalingThresholds(
-        rules.scale_out_at, rules.scale_out_at - processes, rules.min_instances, rules.max_instances
-    )
-    walks = _oscillations(narrow, lambda leases, size: float(leases - size * processes), 3 * 44)
-    assert any(len({b - a for a, b in itertools.pairwise(path)} - {0}) == 2 for _, _, path in walks)
-    # With the real thresholds and figure, the same walk finds nothing (test above).
-    assert (
-        _oscillations(rules, lambda leases, size: observed_item_count(leases, size, processes), 3 * 44) == []
-    )
+# tests/infra/test_alarms_reach_people.py evaluates the scaling alarms' expressions over fleet sizes,
+# loads and lease counts (one Scan page and many) and walks the group with them.
 
 
 # ------------------------------------------------------------------------------ 6. stable deploys

@@ -129,35 +129,48 @@ def test_termination_lifecycle_hook(synth: Synthesized) -> None:
     )
 
 
-def _alarm(synth: Synthesized, metric_name: str) -> dict[str, Any]:
-    """The one alarm that *raises* on ``metric_name`` (scale-in alarms watch the same metric, falling)."""
-    found = [
-        a
-        for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")
-        if a.get("MetricName") == metric_name and a["ComparisonOperator"].startswith("Greater")
+def _alarm(synth: Synthesized, suffix: str) -> dict[str, Any]:
+    (found,) = [
+        a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm") if a["AlarmName"].endswith(f"-{suffix}")
     ]
-    assert len(found) == 1, f"expected one alarm on {metric_name}, found {len(found)}"
-    return found[0]
+    return found
 
 
-def test_seed_alarm_returned_item_count_at_two_n(synth: Synthesized) -> None:
+def _queries(alarm: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The alarm's expression and its metrics by id."""
+    (expression,) = [m["Expression"] for m in alarm["Metrics"] if m.get("ReturnData", True)]
+    return expression, {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+
+
+def test_seed_alarm_leases_at_two_n(synth: Synthesized) -> None:
+    """ReturnedItemCount of the leases table's Scan >= 2N for one 5-minute period adds one instance:
+    leases read as the Scans' items over the scans (any number of pages), N the open shards listed
+    (the configured estimate until the first listing is published). tests/infra/test_alarms_reach_people.py
+    evaluates it."""
     settings = synth.settings
-    alarm = _alarm(synth, "ReturnedItemCount")
-    assert alarm["Namespace"] == "AWS/DynamoDB"
-    assert sorted(alarm["Dimensions"], key=lambda d: d["Name"]) == [
+    alarm = _alarm(synth, f"leases-at-{settings.scaling.returned_item_count_multiplier:g}N")
+    expression, metrics = _queries(alarm)
+    n = settings.table.expected_partitions()[0]
+    assert expression == f"(items / scans) / FILL(FILL(openShards, REPEAT), {n})"
+    items = metrics["items"]
+    assert (items["Metric"]["Namespace"], items["Metric"]["MetricName"], items["Stat"]) == (
+        "AWS/DynamoDB",
+        "ReturnedItemCount",
+        "Sum",
+    )
+    assert sorted(items["Metric"]["Dimensions"], key=lambda d: d["Name"]) == [
         {"Name": "Operation", "Value": "Scan"},
         {"Name": "TableName", "Value": settings.leases_table_name},
     ]
-    assert alarm["Statistic"] == "Average"
-    assert alarm["Period"] == settings.scaling.period_seconds == 300
-    n = settings.table.expected_partitions()[0]
-    assert alarm["Threshold"] == settings.scaling.returned_item_count_multiplier * n
+    assert metrics["scans"]["Metric"]["MetricName"] == "LeaseTableScans"
+    assert metrics["openShards"]["Metric"]["MetricName"] == "OpenShards"
+    assert {m["Period"] for m in metrics.values()} == {settings.scaling.period_seconds} == {300}
+    assert alarm["Threshold"] == settings.scaling.returned_item_count_multiplier
     assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["EvaluationPeriods"] == settings.scaling.evaluation_periods == 1
     # Its action is the scaling policy that adds exactly one instance.
-    (action,) = [a for a in alarm["AlarmActions"] if "Fn::GetAtt" in a]
-    policy_id = action["Fn::GetAtt"][0]
-    policy = synth.raw["Resources"][policy_id]
+    (action,) = alarm["AlarmActions"]
+    policy = synth.raw["Resources"][action["Fn::GetAtt"][0]]
     assert policy["Type"] == "AWS::AutoScaling::ScalingPolicy"
     assert policy["Properties"]["AdjustmentType"] == "ChangeInCapacity"
     assert policy["Properties"]["ScalingAdjustment"] == 1
@@ -165,25 +178,22 @@ def test_seed_alarm_returned_item_count_at_two_n(synth: Synthesized) -> None:
     assert synth.raw["Resources"][group]["Type"] == "AWS::AutoScaling::AutoScalingGroup"
 
 
-def test_prod_threshold_is_twice_n(synthesized: dict[str, Synthesized]) -> None:
+def test_prod_falls_back_to_n_of_44(synthesized: dict[str, Synthesized]) -> None:
     prod = synthesized["prod"]
     # prod.yaml: ceil(12000/3000 + 40000/1000) = 44 partitions > ceil(300 GB / 10) = 30.
     assert expected_partitions(prod.settings) == 44
-    assert _alarm(prod, "ReturnedItemCount")["Threshold"] == 88
+    expression, _ = _queries(_alarm(prod, "leases-at-2N"))
+    assert expression.endswith("REPEAT), 44)")
 
 
 def test_scale_in_alarm_removes_one_instance(synth: Synthesized) -> None:
-    alarms = resources_of(synth.raw, "AWS::CloudWatch::Alarm")
-    (scale_in,) = [a for a in alarms if a["AlarmName"].endswith("-leases-near-N")]
-    assert scale_in["ComparisonOperator"] == "LessThanOrEqualToThreshold"
+    scale_in = _alarm(synth, "leases-near-N")
+    assert scale_in["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert scale_in["EvaluationPeriods"] == synth.settings.scaling.scale_in_evaluation_periods
-    # The leases table holds leases only (heartbeats live in the workers table): no correction.
-    assert scale_in["MetricName"] == "ReturnedItemCount"
-    assert {d["Name"]: d["Value"] for d in scale_in["Dimensions"]} == {
-        "TableName": synth.settings.leases_table_name,
-        "Operation": "Scan",
-    }
-    (action,) = [a for a in scale_in["AlarmActions"] if "Fn::GetAtt" in a]
+    expression, metrics = _queries(scale_in)
+    assert expression.startswith(f"IF(instances > {synth.settings.fleet.min_instances} AND")
+    assert {"items", "scans", "openShards", "records", "instances"} == set(metrics)
+    (action,) = scale_in["AlarmActions"]
     policy = synth.raw["Resources"][action["Fn::GetAtt"][0]]["Properties"]
     assert policy["ScalingAdjustment"] == -1
 
@@ -335,10 +345,14 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
             if service in ("dynamodb", "logs", "cloudwatch"):
                 assert "*" not in name, statement
         if "*" in resources:
-            # Two actions take no resource ARN: PutMetricData, which must then be pinned to our
-            # namespace, and the boot's read-only question for its group's name.
-            if actions == ["autoscaling:DescribeAutoScalingInstances"]:
+            # Two reads take no resource ARN: the boot's question for its group's name and the
+            # watchdog's one-replacement-at-a-time check.
+            if set(actions) == {
+                "autoscaling:DescribeAutoScalingInstances",
+                "autoscaling:DescribeAutoScalingGroups",
+            }:
                 continue
+            # PutMetricData takes no resource ARN; it must then be pinned to our namespace.
             assert actions == ["cloudwatch:PutMetricData"], statement
             assert statement["Condition"] == {
                 "StringEquals": {"cloudwatch:namespace": synth.settings.metrics_namespace}

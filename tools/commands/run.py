@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
         "--heartbeat-file",
         default=None,
         type=Path,
-        help="touch this file after every lease-taking round (read by the instance's boot and watchdog)",
+        help="rewrite this file at every lease-taking round, saying whether it succeeded (read by the "
+        "instance's boot and watchdog)",
     )
     parser.set_defaults(handler=_run)
 

@@ -87,23 +87,34 @@ def test_a_transient_error_at_start_up_is_waited_out_and_a_setting_error_is_not(
     clients: tuple[Any, Any],
 ) -> None:
     """A worker starting during an outage must not end (the outage test saw one exit 2 after five
-    failed DescribeStream attempts); a missing stream is a setting and still ends it at once."""
+    failed attempts); a missing table is a setting and still ends it at once."""
     ddb, streams = clients
     create(ddb, "NEW_AND_OLD_IMAGES")
-    stubbed = boto3.client("dynamodbstreams", region_name="us-east-1", config=NO_ACCOUNT_ENDPOINTS)
-    real = streams.describe_stream(
-        StreamArn=ddb.describe_table(TableName="orders")["Table"]["LatestStreamArn"]
-    )
+    stubbed = boto3.client("dynamodb", region_name="us-east-1")
+    table = ddb.describe_table(TableName="orders")["Table"]
+    real = {"Table": {k: table[k] for k in ("TableName", "LatestStreamArn", "StreamSpecification")}}
     slept: list[float] = []
     warnings: list[str] = []
     with Stubber(stubbed) as stub:
         for _ in range(3):
-            stub.add_client_error("describe_stream", "InternalServerError", http_status_code=500)
-        stub.add_response("describe_stream", real)
-        target = resolve_stream_patiently(ddb, stubbed, TABLE, sleep=slept.append, warn=warnings.append)
-    assert target is not None and target.stream_arn == real["StreamDescription"]["StreamArn"]
+            stub.add_client_error("describe_table", "InternalServerError", http_status_code=500)
+        stub.add_response("describe_table", real)
+        target = resolve_stream_patiently(stubbed, streams, TABLE, sleep=slept.append, warn=warnings.append)
+    assert target is not None and target.stream_arn == real["Table"]["LatestStreamArn"]
     assert slept == [1, 2, 4] and len(warnings) == 3 and "retrying in 1 s" in warnings[0]
     with Stubber(stubbed) as stub:
-        stub.add_client_error("describe_stream", "ResourceNotFoundException", http_status_code=400)
+        stub.add_client_error("describe_table", "ResourceNotFoundException", http_status_code=400)
         with pytest.raises(StreamConfigError, match="does not exist"):
-            resolve_stream_patiently(ddb, stubbed, TABLE, sleep=slept.append, warn=warnings.append)
+            resolve_stream_patiently(stubbed, streams, TABLE, sleep=slept.append, warn=warnings.append)
+
+
+def test_starting_spends_no_describe_stream_call(clients: tuple[Any, Any]) -> None:
+    """DescribeStream is the account's budget (about 10/s for everyone): a fleet restarting must not
+    spend one call per worker just to start. DescribeTable says all a start needs."""
+    ddb, _ = clients
+    create(ddb, "NEW_AND_OLD_IMAGES")
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1", config=NO_ACCOUNT_ENDPOINTS)
+    with Stubber(streams) as stub:  # any DescribeStream would find no stubbed answer and fail
+        target = resolve_stream(ddb, streams, TABLE)
+        stub.assert_no_pending_responses()
+    assert target.view_type == "NEW_AND_OLD_IMAGES"

@@ -102,18 +102,24 @@ def test_documents_read_back_from_logs_add_up(
         processor.seen.values()
     )
 
+    # RecordsProcessed is a fleet metric: also one series per operation, for the scaling alarms.
+    fleet = (("Operation",),)
     if shard_dimension:
         assert {p.shard_id for p in processed} == set(processor.seen)
         for shard_id, seen in processor.seen.items():
             assert sum(sum(p.values) for p in processed if p.shard_id == shard_id) == seen
         assert all(
             p.dimension_sets
-            == (("Operation", "WorkerIdentifier", "ShardId"), ("Operation", "WorkerIdentifier"))
+            == (("Operation", "WorkerIdentifier", "ShardId"), ("Operation", "WorkerIdentifier"), *fleet)
             for p in processed
         )
     else:
         assert {p.shard_id for p in points} == {None}
-        assert all(p.dimension_sets == (("Operation", "WorkerIdentifier"),) for p in points)
+        assert all(
+            p.dimension_sets
+            == (("Operation", "WorkerIdentifier"), *(fleet if p.name == "RecordsProcessed" else ()))
+            for p in points
+        )
 
     lag = [p for p in points if p.name == "MillisBehindLatest"]
     assert max(v for p in lag for v in p.values) == 100 * (40 + 3 - 1)

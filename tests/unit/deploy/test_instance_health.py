@@ -4,6 +4,7 @@ FAILURE signal when boot itself breaks."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,13 +13,17 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from consumer.telemetry.health import HeartbeatFile, HeartbeatMetrics
-from consumer.telemetry.metrics import NullMetrics
+from consumer.telemetry.health import HeartbeatFile
 from deploy.bootstrap import boot
-from deploy.health import HealthJudge, fresh_workers, heartbeat_ages, wait_for_healthy
+from deploy.health import (
+    Heartbeat,
+    fresh_workers,
+    read_heartbeat,
+    wait_for_healthy,
+)
 from deploy.plan import BootPlan, Layout
 from deploy.units import unit_files
-from deploy.watchdog import Watchdog
+from ground.clock import FakeClock
 from tests.unit_runner import parse_service
 
 REPO = Path(__file__).resolve().parents[3]
@@ -44,13 +49,6 @@ def plan(**changes: Any) -> BootPlan:
     return BootPlan(**values)
 
 
-def beat(layout: Layout, instance: str, at: float) -> None:
-    path = layout.heartbeat(instance)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("x")
-    os.utime(path, (at, at))
-
-
 class Recording:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -71,37 +69,83 @@ class Recording:
         self.calls.append(("set_instance_health", kwargs))
 
 
-def test_the_worker_renews_its_heartbeat_at_each_lease_taking_round_only(tmp_path: Path) -> None:
-    inner = Recording()
+def test_the_heartbeat_file_says_when_the_last_round_was_attempted_and_when_one_last_succeeded(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "health" / "worker-1"
-    metrics = HeartbeatMetrics(inner, HeartbeatFile(path))
-    metrics.count("ProcessTask", "RecordsProcessed", 5)
-    metrics.gauge("TakeLeases", "TotalLeases", 3, "Count")
-    metrics.timing("TakeLeases", "TakeLeases", 12.0, True)
-    assert not path.exists()
-    metrics.gauge("TakeLeases", "NumWorkers", 2, "Count")
-    assert path.is_file()
-    # Every call still reaches the recorder unchanged.
-    assert [name for name, _ in inner.calls] == ["count", "gauge", "timing", "gauge"]
-    assert inner.calls[-1][1]["args"][:3] == ("TakeLeases", "NumWorkers", 2)
+    clock = FakeClock(start_millis=1_000_000)
+    heartbeat = HeartbeatFile(path, clock)
+    heartbeat.record(True)
+    clock.advance(5_000)
+    heartbeat.record(False, "LeaseStoreThrottledError: Scan app: leases table app is throttling")
+    assert json.loads(path.read_text()) == {
+        "at": 1_005_000,
+        "ok_at": 1_000_000,
+        "error": "LeaseStoreThrottledError: Scan app: leases table app is throttling",
+    }
+    os.utime(path, (1_005.0, 1_005.0))
+    beat = read_heartbeat(path, now=1_010.0)
+    assert beat == Heartbeat(
+        5.0, 10.0, 1_000.0, "LeaseStoreThrottledError: Scan app: leases table app is throttling"
+    )
+    # A file from an older worker (a bare number) is a good round at its mtime.
+    path.write_text("1000000\n")
+    os.utime(path, (1_002.0, 1_002.0))
+    assert read_heartbeat(path, now=1_010.0) == Heartbeat(8.0, 8.0, 1_002.0)
+
+
+def test_the_worker_records_every_round_it_attempts(tmp_path: Path) -> None:
+    """The taker tells its observer of each round: the reads succeeded, or why not."""
+    from consumer.leases.coordinator import LeaseCoordinator
+    from consumer.leases.errors import LeaseStoreThrottledError
+    from consumer.leases.memory import InMemoryLeaseStore
+    from ground.settings import WorkerSettings
+
+    store = InMemoryLeaseStore()
+    seen: list[tuple[bool, str | None]] = []
+    worker = LeaseCoordinator(
+        store, "w", WorkerSettings(), FakeClock(), on_round=lambda ok, why: seen.append((ok, why))
+    )
+    worker.heartbeat_once()
+    worker.take_round()
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise LeaseStoreThrottledError("Scan app: leases table app is throttling")
+
+    store.scan = refuse  # type: ignore[method-assign]
+    store.scan_workers = refuse  # type: ignore[method-assign]
+    worker.take_round()
+    # Each round says it began (None), then how it ended.
+    assert seen[:2] == [(None, None), (True, None)]
+    assert seen[-2] == (None, None)
+    assert seen[-1][0] is False and "throttling" in str(seen[-1][1])
 
 
 def test_a_heartbeat_that_cannot_be_written_never_stops_the_worker(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    metrics = HeartbeatMetrics(NullMetrics(), HeartbeatFile(blocker / "worker-1"))
-    metrics.gauge("TakeLeases", "NumWorkers", 1, "Count")  # logs once, raises nothing
+    HeartbeatFile(blocker / "worker-1").record(True)  # logs once, raises nothing
 
 
-def test_fresh_means_written_since_boot_and_young_enough(tmp_path: Path) -> None:
+def record(
+    layout: Layout, instance: str, attempted: float, ok_at: float | None, error: str | None = None
+) -> None:
+    path = layout.heartbeat(instance)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok = None if ok_at is None else int(ok_at * 1000)
+    path.write_text(json.dumps({"at": int(attempted * 1000), "ok_at": ok, "error": error}))
+    os.utime(path, (attempted, attempted))
+
+
+def test_fresh_means_a_good_round_since_boot_and_young_enough(tmp_path: Path) -> None:
     layout, p = Layout(tmp_path), plan()
     now = time.time()
-    beat(layout, "1", now - 5)
-    beat(layout, "2", now - 1000)  # left from an earlier boot
+    record(layout, "1", now - 5, now - 5)
+    record(layout, "2", now - 1000, now - 1000)  # left from an earlier boot
     assert fresh_workers(p, layout, since=now - 60, now=now) == ["1"]
-    ages = heartbeat_ages(p, layout, now)
-    assert ages["1"] is not None and ages["1"] < 10
-    beat(layout, "2", now - 2)
+    record(layout, "2", now - 2, now - 900, "throttled")  # attempting, but no good round since boot
+    assert fresh_workers(p, layout, since=now - 60, now=now) == ["1"]
+    record(layout, "2", now - 1, now - 1)
     assert fresh_workers(p, layout, since=now - 60, now=now) == ["1", "2"]
 
 
@@ -112,86 +156,11 @@ def test_boot_waits_until_the_deadline_then_gives_up(tmp_path: Path) -> None:
     def sleep(seconds: float) -> None:
         clock[0] += seconds
 
-    beat(layout, "1", time.time())
+    record(layout, "1", time.time(), time.time())
     assert not wait_for_healthy(p, layout, since=time.time() - 5, sleep=sleep, clock=lambda: clock[0])
     assert clock[0] >= 30
-    beat(layout, "2", time.time())
+    record(layout, "2", time.time(), time.time())
     assert wait_for_healthy(p, layout, since=time.time() - 5, sleep=sleep, clock=lambda: clock[0])
-
-
-def test_the_judge_waits_out_the_grace_then_names_silent_workers() -> None:
-    judge = HealthJudge(plan(), started=0.0, grace_seconds=600)
-    assert judge.observe(100.0, {"1": None, "2": None}, restarts=0) is None  # still booting
-    assert judge.observe(700.0, {"1": 5.0, "2": 30.0}, restarts=0) is None
-    verdict = judge.observe(800.0, {"1": 5.0, "2": 500.0}, restarts=0)
-    assert verdict is not None and "worker(s) 2" in verdict
-
-
-def test_the_judge_calls_a_crash_loop_even_when_each_run_reported() -> None:
-    judge = HealthJudge(
-        plan(crash_loop_restarts=3, crash_loop_window_seconds=300), started=0.0, grace_seconds=0
-    )
-    fresh = {"1": 1.0, "2": 1.0}
-    assert judge.observe(10.0, fresh, restarts=0) is None
-    assert judge.observe(20.0, fresh, restarts=2) is None
-    verdict = judge.observe(30.0, fresh, restarts=3)
-    assert verdict is not None and "crash loop" in verdict
-    # Restarts spread wider than the window are not a loop.
-    slow = HealthJudge(
-        plan(crash_loop_restarts=3, crash_loop_window_seconds=300), started=0.0, grace_seconds=0
-    )
-    for step in range(6):
-        assert slow.observe(step * 400.0, fresh, restarts=step) is None
-
-
-def test_the_watchdog_reports_unhealthy_once(tmp_path: Path) -> None:
-    layout, p = Layout(tmp_path), plan()
-    client = Recording()
-    watchdog = Watchdog(
-        p,
-        layout,
-        client,
-        "i-0abc",
-        HealthJudge(p, started=0.0, grace_seconds=0),
-        lifecycle_state=lambda: "InService",
-        restarts=lambda: 0,
-        stop=lambda: None,
-    )
-    assert watchdog.step(time.time())  # no heartbeat at all: unhealthy
-    assert watchdog.step(time.time())
-    assert client.calls == [
-        (
-            "set_instance_health",
-            {"InstanceId": "i-0abc", "HealthStatus": "Unhealthy", "ShouldRespectGracePeriod": False},
-        )
-    ]
-
-
-def test_the_watchdog_hands_over_on_termination(tmp_path: Path) -> None:
-    layout, p = Layout(tmp_path), plan()
-    client, stopped = Recording(), []
-    watchdog = Watchdog(
-        p,
-        layout,
-        client,
-        "i-0abc",
-        HealthJudge(p, started=time.time(), grace_seconds=600),
-        lifecycle_state=lambda: "Terminated",
-        stop=lambda: stopped.append(True),
-    )
-    assert watchdog.step(time.time()) is False
-    assert stopped == [True]
-    assert client.calls == [
-        (
-            "complete_lifecycle_action",
-            {
-                "LifecycleHookName": "app-dev-release-leases",
-                "AutoScalingGroupName": "app-dev-workers",
-                "LifecycleActionResult": "CONTINUE",
-                "InstanceId": "i-0abc",
-            },
-        )
-    ]
 
 
 def test_the_unit_runner_reads_the_units_the_bootstrap_writes(tmp_path: Path) -> None:

@@ -46,34 +46,66 @@ def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_i
 @given(
     loads=st.dictionaries(st.sampled_from("bcdefg"), st.integers(0, 6), min_size=1, max_size=6),
     dead=st.sets(st.sampled_from("bcdefg")),
+    stopping=st.sets(st.sampled_from("bcdefg"), max_size=2),
     handed=st.integers(1, 12),
     cap=st.integers(1, 10),
 )
-def test_successors_are_live_others_below_their_cap_and_spread_evenly(
-    loads: dict[str, int], dead: set[str], handed: int, cap: int
+def test_successors_are_live_others_below_their_cap_and_the_deal_spreads_evenly(
+    loads: dict[str, int], dead: set[str], stopping: set[str], handed: int, cap: int
 ) -> None:
+    """Every stopping worker deals all the stopping workers' leases alike: survivors only (live, not
+    stopping), never beyond the cap, and a survivor is dealt a lease only while none is emptier."""
     now = 50_000_000
-    beats = {w: Heartbeat(w, 1, now - (2 * SETTINGS.failover_time_millis if w in dead else 0)) for w in loads}
-    beats["a"] = Heartbeat("a", 1, now)
+    beats = {
+        w: Heartbeat(
+            w, 1, now - (2 * SETTINGS.failover_time_millis if w in dead else 0), stopping=w in stopping
+        )
+        for w in loads
+    }
+    beats["a"] = Heartbeat("a", 1, now, stopping=True)
     leases = {
         f"{w}{i}": Lease(f"{w}{i}", w, 1, ExtendedSequenceNumber("TRIM_HORIZON"))
         for w, n in loads.items()
         for i in range(n)
     }
-    snapshot = Snapshot(leases, beats)
-    given_out: dict[str, int] = {}
-    for _ in range(handed):
-        chosen = successor("a", snapshot, now, TIMING, given=given_out, max_leases_for_worker=cap)
+    mine = {
+        f"a{i:02d}": Lease(f"a{i:02d}", "a", 1, ExtendedSequenceNumber("TRIM_HORIZON")) for i in range(handed)
+    }
+    snapshot = Snapshot({**leases, **mine}, beats)
+    survivors = {w for w in loads if w not in dead and w not in stopping}
+    live_stopping = {w for w in stopping if w not in dead} | {"a"}
+    deal = sorted(s for s, lease in snapshot.leases.items() if lease.owner in live_stopping)
+    got = dict.fromkeys(survivors, 0)
+    for shard in deal:
+        owner = snapshot.leases[shard].owner or "a"
+        chosen = successor(owner, snapshot, now, TIMING, shard_id=shard, max_leases_for_worker=cap)
+        load = {w: loads[w] + got[w] for w in survivors}
         if chosen is None:
-            assert all(w in dead or loads[w] + given_out.get(w, 0) >= cap for w in loads)
-            break
-        assert chosen != "a" and chosen not in dead
-        assert loads[chosen] + given_out.get(chosen, 0) < cap
-        # The least loaded among the eligible.
-        eligible = {
-            w: loads[w] + given_out.get(w, 0)
-            for w in loads
-            if w not in dead and loads[w] + given_out.get(w, 0) < cap
-        }
-        assert eligible[chosen] == min(eligible.values())
-        given_out[chosen] = given_out.get(chosen, 0) + 1
+            assert all(n >= cap for n in load.values())
+            continue
+        assert chosen in survivors and load[chosen] < cap
+        assert load[chosen] == min(n for n in load.values() if n < cap)
+        got[chosen] += 1
+
+
+def test_a_worker_of_another_host_and_not_stopping_comes_first() -> None:
+    """A host stops its workers together (a scale-in, a rolling deploy's terminated instance): a
+    lease handed to a neighbour told to stop in the same second waited for its heartbeat to expire
+    (13 s in the rolling-deploy bench)."""
+    now = 50_000_000
+    me, neighbour, other, stopping = (
+        "worker-2@ip-10-0-0-1:41:aa",
+        "worker-1@ip-10-0-0-1:40:bb",
+        "worker-3@ip-10-0-0-2:42:cc",
+        "worker-4@ip-10-0-0-3:43:dd",
+    )
+    beats = {w: Heartbeat(w, 1, now) for w in (me, neighbour, other)}
+    beats[stopping] = Heartbeat(stopping, 1, now, stopping=True)
+    # The neighbour holds the fewest leases, yet the worker of another host is chosen.
+    leases = {f"o{i}": Lease(f"o{i}", other, 1, ExtendedSequenceNumber("TRIM_HORIZON")) for i in range(3)}
+    beats[me] = Heartbeat(me, 1, now, stopping=True)
+    mine = {f"m{i}": Lease(f"m{i}", me, 1, ExtendedSequenceNumber("TRIM_HORIZON")) for i in range(8)}
+    snapshot = Snapshot({**leases, **mine}, beats)
+    dealt = [successor(me, snapshot, now, TIMING, shard_id=s, max_leases_for_worker=10) for s in sorted(mine)]
+    # A stopping worker is never chosen; the neighbour only once the other host is at its cap.
+    assert dealt == [other] * 7 + [neighbour]

@@ -119,6 +119,28 @@ def test_a_throttled_shard_end_checkpoint_is_retried_until_it_lands() -> None:
     assert ended == ["s1"]  # children are created once
 
 
+def test_a_throttled_shard_end_checkpoint_waits_no_longer_than_one_taker_interval() -> None:
+    """Five throttles in a row: exponential back-off from 500 ms reached 8-16 s waits, so the shard's
+    end (and its children) went through 14 s after a three-second throttle ended. Leases-table
+    errors are retried within one taker interval, however long they last."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 5)
+    rig.lease("s1")
+    leases = FlakyLeases(rig.coordinator)
+    consumer = rig.consumer("s1", RecordingProcessor(), leases=leases)
+    steps_until(rig, consumer, ShardState.SHUTTING_DOWN)
+    leases.faults["checkpoint"] = [throttled() for _ in range(8)]
+    waits = []
+    for _ in range(8):
+        now = rig.clock.monotonic_millis()
+        due = rig.step(consumer)
+        assert due is not None
+        waits.append(due - now)
+    assert max(waits) <= SETTINGS.taker_interval_millis
+    rig.drive(consumer)
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("SHARD_END")
+
+
 def test_a_throttled_checkpoint_in_shutdown_requested_is_retried_while_the_lease_is_held() -> None:
     rig = Rig()
     rig.stream.add("s1", 100, 250, closed=False)

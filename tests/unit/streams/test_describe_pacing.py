@@ -11,7 +11,7 @@ from botocore.stub import Stubber
 
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import ThrottledError
-from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer
+from consumer.streams.pacing import PAGE_ATTEMPTS, CallPacer, FleetPacer, FleetPosition, SlotSchedule
 from ground.clock import FakeClock
 
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-11-24T00:00:00.000"
@@ -92,3 +92,90 @@ def test_a_paced_listing_of_many_pages_keeps_to_the_rate() -> None:
     with stub:
         assert len(streams.list_shards(ARN)) == pages
     assert clock.monotonic_millis() - FakeClock().monotonic_millis() == pytest.approx(4_500, abs=2)
+
+
+# ------------------------------------------------------------------- the fleet's timetable
+
+
+def test_the_timetable_gives_each_slot_to_one_worker_and_the_leader_three_in_ten() -> None:
+    schedule = SlotSchedule(5.0)
+    assert schedule.slot_millis == 200
+    for size in (1, 3, 7, 100):
+        positions = [FleetPosition(rank, size, rank == 0) for rank in range(size)]
+        # Each worker's own slots, and the leader's listing slots.
+        used = [
+            [
+                p.rank
+                for p in positions
+                for listing in (False, True)
+                if (listing, p.leader) != (True, False) and schedule.mine(slot, p, listing)
+            ]
+            for slot in range(10 * 7 * size)
+        ]
+        # One owner per slot (the leader's slots are its own): never two calls in one slot.
+        assert all(len(owners) == 1 for owners in used)
+        leader_only = sum(1 for slot in range(10 * 7 * size) if schedule.owner(slot, size) is None)
+        assert leader_only == 3 * 7 * size
+        shares = {rank: sum(1 for owners in used if owners == [rank]) for rank in range(size)}
+        # Every worker gets the same share of the seven shared slots in ten.
+        assert {shares[rank] for rank in range(1, size)} <= {7 * 7}
+
+
+def test_a_worker_calls_only_in_its_own_slots_once_each_and_waits_while_it_does_not_know_its_place() -> None:
+    clock = FakeClock()
+    start = clock.wall_millis()
+
+    def position() -> FleetPosition | None:
+        # Known only from one second on (its first scan, a settled view of the fleet).
+        return FleetPosition(2, 4, False) if clock.wall_millis() - start >= 1000 else None
+
+    pacer = FleetPacer(5.0, clock, position)
+    schedule = pacer.schedule
+    calls = []
+    for _ in range(6):
+        pacer.acquire()
+        calls.append(clock.wall_millis())
+    slots = [schedule.slot_at(t) for t in calls]
+    assert calls[0] - start >= 1000
+    assert len(set(slots)) == len(slots)  # one call per slot
+    assert all(schedule.owner(slot, 4) == 2 for slot in slots)
+    assert all(t == schedule.start_millis(slot) for t, slot in zip(calls, slots, strict=True))
+
+
+def test_a_fleet_of_a_hundred_never_exceeds_the_budget_in_any_second() -> None:
+    """Every worker asking all the time: the calls of the fleet in any one-second window."""
+    schedule = SlotSchedule(5.0)
+    size = 100
+    calls: list[int] = []
+    for rank in range(size):
+        position = FleetPosition(rank, size, rank == 0)
+        slot = -1
+        while True:
+            slot = schedule.next_slot(slot, position)
+            if schedule.start_millis(slot) >= 120_000:
+                break
+            calls.append(int(schedule.start_millis(slot)))
+    calls.sort()
+    peak = max(sum(1 for t in calls if start <= t < start + 1000) for start in range(0, 119_000, 100))
+    assert peak <= 5
+
+
+def test_the_coordinator_places_workers_by_id_once_the_fleet_is_settled() -> None:
+    from consumer.leases.coordinator import LeaseCoordinator
+    from consumer.leases.memory import InMemoryLeaseStore
+    from ground.settings import WorkerSettings
+
+    store, clock, settings = InMemoryLeaseStore(), FakeClock(), WorkerSettings()
+    a = LeaseCoordinator(store, "a", settings, clock, expected_workers=3)
+    b = LeaseCoordinator(store, "b", settings, clock, expected_workers=3)
+    assert a.fleet_position() is None  # not seen itself in a scan yet
+    for worker in (a, b):
+        worker.heartbeat_once()
+    for worker in (a, b):
+        worker.take_round()
+    assert a.fleet_position() is None  # a view of the fleet is first held for one taker interval
+    clock.advance(settings.taker_interval_millis)
+    assert a.fleet_position() == FleetPosition(0, 3, True)  # at least the group's minimum
+    assert b.fleet_position() is None
+    clock.advance(settings.taker_interval_millis)
+    assert b.fleet_position() == FleetPosition(1, 3, False)

@@ -25,19 +25,45 @@ def test_counts_are_summed_per_period_into_one_document_per_operation() -> None:
     transport = InMemoryTransport()
     rec = recorder(transport)
     for _ in range(7):
-        rec.count("ProcessTask", "RecordsProcessed", 3, shard_id="shard-a")
+        rec.count("ProcessTask", "RecordsRetried", 3, shard_id="shard-a")
     rec.count("ProcessTask", "DataBytesProcessed", 100, "Bytes", shard_id="shard-b")
     docs = flushed(rec, transport)
     assert len(docs) == 1
     doc = docs[0]
-    assert doc["RecordsProcessed"] == 21
+    assert doc["RecordsRetried"] == 21
     assert doc["DataBytesProcessed"] == 100
     assert doc["Operation"] == "ProcessTask" and doc["WorkerIdentifier"] == "w-1"
     assert "ShardId" not in doc
     directive = doc["_aws"]["CloudWatchMetrics"][0]  # type: ignore[index]
     assert directive["Namespace"] == "telemetry-test"
     assert directive["Dimensions"] == [["Operation", "WorkerIdentifier"]]
-    assert units(docs) == {"RecordsProcessed": "Count", "DataBytesProcessed": "Bytes"}
+    assert units(docs) == {"RecordsRetried": "Count", "DataBytesProcessed": "Bytes"}
+
+
+def test_fleet_metrics_also_go_to_one_series_per_operation_for_the_scaling_alarms() -> None:
+    """RecordsProcessed, LeaseTableScans and OpenShards are also published under [Operation] alone, so
+    a plain alarm can add them up over the fleet and combine them with AWS's metrics."""
+    transport = InMemoryTransport()
+    rec = recorder(transport)
+    rec.count("ProcessTask", "RecordsProcessed", 21)
+    rec.count("ProcessTask", "RecordsRetried", 2)
+    rec.count("LeaseTable", "LeaseTableScans", 3)
+    rec.gauge("ShardSyncTask", "OpenShards", 44, "Count")
+    docs = flushed(rec, transport)
+    dimensions = {
+        name: d["_aws"]["CloudWatchMetrics"][0]["Dimensions"]  # type: ignore[index]
+        for d in docs
+        for name in ("RecordsProcessed", "RecordsRetried", "LeaseTableScans", "OpenShards")
+        if name in d
+    }
+    fleet = [["Operation", "WorkerIdentifier"], ["Operation"]]
+    assert dimensions == {
+        "RecordsProcessed": fleet,
+        "LeaseTableScans": fleet,
+        "OpenShards": fleet,
+        "RecordsRetried": [["Operation", "WorkerIdentifier"]],
+    }
+    assert metric_sums(docs)["RecordsProcessed"] == 21
 
 
 def test_shard_dimension_adds_a_per_shard_set_and_keeps_the_aggregate_set() -> None:
@@ -52,6 +78,7 @@ def test_shard_dimension_adds_a_per_shard_set_and_keeps_the_aggregate_set() -> N
     assert by_shard["shard-a"]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [  # type: ignore[index]
         ["Operation", "WorkerIdentifier", "ShardId"],
         ["Operation", "WorkerIdentifier"],
+        ["Operation"],  # RecordsProcessed is a fleet metric
     ]
     assert metric_sums(docs)["RecordsProcessed"] == 8
     assert metric_sums(docs, ShardId="shard-a")["RecordsProcessed"] == 5

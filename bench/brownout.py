@@ -1,0 +1,327 @@
+"""A DynamoDB brownout: the leases and workers tables refuse every call for several failover times.
+
+Method: ``consumer run`` processes on the emulator, grouped into "instances" of a few each. Every
+instance runs the real health path: each worker writes its heartbeat file (``--heartbeat-file``,
+as the units on an instance do) and the instance's :class:`deploy.watchdog.Watchdog` (the real
+judge, and its real look at the workers table through :class:`deploy.watchdog.WorkersTableProbe`)
+polls them every half second. Only Auto Scaling is a stand-in: a group whose instances are all
+InService, which records every ``SetInstanceHealth``. Worker ids carry their instance as host
+(``worker-3@inst-1:...``), as they carry the host name on an instance. The watchdog's age limit
+(``max(120 s, 6 x failover)`` on an instance) is set to 4 x the failover time so that the outage
+(6 x) outlasts it: the judge of 674a950 marked every instance of the fleet Unhealthy in this
+scenario. (Shorter than that, a healthy worker on this shared 2-core machine may go unscheduled
+long enough to look stalled.)
+
+A writer keeps writing round-robin over one key per partition. Once the fleet is balanced, the
+leases and workers tables answer every call with throttling, then with HTTP 500, for
+``outage_failovers`` x failover in all (the source table and the stream are left alone). Then:
+
+- instances the watchdogs marked Unhealthy (goal 0), and the watchdogs' own words for what they saw
+  and did not blame (the failing rounds must have been seen: otherwise the scenario proved nothing);
+- resume: from the end of the outage until every key has a record delivered to a processor again
+  (the slowest key), over the taker interval (goal <= 1);
+- records lost: acknowledged writes never delivered (goal 0); duplicates are counted and shown.
+
+With ``control``, one worker is then frozen (SIGSTOP) for 2.5 x the age limit while the others are
+fine: its instance must be marked Unhealthy (the watchdog still blames the instance's own failure,
+once it has lasted an age limit past the limit with the others fine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.common import Ratio, at_most
+from bench.fleet_support import Stack, bench_stack, drain_lost, keys_covering, lost_writes_ratio
+from deploy.health import HealthJudge, wait_for_healthy
+from deploy.plan import BootPlan, Layout
+from deploy.watchdog import Watchdog, WorkersTableProbe
+
+LIMITS = ""
+
+
+class StandInGroup:
+    """Auto Scaling as far as a watchdog asks: every instance InService and Healthy; the health
+    reports are recorded."""
+
+    def __init__(self, instance_ids: list[str]) -> None:
+        self.instance_ids = instance_ids
+        self.marked: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+
+    def describe_auto_scaling_groups(self, **_: Any) -> dict[str, Any]:
+        instances = [
+            {"InstanceId": i, "LifecycleState": "InService", "HealthStatus": "Healthy"}
+            for i in self.instance_ids
+        ]
+        return {"AutoScalingGroups": [{"Instances": instances}]}
+
+    def set_instance_health(self, **kwargs: Any) -> None:
+        with self._lock:
+            self.marked.append((str(kwargs["InstanceId"]), time.time()))
+
+    def complete_lifecycle_action(self, **_: Any) -> None:
+        return None
+
+
+class ListeningWatchdog(Watchdog):
+    """The real watchdog, whose messages are kept (with their time) instead of only printed."""
+
+    heard: list[tuple[float, str]]
+
+    def _say(self, message: str, kind: str) -> None:
+        if kind != self._said:
+            self.heard.append((time.time(), message))
+        super()._say(message, kind)
+
+
+@dataclass
+class Instance:
+    name: str
+    layout: Layout
+    plan: BootPlan
+    workers: list[str] = field(default_factory=list)
+    watchdog: ListeningWatchdog | None = None
+
+
+@dataclass
+class Outcome:
+    marked_in_outage: list[str]
+    marked_in_control: list[str]
+    excused: list[str]
+    resume_seconds: float
+    taker_seconds: float
+    outage_seconds: float
+    lost: list[tuple[str, int]]
+    duplicates: int
+    deliveries: int
+    problems: list[str]
+
+
+def start_instances(
+    stack: Stack, instances: int, processes: int, max_age_seconds: int, first_index: int = 0
+) -> list[Instance]:
+    """``instances`` x ``processes`` workers, each with its heartbeat file under its instance's root
+    (instances ``inst-<first_index>`` on)."""
+    worker = stack.settings.worker
+    fleet: list[Instance] = []
+    for k in range(first_index, first_index + instances):
+        layout = Layout(stack.workdir / f"inst-{k}")
+        plan = BootPlan(
+            env="bench",
+            region=stack.settings.region,
+            worker_processes=processes,
+            stop_timeout_seconds=30,
+            agent_config={},
+            stack_name="bench",
+            signal_resource="Group",
+            group_name="bench-workers",
+            lifecycle_hook_name="bench-release-leases",
+            health_timeout_seconds=0,
+            heartbeat_max_age_seconds=max_age_seconds,
+            workers_table=stack.settings.workers_table_name,
+            peer_horizon_seconds=(worker.failover_time_millis + worker.max_clock_skew_millis) / 1000,
+        )
+        instance = Instance(f"inst-{k}", layout, plan)
+        for i in range(1, processes + 1):
+            number = len(stack.fleet.workers) + 1
+            heartbeat = layout.heartbeat(str(i))
+            heartbeat.parent.mkdir(parents=True, exist_ok=True)
+            worker_id = f"worker-{number}@{instance.name}:{number}:bench"
+            process = stack.fleet.start_worker(("--heartbeat-file", str(heartbeat), "--worker-id", worker_id))
+            instance.workers.append(process.name)
+            time.sleep(0.5)  # staggered: simultaneous start-ups overload a 2-core machine
+        fleet.append(instance)
+    return fleet
+
+
+def booted(stack: Stack, fleet: list[Instance], since: float) -> None:
+    """Every instance booted as the bootstrap decides it (every worker had a round succeed): the
+    watchdog judges only after that, as on an instance (after the boot's health deadline)."""
+    for instance in fleet:
+        plan = dataclasses.replace(instance.plan, health_timeout_seconds=120)
+        if not wait_for_healthy(plan, instance.layout, since - 1):
+            raise RuntimeError(
+                f"{instance.name}'s workers never had a round succeed; logs in {stack.workdir}"
+            )
+
+
+def watch(
+    stack: Stack, fleet: list[Instance], group: StandInGroup, stop: threading.Event
+) -> threading.Thread:
+    """The instances' watchdogs, each polled every half second on one thread (as each polls alone)."""
+    horizon = fleet[0].plan.peer_horizon_seconds
+    for instance in fleet:
+        probe = WorkersTableProbe(
+            stack.emulator.client("dynamodb"), stack.settings.workers_table_name, instance.name, horizon
+        )
+        watchdog = ListeningWatchdog(
+            instance.plan,
+            instance.layout,
+            group,
+            instance.name,
+            HealthJudge(instance.plan, started=time.time(), grace_seconds=0),
+            lifecycle_state=lambda: "InService",
+            restarts=lambda: 0,
+            stop=lambda: None,
+            peers=probe,
+        )
+        watchdog.heard = []
+        instance.watchdog = watchdog
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            for instance in fleet:
+                assert instance.watchdog is not None
+                with contextlib.suppress(Exception):  # a watchdog's own trouble is in its words
+                    instance.watchdog.step(time.time())
+
+    thread = threading.Thread(target=loop, name="watchdogs", daemon=True)
+    thread.start()
+    return thread
+
+
+def resumed_after(stack: Stack, keys: list[str], since: float, timeout: float) -> float:
+    """Seconds from ``since`` until every key had a record delivered after it (the slowest key)."""
+    first: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(first) < len(keys):
+        for d in stack.deliveries.poll():
+            if d.key in keys and d.arrived > since and d.key not in first:
+                first[d.key] = d.arrived
+        time.sleep(0.05)
+    if len(first) < len(keys):
+        raise RuntimeError(
+            f"{len(keys) - len(first)} keys got no record within {timeout:.0f} s of the outage's end"
+        )
+    return max(first.values()) - since
+
+
+def brownout(
+    *,
+    name: str,
+    instances: int,
+    processes: int,
+    partitions: int,
+    failover_millis: int,
+    outage_failovers: float,
+    writes_per_second: float,
+    control: bool,
+    rollover_seconds: int = 86_400,
+) -> Outcome:
+    worker = {
+        "failover_time_millis": failover_millis,
+        "max_clock_skew_millis": 100,
+        "idle_time_between_reads_millis": 200,
+        "parent_shard_poll_interval_millis": 500,
+        "shard_sync_interval_millis": 5_000,
+        "task_backoff_time_millis": 100,
+    }
+    max_age = max(2, 4 * failover_millis // 1000)
+    with bench_stack(
+        name, partitions=partitions, worker=worker, emulator={"rollover_seconds": rollover_seconds}
+    ) as stack:
+        began = time.time()
+        fleet = start_instances(stack, instances, processes, max_age)
+        booted(stack, fleet, began)
+        stack.wait_balanced(120)
+        group = StandInGroup([i.name for i in fleet])
+        stopping = threading.Event()
+        watcher = watch(stack, fleet, group, stopping)
+        writer = stack.writer(writes_per_second, threads=2).start()
+        keys = keys_covering(stack.partitions, stack.seed)
+        outage = outage_failovers * failover_millis / 1000
+        try:
+            time.sleep(2 * failover_millis / 1000)
+            control_api = stack.emulator.control
+            tables = f"{stack.settings.leases_table_name},{stack.settings.workers_table_name}"
+            control_api.set_faults(table_fault_tables=tables, table_throttle_rate=1.0)
+            time.sleep(outage / 2)
+            control_api.set_faults(table_throttle_rate=0.0, table_error_rate=1.0)
+            time.sleep(outage / 2)
+            control_api.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
+            lifted = time.time()
+            resume = resumed_after(stack, keys, lifted, 30 * failover_millis / 1000)
+            time.sleep(2 * failover_millis / 1000)
+            marked_in_outage = [i for i, _ in group.marked]
+            if control:
+                victim = fleet[0].workers[0]
+                stack.fleet.pause(victim)
+                time.sleep(2.5 * max_age + 2)
+                stack.fleet.resume(victim)
+                time.sleep(failover_millis / 1000)
+        finally:
+            writer.stop()
+            stopping.set()
+            watcher.join(timeout=10)
+        lost = drain_lost(stack, writer, timeout_seconds=60)
+        deliveries = stack.deliveries.all
+        seen: set[tuple[str, str]] = set()
+        duplicates = 0
+        for d in deliveries:
+            duplicates += (d.shard, d.seq) in seen
+            seen.add((d.shard, d.seq))
+        excused = [m for i in fleet if i.watchdog for _, m in i.watchdog.heard if m.startswith("not blamed")]
+        return Outcome(
+            marked_in_outage=marked_in_outage,
+            marked_in_control=[i for i, _ in group.marked][len(marked_in_outage) :],
+            excused=excused,
+            resume_seconds=resume,
+            taker_seconds=stack.taker_millis / 1000,
+            outage_seconds=outage,
+            lost=lost,
+            duplicates=duplicates,
+            deliveries=len(deliveries),
+            problems=stack.problems(),
+        )
+
+
+def run() -> list[Ratio]:
+    print(__doc__)
+    outcome = brownout(
+        name="brownout",
+        instances=3,
+        processes=2,
+        partitions=24,
+        failover_millis=6_000,
+        outage_failovers=6,
+        writes_per_second=48,
+        control=True,
+        rollover_seconds=20,
+    )
+    print(
+        f"outage {outcome.outage_seconds:.0f} s on the leases and workers tables; instances marked Unhealthy "
+        f"during it: {outcome.marked_in_outage or 'none'}; watchdogs saw and did not blame: "
+        f"{len(outcome.excused)} time(s), e.g. {outcome.excused[:1]}"
+    )
+    print(
+        f"every key delivering again {outcome.resume_seconds:.2f} s after the outage "
+        f"({outcome.resume_seconds / outcome.taker_seconds:.2f} x the taker interval of {outcome.taker_seconds:g} s); "
+        f"{outcome.deliveries} deliveries, {outcome.duplicates} delivered twice, {len(outcome.lost)} lost; "
+        f"control (a worker frozen while the others are fine): marked {outcome.marked_in_control}"
+    )
+    if outcome.problems:
+        print(f"ERROR lines in worker logs ({len(outcome.problems)}): {outcome.problems[:5]}")
+    method = (
+        "6 consumer run processes on the emulator as 3 instances with the real watchdog; leases and workers "
+        f"tables refusing 100 % for {outcome.outage_seconds:.0f} s (6 x failover 6 s), rollovers every 20 s"
+    )
+    if not outcome.excused or outcome.marked_in_control[:1] != ["inst-0"]:
+        raise RuntimeError(
+            f"the scenario proved nothing: excused {outcome.excused[:1]}, control marked {outcome.marked_in_control}"
+        )
+    return [
+        at_most("brownout_instances_marked_unhealthy", (float(len(outcome.marked_in_outage)),), 0, method),
+        lost_writes_ratio("brownout_lost_records", outcome.lost),
+        at_most(
+            "brownout_resume_over_taker_interval",
+            (outcome.resume_seconds / outcome.taker_seconds,),
+            1,
+            method + "; outage's end -> every key delivering again, over the taker interval",
+        ),
+    ]

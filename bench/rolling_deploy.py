@@ -1,0 +1,236 @@
+"""A rolling deploy: every instance replaced, one at a time, as the group's rolling update does it.
+
+Method: ``consumer run`` processes on the emulator grouped into instances (bench/brownout.py's set-
+up: heartbeat files and each instance's real :class:`deploy.watchdog.Watchdog`; Auto Scaling is a
+stand-in). A writer keeps writing round-robin over one key per partition. The update policy keeps
+``min_instances_in_service`` of ``max_batch_size = 1`` (infra/fleet.py), so the group first launches
+a replacement, waits for its signal, then terminates an old instance; for each instance in turn:
+
+1. launch: the same units (``consumer run`` with its heartbeat file) on a new instance; the signal
+   is the bootstrap's own wait (:func:`deploy.health.wait_for_healthy`: every worker completed a
+   lease-taking round);
+2. terminate: the old instance's lifecycle state turns ``Terminated``; its watchdog stops the units
+   (SIGTERM to each at once, as ``systemctl stop consumer-worker@*``), each drains, checkpoints and
+   hands its leases to a survivor, and the watchdog completes the lifecycle action.
+
+Figures, over the whole deploy:
+
+- duplicates: a (shard, sequence number) delivered to a processor twice (goal 0);
+- the pause: for every shard whose owner changed, from the moment its old owner stopped processing
+  it (its consumer's ``PROCESSING -> SHUTTING_DOWN``) to its first delivery by the new one; the
+  longest, over the taker interval (goal <= 1; a record is written to each shard every
+  ``partitions / writes_per_second`` s, which the figure includes). The gap between the two owners'
+  deliveries is shown beside it;
+- the update policy against what it waits for: each launch's time to its signal against the
+  policy's signal timeout (its pause), each drain against the lifecycle hook's heartbeat timeout
+  (systemd's stop timeout is a little shorter: a drain cut short is SIGKILL), and how long after each signal the
+  fleet was balanced again (the next batch starts at the signal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+from bench.brownout import Instance, ListeningWatchdog, StandInGroup, booted, start_instances
+from bench.common import Ratio, at_most
+from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio, spread
+from deploy.health import HealthJudge, wait_for_healthy
+from ground.settings import FleetSettings
+
+INSTANCES = 3
+PROCESSES = 2
+PARTITIONS = 24
+FAILOVER_MILLIS = 6_000
+WRITES_PER_SECOND = 72
+LIMITS = ""
+
+
+@dataclass
+class Replacement:
+    old: str
+    new: str
+    launched: float
+    signalled: float  # seconds from launch to the new instance's signal
+    drained: float  # seconds from the lifecycle hook to every old unit's exit
+    balanced: float  # seconds from the terminate's end until the fleet was balanced again
+    exit_codes: list[int]
+
+
+def launch(stack: Stack, fleet: list[Instance], index: int) -> tuple[Instance, float]:
+    """A new instance of the same units; returns it and the seconds until its signal."""
+    max_age = fleet[0].plan.heartbeat_max_age_seconds
+    started = time.time()
+    (instance,) = start_instances(stack, 1, PROCESSES, max_age, first_index=index)
+    plan = dataclasses.replace(instance.plan, health_timeout_seconds=120)
+    if not wait_for_healthy(plan, instance.layout, started - 1, sleep=time.sleep):
+        raise RuntimeError(f"{instance.name} never signalled; logs in {stack.workdir}")
+    return instance, time.time() - started
+
+
+def terminate(stack: Stack, instance: Instance, group: StandInGroup) -> tuple[float, list[int]]:
+    """The lifecycle hook: the old instance's real watchdog stops its units and completes the action."""
+    codes: list[int] = []
+
+    def stop_units() -> None:  # systemctl stop consumer-worker@*: every unit at once, waited for
+        threads = [
+            threading.Thread(target=lambda name=name: codes.append(stack.fleet.terminate(name, timeout=120)))
+            for name in instance.workers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    watchdog = ListeningWatchdog(
+        instance.plan,
+        instance.layout,
+        group,
+        instance.name,
+        HealthJudge(instance.plan, started=time.time(), grace_seconds=3600),
+        lifecycle_state=lambda: "Terminated",
+        stop=stop_units,
+    )
+    watchdog.heard = []
+    began = time.time()
+    assert watchdog.step(time.time()) is False  # handed over: the watchdog exits
+    return time.time() - began, codes
+
+
+def owner_changes(stack: Stack, since: float) -> tuple[list[float], list[float], list[str]]:
+    """For every change of a shard's processor after ``since``: the pause, from the moment the old
+    owner stopped processing it (its consumer's ``PROCESSING -> SHUTTING_DOWN``, or its last delivery
+    when that came later) to the new owner's first delivery; and the raw gap between the two owners'
+    deliveries (which also holds the write load's own spacing before the stop)."""
+    pid_of = {process.pid: name for name, process in stack.fleet.workers.items()}
+    stops: dict[tuple[str, str], list[float]] = {}
+    for name in stack.fleet.workers:
+        for at, message in stack.log_times(name, "PROCESSING -> SHUTTING_DOWN"):
+            shard = message.split()[1].rstrip(":")
+            stops.setdefault((name, shard), []).append(at)
+    by_shard: dict[str, list[tuple[float, int]]] = {}
+    for d in stack.deliveries.all:
+        by_shard.setdefault(d.shard, []).append((d.arrived, d.pid))
+    pauses: list[float] = []
+    gaps: list[float] = []
+    moves: list[tuple[float, str]] = []
+    for shard, arrivals in by_shard.items():
+        arrivals.sort()
+        for (before, old), (after, new) in itertools.pairwise(arrivals):
+            if new == old or after <= since:
+                continue
+            stopped = [t for t in stops.get((pid_of.get(old, ""), shard), []) if before - 1 <= t <= after]
+            pause = after - max([before, *stopped])
+            pauses.append(pause)
+            gaps.append(after - before)
+            moves.append(
+                (
+                    pause,
+                    f"{shard[-8:]} {pid_of.get(old)} -> {pid_of.get(new)} {pause:.2f} s at +{after - since:.1f} s",
+                )
+            )
+    return pauses, gaps, [text for _, text in sorted(moves, reverse=True)[:3]]
+
+
+def run() -> list[Ratio]:
+    print(__doc__)
+    worker = {
+        "failover_time_millis": FAILOVER_MILLIS,
+        "max_clock_skew_millis": 100,
+        "idle_time_between_reads_millis": 200,
+        "parent_shard_poll_interval_millis": 500,
+        "shard_sync_interval_millis": 10_000,
+        "task_backoff_time_millis": 100,
+    }
+    fleet_settings = FleetSettings()
+    with bench_stack("rolling-deploy", partitions=PARTITIONS, worker=worker) as stack:
+        taker = stack.taker_millis / 1000
+        began = time.time()
+        fleet = start_instances(stack, INSTANCES, PROCESSES, max(2, 4 * FAILOVER_MILLIS // 1000))
+        booted(stack, fleet, began)
+        stack.wait_balanced(120, PARTITIONS)
+        group = StandInGroup([i.name for i in fleet])
+        writer = stack.writer(WRITES_PER_SECOND, threads=2).start()
+        replacements: list[Replacement] = []
+        try:
+            time.sleep(3 * taker)
+            stack.deliveries.poll()
+            deploy_began = time.time()
+            for index, old in enumerate(list(fleet)):
+                launched = time.time()
+                new, signalled = launch(stack, fleet, INSTANCES + index)
+                group.instance_ids.append(new.name)
+                drained, codes = terminate(stack, old, group)
+                fleet.remove(old)
+                fleet.append(new)
+                ended = time.time()
+                stack.wait_balanced(120, PARTITIONS)
+                replacements.append(
+                    Replacement(old.name, new.name, launched, signalled, drained, time.time() - ended, codes)
+                )
+                r = replacements[-1]
+                print(
+                    f"  {r.old} -> {r.new}: signal after {r.signalled:.1f} s, drain {r.drained:.1f} s "
+                    f"(exit codes {r.exit_codes}), balanced {r.balanced:.1f} s after",
+                    flush=True,
+                )
+            time.sleep(3 * taker)
+        finally:
+            writer.stop()
+        lost = drain_lost(stack, writer, timeout_seconds=60)
+        stack.deliveries.poll()
+        seen: set[tuple[str, str]] = set()
+        duplicates = 0
+        for d in stack.deliveries.all:
+            duplicates += (d.shard, d.seq) in seen
+            seen.add((d.shard, d.seq))
+        pauses, gaps, slowest = owner_changes(stack, deploy_began)
+        problems = stack.problems()
+        settings = stack.settings
+
+    hook = settings.fleet.lifecycle_hook_timeout_seconds
+    if any(code != 0 for r in replacements for code in r.exit_codes):
+        raise RuntimeError(f"a unit did not stop cleanly: {[r.exit_codes for r in replacements]}")
+    print(
+        f"{len(replacements)} instances replaced; {len(stack.deliveries.all)} deliveries, {duplicates} twice, "
+        f"{len(lost)} lost; {len(pauses)} shard moves, pause per move (s): {spread(pauses)} (between the two "
+        f"owners' deliveries: {spread(gaps)}); per-shard write interval {PARTITIONS / WRITES_PER_SECOND:.2f} s; "
+        f"taker interval {taker:g} s"
+    )
+    print(
+        "each new instance signalled "
+        f"{spread([r.signalled for r in replacements], '{:.1f}')} s after its launch (the update policy waits "
+        "up to 20 minutes for it, infra/user_data.py; on AWS the boot, dnf and the virtualenv add minutes); a "
+        f"drain took {spread([r.drained for r in replacements], '{:.1f}')} s (the lifecycle hook gives {hook} s); the fleet was balanced {spread([r.balanced for r in replacements], '{:.1f}')} s "
+        f"after each swap (default lifecycle_hook_timeout_seconds {fleet_settings.lifecycle_hook_timeout_seconds} s)"
+    )
+    print(f"slowest moves: {slowest}")
+    if problems:
+        print(f"ERROR lines in worker logs ({len(problems)}): {problems[:5]}")
+    method = (
+        f"{INSTANCES} instances x {PROCESSES} consumer run processes on the emulator, {PARTITIONS} shards, "
+        f"{WRITES_PER_SECOND} writes/s, failover {FAILOVER_MILLIS} ms; each instance replaced in turn "
+        "(launch, signal, lifecycle hook, SIGTERM, drain)"
+    )
+    return [
+        at_most("rolling_deploy_duplicates", (float(duplicates),), 0, method + "; records delivered twice"),
+        at_most(
+            "rolling_deploy_pause_over_taker_interval",
+            (max(pauses) / taker,),
+            1,
+            method
+            + f"; longest pause of a shard: its old owner stopped processing it -> its new owner's first "
+            f"delivery ({len(pauses)} moves), over the taker interval",
+        ),
+        Ratio(
+            "rolling_deploy_drain_over_lifecycle_hook",
+            (max(r.drained for r in replacements) / hook,),
+            "<=1",
+            max(r.drained for r in replacements) <= hook,
+            method + f"; longest drain over the lifecycle hook's heartbeat timeout ({hook} s)",
+        ),
+        lost_writes_ratio("rolling_deploy_lost_writes", lost),
+    ]

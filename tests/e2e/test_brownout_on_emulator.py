@@ -1,0 +1,45 @@
+"""A DynamoDB brownout, short form (bench/brownout.py runs the long one for bench/RESULTS.md).
+
+Four ``consumer run`` processes on the emulator, as two instances of two, each instance with its
+real watchdog (the judge, and its own read of the workers table) polling the workers' heartbeat
+files; Auto Scaling is a stand-in that records ``SetInstanceHealth``. The leases and workers tables
+refuse every call (throttled, then HTTP 500) for six failover times, longer than the watchdog's age
+limit (four here; ``max(120 s, 6 x failover)`` on an instance): the judge of 674a950 marked both
+instances Unhealthy here. Now:
+
+* nobody is marked Unhealthy, though every watchdog saw its workers' rounds fail (and said why it
+  did not blame its instance);
+* every key is delivered again after the outage, and every acknowledged write reached a processor;
+* the control: one worker frozen for 2.5 x the age limit while the others are fine marks its own
+  instance, and only it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.brownout import brownout
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_brownout_of_the_leases_tables_replaces_no_instance_and_loses_nothing() -> None:
+    outcome = brownout(
+        name="e2e-brownout",
+        instances=2,
+        processes=2,
+        partitions=6,
+        failover_millis=2000,
+        outage_failovers=6,
+        writes_per_second=20,
+        control=True,
+    )
+    assert outcome.marked_in_outage == []
+    # The outage was long enough to trip the old rule: the watchdogs saw failing rounds, and said
+    # why they did not act.
+    seen = [m for m in outcome.excused if "had no lease-taking round succeed within 8 s" in m]
+    assert len(seen) >= 2 and any("a dependency failing, not this instance" in m for m in seen)
+    assert outcome.lost == []
+    assert outcome.resume_seconds < outcome.outage_seconds  # delivering again (the bench times it)
+    assert outcome.marked_in_control == ["inst-0"]
+    assert outcome.problems == []
