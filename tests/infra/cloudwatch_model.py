@@ -263,8 +263,13 @@ _COMPARE = {
 }
 
 
-def _dimensions(raw: Sequence[Mapping[str, str]] | None) -> frozenset[tuple[str, str]]:
-    return frozenset((d["Name"], d["Value"]) for d in raw or ())
+def dimension_value(value: str | Mapping[str, str]) -> str:
+    """A dimension's value; a reference to a resource (``{"Ref": id}``: a generated name) as ``<id>``."""
+    return value if isinstance(value, str) else f"<{value['Ref']}>"
+
+
+def _dimensions(raw: Sequence[Mapping[str, Any]] | None) -> frozenset[tuple[str, str]]:
+    return frozenset((d["Name"], dimension_value(d["Value"])) for d in raw or ())
 
 
 def alarm_series(alarm: Mapping[str, Any], data: Datapoints, start: float, end: float) -> tuple[Series, int]:

@@ -8,7 +8,8 @@ interval and at every shard sync of the leader, one flush a minute). AWS's side:
 paging on moto with the real store), and Auto Scaling's ``GroupInServiceInstances`` is the size.
 
 A **healthy steady** fleet: every worker alive and caught up (lag a second, nothing trimmed, lost
-or dead-lettered, no throttling, no ready shard left over), the leases table holding the open
+or dead-lettered, no throttling, no ready shard left over; the lake's ``follow`` half its freshness
+goal behind), the leases table holding the open
 shards and the few finished ones waiting for cleanup, and a throughput the fleet's size is right
 for (``consumer plan``'s sizing: ``ceil(records/s / (processes x records_per_second_per_process))``
 is the size).
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from consumer.telemetry.metric_names import spec_for
 from ground.settings import Settings
+from infra.pipeline_follow import FRESHNESS_METRIC
 from tests.infra.cloudwatch_model import Datapoints
 
 DYNAMODB = "AWS/DynamoDB"
@@ -101,4 +103,6 @@ def publish(settings: Settings, state: FleetState, group_name: str, minutes: int
         data.add(
             AUTOSCALING, "GroupInServiceInstances", {"AutoScalingGroupName": group_name}, at, state.instances
         )
+        lake = {"Table": settings.table.name}
+        data.add(namespace, FRESHNESS_METRIC, lake, at, settings.pipeline.freshness_seconds / 2)
     return data

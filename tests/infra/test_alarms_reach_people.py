@@ -39,7 +39,11 @@ def synth(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -
 
 
 def _group_name(synth: Synthesized) -> str:
-    return f"{synth.settings.application_name}-{synth.settings.env}-workers"
+    """The group's name as its alarms' dimensions give it: CloudFormation generates it (a Ref)."""
+    (group,) = [
+        k for k, r in synth.raw["Resources"].items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
+    ]
+    return f"<{group}>"
 
 
 def _alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:
