@@ -53,7 +53,7 @@ from ground.clock import Clock
 
 PREFIX = "lambda:"
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], Any]
-MAX_TIMEOUT_SECONDS = 900  # Lambda's longest function timeout
+MAX_TIMEOUT_SECONDS = 900  # Lambda's longest function timeout: the default (longer is allowed here)
 
 
 class LambdaInvocationError(ProcessingError):
@@ -121,9 +121,9 @@ class LambdaFunction:
             raise ProcessingConfigError(
                 f"processing.options.memory_limit_in_mb {memory!r}: 128-10240, as Lambda's MemorySize"
             )
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 900:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
             raise ProcessingConfigError(
-                f"processing.options.timeout_seconds {timeout!r}: above 0 and at most 900, as Lambda's Timeout"
+                f"processing.options.timeout_seconds {timeout!r}: seconds above 0 (your function's Timeout)"
             )
         flags = {}
         for key in ("report_batch_item_failures", "thread_safe"):
