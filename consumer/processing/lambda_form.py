@@ -213,9 +213,9 @@ def failed_identifiers(response: Any, records: Sequence[StreamRecord]) -> tuple[
         known = {record.sequence_number for record in records}
         strangers = [i for i in identifiers if i not in known]
         if strangers:
+            span = f"{records[0].sequence_number}..{records[-1].sequence_number}" if records else "no records"
             raise LambdaResponseError(
-                f"batchItemFailures names {', '.join(strangers[:5])}, no SequenceNumber of this batch "
-                f"({records[0].sequence_number}..{records[-1].sequence_number})"
+                f"batchItemFailures names {', '.join(strangers[:5])}, no SequenceNumber of this batch ({span})"
             )
     return tuple(identifiers)
 

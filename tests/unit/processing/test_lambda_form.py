@@ -274,6 +274,14 @@ def test_a_windowed_response_lambda_would_fail_fails_the_batch(response: Any, me
         )
 
 
+def test_a_final_invocation_that_names_failures_fails_too() -> None:
+    response = {"state": {}, "batchItemFailures": [{"itemIdentifier": "000000000000000000001"}]}
+    with pytest.raises(LambdaResponseError, match=r"no SequenceNumber of this batch \(no records\)"):
+        LambdaWindowedHandler(invoker(answering(response)))(
+            WindowedBatch(INFO, (), {"n": 1}, Window(0.0, 10.0, is_final=True))
+        )
+
+
 def test_a_powertools_handler_runs_from_the_settings(tmp_path: Path) -> None:
     lambda_handlers.SEEN.clear()
     lambda_handlers.REFUSED.clear()
