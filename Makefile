@@ -7,6 +7,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# EMR Serverless runs the pipeline on its release's PySpark: emr-7.5.0 has Spark 3.5.2
+# (infra/pipeline_resources.py EMR_RELEASE), whose PySpark pins py4j 0.10.9.7. A second virtualenv
+# holds requirements.txt with those two pins swapped, and `make test` runs the pipeline's tests
+# marked `emr` in it too (tests/pipeline/conftest.py).
+SPARK35 := .venv-spark35
+SPARK35_STAMP := $(SPARK35)/.installed
+EMR_PYSPARK := 3.5.2
+EMR_PY4J := 0.10.9.7
 NODE_STAMP := node_modules/.installed
 ENV ?= local
 PYTEST_ARGS ?=
@@ -24,6 +32,13 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
 
+$(SPARK35_STAMP): requirements.txt pyproject.toml
+	@test -x $(SPARK35)/bin/python || $(PYTHON) -m venv $(SPARK35)
+	sed -e 's/^pyspark==.*/pyspark==$(EMR_PYSPARK)/' -e 's/^py4j==.*/py4j==$(EMR_PY4J)/' requirements.txt > $(SPARK35)/requirements.txt
+	$(SPARK35)/bin/python -m pip install --quiet --disable-pip-version-check -r $(SPARK35)/requirements.txt
+	$(SPARK35)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
@@ -31,7 +46,7 @@ $(NODE_STAMP): package.json package-lock.json
 java:  ## make sure a Java 17+ runtime is present (Spark needs it)
 	@./scripts/ensure-java.sh
 
-setup: $(STAMP) $(NODE_STAMP) java wheelhouse  ## create/refresh .venv, the local CDK CLI, Java and the wheelhouse (idempotent)
+setup: $(STAMP) $(SPARK35_STAMP) $(NODE_STAMP) java wheelhouse  ## create/refresh .venv (and .venv-spark35), the local CDK CLI, Java and the wheelhouse (idempotent)
 
 # The instances' wheels, downloaded once per lock into var/wheels/ (synth ships them in the asset).
 wheelhouse: $(STAMP)  ## download the lock's wheels for the instances (deploy/requirements.lock)
@@ -43,8 +58,9 @@ lock: $(STAMP)  ## re-resolve deploy/requirements.lock from requirements.txt's p
 demo: setup  ## run the whole system locally on the emulator and print the verdict
 	$(BIN)/consumer demo --env local
 
-test: setup  ## run every test (unit, functional, e2e, infra, pipeline)
+test: setup  ## run every test (unit, functional, e2e, infra, pipeline), then the pipeline's `emr` tests on EMR's PySpark
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(SPARK35)/bin/python -m pytest -m emr tests/pipeline $(PYTEST_ARGS)
 
 lint: setup  ## ruff
 	$(BIN)/ruff check .
@@ -62,4 +78,4 @@ synth: setup wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=pr
 	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet
 
 clean:  ## remove the virtualenv, node_modules and build outputs
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SPARK35) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,8 @@ BENCHMARKS: tuple[str, ...] = (
     "lease_faults",
     "spark_snapshot",
     "pipeline_table",
+    "lake_freshness",
+    "lake_maintenance",
     "record_cpu",
     "throughput",
     "memory",

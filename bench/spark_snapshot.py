@@ -33,9 +33,9 @@ from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from bench.common import Ratio, at_most, machine
 from ground.settings import Settings
-from pipeline.jobs import run_snapshot
 from pipeline.schemas import CHANGELOG_LINE
 from pipeline.session import build_session
+from pipeline.snapshot_run import run_snapshot
 
 LIMITS = (
     "parsing the nested change-log JSON alone costs ~6 read-and-counts and the snapshot job ~4 such "

@@ -7,9 +7,10 @@ pipeline runs on EMR Serverless (CDK names the bucket when the destination is no
 existed only with EMR, so a dev fleet writing an s3:// change log retried forever against a bucket
 nobody created.
 
-The job role may do what the three jobs do and no more: read the change log, read and write the
-snapshot and stats locations and the ``emr`` work prefix (submit's archives, the job logs), and scan
-the source table (``verify``).
+The job role may do what the jobs do and no more: read the change log, read and write the
+snapshot and stats locations and the ``emr`` work prefix (submit's archives, the job logs), scan
+the source table (``verify``), and put ``follow``'s freshness metric in the application's
+namespace. ``follow`` itself is scheduled by :mod:`infra.pipeline_follow`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_emrserverless as emrserverless
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ground.settings import Settings
 from infra.errors import InfraConfigError
 from infra.permissions import s3_location
+from infra.pipeline_follow import FollowOnEmr
 
 # One naming rule for the stack and for ``consumer pipeline submit``, which finds the app by it.
 from tools.emr.request import application_name
@@ -115,6 +118,14 @@ def job_statements(settings: Settings, *, source_table_arn: str) -> list[iam.Pol
         )
     statements.append(iam.PolicyStatement(actions=TABLE_ACTIONS, resources=[source_table_arn]))
     statements.append(glue_statement(settings))
+    if settings.pipeline.emr_follow:  # follow's LakeFreshnessSeconds (pipeline/freshness.py)
+        statements.append(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": settings.metrics_namespace}},
+            )
+        )
     return statements
 
 
@@ -133,7 +144,7 @@ def glue_statement(settings: Settings) -> iam.PolicyStatement:
     """The pipeline's Iceberg tables in the Glue Data Catalog: its own database (the namespace
     pipeline/table.py names for this application and environment) and the tables in it, nothing else.
     PyIceberg creates the database and tables on the first run and commits each run by UpdateTable."""
-    from pipeline.table import namespace_for
+    from pipeline.catalog import namespace_for
 
     database = namespace_for(settings.application_name, settings.env)
     glue = f"arn:{Aws.PARTITION}:glue:{Aws.REGION}:{Aws.ACCOUNT_ID}"
@@ -166,7 +177,13 @@ class PipelineResources(Construct):
     """``application`` (EMR Serverless, Spark) and ``job_role`` (:func:`job_statements`)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: Settings, source_table_arn: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        source_table_arn: str,
+        alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.job_role = iam.Role(
@@ -191,3 +208,13 @@ class PipelineResources(Construct):
                 cpu="16 vCPU", memory="64 GB"
             ),
         )
+        self.follow: FollowOnEmr | None = None
+        if settings.pipeline.emr_follow:
+            self.follow = FollowOnEmr(
+                self,
+                "Follow",
+                settings=settings,
+                application=self.application,
+                job_role=self.job_role,
+                alarm_topic=alarm_topic,
+            )

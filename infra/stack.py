@@ -165,7 +165,11 @@ class ConsumerStack(Stack):
         if settings.pipeline.emr_serverless:
             # Grants by the configured names (the pipeline's URIs are s3:// then), so no export.
             self.pipeline = PipelineResources(
-                self, "Pipeline", settings=settings, source_table_arn=self._table_arn(table.source_table_name)
+                self,
+                "Pipeline",
+                settings=settings,
+                source_table_arn=self._table_arn(table.source_table_name),
+                alarm_topic=self.monitoring.topic,
             )
         region = settings.region
         dashboard = self.monitoring.dashboard_name  # the name given (the attribute is a token)

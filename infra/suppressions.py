@@ -97,7 +97,7 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{location.bucket}/{wildcard}]",
                 f"Spark names its objects at run time; the grant is limited to the prefix of {location.key}.",
             )
-        from pipeline.table import namespace_for
+        from pipeline.catalog import namespace_for
 
         database = namespace_for(settings.application_name, settings.env)
         _ack(
@@ -106,6 +106,13 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             "The pipeline's Iceberg tables (snapshot, tombstones, base) are created by name at run time; "
             "the grant is limited to the pipeline's own Glue database.",
         )
+        if settings.pipeline.emr_follow:
+            _ack(
+                pipeline,
+                "AwsSolutions-IAM5[Resource::*]",
+                "cloudwatch:PutMetricData (follow's LakeFreshnessSeconds) supports no resource ARN; the "
+                "statement is limited by the cloudwatch:namespace condition to the application's namespace.",
+            )
     if pipeline is not None and policy is None:  # the change-log bucket, in the data stack
         _ack(
             pipeline,

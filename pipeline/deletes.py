@@ -145,6 +145,7 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         added: Sequence[DataFile],
         deletes: Sequence[DataFile],
         properties: dict[str, str],
+        merge_manifests_at: int = MERGE_MANIFESTS_AT,
     ) -> None:
         super().__init__(
             Operation.OVERWRITE, transaction, transaction._table.io, snapshot_properties=properties
@@ -153,6 +154,7 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         self._new_data = list(added)
         self._new_deletes = list(deletes)
         self._added_data_files = [*self._new_data, *self._new_deletes]  # counted in the summary
+        self._merge_at = merge_manifests_at
 
     def _existing_manifests(self) -> list[ManifestFile]:
         return []  # unused: _manifests is written whole below
@@ -177,8 +179,9 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         as a DELETED entry, as the spec asks), then one manifest of new data and one of new deletes.
 
         Manifests that name no live file (only the DELETED entries of an earlier commit, which that
-        commit's snapshot keeps) are dropped, and once more than :data:`MERGE_MANIFESTS_AT`
-        untouched manifests of one content and partition spec remain they are merged into one:
+        commit's snapshot keeps) are dropped, and once more than ``merge_manifests_at``
+        (:data:`MERGE_MANIFESTS_AT`; a maintenance pass asks for 1) untouched manifests of one
+        content and partition spec remain they are merged into one:
         every scan and every commit reads every manifest, and a run adds two or three, so without
         either a table's planning would slow down run after run."""
         manifests: list[ManifestFile] = []
@@ -212,7 +215,7 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         if missing := self._removed_paths - found:
             raise SnapshotStoreError(f"files to remove are not in the table: {sorted(missing)[:3]}")
         for (content, spec_id), kept in untouched.items():
-            if len(kept) <= MERGE_MANIFESTS_AT:
+            if len(kept) <= self._merge_at:
                 manifests.extend(manifest for manifest, _ in kept)
                 continue
             with self._writer(content, spec_id) as writer:

@@ -33,7 +33,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pipeline.table import FileTask
+from pipeline.stored import FileTask
 
 
 @dataclass(frozen=True)

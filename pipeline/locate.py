@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pipeline.deletes import read_position_deletes
 from pipeline.errors import SnapshotStoreError
 from pipeline.reading import FILE, POS
-from pipeline.table import BUCKET, FileTask
+from pipeline.stored import BUCKET, FileTask
 
 DRIVER_ROWS = 5_000_000  # above this many rows in the touched buckets, Spark locates
 _THREADS = 8  # reads wait on storage (S3) as much as on the CPU: a few more threads than cores

@@ -40,9 +40,18 @@ _PARSED = "_parsed"
 _KEY_FIELD = {"S": "S", "N": "N", "B": "B"}
 
 
+def _try_cast(column: Column, kind: str) -> Column:
+    """``column`` as ``kind``, null where a value does not convert: ``try_cast`` on PySpark 4,
+    whose ANSI mode makes ``cast`` fail instead; EMR's PySpark 3.5 has no ``Column.try_cast``, and
+    its ``cast`` gives null while ANSI mode is off (:func:`pipeline.session.build_session` sees to it)."""
+    if hasattr(Column, "try_cast"):
+        return column.try_cast(kind)
+    return column.cast(kind)
+
+
 def _drops_some(values: Column, as_type: str | None = None) -> Column:
     """True when casting (or just compacting) an array loses elements: some are null / not ``as_type``."""
-    cast = values if as_type is None else values.try_cast(f"array<{as_type}>")
+    cast = values if as_type is None else _try_cast(values, f"array<{as_type}>")
     return F.size(F.array_compact(cast)) != F.size(F.array_compact(values))
 
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pipeline.reading import FILE, POS
 from pipeline.schemas import LANDED, SEQUENCE, SHARD_ID, KeySchema
 from pipeline.snapshot import CHANGES, NEW
-from pipeline.table import BUCKET, stored_schema
+from pipeline.stored import BUCKET, stored_schema
 
 ORDER_COLUMNS = (SEQUENCE, SHARD_ID, LANDED)  # all a located row needs besides its key and place
 _WINNER = "_winner"

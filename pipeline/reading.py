@@ -29,7 +29,7 @@ from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline.errors import SnapshotStoreError
 from pipeline.storage import spark_uri
-from pipeline.table import FileTask, arrow_schema
+from pipeline.stored import FileTask, arrow_schema
 
 FILE = "_file"  # which data file a row was read from: its index in the tasks read
 POS = "_pos"  # the row's 0-based position in that file

@@ -7,17 +7,18 @@ written again. For one bucket of a million-item table (62 500 rows) that cost 1.
 where the rest of the run took about 4; PyArrow reads, filters and writes the same rows on the
 driver in a fraction of that (bench/pipeline_table.py), with no job and no shuffle.
 
-The old rows are copied as they are, batch by batch (memory: one record batch at a time, whatever
-the bucket's size), into one new file per bucket and table, followed by the bucket's new rows from
-the file Spark wrote for them (which the caller then drops): a rewritten bucket still holds one
-file. A run whose rewritten buckets hold more than :data:`DRIVER_REWRITE_ROWS` rows leaves the
-rewrite to Spark, whose executors share it (:func:`pipeline.jobs._merge_incremental`).
+The kept rows and the bucket's new rows (from the file Spark wrote for them, which the caller then
+drops) are written as one file per bucket and table, sorted by key like every file of the tables
+(:mod:`pipeline.ranges`): memory holds one bucket's rows. A run whose rewritten buckets hold more
+than :data:`DRIVER_REWRITE_ROWS` rows leaves the rewrite to Spark, whose executors share it
+(:func:`pipeline.incremental_run.merge_incremental`). Maintenance compacts a bucket the same way
+(:mod:`pipeline.maintenance`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,11 +29,12 @@ from pipeline.deletes import read_position_deletes
 from pipeline.errors import SnapshotStoreError
 from pipeline.reading import path_key
 from pipeline.storage import join
-from pipeline.table import FileTask
+from pipeline.stored import FileTask
 
 DRIVER_REWRITE_ROWS = 2_000_000  # above this many rows in the rewritten buckets, Spark rewrites
 _BATCH_ROWS = 65_536
 THREADS = 4  # buckets rewritten at once (storage waits as much as the CPU works)
+RowFilter = Callable[[pa.Table], pa.Array]  # rows → a boolean mask of those to keep
 
 
 def kept_positions(rows: int, dropped: np.ndarray) -> np.ndarray:
@@ -69,14 +71,18 @@ def rewrite_bucket(
     fresh: Sequence[str],
     schema: pa.Schema,
     folder: str,
+    keys: Sequence[str],
+    keep: RowFilter | None = None,
 ) -> str | None:
-    """One bucket's live rows, less the rows this run ``replaced`` (``file_path``, ``pos``), then
-    the rows of ``fresh`` (the run's new rows of the bucket, as Spark wrote them), copied into one
-    new Parquet file under ``folder`` through ``table``'s file IO (local disk or S3).
+    """One bucket's live rows, less the rows ``replaced`` (``file_path``, ``pos``: those a run
+    replaces), plus the rows of ``fresh`` (the run's new rows of the bucket, as Spark wrote them),
+    sorted by ``keys`` into one new Parquet file under ``folder`` through ``table``'s file IO
+    (local disk or S3).
 
     ``tasks``: the bucket's data files, with the position delete files that apply to them (their rows
-    are left out too); ``schema``: the table's Arrow schema (every stored column). Returns the new
-    file's location, or None when no row is left (the bucket is then empty in this table).
+    are left out too); ``schema``: the table's Arrow schema (every stored column); ``keep``: a
+    further filter of the rows (maintenance drops old tombstones with it). Returns the new file's
+    location, or None when no row is left (the bucket is then empty in this table).
     """
     older = sorted({path for task in tasks for path, _ in task.deletes})
     named = [replaced] if replaced is not None else []
@@ -94,40 +100,53 @@ def rewrite_bucket(
     none = np.empty(0, dtype=np.int64)
     sources = [(task.path, np.concatenate([none, *dropped[task.path]])) for task in tasks if task.rows > 0]
     sources += [(path, none) for path in fresh]
-    return copy_rows(table, sources, schema, join(folder, f"part-rewrite-{uuid.uuid4().hex}.parquet"))
+    location = join(folder, f"part-rewrite-{uuid.uuid4().hex}.parquet")
+    return copy_sorted(table, sources, schema, location, keys=keys, keep=keep)
 
 
-def copy_rows(
-    table: Any, sources: Sequence[tuple[str, np.ndarray]], schema: pa.Schema, location: str
+def read_kept(
+    table: Any, sources: Sequence[tuple[str, np.ndarray]], schema: pa.Schema, keep: RowFilter | None = None
+) -> pa.Table:
+    """The rows of each source file but those at its positions (and those ``keep`` rejects)."""
+    parts = [schema.empty_table()]
+    for path, dropped in sources:
+        try:
+            with table.io.new_input(path).open() as source:
+                reader = pq.ParquetFile(source)
+                kept = kept_positions(reader.metadata.num_rows, dropped)
+                start = 0
+                for batch in reader.iter_batches(batch_size=_BATCH_ROWS, columns=schema.names):
+                    mask = kept[start : start + batch.num_rows]
+                    start += batch.num_rows
+                    if not mask.any():
+                        continue
+                    rows = pa.Table.from_batches([batch]).cast(schema).filter(pa.array(mask))
+                    parts.append(rows if keep is None else rows.filter(keep(rows)))
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise SnapshotStoreError(
+                f"cannot copy the rows of the snapshot's data file {path}: {exc}"
+            ) from exc
+    return pa.concat_tables(parts)
+
+
+def copy_sorted(
+    table: Any,
+    sources: Sequence[tuple[str, np.ndarray]],
+    schema: pa.Schema,
+    location: str,
+    *,
+    keys: Sequence[str],
+    keep: RowFilter | None = None,
 ) -> str | None:
-    """The rows of each source file but those at its positions, in order, into one Parquet file at
-    ``location``, a record batch at a time; None (and no file) if no row is left."""
-    writer: pq.ParquetWriter | None = None
-    stream: Any = None
+    """:func:`read_kept`'s rows, sorted by ``keys``, into one Parquet file at ``location`` (row
+    groups of :data:`_BATCH_ROWS`); None (and no file) if no row is left."""
+    rows = read_kept(table, sources, schema, keep)
+    if rows.num_rows == 0:
+        return None
+    ordered = rows.sort_by([(name, "ascending") for name in keys])
     try:
-        for path, dropped in sources:
-            try:
-                with table.io.new_input(path).open() as source:
-                    reader = pq.ParquetFile(source)
-                    keep = kept_positions(reader.metadata.num_rows, dropped)
-                    start = 0
-                    for batch in reader.iter_batches(batch_size=_BATCH_ROWS, columns=schema.names):
-                        mask = keep[start : start + batch.num_rows]
-                        start += batch.num_rows
-                        if not mask.any():
-                            continue
-                        rows = pa.Table.from_batches([batch]).cast(schema).filter(pa.array(mask))
-                        if writer is None:
-                            stream = table.io.new_output(location).create(overwrite=True)
-                            writer = pq.ParquetWriter(stream, schema, compression="snappy")
-                        writer.write_table(rows)
-            except (OSError, ValueError, pa.ArrowException) as exc:
-                raise SnapshotStoreError(
-                    f"cannot copy the rows of the snapshot's data file {path}: {exc}"
-                ) from exc
-    finally:
-        if writer is not None:
-            writer.close()
-        if stream is not None:
-            stream.close()
-    return location if writer is not None else None
+        with table.io.new_output(location).create(overwrite=True) as stream:
+            pq.write_table(ordered, stream, compression="snappy", row_group_size=_BATCH_ROWS)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise SnapshotStoreError(f"cannot write the snapshot's data file {location}: {exc}") from exc
+    return location

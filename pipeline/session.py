@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
+import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
@@ -116,6 +117,9 @@ def build_session(
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.sources.partitionOverwriteMode": "static",
     }
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        # EMR's 3.5 has no Column.try_cast: a failed cast must give null there (pipeline/parse.py).
+        options["spark.sql.ansi.enabled"] = "false"
     log4j2: Path | None = None
     if master is not None:
         if master.startswith("local"):

@@ -208,10 +208,6 @@ LONG_MODULES: dict[str, str] = {
     "pipeline, verdict",
     # Interim (issue 36): these are being changed on other branches right now; each is split when that
     # work lands, and this block goes with the last of them.
-    "pipeline/jobs.py": "interim: split by mode with the lake-table work (issue 38)",
-    "pipeline/table.py": "interim: split with the lake-table work (issue 38)",
-    "bench/pipeline_table.py": "interim: rewritten with the lake-table work (issue 38)",
-    "tests/pipeline/test_position_deletes.py": "interim: split with the lake-table work (issue 38)",
     "tests/infra/test_deployable.py": "interim: split with the first-deployment work (issue 34)",
     "tests/infra/test_stack.py": "interim: split with the first-deployment work (issue 34)",
     "bench/fleet_support.py": "interim: split after the operations work on it lands (issue 33)",

@@ -47,10 +47,54 @@ class PipelineSettings(SettingsModel):
             "older ones leave its metadata, which every commit rewrites whole."
         ),
     )
+    freshness_seconds: int = Field(
+        60,
+        ge=10,
+        description=(
+            "`consumer pipeline follow` keeps the snapshot within this many seconds of the change "
+            "log: a change is visible to readers at most this long after DynamoDB made it (its "
+            "ApproximateCreationDateTime). On AWS the freshness alarm fires above it."
+        ),
+    )
+    maintenance_interval_minutes: int = Field(
+        10,
+        ge=1,
+        description=(
+            "How often `follow` runs a maintenance pass between runs: compaction of every bucket "
+            "with patches, tombstone expiry, orphan-file removal (`consumer pipeline maintain` runs "
+            "one on demand)."
+        ),
+    )
+    tombstone_retention_hours: float = Field(
+        25,
+        ge=24,
+        description=(
+            "A tombstone (a key whose latest change is a REMOVE) is dropped by maintenance once it "
+            "is this much older than the last run's listing of the change log: the stream keeps a "
+            "change 24 hours, so nothing older can still arrive and be resurrected by its absence."
+        ),
+    )
+    orphan_min_age_hours: float = Field(
+        24,
+        gt=0,
+        description=(
+            "Maintenance deletes files that no kept snapshot names once they are this old: longer "
+            "than any run takes, so a run's files are never removed before it commits."
+        ),
+    )
     emr_serverless: bool = Field(
         False,
         description=(
             "Create the EMR Serverless app and its job role (CDK); the URIs above must then be s3://."
+        ),
+    )
+    emr_follow: bool = Field(
+        True,
+        description=(
+            "With emr_serverless: the fleet stack keeps `follow` running on the EMR Serverless "
+            "application (a schedule starts an hour-long job every hour, from the archives "
+            "`consumer pipeline submit follow --release` uploads) and alarms when "
+            "LakeFreshnessSeconds stays above freshness_seconds or stops arriving."
         ),
     )
     emr_work_uri: str | None = Field(

@@ -103,11 +103,21 @@ def test_the_job_role_uses_the_buckets_prefixes_and_nothing_else(synthesized: di
     statements = _job_role_statements(prod)
     actions = {a for s in statements for a in _as_list(s["Action"]) if not a.startswith("glue:")}
     assert actions == {
-        "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
-        "dynamodb:DescribeTable", "dynamodb:Scan",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+        "dynamodb:DescribeTable",
+        "dynamodb:Scan",
+        "cloudwatch:PutMetricData",
     }  # fmt: skip  (the Glue catalog grant: test_the_job_role_reaches_only_its_own_glue_database)
     objects: dict[str, set[str]] = {}
     for statement in statements:
+        if statement["Action"] == "cloudwatch:PutMetricData":  # follow's freshness: no resource ARN exists
+            assert statement["Condition"] == {
+                "StringEquals": {"cloudwatch:namespace": prod.settings.metrics_namespace}
+            }
+            continue
         assert statement["Effect"] == "Allow" and statement.get("Resource") != "*"
         for resource in _as_list(statement["Resource"]):
             arn = resolve_join(resource)
@@ -141,7 +151,7 @@ def test_the_fleet_stack_names_the_application_and_its_role(synthesized: dict[st
 def test_the_job_role_reaches_only_its_own_glue_database(synthesized: dict[str, Synthesized]) -> None:
     """The snapshot job commits Iceberg tables in the Glue Data Catalog (pipeline/table.py): it may
     create and update its own database's tables, and nothing else in the catalog."""
-    from pipeline.table import namespace_for
+    from pipeline.catalog import namespace_for
 
     prod = synthesized["prod"]
     glue = [
@@ -153,4 +163,53 @@ def test_the_job_role_reaches_only_its_own_glue_database(synthesized: dict[str, 
     database = namespace_for(prod.settings.application_name, prod.settings.env)
     resources = sorted(resolve_join(r) for r in _as_list(glue[0]["Resource"]))
     assert all(r.startswith("arn:<TOKEN>:glue:") for r in resources), resources
-    assert [r.split(":", 5)[5] for r in resources] == ["catalog", f"database/{database}", f"table/{database}/*"]
+    assert [r.split(":", 5)[5] for r in resources] == [
+        "catalog",
+        f"database/{database}",
+        f"table/{database}/*",
+    ]
+
+
+def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
+    synthesized: dict[str, Synthesized],
+) -> None:
+    """The schedule starts `consumer pipeline follow` on the application, as the role it may start
+    jobs with, from the release submit uploads; the alarm watches the metric follow sends."""
+    from infra.pipeline_follow import FRESHNESS_METRIC, START_JOB_RUN_ACTION
+    from pipeline.freshness import METRIC
+    from tools.emr.request import FOLLOW_SCHEDULE_MINUTES, release_uploaded
+
+    prod = synthesized["prod"]
+    assert FRESHNESS_METRIC == METRIC
+    (schedule,) = resources_of(prod.raw, "AWS::Scheduler::Schedule")
+    assert schedule["ScheduleExpression"] == f"rate({FOLLOW_SCHEDULE_MINUTES} minutes)"
+    target = schedule["Target"]
+    assert resolve_join(target["Arn"]) == f"arn:<TOKEN>:{START_JOB_RUN_ACTION}"
+    request = json.loads(resolve_join(target["Input"]))
+    arguments = request["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+    assert arguments[:3] == ["follow", "--env", "prod"] and "--minutes" in arguments
+    released = release_uploaded(prod.settings.pipeline.emr_work_location or "")
+    assert request["jobDriver"]["sparkSubmit"]["entryPoint"] == released.entry_point
+    assert request["clientToken"] == "<aws.scheduler.execution-id>"
+    assert request["executionTimeoutMinutes"] > FOLLOW_SCHEDULE_MINUTES
+    (role_id,) = [
+        k
+        for k, r in prod.raw["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role"
+        and "scheduler.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    assert target["RoleArn"]["Fn::GetAtt"][0] == role_id
+    granted = {
+        a
+        for policy in resources_of(prod.raw, "AWS::IAM::Policy")
+        if {"Ref": role_id} in policy.get("Roles", [])
+        for statement in policy["PolicyDocument"]["Statement"]
+        for a in _as_list(statement["Action"])
+    }
+    assert granted == {"emr-serverless:StartJobRun", "iam:PassRole"}
+    (alarm,) = [a for a in resources_of(prod.raw, "AWS::CloudWatch::Alarm") if a.get("MetricName") == METRIC]
+    assert alarm["Threshold"] == prod.settings.pipeline.freshness_seconds
+    assert alarm["TreatMissingData"] == "breaching" and alarm["Statistic"] == "Maximum"
+    assert alarm["Namespace"] == prod.settings.metrics_namespace
+    dev = synthesized["dev"]
+    assert not resources_of(dev.raw, "AWS::Scheduler::Schedule")  # no EMR there, nothing to schedule

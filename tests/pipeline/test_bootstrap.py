@@ -11,7 +11,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline.bootstrap import BootstrapError
-from pipeline.jobs import run_bootstrap, run_snapshot, run_verify, snapshot_tables
+from pipeline.bootstrap_run import run_bootstrap
+from pipeline.reports import run_verify
+from pipeline.snapshot_run import run_snapshot, snapshot_tables
 from tests.pipeline.fixtures import T0, change, settings_for, write_object
 
 pytestmark = pytest.mark.spark

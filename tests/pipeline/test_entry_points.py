@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,9 +31,7 @@ def test_cli_and_spark_submit_take_the_same_arguments() -> None:
     assert build_parser().parse_args(["pipeline", "verify"]).job == "verify"
 
 
-@pytest.mark.slow
-@pytest.mark.spark
-def test_consumer_pipeline_snapshot_in_a_fresh_process(tmp_path: Path) -> None:
+def _config(tmp_path: Path) -> dict[str, str]:
     config = tmp_path / "config"
     config.mkdir()
     base = yaml.safe_load((ROOT / "config" / "base.yaml").read_text())
@@ -40,23 +40,87 @@ def test_consumer_pipeline_snapshot_in_a_fresh_process(tmp_path: Path) -> None:
         "snapshot_uri": str(tmp_path / "snapshot"),
         "stats_uri": str(tmp_path / "stats"),
         "spark_master": "local[1]",
+        "freshness_seconds": 10,  # polls every second when up to date
     }
     (config / "base.yaml").write_text(yaml.safe_dump(base))
     (config / "local.yaml").write_text("{}\n")
-    write_object(tmp_path / "changelog", [change("s1", 1, "INSERT", "a"), change("s1", 2, "INSERT", "b")])
-    env = {**os.environ, "CONSUMER_CONFIG_DIR": str(config)}
-    run = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "pipeline", "snapshot", "--env", "local"],
-        capture_output=True,
+    return {**os.environ, "CONSUMER_CONFIG_DIR": str(config)}
+
+
+def _follow(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", "pipeline", "follow", "--env", "local"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=240,
-        check=False,
     )
-    assert run.returncode == 0, run.stderr
-    assert "[4/4] committed" in run.stdout and "(2 items," in run.stdout
-    # Quiet by default: no Spark, log4j, JVM or pandas warnings (`-v` shows them).
-    output = run.stdout + run.stderr
+
+
+def _read_until(process: subprocess.Popen[str], wanted: str, seen: list[str], deadline: float) -> None:
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"follow ended before printing {wanted!r}:\n{''.join(seen)}")
+        seen.append(line)
+        if wanted in line:
+            return
+    raise AssertionError(f"no {wanted!r} in time:\n{''.join(seen)}")
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_consumer_pipeline_follow_killed_mid_run_and_started_again(tmp_path: Path) -> None:
+    """A real ``consumer pipeline follow`` process: SIGKILLed while a run writes, started again, it
+    merges what the killed run had not committed, each change once; SIGTERM then stops it cleanly.
+    Quiet by default (no Spark, log4j, JVM or pandas warnings)."""
+    env = _config(tmp_path)
+    log = tmp_path / "changelog"
+    batches = [
+        [change("s1", 1, "INSERT", "a"), change("s1", 2, "INSERT", "b")],
+        [change("s1", 3, "MODIFY", "a", image={"n": {"N": "3"}}), change("s1", 4, "REMOVE", "b")],
+        [change("s1", 5, "INSERT", "c"), change("s1", 6, "INSERT", "d")],
+    ]
+    write_object(log, batches[0])
+    deadline = time.monotonic() + 240
+    first, seen = _follow(env), []  # type: ignore[var-annotated]
+    try:
+        _read_until(first, "[4/4] committed", seen, deadline)
+        write_object(log, batches[1])
+        _read_until(first, "[2/4] merging", seen, deadline)  # the second run: Spark writes now
+        first.kill()
+    finally:
+        first.kill()
+        first.wait(timeout=30)
+    write_object(log, batches[2])
+    second, again = _follow(env), []  # type: ignore[var-annotated]
+    try:
+        _read_until(second, "(3 items, 1 tombstones)", again, deadline)
+        second.send_signal(signal.SIGTERM)
+        output, _ = second.communicate(timeout=120)
+    finally:
+        second.kill()
+    assert second.returncode == 0, "".join(again) + output
+    assert "[follow] stopped:" in output
+    text = "".join(seen + again) + output
     for noise in ("WARN", "log4j", "Warning", "Setting default log level", "incubator"):
-        assert noise not in output, output
+        assert noise not in text, text
+
+    from pipeline.snapshot_run import snapshot_tables
+    from tests.pipeline.fixtures import settings_for
+
+    table = snapshot_tables(settings_for(tmp_path)).items_table()
+    assert table is not None
+    assert sorted(r["pk"] for r in table.scan(selected_fields=("pk",)).to_arrow().to_pylist()) == [
+        "a",
+        "c",
+        "d",
+    ]
+    merged = sum(
+        int(s.summary.additional_properties.get("consumer.new-changes", 0))
+        for s in table.metadata.snapshots
+        if s.summary is not None
+    )
+    assert merged == 6  # every change in exactly one commit of the items table

@@ -11,44 +11,19 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline import deletes
-from pipeline.errors import ConcurrentRunError, HalfCommittedError
-from pipeline.jobs import _with_bucket, read_snapshot, run_snapshot, snapshot_tables
 from pipeline.locate import DRIVER_ROWS, locate
 from pipeline.patch import ORDER_COLUMNS
 from pipeline.reading import FILE, POS, read_live, to_arrow
-from pipeline.schemas import ITEM_COLUMN, KeySchema
-from pipeline.table import BUCKET, SnapshotTables, arrow_schema, stored_schema
+from pipeline.run_plan import with_bucket
+from pipeline.schemas import KeySchema
+from pipeline.snapshot_run import read_snapshot, run_snapshot, snapshot_tables
+from pipeline.stored import BUCKET, arrow_schema, stored_schema
 from tests.pipeline.fixtures import change, settings_for, write_object
+from tests.pipeline.readers import PATCH, REWRITE, delete_files, duckdb_rows, iceberg, ours
 
 pytestmark = pytest.mark.spark
 P, C = "shardId-00000001-parent", "shardId-00000002-child"
-PATCH = {"rewrite_deleted_share": 1.0, "max_files_per_bucket": 1000}  # patch every bucket holding rows
-REWRITE = {"rewrite_deleted_share": 0.01}  # rewrite every changed bucket
-
-
-def ours(spark: SparkSession, settings: Any) -> dict[str, str]:
-    return {r["pk"]: r[ITEM_COLUMN]["n"]["n"] for r in read_snapshot(spark, settings).collect()}
-
-
-def iceberg(settings: Any) -> dict[str, str]:
-    """The snapshot table through PyIceberg's own scan (it applies the position deletes itself)."""
-    tables = snapshot_tables(settings)
-    table = tables.items_table()
-    assert table is not None
-    rows = table.scan(selected_fields=("pk", ITEM_COLUMN)).to_arrow().to_pylist()
-    return {r["pk"]: dict(r[ITEM_COLUMN])["n"]["n"] for r in rows}
-
-
-def duckdb_rows(settings: Any) -> dict[str, str]:
-    table = snapshot_tables(settings).items_table()
-    assert table is not None
-    connection = table.scan().to_duckdb("snap")
-    return dict(connection.execute("SELECT pk, _item['n'].n FROM snap").fetchall())
-
-
-def delete_files(tables: SnapshotTables, name: str) -> set[str]:
-    return {path for task in tables.tasks(name) for path, _ in task.deletes}
+N = 400  # keys of the first test's table
 
 
 def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
@@ -56,7 +31,8 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
 ) -> None:
     settings = settings_for(tmp_path, **PATCH)
     log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
+    # 100 keys a bucket: a run's few changes stay far below what rewrites a bucket ahead of its limits.
+    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, N + 1)])
     run_snapshot(spark, settings, buckets=4)
     tables = snapshot_tables(settings)
     before = set(tables.data_files(tables.items_name))
@@ -64,27 +40,27 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
     write_object(
         log,
         [
-            change(P, 50, "MODIFY", "k7", image={"n": {"N": "70"}}),
-            change(P, 51, "REMOVE", "k8"),
-            change(P, 52, "INSERT", "k99", image={"n": {"N": "99"}}),
+            change(P, 1050, "MODIFY", "k7", image={"n": {"N": "70"}}),
+            change(P, 1051, "REMOVE", "k8"),
+            change(P, 1052, "INSERT", "k999", image={"n": {"N": "999"}}),
         ],
     )
     second = run_snapshot(spark, settings)
     after = set(tables.data_files(tables.items_name))
     assert before <= after  # no data file rewritten
     assert len(delete_files(tables, tables.items_name)) >= 1  # k7's and k8's old rows deleted by position
-    assert (second.new_changes, second.items, second.tombstones) == (3, 40, 1)
+    assert (second.new_changes, second.items, second.tombstones) == (3, N, 1)
     assert second.buckets_patched == second.buckets_changed  # every changed bucket patched
 
-    expected = {**{f"k{i}": str(i) for i in range(1, 41) if i != 8}, "k7": "70", "k99": "99"}
+    expected = {**{f"k{i}": str(i) for i in range(1, N + 1) if i != 8}, "k7": "70", "k999": "999"}
     assert ours(spark, settings) == expected
     assert iceberg(settings) == expected
     assert duckdb_rows(settings) == expected
-    assert tables.live_rows(tables.items_name) == 40 and tables.live_rows(tables.tombstones_name) == 1
+    assert tables.live_rows(tables.items_name) == N and tables.live_rows(tables.tombstones_name) == 1
 
     # A second patch of the same buckets folds their delete files: one per bucket and table, still.
     write_object(
-        log, [change(P, 55, "MODIFY", "k9", image={"n": {"N": "90"}}), change(P, 56, "REMOVE", "k99")]
+        log, [change(P, 1055, "MODIFY", "k9", image={"n": {"N": "90"}}), change(P, 1056, "REMOVE", "k999")]
     )
     assert run_snapshot(spark, settings).buckets_patched >= 1
     for name in (tables.items_name, tables.tombstones_name):
@@ -93,14 +69,15 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
             per_bucket.setdefault(task.bucket, set()).update(path for path, _ in task.deletes)
         assert all(len(files) <= 1 for files in per_bucket.values()), per_bucket
     expected = {**expected, "k9": "90"}
-    del expected["k99"]
+    del expected["k999"]
     assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
 
     # A rewrite folds the deletes in: the bucket's files and delete files are replaced by one file each.
-    # Half the keys change (k7 and k9 back to their first values); the other half are kept rows.
+    # Every other key changes (k7 and k9 back to their first values), in every bucket; the others
+    # are kept rows.
     rewrite = settings_for(tmp_path, **REWRITE)
     write_object(
-        log, [change(P, 60, "MODIFY", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21) if i != 8]
+        log, [change(P, 1060, "MODIFY", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, N + 1, 2)]
     )
     run_snapshot(spark, rewrite)
     assert (
@@ -110,11 +87,11 @@ def test_a_patched_bucket_keeps_its_files_and_deletes_only_the_changed_rows(
     # Few rows: the driver rewrote each bucket, its kept rows and the run's new rows in one file.
     items_files = [task.path for task in tables.tasks(tables.items_name)]
     assert len(items_files) == 4 and all("/part-rewrite-" in path for path in items_files), items_files
-    expected = {f"k{i}": str(i) for i in range(1, 41) if i != 8}
+    expected = {f"k{i}": str(i) for i in range(1, N + 1) if i != 8}
     assert ours(spark, rewrite) == expected == iceberg(rewrite) == duckdb_rows(rewrite)
     # Every key once: a replaced row left beside its new one would hide in the dicts above.
     keys = [row["pk"] for row in read_snapshot(spark, rewrite).select("pk").collect()]
-    assert len(keys) == len(set(keys)) == 39 == tables.live_rows(tables.items_name)
+    assert len(keys) == len(set(keys)) == N - 1 == tables.live_rows(tables.items_name)
 
 
 def _random_runs(seed: int, runs: int) -> list[list[dict[str, Any]]]:
@@ -187,8 +164,10 @@ def test_the_driver_and_spark_locate_the_same_rows(spark: SparkSession, tmp_path
     files = [*tables.tasks(tables.items_name), *tables.tasks(tables.tombstones_name)]
     assert any(task.deletes for task in files) and len({task.bucket for task in files}) == 2
     keys = KeySchema.of(settings.table)
-    candidates = _with_bucket(
-        spark.createDataFrame([(f"k{i}", "a") for i in range(45)], "pk string, sk string"), keys, 2
+    layout = tables.state().ranges  # type: ignore[union-attr]
+    assert layout is not None and layout.buckets == 2
+    candidates = with_bucket(
+        spark.createDataFrame([(f"k{i}", "a") for i in range(45)], "pk string, sk string"), keys, layout
     )
     columns = [*keys.names, BUCKET, *ORDER_COLUMNS]
     stored = stored_schema(keys)
@@ -207,39 +186,6 @@ def test_the_driver_and_spark_locate_the_same_rows(spark: SparkSession, tmp_path
     found = sorted(tuple(row[n] for n in names) for row in driver.to_pylist())
     assert found == sorted(tuple(row[n] for n in names) for row in by_spark.collect())
     assert len(found) == len({row[:2] for row in found}) > 20  # one live row per key
-
-
-def test_a_half_committed_run_is_repaired_by_the_next(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The tombstones table committed, the snapshot table not: k1 is then live in both; the rerun
-    deletes the row that lost and the table is whole again."""
-    settings = settings_for(tmp_path, **PATCH)
-    log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 11)])
-    run_snapshot(spark, settings, buckets=2)
-    write_object(log, [change(P, 20, "REMOVE", "k1")])
-
-    calls: list[str] = []
-    original = SnapshotTables._replace
-
-    def fail_second(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
-        calls.append(".".join(table.name()))
-        if len(calls) == 2:
-            raise RuntimeError("catalog unreachable")
-        original(self, table, *args, **kwargs)
-
-    monkeypatch.setattr(SnapshotTables, "_replace", fail_second)
-    with pytest.raises(HalfCommittedError, match="catalog unreachable"):
-        run_snapshot(spark, settings)
-    monkeypatch.undo()
-    tables = snapshot_tables(settings)
-    assert calls[0] == tables.tombstones_name and tables.live_rows(tables.tombstones_name) == 1
-    assert "k1" in ours(spark, settings)  # the snapshot table did not move
-
-    again = run_snapshot(spark, settings)
-    assert (again.items, again.tombstones) == (9, 1)
-    assert ours(spark, settings) == {f"k{i}": str(i) for i in range(2, 11)} == iceberg(settings)
 
 
 def test_each_table_decides_its_buckets_few_tombstones_are_rewritten_while_items_are_patched(
@@ -278,170 +224,3 @@ def test_each_table_decides_its_buckets_few_tombstones_are_rewritten_while_items
         assert set(tombstone_files.values()) == {1}, tombstone_files  # rewritten: one file per bucket
         assert tables.live_rows(tables.tombstones_name) == round_ + 1
         assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
-
-
-def _twenty_items_then_two_changes(spark: SparkSession, tmp_path: Path) -> tuple[Any, Path]:
-    """k1..k20 in a snapshot of 2 patched buckets, then k3 modified and k4 removed in the log."""
-    settings = settings_for(tmp_path, **PATCH)
-    log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
-    run_snapshot(spark, settings, buckets=2)
-    write_object(
-        log, [change(P, 30, "MODIFY", "k3", image={"n": {"N": "30"}}), change(P, 31, "REMOVE", "k4")]
-    )
-    return settings, log
-
-
-def test_a_run_that_another_run_overtook_writes_nothing_and_the_rerun_merges_on_top(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two snapshot runs at once: the second to commit finds the tables moved since it planned
-    (which rows to delete, which buckets to replace) and stops before writing; run again, it
-    merges its changes on top of the other's."""
-    settings, log = _twenty_items_then_two_changes(spark, tmp_path)
-
-    original = SnapshotTables.commit
-    overtaken: list[str] = []
-
-    def another_run_first(self: SnapshotTables, **kwargs: Any) -> str:
-        if not overtaken:
-            overtaken.append("once")
-            write_object(log, [change(P, 40, "MODIFY", "k5", image={"n": {"N": "40"}})])
-            assert run_snapshot(spark, settings).new_changes == 3  # the other run: every change so far
-        return original(self, **kwargs)
-
-    monkeypatch.setattr(SnapshotTables, "commit", another_run_first)
-    with pytest.raises(ConcurrentRunError, match="another snapshot run committed"):
-        run_snapshot(spark, settings)
-    monkeypatch.undo()
-    expected = {**{f"k{i}": str(i) for i in range(1, 21) if i != 4}, "k3": "30", "k5": "40"}
-    assert ours(spark, settings) == expected == iceberg(settings)  # the other run's result, whole
-
-    write_object(log, [change(P, 50, "MODIFY", "k6", image={"n": {"N": "50"}})])
-    again = run_snapshot(spark, settings)
-    assert again.new_changes == 1 and (again.items, again.tombstones) == (19, 1)
-    assert ours(spark, settings) == {**expected, "k6": "50"} == iceberg(settings) == duckdb_rows(settings)
-
-
-def _live_files(manifest: Any) -> int:
-    return int(manifest.added_files_count) + int(manifest.existing_files_count)
-
-
-def test_manifests_naming_no_live_file_are_dropped_and_many_are_merged(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every patch run adds a data and a delete manifest and leaves its bucket's previous delete
-    manifest with only DELETED entries: the next commit drops such manifests, and merges the
-    untouched ones once there are more than MERGE_MANIFESTS_AT (2 here), so a table's manifests
-    (which every scan and commit reads) stay few however many runs it has had, and every reader
-    still sees what a full rebuild sees."""
-    monkeypatch.setattr(deletes, "MERGE_MANIFESTS_AT", 2)
-    settings = settings_for(tmp_path, **PATCH)
-    log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 41)])
-    run_snapshot(spark, settings, buckets=2)
-    tables = snapshot_tables(settings)
-    expected = {f"k{i}": str(i) for i in range(1, 41)}
-    merged = False
-    for round_ in range(7):
-        key, seq = f"k{round_ + 1}", 100 + round_
-        write_object(log, [change(P, seq, "MODIFY", key, image={"n": {"N": str(seq)}})])
-        assert run_snapshot(spark, settings).buckets_patched >= 1
-        expected[key] = str(seq)
-        table = tables.items_table()
-        assert table is not None
-        current = table.current_snapshot()
-        assert current is not None
-        manifests = current.manifests(table.io)
-        # Only this commit's own manifests may name no live file (its DELETED entries).
-        assert all(_live_files(m) > 0 or m.added_snapshot_id == current.snapshot_id for m in manifests)
-        untouched = [m for m in manifests if m.added_snapshot_id != current.snapshot_id]
-        assert len(untouched) <= 3, [(m.manifest_path, _live_files(m)) for m in manifests]
-        for m in manifests:  # a merge: only EXISTING entries, each keeping the snapshot that added it
-            if (
-                m.added_snapshot_id == current.snapshot_id
-                and not m.added_files_count
-                and not m.deleted_files_count
-            ):
-                entries = m.fetch_manifest_entry(table.io, discard_deleted=False)
-                assert entries and all(e.snapshot_id != current.snapshot_id for e in entries)
-                merged = True
-    assert merged  # some commit merged untouched manifests into one of its own
-    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
-    run_snapshot(spark, settings, full=True)
-    assert ours(spark, settings) == expected == iceberg(settings)
-
-
-def test_each_table_keeps_its_newest_snapshots_and_metadata_files(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    """``pipeline.snapshots_kept`` (3 here): older snapshots leave the tables' metadata, and older
-    metadata files their folder, so that a commit's cost does not grow with the runs before it; the
-    table reads the same, and the newest snapshots still travel back in time."""
-    settings = settings_for(tmp_path, snapshots_kept=3, **PATCH)
-    log = tmp_path / "changelog"
-    write_object(log, [change(P, i, "INSERT", f"k{i}", image={"n": {"N": str(i)}}) for i in range(1, 21)])
-    run_snapshot(spark, settings, buckets=2)
-    tables = snapshot_tables(settings)
-    first = tables.items_table()
-    assert first is not None and first.current_snapshot() is not None
-    tagged = first.current_snapshot().snapshot_id
-    first.manage_snapshots().create_tag(tagged, "before-changes").commit()  # a user's tag: never expired
-    expected = {f"k{i}": str(i) for i in range(1, 21)}
-    for round_ in range(5):
-        seq = 100 + 2 * round_
-        write_object(
-            log,
-            [
-                change(P, seq, "MODIFY", f"k{round_ + 1}", image={"n": {"N": str(seq)}}),
-                change(P, seq + 1, "REMOVE", f"k{round_ + 10}"),
-            ],
-        )
-        run_snapshot(spark, settings)
-        expected[f"k{round_ + 1}"] = str(seq)
-        del expected[f"k{round_ + 10}"]
-    for name, tag in ((tables.items_name, 1), (tables.tombstones_name, 0)):
-        table = tables.catalog.load_table(name)
-        assert len(table.metadata.snapshots) == 3 + tag, name
-        folder = Path(table.location().removeprefix("file://")) / "metadata"
-        assert len(list(folder.glob("*.metadata.json"))) <= 4, sorted(folder.iterdir())
-    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)
-    items = tables.items_table()
-    assert items is not None
-    oldest = min(
-        (s for s in items.metadata.snapshots if s.snapshot_id != tagged), key=lambda s: s.sequence_number
-    )
-    before = items.scan(snapshot_id=oldest.snapshot_id, selected_fields=("pk",)).to_arrow().num_rows
-    assert before == len(expected) + 2  # two runs back: one more removed key each run
-    assert items.scan(snapshot_id=tagged, selected_fields=("pk",)).to_arrow().num_rows == 20
-
-
-def test_a_commit_that_loses_the_race_to_another_run_is_not_retried_on_top_of_it(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another run commits after this one's last check and before its own commit: PyIceberg would
-    retry the commit on top of the other's snapshot, with deletes planned on the snapshot this run
-    read. The tables do not retry (commit.retry.num-retries = 0), so this run stops with
-    ConcurrentRunError, writes nothing, and merges on top of the other when run again."""
-    settings, log = _twenty_items_then_two_changes(spark, tmp_path)
-
-    original = SnapshotTables._replace
-    raced: list[str] = []
-
-    def other_run_commits_first(self: SnapshotTables, table: Any, *args: Any, **kwargs: Any) -> None:
-        if not raced:
-            raced.append("once")
-            write_object(log, [change(P, 40, "MODIFY", "k3", image={"n": {"N": "40"}})])
-            assert run_snapshot(spark, settings).new_changes == 3  # the other run, start to end
-        original(self, table, *args, **kwargs)  # ``table`` was loaded before the other run committed
-
-    monkeypatch.setattr(SnapshotTables, "_replace", other_run_commits_first)
-    with pytest.raises(ConcurrentRunError, match="while this run was committing"):
-        run_snapshot(spark, settings)
-    monkeypatch.undo()
-    expected = {**{f"k{i}": str(i) for i in range(1, 21) if i != 4}, "k3": "40"}
-    assert ours(spark, settings) == expected == iceberg(settings)  # the other run's result, whole
-
-    again = run_snapshot(spark, settings)
-    assert again.up_to_date  # the other run merged every change there is
-    assert ours(spark, settings) == expected == iceberg(settings) == duckdb_rows(settings)

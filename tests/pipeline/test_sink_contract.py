@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 import consumer.processing  # noqa: F401  (first: importing the sink module alone is a circular import)
 from consumer.records import StreamRecord
 from consumer.sinks.changelog import ChangelogStore, change_line, encode_jsonl, object_name
-from pipeline.jobs import read_snapshot, run_snapshot
 from pipeline.schemas import ITEM_COLUMN
+from pipeline.snapshot_run import read_snapshot, run_snapshot
 from tests.pipeline.fixtures import settings_for
 
 pytestmark = pytest.mark.spark

@@ -13,9 +13,9 @@ from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
 from pipeline import parse, snapshot
 from pipeline.errors import BadChangeLogError
-from pipeline.jobs import read_snapshot, run_snapshot, snapshot_tables
 from pipeline.schemas import EVENT, ITEM, ITEM_COLUMN, RAW_LINES, SHARD_ID, KeySchema
-from pipeline.table import BUCKET, stored_schema
+from pipeline.snapshot_run import read_snapshot, run_snapshot, snapshot_tables
+from pipeline.stored import BUCKET, stored_schema
 from tests.pipeline.fixtures import T0, change, n_attr, s_attr, settings_for, write_object
 from tests.pipeline.frames import assert_frames_equal
 
@@ -111,6 +111,7 @@ def test_replays_and_copies_count_once(spark: SparkSession, tmp_path: Path) -> N
     assert_frames_equal(current(spark, settings), expect(spark, [item("a", c=n_attr("2")), item("b")]))
 
 
+@pytest.mark.emr
 def test_incremental_runs_equal_a_full_rebuild_and_are_idempotent(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -265,7 +266,7 @@ def test_failed_write_leaves_the_snapshot_on_the_previous_version(
 
     from pipeline import snapshot
 
-    def broken_write(state: DataFrame, uri: str) -> None:
+    def broken_write(state: DataFrame, uri: str, keys: KeySchema) -> None:
         Path(uri).mkdir(parents=True)
         (Path(uri) / "half-written.parquet").write_bytes(b"PAR1")
         raise RuntimeError("disk full")
@@ -275,7 +276,7 @@ def test_failed_write_leaves_the_snapshot_on_the_previous_version(
         run_snapshot(spark, settings)
     assert version(settings) == "000001"
     assert_frames_equal(current(spark, settings), expect(spark, [item("a")]))
-    assert not list((tmp_path / "snapshot" / "warehouse" / "runs").rglob("half-written.parquet"))
+    assert not list((tmp_path / "snapshot" / "warehouse").rglob("half-written.parquet"))
     monkeypatch.undo()
     assert run_snapshot(spark, settings).version == "000002"
     assert_frames_equal(current(spark, settings), expect(spark, [item("a"), item("b")]))

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
-from pipeline.jobs import run_stats
+from pipeline.reports import run_stats
 from pipeline.schemas import CHANGES_PER_MINUTE, ITEMS_PER_SHARD
 from tests.pipeline.fixtures import T0, change, settings_for, write_object
 from tests.pipeline.frames import assert_frames_equal

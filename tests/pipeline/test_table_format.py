@@ -9,7 +9,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
-from pipeline.jobs import run_snapshot
+from pipeline.snapshot_run import run_snapshot
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,8 @@ from pyspark.sql import SparkSession
 
 from pipeline import jobs
 from pipeline.errors import VerifyError
-from pipeline.jobs import run_snapshot, run_verify
+from pipeline.reports import run_verify
+from pipeline.snapshot_run import run_snapshot
 from tests.pipeline.fixtures import change, settings_for, write_object
 
 pytestmark = pytest.mark.spark

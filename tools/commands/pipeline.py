@@ -1,5 +1,5 @@
-"""``consumer pipeline snapshot|stats|verify``: the Spark jobs over the change log, in local mode;
-``consumer pipeline submit JOB``: the same job on EMR Serverless.
+"""``consumer pipeline snapshot|bootstrap|stats|verify|follow|maintain``: the Spark jobs over the
+change log, in local mode; ``consumer pipeline submit JOB``: the same job on EMR Serverless.
 
 The same jobs run on a cluster with ``spark-submit pipeline/jobs.py <job> --env X``; the local
 commands only start one quiet local session (``pipeline.spark_master``) and print a line per stage.
@@ -34,6 +34,9 @@ JOBS = {
     "bootstrap": "first snapshot from a DynamoDB export (--export URI) or a parallel scan, then the log",
     "stats": "changes per minute by event type, end-to-end lag percentiles, items per shard (+ PNG)",
     "verify": "compare the snapshot with a scan of the live table; exit 1 on any difference",
+    "follow": "keep the snapshot within pipeline.freshness_seconds of the change log: runs in a loop, "
+    "maintenance between them, until SIGTERM / Ctrl-C (or --minutes)",
+    "maintain": "one maintenance pass: compact patched buckets, expire old tombstones, remove orphan files",
 }
 
 
@@ -58,6 +61,8 @@ def register(subparsers: Any) -> None:
             job.add_argument("--full", action="store_true", help="rebuild from the whole change log")
         if name == "bootstrap":
             _bootstrap_arguments(job)
+        if name == "follow":
+            _follow_arguments(job)
         job.set_defaults(handler=_run, full=False)
     _register_submit(jobs)
 
@@ -74,6 +79,19 @@ def _bootstrap_arguments(parser: Any) -> None:
     )
 
 
+def _follow_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--minutes", type=float, default=None, help="stop after this many minutes (default: until SIGTERM)"
+    )
+    parser.add_argument("--no-maintenance", action="store_true", help="no maintenance passes between runs")
+    parser.add_argument(
+        "--publish-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send LakeFreshnessSeconds to CloudWatch (default: with pipeline.emr_serverless)",
+    )
+
+
 def _register_submit(jobs: Any) -> None:
     description = (
         "Run JOB on the environment's EMR Serverless application: build the code, configuration and "
@@ -83,6 +101,18 @@ def _register_submit(jobs: Any) -> None:
     submit.add_argument("job", metavar="JOB", choices=list(JOBS), help=", ".join(JOBS))
     add_env_arguments(submit)
     submit.add_argument("--dry-run", action="store_true", help="build, then print the uploads and request")
+    submit.add_argument(
+        "--release",
+        action="store_true",
+        help="follow: upload the archives as the release the stacks' scheduled follow jobs run "
+        f"(<work prefix>/{request.RELEASE_FOLDER}/), start nothing",
+    )
+    submit.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="follow: stop after this many minutes (default: until cancelled)",
+    )
     submit.add_argument("--application-id", help="the application (default: the fleet stack's output)")
     submit.add_argument("--job-role-arn", help="the job role (default: the fleet stack's output)")
     submit.add_argument(
@@ -159,6 +189,30 @@ def build_artifacts(
     }
 
 
+def _release(
+    args: argparse.Namespace, settings: Settings, artifacts: dict[str, package.Artifact], work: str
+) -> int:
+    """Upload the archives to the release keys (the entry point last: a job the schedule starts
+    meanwhile finds the previous release's entry point, which still runs)."""
+    if args.job != "follow":
+        raise CommandError("--release publishes what the scheduled follow jobs run: submit follow --release")
+    released = request.release_uploaded(work)
+    targets = {name: getattr(released, name) for name in ("environment", "config", "code", "entry_point")}
+    if args.dry_run:
+        for name, uri in targets.items():
+            print(f"would upload {artifacts[name].path} to {uri}")
+        return 0
+    s3 = aws.client(settings, "s3")
+    aws.check_bucket(s3, aws.split_s3(work)[0])
+    for name, uri in targets.items():
+        aws.upload(s3, artifacts[name], uri)
+        print(f"released: {uri}")
+    print(
+        f"the stack's schedule starts follow from this release every {request.FOLLOW_SCHEDULE_MINUTES} minutes"
+    )
+    return 0
+
+
 def _submit(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     config = f"config/{settings.env}.yaml"
@@ -203,9 +257,12 @@ def _submit(args: argparse.Namespace) -> int:
                 tolerate_bad_lines=args.tolerate_bad_lines,
                 export=args.export,
                 segments=args.segments if args.job == "bootstrap" and args.export is None else None,
+                minutes=args.minutes,
             ),
             client_token=str(uuid.uuid4()),
         )
+        if args.release:
+            return _release(args, settings, artifacts, work)
         if args.dry_run:
             for name, artifact in artifacts.items():
                 size = artifact.path.stat().st_size

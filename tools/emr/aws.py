@@ -170,6 +170,17 @@ def upload_if_missing(s3: Any, artifact: Artifact, uri: str) -> bool:
     return True
 
 
+def upload(s3: Any, artifact: Artifact, uri: str) -> None:
+    """Upload, replacing what is there (the release's fixed keys)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split_s3(uri)
+    try:
+        s3.upload_file(str(artifact.path), bucket, key)
+    except (ClientError, BotoCoreError) as exc:
+        raise _explain(exc, f"cannot upload {artifact.path} to {uri}") from exc
+
+
 def start_job_run(emr: Any, request: dict[str, Any]) -> str:
     from botocore.exceptions import BotoCoreError, ClientError
 

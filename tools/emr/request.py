@@ -15,8 +15,16 @@ from typing import Any
 from ground.settings import Settings
 from tools.emr.package import ENVIRONMENT_PYTHON
 
-JOBS = ("snapshot", "bootstrap", "stats", "verify")
+JOBS = ("snapshot", "bootstrap", "stats", "verify", "follow", "maintain")
 CONFIG_DIR_ON_EMR = "./config"
+# The stacks keep ``follow`` running as a job an hour long, started every hour by a schedule; each
+# runs two minutes more so that the next one is up before it stops (EMR Serverless takes a minute
+# or two to start a job). Two ``follow`` runs at once are safe: a run that loses the commit race
+# runs again (pipeline/follow.py).
+FOLLOW_SCHEDULE_MINUTES = 60
+FOLLOW_OVERLAP_MINUTES = 2
+FOLLOW_TIMEOUT_MINUTES = FOLLOW_SCHEDULE_MINUTES + 15
+RELEASE_FOLDER = "release"  # where ``submit --release`` puts the archives the schedule's jobs use
 
 
 def stack_name(settings: Settings) -> str:
@@ -47,6 +55,7 @@ def job_arguments(
     tolerate_bad_lines: int | None = None,
     export: str | None = None,
     segments: int | None = None,
+    minutes: float | None = None,
 ) -> list[str]:
     """``pipeline.jobs``'s command line on EMR (its configuration comes from ``#config``)."""
     if job not in JOBS:
@@ -60,7 +69,20 @@ def job_arguments(
         arguments += ["--export", export]
     if job == "bootstrap" and segments is not None:
         arguments += ["--segments", str(segments)]
+    if job == "follow" and minutes is not None:
+        arguments += ["--minutes", f"{minutes:g}"]
     return arguments
+
+
+def release_uploaded(work: str) -> Uploaded:
+    """The fixed keys ``submit --release`` writes and the scheduled ``follow`` jobs read."""
+    root = f"{work.rstrip('/')}/{RELEASE_FOLDER}"
+    return Uploaded(
+        entry_point=f"{root}/entry.py",
+        code=f"{root}/code.zip",
+        config=f"{root}/config.zip",
+        environment=f"{root}/environment.tar.gz",
+    )
 
 
 def spark_properties(uploaded: Uploaded) -> dict[str, str]:
@@ -99,9 +121,10 @@ def start_job_run_request(
     log_uri: str,
     arguments: Sequence[str],
     client_token: str,
+    timeout_minutes: int | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``emr-serverless start_job_run`` for one run of ``job``."""
-    return {
+    request: dict[str, Any] = {
         "applicationId": application_id,
         "executionRoleArn": job_role_arn,
         "clientToken": client_token,
@@ -118,6 +141,31 @@ def start_job_run_request(
         },
         "tags": {"application": settings.application_name, "environment": settings.env, "job": job},
     }
+    if timeout_minutes is not None:
+        request["executionTimeoutMinutes"] = timeout_minutes
+    return request
+
+
+def scheduled_follow_request(
+    settings: Settings, *, application_id: str, job_role_arn: str, work: str
+) -> dict[str, Any]:
+    """The StartJobRun request the stacks' schedule sends every :data:`FOLLOW_SCHEDULE_MINUTES`:
+    ``follow`` for that long and :data:`FOLLOW_OVERLAP_MINUTES` more, from the released archives;
+    the schedule's execution id is the client token (``<aws.scheduler.execution-id>``, which
+    EventBridge Scheduler fills in), so a retried delivery starts no second job."""
+    return start_job_run_request(
+        settings,
+        "follow",
+        application_id=application_id,
+        job_role_arn=job_role_arn,
+        uploaded=release_uploaded(work),
+        log_uri=f"{work.rstrip('/')}/logs/",
+        arguments=job_arguments(
+            "follow", settings.env, minutes=FOLLOW_SCHEDULE_MINUTES + FOLLOW_OVERLAP_MINUTES
+        ),
+        client_token="<aws.scheduler.execution-id>",
+        timeout_minutes=FOLLOW_TIMEOUT_MINUTES,
+    )
 
 
 def follow_commands(settings: Settings, application_id: str, job_run_id: str, log_uri: str) -> list[str]:

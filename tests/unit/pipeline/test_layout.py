@@ -17,7 +17,7 @@ from pipeline.layout import (
     plan_buckets,
     pressure,
 )
-from pipeline.table import FileTask
+from pipeline.stored import FileTask
 
 
 @st.composite

@@ -13,7 +13,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pipeline.errors import SnapshotStoreError
 from pipeline.locate import locate
 from pipeline.reading import FILE, POS
-from pipeline.table import BUCKET, FileTask
+from pipeline.stored import BUCKET, FileTask
 
 KEYS = ["pk", "sk"]
 SCHEMA = pa.schema(

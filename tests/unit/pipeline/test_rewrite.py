@@ -1,4 +1,5 @@
-"""Rewriting a bucket on the driver (pipeline/rewrite.py): every live row once, none of the deleted."""
+"""Rewriting a bucket on the driver (pipeline/rewrite.py): every live row once, none of the deleted,
+sorted by key."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pipeline import rewrite
 from pipeline.deletes import POSITION_DELETE_ARROW
 from pipeline.errors import SnapshotStoreError
-from pipeline.table import BUCKET, FileTask
+from pipeline.stored import BUCKET, FileTask
 
 SCHEMA = pa.schema(
     [
@@ -75,10 +76,12 @@ def test_live_rows_less_replaced_and_deleted_then_the_new_rows_in_one_file(
         positions([(first, 1), (first, 9)]),
         fresh=[fresh],
         schema=SCHEMA,
+        keys=["pk"],
         folder=f"file://{out}",
     )
 
-    assert keys_in(location) == ["a0", "a2", "a3", "a6", "a7", "a8", "b1", "b2", "n0", "a1"]
+    # Sorted by key, as every file of the tables is: the kept rows and the new ones merged.
+    assert keys_in(location) == ["a0", "a1", "a2", "a3", "a6", "a7", "a8", "b1", "b2", "n0"]
     written = pq.read_table(str(location).removeprefix("file://"))
     assert written.schema.names == SCHEMA.names  # the table's columns, in its order, nothing else
     assert written.column("_item").to_pylist()[0] == [("v", {"s": "a0"})]
@@ -94,6 +97,7 @@ def test_a_bucket_with_no_row_left_writes_no_file(tmp_path: Path) -> None:
         positions([(first, 0), (first, 1)]),
         fresh=[],
         schema=SCHEMA,
+        keys=["pk"],
         folder=str(out),
     )
     assert found is None and list(out.iterdir()) == []
@@ -108,6 +112,7 @@ def test_a_delete_past_the_end_of_its_file_is_refused(tmp_path: Path) -> None:
             positions([(first, 2)]),
             fresh=[],
             schema=SCHEMA,
+            keys=["pk"],
             folder=str(tmp_path),
         )
 
@@ -117,7 +122,13 @@ def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
     broken.write_bytes(b"not parquet")
     with pytest.raises(SnapshotStoreError, match=r"broken\.parquet"):
         rewrite.rewrite_bucket(
-            TABLE, [FileTask(f"file://{broken}", 3, 2)], None, fresh=[], schema=SCHEMA, folder=str(tmp_path)
+            TABLE,
+            [FileTask(f"file://{broken}", 3, 2)],
+            None,
+            fresh=[],
+            schema=SCHEMA,
+            keys=["pk"],
+            folder=str(tmp_path),
         )
 
 
@@ -138,5 +149,7 @@ def test_an_older_delete_naming_its_file_another_way_still_drops_the_row(tmp_pat
     tasks = [FileTask(first, 3, 3, ((older, 1),)), FileTask(empty, 3, 0)]
     out = tmp_path / "out"
     out.mkdir()
-    location = rewrite.rewrite_bucket(TABLE, tasks, None, fresh=[], schema=SCHEMA, folder=f"file://{out}")
+    location = rewrite.rewrite_bucket(
+        TABLE, tasks, None, fresh=[], schema=SCHEMA, keys=["pk"], folder=f"file://{out}"
+    )
     assert keys_in(location) == ["a0", "a2"]

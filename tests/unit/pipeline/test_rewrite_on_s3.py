@@ -15,7 +15,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from pipeline import rewrite
 from pipeline.deletes import POSITION_DELETE_ARROW
-from pipeline.table import BUCKET, FileTask
+from pipeline.stored import BUCKET, FileTask
 from tests.support import moto_server
 
 SCHEMA = pa.schema([pa.field("pk", pa.string()), pa.field(BUCKET, pa.int32())])
@@ -73,6 +73,7 @@ def test_a_bucket_is_rewritten_into_one_s3_object(s3: tuple[PyArrowFileIO, objec
         replaced,
         fresh=[fresh],
         schema=SCHEMA,
+        keys=["pk"],
         folder=f"s3://{BUCKET_NAME}/warehouse/runs/r1/kind=items/b=3",
     )
 

@@ -15,8 +15,8 @@ import pytest
 
 from ground.settings import Settings
 from pipeline.errors import SnapshotStoreError
-from pipeline.jobs import snapshot_tables
-from pipeline.table import schema_difference
+from pipeline.snapshot_run import snapshot_tables
+from pipeline.stored import schema_difference
 from tests.pipeline.fixtures import settings_for
 
 

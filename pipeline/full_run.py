@@ -1,0 +1,66 @@
+"""A full rebuild: every bucket from the whole change log (and a bootstrap's base), in one pass.
+
+The lines are parsed as the merge reads them (counted by an observation, not by a job of their
+own), items stay in wire form until each key's winner is typed, and the merge is one shuffle by
+bucket (:func:`pipeline.snapshot.rebuild`). The key ranges are chosen again from a sample of the
+log (:mod:`pipeline.ranges`), unless a bootstrap's base fixed them: its rows keep their buckets.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Observation
+from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
+
+from pipeline import parse, ranges, snapshot
+from pipeline.changelog import may_hold_copies
+from pipeline.log_lines import read_lines, report_bad_lines
+from pipeline.reading import read_live
+from pipeline.run_plan import Outcome, RunContext, RunPlan, new_changes, with_bucket
+from pipeline.stored import stored_schema
+
+
+def plan(run: RunContext) -> RunPlan:
+    """The rebuild's rows; its :class:`Outcome` counts the lines and changes it merged."""
+    keys = run.keys
+    stored = stored_schema(keys)
+    uris = [o.uri for o in run.selection.to_read]
+    bootstrapped = run.start_time is not None
+    chosen = run.state.ranges if bootstrapped and run.state is not None else None
+    if chosen is None:
+        chosen = ranges.choose(ranges.sample_keys(uris, keys), run.buckets)
+    layout = chosen or ranges.KeyRanges(())
+    lines_seen = Observation("lines")
+    raw = parsed = None
+    if uris:
+        raw = read_lines(run.spark, uris)
+        # Items stay in wire form: only each key's winner is typed, after the merge.
+        parsed = with_bucket(parse.parse_lines(raw, keys, typed=False), keys, layout).observe(
+            lines_seen,
+            F.count(F.lit(1)).alias("lines"),
+            F.count_if(F.col("_problem").isNotNull()).alias("bad"),
+        )
+    changes = new_changes(run, parsed)
+    base = None
+    if bootstrapped:  # its rows take this run's buckets (the same, unless an older base had none)
+        base = with_bucket(read_live(run.spark, stored, run.tables.tasks(run.tables.base_name)), keys, layout)
+    # A window merges, and rows are counted as changes, when no change can be in two objects (the
+    # listing says so: pipeline/changelog.py); else an aggregation counts them per key.
+    counted = Observation("snapshot")
+    rows = snapshot.rebuild(
+        changes,
+        keys,
+        base,
+        buckets=layout.buckets,
+        copies=may_hold_copies(run.selection.to_read),
+        counted=counted,
+    )
+
+    def finish(out: str, written: list[str]) -> Outcome:
+        lines = bad = 0
+        if raw is not None and parsed is not None:
+            seen = lines_seen.get
+            lines, bad = int(seen["lines"]), int(seen["bad"])
+            report_bad_lines(parsed, raw, (bad, lines), run.tolerate, run.progress)
+        return Outcome(int(counted.get["changes"]), lines, bad, written)
+
+    return RunPlan(rows, parsed, "[2/4] merging into every bucket", finish, ranges=chosen)
