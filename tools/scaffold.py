@@ -4,9 +4,12 @@ Three files, each small enough to read in a minute, and nothing else:
 
 * ``processors/NAME.py`` — a function-form processor class: ``handle(batch)`` appends one JSON line
   per record to a file (its ``output`` option), so "my records arrived" is something to look at;
-* ``tests/test_NAME.py`` — a test of that class on a hand-made batch, no AWS and no emulator;
+  with ``--lambda``, an AWS Lambda handler ``lambda_handler(event, context)`` that does the same
+  from Lambda's DynamoDB Streams event and answers with ``batchItemFailures`` (the Lambda form);
+* ``tests/test_NAME.py`` — a test of it on a hand-made batch (the Lambda handler: on the event the
+  fleet builds), no AWS and no emulator;
 * ``config/NAME.yaml`` — an environment on the local emulator that uses it, with the processor's
-  option in its own block.
+  options in their own block (the Lambda form's: the function settings its context reports).
 
 Existing files are never overwritten: the scaffold refuses and names them.
 """
@@ -120,7 +123,113 @@ def test_each_record_becomes_one_line(tmp_path: Path) -> None:
 '''
 
 
-def environment_file(name: str, port: int = DEFAULT_PORT) -> str:
+def lambda_module(name: str) -> str:
+    return f'''"""{name}: an AWS Lambda handler for the source table's DynamoDB Streams events.
+
+Written by `consumer new processor --lambda {name}`, exactly as for Lambda: an existing handler can
+replace this file unchanged (config/{name}.yaml names it ``lambda:processors.{name}.lambda_handler``).
+The fleet calls it with Lambda's event (one shard's records, in stream order, images in DynamoDB
+JSON) and a context, and reads its answer as Lambda's ReportBatchItemFailures: the records from the
+lowest ``itemIdentifier`` on are delivered again (``processing.retry``), an exception delivers the
+whole batch again, so the handler must be safe to repeat for the same records.
+docs/migrating-from-lambda.md maps an event source mapping's settings to config/{name}.yaml.
+"""
+
+import json
+import os
+from pathlib import Path
+
+
+def lambda_handler(event, context):
+    output = Path(os.environ.get("{name.upper()}_OUTPUT", "var/{name}.jsonl"))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    for record in event["Records"]:
+        change = record["dynamodb"]
+        try:
+            line = {{
+                "event": record["eventName"],
+                "keys": change["Keys"],
+                "new_image": change.get("NewImage"),
+                "sequence_number": change["SequenceNumber"],
+                "source": record["eventSourceARN"],
+            }}
+            with output.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\\n")
+        except Exception:
+            # Everything before this record is done; it and the ones after it come again.
+            return {{"batchItemFailures": [{{"itemIdentifier": change["SequenceNumber"]}}]}}
+    return {{"batchItemFailures": []}}
+'''
+
+
+def lambda_test(name: str) -> str:
+    return f'''"""The {name} Lambda handler on the event the fleet builds: no AWS, no emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from consumer.processing.lambda_event import streams_event
+from consumer.records import StreamRecord
+from processors.{name} import lambda_handler
+
+STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+
+
+def test_each_record_becomes_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    output = tmp_path / "out.jsonl"
+    monkeypatch.setenv("{name.upper()}_OUTPUT", str(output))
+    record = StreamRecord(
+        {{
+            "eventID": "1",
+            "eventName": "INSERT",
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {{
+                "ApproximateCreationDateTime": 1767225600.0,
+                "Keys": {{"pk": {{"S": "item-1"}}, "sk": {{"S": "v1"}}}},
+                "NewImage": {{"pk": {{"S": "item-1"}}, "sk": {{"S": "v1"}}, "quantity": {{"N": "3"}}}},
+                "SequenceNumber": "100",
+                "SizeBytes": 30,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+            }},
+        }},
+        "shardId-1",
+    )
+    assert lambda_handler(streams_event([record], STREAM), None) == {{"batchItemFailures": []}}
+    (line,) = output.read_text().splitlines()
+    assert json.loads(line)["keys"] == {{"pk": {{"S": "item-1"}}, "sk": {{"S": "v1"}}}}
+    assert json.loads(line)["source"] == STREAM
+'''
+
+
+def _class_processing(name: str) -> str:
+    return f"""  processor: processors.{name}:Processor
+  # The options of processors.{name}:Processor (its constructor's keyword arguments). Options
+  # belong to the processor named beside them: naming another processor elsewhere starts from none.
+  options:
+    output: var/{name}.jsonl
+"""
+
+
+def _lambda_processing(name: str) -> str:
+    return f"""  # An AWS Lambda handler, named as Lambda names it (module.function). Its options are the
+  # function settings its context reports; timeout_seconds also bounds every invocation. An event
+  # source mapping's settings map to processing.* keys: docs/migrating-from-lambda.md.
+  processor: lambda:processors.{name}.lambda_handler
+  options:
+    function_name: {name.replace("_", "-")}
+    memory_limit_in_mb: 128
+    timeout_seconds: 60
+"""
+
+
+def environment_file(name: str, port: int = DEFAULT_PORT, *, lambda_form: bool = False) -> str:
+    processing = _lambda_processing(name) if lambda_form else _class_processing(name)
     return f"""# Environment `{name}`: the processor processors/{name}.py on the local emulator.
 # Written by `consumer new processor {name}`. `consumer local up --env {name}` starts the emulator
 # and creates the table below; `consumer run --env {name}` runs a worker with the processor.
@@ -152,12 +261,7 @@ logs:
   retention_days: 1
 
 processing:
-  processor: processors.{name}:Processor
-  # The options of processors.{name}:Processor (its constructor's keyword arguments). Options
-  # belong to the processor named beside them: naming another processor elsewhere starts from none.
-  options:
-    output: var/{name}.jsonl
-  # Imported from the directory `consumer run` is started in.
+{processing}  # Imported from the directory `consumer run` is started in.
   import_paths: ["."]
 
 emulator:
@@ -167,13 +271,16 @@ emulator:
 """
 
 
-def scaffold_files(name: str, project: Path) -> list[ScaffoldFile]:
+def scaffold_files(name: str, project: Path, *, lambda_form: bool = False) -> list[ScaffoldFile]:
     check_name(name)
+    module, test = (lambda_module, lambda_test) if lambda_form else (processor_module, processor_test)
     files = [
-        ScaffoldFile(project / "processors" / f"{name}.py", processor_module(name), "the processor"),
-        ScaffoldFile(project / "tests" / f"test_{name}.py", processor_test(name), "its test"),
+        ScaffoldFile(project / "processors" / f"{name}.py", module(name), "the processor"),
+        ScaffoldFile(project / "tests" / f"test_{name}.py", test(name), "its test"),
         ScaffoldFile(
-            project / "config" / f"{name}.yaml", environment_file(name), "an environment that uses it"
+            project / "config" / f"{name}.yaml",
+            environment_file(name, lambda_form=lambda_form),
+            "an environment that uses it",
         ),
     ]
     package = project / "processors" / "__init__.py"
@@ -182,9 +289,9 @@ def scaffold_files(name: str, project: Path) -> list[ScaffoldFile]:
     return files
 
 
-def write_scaffold(name: str, project: Path) -> list[ScaffoldFile]:
+def write_scaffold(name: str, project: Path, *, lambda_form: bool = False) -> list[ScaffoldFile]:
     """Write the files, or none of them if any already exists."""
-    files = scaffold_files(name, project)
+    files = scaffold_files(name, project, lambda_form=lambda_form)
     existing = [str(f.path) for f in files if f.path.exists()]
     if existing:
         raise ScaffoldError(f"not overwriting {', '.join(existing)}: choose another name or remove them")

@@ -18,6 +18,12 @@ def register(subparsers: Any) -> None:
     )
     processor.add_argument("name", help="module and environment name, e.g. audit")
     processor.add_argument("--dir", default=".", help="the project directory (default: the current one)")
+    processor.add_argument(
+        "--lambda",
+        dest="lambda_form",
+        action="store_true",
+        help="an AWS Lambda handler(event, context) for DynamoDB Streams events instead of a class",
+    )
     processor.set_defaults(handler=_processor)
 
 
@@ -26,7 +32,7 @@ def _processor(args: argparse.Namespace) -> int:
     from tools.scaffold import ScaffoldError, write_scaffold
 
     try:
-        files = write_scaffold(args.name, Path(args.dir))
+        files = write_scaffold(args.name, Path(args.dir), lambda_form=args.lambda_form)
     except ScaffoldError as exc:
         raise CommandError(str(exc)) from None
     for file in files:
