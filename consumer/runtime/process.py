@@ -82,6 +82,7 @@ class WorkerProcess:
             clients.leases or clients.dynamodb,
             settings.leases_table_name,
             workers_table_name=settings.workers_table_name,
+            metrics=recorder,  # LeaseTableConsumed*Capacity and LeaseTableThrottles: the dashboard's
         )
         # The worker's rounds also renew the heartbeat file, when one is asked for (deploy/health.py).
         metrics: Metrics = (

@@ -43,6 +43,9 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "VERDICT: nothing lost, nothing reordered" in output
+    # The events are printed once (the live view's last frame leaves its events panel out).
+    first_event = next(line for line in output.splitlines() if line.startswith("t+0s started "))
+    assert output.count(first_event) == 1, output[-6000:]
     assert "0 missing, 0 extra, 0 stale" in output
     # Items written before the table had a stream reach the snapshot only through the bootstrap:
     # verify's 0 missing above counts them.

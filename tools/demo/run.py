@@ -451,7 +451,8 @@ class Demo:
                 for process in fleet.alive():
                     code = fleet.terminate(process.name)
                     self._note(f"SIGTERM {process.name}: exited {code}")
-                live.update(render(self._snapshot(fleet, load)))
+                # The last frame stays on screen; the events follow it in full, once.
+                live.update(render(self._snapshot(fleet, load), events=False))
         finally:
             # Off a terminal rich prints the last frame without ending its line: end it here, so
             # what follows the live view starts on a line of its own.
