@@ -32,7 +32,7 @@ from constructs import Construct
 
 from ground.settings import Settings
 from infra.scaling import expected_partitions, scaling_thresholds
-from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget
+from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
 
 AUTOSCALING_NAMESPACE = "AWS/AutoScaling"
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
@@ -293,7 +293,7 @@ class Monitoring(Construct):
 
         self.dashboard_name = prefix
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=self.dashboard_name)
-        graphs: list[cloudwatch.IWidget] = [graph_widget(spec) for spec in dashboard_widgets(settings)]
+        graphs: list[cloudwatch.IWidget] = [panel(spec) for spec in dashboard_widgets(settings)]
         graphs.append(
             cloudwatch.AlarmStatusWidget(
                 title="Alarms",

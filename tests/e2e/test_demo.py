@@ -58,7 +58,17 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     # ... and the live view's last frame ends its line: the next step's rule starts a line of its own.
     assert re.search(r"^─+ Spark: change log -> current state of the table ─+$", output, re.MULTILINE)
     # The dashboard's writes line: the load generator published TableWrites alongside the workers.
-    assert "<td>TableWrites</td>" in (tmp_path / "demo" / "dashboard.html").read_text()
+    page = (tmp_path / "demo" / "dashboard.html").read_text()
+    assert "<td>TableWrites</td>" in page
+    # Every panel of the real run's picture draws lines or says why it has none; no line is
+    # missing without a reason (the workers published everything they always publish).
+    panels = re.findall(r"<tr><td>([^<]*)</td><td>(\d+)</td><td>(.*?)</td></tr>", page)
+    assert len(panels) >= 16, page[:2000]
+    assert [title for title, lines, notes in panels if int(lines) == 0 and not notes] == []
+    assert "UNEXPLAINED" not in page, page
+    drawn = {title for title, lines, _ in panels if int(lines) > 0}
+    for title in ("Leases table: consumed vs provisioned capacity", "Cost: stream reads per shard and the leases table"):
+        assert title in drawn, title
     return output
 
 
