@@ -21,7 +21,14 @@ from typing import Any
 
 import consumer
 from ground.settings import Settings, config_dir
-from tools.commands import CommandError, ExitCode, add_command, add_env_arguments, settings_from
+from tools.commands import (
+    CommandError,
+    ExitCode,
+    add_command,
+    add_env_arguments,
+    require_local_endpoint_up,
+    settings_from,
+)
 from tools.emr import aws, fetch, package, request
 
 DEFAULT_BUILD_DIR = Path("var/emr-build")
@@ -124,6 +131,8 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.errors import PipelineError
     from pipeline.jobs import execute
 
+    if args.job == "verify" or (args.job == "bootstrap" and args.export is None):
+        require_local_endpoint_up(settings)  # they scan the table
     try:
         if args.job == "bootstrap" and args.export is not None:
             check_local_export(args.export)

@@ -56,6 +56,7 @@ def the_error(capsys: pytest.CaptureFixture[str]) -> str:
         ["dashboard", "--out", "var/d.png"],
         ["local", "write"],
         ["run"],
+        ["pipeline", "verify"],
     ],
     ids=lambda c: " ".join(c[:2]),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -123,10 +124,16 @@ CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 
 @pytest.mark.parametrize("env", ["local", "dev", "prod"])
-def test_no_shipped_environment_is_warned_about(env: str) -> None:
-    """The planner and the shipped config agree: config/<env>.yaml as shipped gets no warning."""
-    plan = make_plan(load_settings(env, CONFIG, environ={}))
-    assert plan.warnings == []
+def test_no_shipped_environment_is_warned_about(
+    env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner and the shipped config agree: `consumer plan --env <env>` as shipped prints no warning."""
+    for name in [n for n in os.environ if n.startswith("CONSUMER_")]:
+        monkeypatch.delenv(name)
+    assert make_plan(load_settings(env, CONFIG, environ={})).warnings == []
+    assert main(["plan", "--env", env, "--config-dir", str(CONFIG)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.out + captured.err
 
 
 def test_prod_is_checked_against_its_own_figures() -> None:
