@@ -95,7 +95,10 @@ def _demo(args: argparse.Namespace) -> int:
         f"a DynamoDB Streams engine with {settings.emulator.partitions} partitions, rollover every "
         f"{settings.emulator.rollover_seconds:g} s, a split on cue)"
     )
-    server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
+    try:
+        server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
+    except DemoError as exc:
+        raise CommandError(str(exc), ExitCode.UNAVAILABLE) from None
     try:
         outcome = Demo(
             settings, config_dir, workdir, console, chaos_seed=args.chaos, schedule=args.schedule or "mixed"

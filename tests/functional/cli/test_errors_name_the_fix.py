@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,14 @@ def test_exit_codes_are_listed_by_help_and_the_readme(capsys: pytest.CaptureFixt
     for code in ExitCode:
         assert f"{code.value:>3}  {code.meaning}" in help_text
         assert f"| {code.value} | {code.meaning} |" in readme, f"README lacks exit code {code.value}"
+
+
+def test_demo_on_a_taken_port_names_the_way_out(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as holder:  # another program on the demo's port
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        write_env(project, "local", holder.getsockname()[1])
+        assert main(["demo", "--env", "local", "--workdir", "var/demo"]) == ExitCode.UNAVAILABLE
+    error = the_error(capsys)
+    assert "is taken by another program" in error
+    assert re.search(r"CONSUMER_ENDPOINT_URL=http://127\.0\.0\.1:\d+ make demo$", error), error
