@@ -9,7 +9,9 @@ Three files, each small enough to read in a minute, and nothing else:
 * ``tests/test_NAME.py`` — a test of it on a hand-made batch (the Lambda handler: on the event the
   fleet builds), no AWS and no emulator;
 * ``config/NAME.yaml`` — an environment on the local emulator that uses it, with the processor's
-  options in their own block (the Lambda form's: the function settings its context reports).
+  options in their own block (the Lambda form's: the function settings its context reports). It has a table and an
+  emulator port of its own (:func:`choose_port`), so it never shares an emulator, a table or leases
+  with ``local`` (the demo's) or another scaffold.
 
 Existing files are never overwritten: the scaffold refuses and names them.
 """
@@ -18,11 +20,15 @@ from __future__ import annotations
 
 import keyword
 import re
+import socket
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,40}$")
-DEFAULT_PORT = 4599
+# Scaffolded environments' emulators listen in this range (config/local.yaml's 4599 is below it).
+PORT_RANGE = range(4600, 5000)
+_PORT_IN_CONFIG = re.compile(r"(?:127\.0\.0\.1|localhost):(\d+)|^\s*port:\s*(\d+)", re.M)
 
 
 class ScaffoldError(Exception):
@@ -228,17 +234,51 @@ def _lambda_processing(name: str) -> str:
 """
 
 
-def environment_file(name: str, port: int = DEFAULT_PORT, *, lambda_form: bool = False) -> str:
+def ports_in_use(config: Path) -> set[int]:
+    """The emulator ports the project's environment files already name (endpoint_url, emulator.port)."""
+    ports: set[int] = set()
+    for path in config.glob("*.yaml") if config.is_dir() else ():
+        for match in _PORT_IN_CONFIG.finditer(path.read_text(encoding="utf-8")):
+            ports.add(int(match.group(1) or match.group(2)))
+    return ports
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_port(name: str, config: Path) -> int:
+    """A port for environment ``name``'s emulator: the same for the same name (from its CRC), moved
+    on past ports another environment of the project names or something already listens on."""
+    taken = ports_in_use(config)
+    start = zlib.crc32(name.encode()) % len(PORT_RANGE)
+    for step in range(len(PORT_RANGE)):
+        port = PORT_RANGE[(start + step) % len(PORT_RANGE)]
+        if port not in taken and _bindable(port):
+            return port
+    raise ScaffoldError(
+        f"no free port in {PORT_RANGE.start}..{PORT_RANGE.stop - 1} for env {name}'s emulator"
+    )
+
+
+def environment_file(name: str, port: int, *, lambda_form: bool = False) -> str:
     processing = _lambda_processing(name) if lambda_form else _class_processing(name)
     return f"""# Environment `{name}`: the processor processors/{name}.py on the local emulator.
 # Written by `consumer new processor {name}`. `consumer local up --env {name}` starts the emulator
 # and creates the table below; `consumer run --env {name}` runs a worker with the processor.
+# The table, the port and the application name (which names the leases table) are this
+# environment's own: it never shares an emulator with another environment of the project.
 application_name: {name}-consumer
 region: us-east-1
 endpoint_url: http://127.0.0.1:{port}
 
 table:
-  name: orders
+  name: orders-{name}
   partition_key: {{name: pk, type: S}}
   sort_key: {{name: sk, type: S}}
   stream_view_type: NEW_AND_OLD_IMAGES
@@ -248,6 +288,9 @@ worker:
   failover_time_millis: 3000
   shard_sync_interval_millis: 5000
   idle_time_between_reads_millis: 200
+  # A quiet shard backs off to this (default 10 s): short here, so a record written while the
+  # worker idles arrives within a second.
+  max_idle_time_between_reads_millis: 1000
   parent_shard_poll_interval_millis: 500
   max_clock_skew_millis: 100
   task_backoff_time_millis: 100
@@ -279,7 +322,7 @@ def scaffold_files(name: str, project: Path, *, lambda_form: bool = False) -> li
         ScaffoldFile(project / "tests" / f"test_{name}.py", test(name), "its test"),
         ScaffoldFile(
             project / "config" / f"{name}.yaml",
-            environment_file(name, lambda_form=lambda_form),
+            environment_file(name, choose_port(name, project / "config"), lambda_form=lambda_form),
             "an environment that uses it",
         ),
     ]

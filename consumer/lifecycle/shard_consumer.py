@@ -383,6 +383,7 @@ class ShardConsumer:
             self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, False)
             raise
         self._metrics.timing("Fetcher", "GetRecords", self._clock.monotonic_millis() - started, True)
+        self._metrics.count("Fetcher", "StreamReadRequests", 1, shard_id=self.shard_id)
         return result.records, result.millis_behind_latest, result.next_iterator
 
     def _deliver(self, now: int) -> int:
