@@ -136,8 +136,8 @@ REVERTS = {
     "take_back_checkpoint_retry": [
         (
             "consumer/leases/coordinator.py",
-            "                    return self.checkpoint(shard_id, target, counter)\n",
-            "                    pass\n",
+            "            return True\n        if held_now is None:\n",
+            "            return False\n        if held_now is None:\n",
         )
     ],
     "absent_lease_not_lost": [

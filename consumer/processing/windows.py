@@ -40,7 +40,7 @@ from typing import Any
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import RunnerEvents
+from consumer.processing.runner import RunnerEvents, ignore_finished
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
@@ -257,6 +257,7 @@ class WindowedRunner(RunnerEvents):
         *,
         millis_behind_latest: int = 0,
         lease_held: Callable[[], bool] = _always,
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
     ) -> bool:
         self._shard = shard
 

@@ -40,6 +40,7 @@ from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDB
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock, SystemClock
 from ground.settings import Settings
+from ground.threads import SYSTEM_THREADS, Threads
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,10 @@ def build_processor_factory(
     clock: Clock | None = None,
     metrics: Metrics | None = None,
     rng: random.Random | None = None,
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
-    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``."""
+    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``; lanes run
+    on pools of ``threads`` (a simulation gives its own, ground/threads.py)."""
     processing = settings.processing
     clients = clients or ProcessingClients()
     clock = clock or SystemClock()
@@ -149,6 +152,7 @@ def build_processor_factory(
             clock=clock,
             metrics=metrics,
             rng=rng,
+            threads=threads,
         )
     if ":" not in processing.processor:
         names = sorted(BUILT_IN_SINKS)
@@ -172,7 +176,9 @@ def build_processor_factory(
                 )
         return made.class_form
     assert made.handlers is not None
-    return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
+    return policy_wrapped(
+        settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng, threads=threads
+    )
 
 
 def _window_states(settings: Settings, clients: ProcessingClients) -> WindowStateStore:
@@ -205,6 +211,7 @@ def policy_wrapped(
     clock: Clock,
     metrics: Metrics | None,
     rng: random.Random | None,
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
     """Function-form handlers as RecordProcessors: retries, dead letter, filter, batching, lanes and
     windows from ``settings.processing``, all checked now (before any lease)."""
@@ -242,6 +249,7 @@ def policy_wrapped(
             batch_size=batching.batch_size,
             lanes=processing.parallelization_factor,
             window=window,
+            threads=threads,
         )
         return FunctionProcessor(
             runner,
