@@ -20,7 +20,7 @@ BENCHMARKS: tuple[str, ...] = (
     "lease_cost",
     "discovery_scale",
     "taker_scale",
-    "lease_faults",
+    "whole_worker",
     "spark_snapshot",
     "pipeline_table",
     "record_cpu",

@@ -322,8 +322,10 @@ class LeaseCoordinator:
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
             # Throttled or timed out: if this worker is fenced before it can write it, and takes the
-            # lease back untouched, the position is written then instead of replaying the records.
+            # lease back untouched, the position is written then instead of replaying the records;
+            # while it holds the lease, the next shard consumer starts after it (holdings.processed).
             self.holdings.note_unwritten(lease, target)
+            self.holdings.processed(lease, target)
             raise
         finally:
             self.holdings.writing(shard_id, -1)

@@ -43,6 +43,8 @@ class Holdings:
     # Checkpoint writes in flight from this process, per shard: the only other writer that can land
     # under my owner and counter, so recording an unwritten position waits until none is.
     _in_flight: dict[str, int] = field(default_factory=dict)
+    # Per held shard, a position processed under the ownership and not written yet (:meth:`processed`).
+    _processed: dict[str, ExtendedSequenceNumber] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- fence
 
@@ -85,6 +87,7 @@ class Holdings:
         dropped = sorted(self._held)
         self._held.clear()
         self._since.clear()
+        self._processed.clear()  # a take-back writes it (the unwritten positions)
         self._handoff.clear()
         self._deadline.clear()
         return dropped
@@ -98,8 +101,15 @@ class Holdings:
             return self._held.get(shard_id), dropped
 
     def leases(self) -> list[Lease]:
+        """What I hold, each at the furthest position processed under it (:meth:`processed`)."""
         with self._lock:
-            return list(self._held.values())
+            return [self._with_processed(lease) for lease in self._held.values()]
+
+    def _with_processed(self, lease: Lease) -> Lease:
+        processed = self._processed.get(lease.shard_id)
+        if processed is None or not lease.checkpoint < processed:
+            return lease
+        return replace(lease, checkpoint=processed)
 
     def count(self) -> int:
         with self._lock:
@@ -143,6 +153,8 @@ class Holdings:
                 return False
             self._held[lease.shard_id] = lease
             self._since[lease.shard_id] = lease.counter if since is None else since
+            if since is None:
+                self._processed.pop(lease.shard_id, None)  # a new ownership starts from the table
             self._deadline.pop(lease.shard_id, None)
             return True
 
@@ -155,6 +167,22 @@ class Holdings:
             if held is not None and held.counter == lease.counter:
                 self._held[lease.shard_id] = lease
 
+    def processed(self, lease: Lease, position: ExtendedSequenceNumber) -> None:
+        """The records up to ``position`` are processed under ``lease``, and its checkpoint could not
+        be written for now: the lease held under the same ownership (a take-back of the untouched lease
+        may have moved its counter meanwhile) is shown with that position by :meth:`leases` (not
+        SHARD_END, which only the table may say), so that a shard consumer started next — after one
+        stopped by a fence the worker came back from, say — resumes after them rather than replaying
+        them, as a take-back does (taker._resume_at). The held lease itself stays as the table has it
+        (what a release records first is judged against it: taker._record_before_release)."""
+        with self._lock:
+            held = self._held.get(lease.shard_id)
+            mine = held is not None and self._within_locked(lease.shard_id, lease.counter)
+            if mine and held is not None and not position.is_shard_end and held.checkpoint < position:
+                known = self._processed.get(lease.shard_id)
+                if known is None or known < position:
+                    self._processed[lease.shard_id] = position
+
     def remove(self, shard_id: str, counter: int | None = None) -> tuple[Lease | None, str | None]:
         """Forget a lease (lost, released or finished); returns it and the pending hand-over target.
         With ``counter``, only if it is still held under the ownership ``counter`` belongs to."""
@@ -165,6 +193,7 @@ class Holdings:
                 return None, None
             lease = self._held.pop(shard_id)
             self._since.pop(shard_id, None)
+            self._processed.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)
             return lease, to
@@ -188,6 +217,7 @@ class Holdings:
                         continue  # an eventually consistent scan older than my own write
                     del self._held[shard_id]
                     self._since.pop(shard_id, None)
+                    self._processed.pop(shard_id, None)
                     self._handoff.pop(shard_id, None)
                     self._deadline.pop(shard_id, None)
                     lost.append(shard_id)

@@ -46,11 +46,23 @@ class ShardCheckpointer:
         self.last_checkpoint = last_checkpoint
         self.largest_delivered: str | None = None
         self.at_shard_end = False
+        # The furthest position the processor asked to checkpoint, written or not (a throttled table):
+        # the records up to it are processed, so this consumer does not deliver them again.
+        self.declared: str | None = None
         self._finished: list[str] = []
 
     def delivered(self, sequence_number: str) -> None:
         with self._lock:
             self.largest_delivered = sequence_number
+
+    def taken_back(self, previous: str | None) -> None:
+        """The processor raised on the batch delivered last: it is delivered again, so until then no
+        checkpoint may cover more of it than the processor checkpointed itself (``checkpoint()`` in
+        ``shutdown_requested`` would otherwise record as done a batch that failed)."""
+        with self._lock:
+            floor = self.last_checkpoint if self.last_checkpoint.isdigit() else None
+            known = [p for p in (previous, floor) if p is not None]
+            self.largest_delivered = max(known, key=int) if known else None
 
     def finished(self, sequence_numbers: Sequence[str]) -> None:
         """Records finished beyond the checkpoint, out of order (from any thread)."""
@@ -68,6 +80,7 @@ class ShardCheckpointer:
             target = self._target(sequence_number)
             if target is None:
                 return
+            self.declared = target  # processed through here, whether or not the write goes through
             self._leases.checkpoint(self._shard_id, target, self._counter)
             self.last_checkpoint = target
 

@@ -6,10 +6,13 @@ hands due consumers to ``max_worker_threads`` threads, never two steps of one co
 lease set is reconciled every tick with what the coordinator says this worker holds: a new lease
 gets a consumer, a vanished one tells its consumer the lease is lost.
 
-A consumer stopped because its worker fenced itself leaves behind what it had finished beyond its
-checkpoint (:attr:`ShardConsumer.done`: lanes run ahead of the checkpoint); if the worker takes the
-lease back untouched — the same ownership goes on (docs/leases.md) — the next consumer of the shard
-starts with it, so what a lane had finished is not handed to the handler again.
+A consumer that stops before its shard ends (its worker fenced itself, the lease was lost or handed
+over) leaves behind what its processor finished beyond the checkpoint (:attr:`ShardConsumer.done`:
+lanes run ahead of the checkpoint, which waits for the slowest). The next consumer of the shard on
+this worker starts with it — after a take-back of the untouched lease, or after releasing it and
+taking it again — so this worker never hands its handler a record it already finished, whoever held
+the shard in between (they may replay it: that is theirs). What is kept is at most one flush's
+records per shard, for the last CARRIED_SHARDS shards stopped.
 
 Graceful stop: every consumer is asked to shut down (finish the batch in hand, checkpoint through
 its processor, release the lease); the loop keeps running until they have, or until the drain
@@ -48,6 +51,11 @@ from ground.threads import SYSTEM_THREADS, Event, Threads
 
 log = logging.getLogger("consumer.lifecycle")
 
+CARRIED_SHARDS = 4096
+"""Shards whose stopped consumer's finished records are kept for the next one (the oldest dropped
+first): a worker holds a few hundred shards at most, and a shard it stopped is taken back within a
+few failover periods or by somebody else; dropping one only lets the next consumer replay records
+from the checkpoint, as any new owner does."""
 RECONCILE_MILLIS = 200
 """How often the held leases are compared with the running consumers when nothing said they changed.
 
@@ -69,6 +77,7 @@ class Scheduler:
         metrics: Metrics | None = None,
         on_shard_end: Callable[[str], None] | None = None,
         threads: Threads = SYSTEM_THREADS,
+        rng: random.Random | None = None,
     ) -> None:
         self._leases = leases
         self._reader = reader
@@ -85,14 +94,12 @@ class Scheduler:
         self._consumers: dict[str, ShardConsumer] = {}
         self._in_flight: set[str] = set()
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
-        # What a consumer stopped by a lost lease had finished beyond its checkpoint (lanes run
-        # ahead of the checkpoint), kept for the next consumer of the shard: if the worker fenced
-        # itself and takes the lease back untouched, the ownership goes on and so does what it did.
-        # shard -> (the counter the stopped consumer was bound to, what it had done, when it stopped)
-        self._carried: dict[str, tuple[int, DoneSequences, int]] = {}
+        # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
+        # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
+        self._carried: dict[str, DoneSequences] = {}
         self._fatal: BaseException | None = None
         self._wake = threads.event()  # a step finished or a lease changed: look at the heap again
-        self._rng = random.Random()
+        self._rng = rng or random.Random()  # back-off jitter, here and (drawn from it) in each consumer
         # Shards whose processor could not be created: (failures in a row, not before this time).
         self._start_failures: dict[str, tuple[int, int]] = {}
         self._reconcile_failures = 0
@@ -123,8 +130,6 @@ class Scheduler:
         now = self._clock.monotonic_millis()
         with self._lock:
             self._ended &= held.keys()
-            horizon = 2 * (self._settings.failover_time_millis + self._settings.max_clock_skew_millis)
-            self._carried = {s: c for s, c in self._carried.items() if now - c[2] <= horizon}
             self._start_failures = {s: f for s, f in self._start_failures.items() if s in held}
             for shard_id, lease in held.items():
                 if shard_id in self._consumers or shard_id in self._ended:
@@ -171,13 +176,16 @@ class Scheduler:
         self._consumers[lease.shard_id] = consumer
         self._schedule(lease.shard_id, now)
 
+    def _carry(self, shard_id: str, done: DoneSequences) -> None:
+        self._carried.pop(shard_id, None)
+        self._carried[shard_id] = done
+        while len(self._carried) > CARRIED_SHARDS:
+            del self._carried[next(iter(self._carried))]
+
     def new_consumer(self, lease: Lease) -> ShardConsumer:
         """The shard consumer of a lease this worker now holds (not yet scheduled)."""
         shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
-        carried = self._carried.pop(lease.shard_id, None)
-        done = None
-        if carried is not None and self._leases.may_process(lease.shard_id, carried[0]):
-            done = carried[1]  # the same ownership, taken back after a fence: module docstring
+        done = self._carried.pop(lease.shard_id, None)  # what this worker finished: module docstring
         return ShardConsumer(
             shard,
             lease.checkpoint.sequence,
@@ -191,6 +199,7 @@ class Scheduler:
             counter=lease.counter,
             done=done,
             threads=self._threads,
+            rng=random.Random(self._rng.getrandbits(64)),
         )
 
     # ----------------------------------------------------------------------------- run
@@ -225,9 +234,8 @@ class Scheduler:
                 self._consumers.pop(consumer.shard_id, None)
                 if consumer.life.reason is ShutdownReason.SHARD_END:
                     self._ended.add(consumer.shard_id)
-                elif consumer.life.reason is ShutdownReason.LEASE_LOST and consumer.counter is not None:
-                    now = self._clock.monotonic_millis()
-                    self._carried[consumer.shard_id] = (consumer.counter, consumer.done, now)
+                elif consumer.done.size:
+                    self._carry(consumer.shard_id, consumer.done)
             else:
                 if consumer.awaiting_shutdown:
                     # Signalled while this step was in flight (its run-now entry was skipped then).

@@ -102,7 +102,9 @@ class ShardConsumer:
         # takes it back (a fence, then a take-back), the counter moves and this consumer stops; a
         # new one starts from the table's checkpoint instead of this one's older position.
         self._counter = counter
-        self.machine = ShardMachine(shard, checkpoint, settings, rng or random.Random(), done)
+        self.machine = ShardMachine(
+            shard, checkpoint, settings, rng or random.Random(), done or DoneSequences()
+        )
         self._leases = leases
         self._reader = reader
         self._processor = processor
@@ -151,7 +153,7 @@ class ShardConsumer:
     @property
     def done(self) -> DoneSequences:
         """What this consumer's processor finished, beyond the checkpoint included (the machine's)."""
-        return self.machine.done_sequences
+        return self.machine.done
 
     @property
     def counter(self) -> int | None:
@@ -193,6 +195,7 @@ class ShardConsumer:
                         self._clock.monotonic_millis(),
                         checkpoint=self.checkpointer.last_checkpoint,
                         finished=self.checkpointer.take_finished(),
+                        declared=self.checkpointer.declared,
                     )
                 else:
                     self._report(action)
@@ -254,19 +257,24 @@ class ShardConsumer:
 
     def _deliver(self, request: Deliver) -> Outcome:
         records = request.records
+        before = self.checkpointer.largest_delivered
         if records:
             self.checkpointer.delivered(records[-1].sequence_number)
         started = self._clock.monotonic_millis()
-        self._processor.process_records(
-            ProcessRecordsInput(
-                records,
-                self.checkpointer,
-                request.millis_behind_latest,
-                self.shard,
-                self._should_stop,
-                self._lease_held,
+        try:
+            self._processor.process_records(
+                ProcessRecordsInput(
+                    records,
+                    self.checkpointer,
+                    request.millis_behind_latest,
+                    self.shard,
+                    self._should_stop,
+                    self._lease_held,
+                )
             )
-        )
+        except Exception:
+            self.checkpointer.taken_back(before)  # delivered again later: not done until then
+            raise
         elapsed = self._clock.monotonic_millis() - started
         sid = self.shard_id
         self._metrics.timing("ProcessTask", "RecordProcessor.processRecords", elapsed, True)

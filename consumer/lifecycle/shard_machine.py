@@ -93,7 +93,7 @@ class ShardMachine:
     checkpoint: str  # the last checkpoint, as the checkpointer reports it
     settings: WorkerSettings
     rng: random.Random = field(default_factory=random.Random)
-    done: DoneSequences | None = None  # what is done beyond the checkpoint (carried: module docstring)
+    done: DoneSequences = field(default_factory=DoneSequences)  # carried or new: module docstring
     life: Lifecycle = field(default_factory=Lifecycle)
     iterator: str | None = None
     pending: Pending | None = None
@@ -105,26 +105,20 @@ class ShardMachine:
     already_ended: bool = False  # the lease was at SHARD_END when this consumer started
     initialized: bool = False  # the processor's initialize returned: it may be told to stop
     processor_stopped: bool = False  # the processor's part of the shutdown is over
+    # Declared processed by a checkpoint the table refused for now: not delivered again by this
+    # consumer (never carried to the next one, whose processor resumes from the lease's checkpoint).
+    processed_through: int = -1
     _notes: deque[Note] = field(default_factory=deque, repr=False)
     _request: Request | None = field(default=None, repr=False)
     _then: Request | Wait | Finished | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.done is None:
-            self.done = DoneSequences(floor_of(self.checkpoint))
         self.done.advance(floor_of(self.checkpoint))
-
-    @property
-    def done_sequences(self) -> DoneSequences:
-        assert self.done is not None  # set in __post_init__
-        return self.done
 
     @property
     def resume_position(self) -> str:
         """Where to read again from: just after what was delivered, else the checkpoint."""
         return self.delivered_through if self.delivered_through is not None else self.checkpoint
-
-    # ----------------------------------------------------------------------- the protocol
 
     def observe(self, *, lease_gone: bool, stop: bool, checkpoint: str) -> None:
         """The start of a step: the lease lost or fenced (``lease_gone``), a stop or hand-over asked
@@ -156,29 +150,37 @@ class ShardMachine:
         then, self._then = self._then, None
         action = then if then is not None else self._decide(now)
         if self._notes:  # deciding moved the lifecycle: say so before acting
-            if action is not None:
-                self._then = action
+            self._then = action
             return self._notes.popleft()
         if isinstance(action, Wait | Finished):
             return action
         self._request = action
         return action
 
-    def answer(self, outcome: Outcome, now: int, *, checkpoint: str, finished: tuple[str, ...] = ()) -> None:
+    def answer(
+        self,
+        outcome: Outcome,
+        now: int,
+        *,
+        checkpoint: str,
+        finished: tuple[str, ...] = (),
+        declared: str | None = None,
+    ) -> None:
         """The outcome of the request :meth:`next_action` returned last, with the checkpoint as the
-        processor left it and the records it ``finished`` beyond it (out of order: lanes)."""
+        processor left it, the records it ``finished`` beyond it (out of order: lanes) and the
+        furthest checkpoint it ``declared`` even if the table refused it for now."""
         request, self._request = self._request, None
         if request is None:
             raise ProtocolError(f"{self.shard.shard_id}: {outcome} answers no request")
         self._checkpointed(checkpoint)
+        if declared is not None and declared.isdigit():
+            self.processed_through = max(self.processed_through, int(declared))
         for number in finished:
-            self.done_sequences.add(int(number), int(number))
+            self.done.add(int(number), int(number))
         if isinstance(outcome, Failed):
             self._then = self._failed(request, outcome.error, now)
         else:
             self._then = self._succeeded(request, outcome, now)
-
-    # ------------------------------------------------------------------------ deciding
 
     def _decide(self, now: int) -> Request | Wait | Finished:
         state = self.life.state
@@ -208,7 +210,11 @@ class ShardMachine:
         """The batch in hand, cut to what is not done yet (after a failure: after the checkpoint)."""
         pending = self.pending
         assert pending is not None
-        records = self.done_sequences.fresh(pending.records).records
+        records = tuple(
+            r
+            for r in self.done.fresh(pending.records).records
+            if int(r.sequence_number) > self.processed_through
+        )
         if records:
             self.delivered_through = records[-1].sequence_number
         return Deliver(records, pending.millis_behind_latest, pending.failures)
@@ -230,8 +236,6 @@ class ShardMachine:
             return Release()
         self._go(E.SHUTDOWN_DONE)
         return Finished()
-
-    # ------------------------------------------------------------------------ outcomes
 
     def _succeeded(self, request: Request, outcome: Outcome, now: int) -> Request | Wait | Finished | None:
         if isinstance(request, CheckParents):
@@ -364,13 +368,11 @@ class ShardMachine:
     def _trimmed(self, error: TrimmedDataError | ShardNotFoundError, now: int) -> Request | Wait:
         """Data gone before it was read, from GetShardIterator or GetRecords: never a silent skip.
 
-        Trimmed records: a loss reported every time; ``on_trimmed=skip_to_trim_horizon`` resumes at
-        the oldest record left, ``fail`` keeps retrying (the shard is stuck until an operator acts).
-        A shard that no longer exists at all (closed and trimmed away) is only taken for gone once it
-        has stayed missing for three shard-sync intervals, so a child that DescribeStream lists before
-        GetShardIterator knows it is not mistaken for one; then, with ``skip_to_trim_horizon``, it is
-        finished (SHARD_END) so its children can start.
-        """
+        A loss is reported every time; ``on_trimmed=skip_to_trim_horizon`` resumes at the oldest
+        record left, ``fail`` keeps retrying (stuck until an operator acts). A shard missing
+        altogether (closed and trimmed away) counts as gone only after three shard-sync intervals (a
+        child DescribeStream lists before GetShardIterator knows it is no such thing); then, with
+        ``skip_to_trim_horizon``, it is finished (SHARD_END) so its children can start."""
         if isinstance(error, ShardNotFoundError):
             self.gone_since = now if self.gone_since is None else self.gone_since
             if now - self.gone_since < 3 * self.settings.shard_sync_interval_millis:
@@ -384,7 +386,7 @@ class ShardMachine:
 
     def _checkpointed(self, checkpoint: str) -> None:
         self.checkpoint = checkpoint
-        self.done_sequences.advance(floor_of(checkpoint))
+        self.done.advance(floor_of(checkpoint))
 
     def _go(self, event: ShardEvent) -> None:
         before = self.life

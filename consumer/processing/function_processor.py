@@ -157,7 +157,9 @@ class FunctionProcessor:
             ahead.update(sequence_numbers)
             checkpointer.finished(sequence_numbers)
 
-        def checkpoint(sequence_number: str) -> None:
+        def checkpoint(sequence_number: str) -> bool:
+            """True when written; False when deferred (the runner's records are processed anyway)."""
+            written = True
             try:
                 checkpointer.checkpoint(sequence_number)
                 self._unrecorded = None
@@ -169,7 +171,9 @@ class FunctionProcessor:
                 # checkpoint covers them, and a stop or shard end writes this one before it returns.
                 log.info("shard %s: checkpoint %s deferred: %s", self._shard.shard_id, sequence_number, exc)
                 self._unrecorded = sequence_number
+                written = False
             done.append(sequence_number)
+            return written
 
         try:
             finished = self._runner.run(

@@ -71,7 +71,7 @@ class _Flush:
         self,
         delivered: Sequence[StreamRecord],
         lanes: dict[int, tuple[StreamRecord, ...]],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         finished: Callable[[Sequence[str]], None] = ignore_finished,
         lock: Lock | None = None,
     ) -> None:
@@ -174,7 +174,7 @@ class LaneRunner(RunnerEvents):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,

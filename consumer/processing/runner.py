@@ -32,7 +32,7 @@ class BatchRunner(Protocol):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
@@ -42,7 +42,9 @@ class BatchRunner(Protocol):
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 
         False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
-        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry). ``finished``
+        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry); ``checkpoint``
+        returns False when the table refused it for now (it is written later: windows keep the state
+        it would resume from). ``finished``
         hears of records finished beyond the checkpoint, out of order (lanes), before any checkpoint
         that covers them is tried.
         """

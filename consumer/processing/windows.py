@@ -15,8 +15,10 @@ fleet) **before** the checkpoint is, keyed by (application, shard, sequence numb
 the lease loads the version whose sequence number equals the checkpoint it resumes from
 (``InitializationInput.checkpoint``), so a worker that wrote the state and died before its
 checkpoint leaves a version nobody reads. The last two versions are kept (the older one covers a
-checkpoint that failed after its state was written); a new owner deletes the versions beside the
-one it resumed from, and shard end deletes the shard's versions. The leases table never holds
+checkpoint that failed after its state was written), and every version since the last checkpoint
+the table took while checkpoints are refused for now (a throttled table: the function form defers
+them); a new owner deletes the versions beside the one it resumed from, and shard end deletes the
+shard's versions. The leases table never holds
 state: every lease taker scans it.
 
 Failures: the state is functional. A handler that raises leaves the state as it was, and the
@@ -252,7 +254,7 @@ class WindowedRunner(RunnerEvents):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
@@ -266,7 +268,10 @@ class WindowedRunner(RunnerEvents):
             self._store.save(shard.shard_id, saved)
             self._saved = saved
             self._kept.append(sequence_number.zfill(40))
-            checkpoint(sequence_number)
+            if checkpoint(sequence_number) is False:
+                # Deferred (a throttled leases table): the table still names an older version, which
+                # the next owner loads. Nothing is pruned until a checkpoint is written again.
+                return
             if len(self._kept) > 2:
                 old, self._kept = self._kept[:-2], self._kept[-2:]
                 self._store.delete(shard.shard_id, old)

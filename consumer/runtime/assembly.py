@@ -94,5 +94,6 @@ def assemble(
         metrics=ports.metrics,
         on_shard_end=syncer.shard_ended,
         threads=ports.threads,
+        rng=None if rng is None else random.Random(rng.getrandbits(64)),
     )
     return Parts(coordinator, syncer, scheduler)

@@ -201,3 +201,51 @@ def test_a_consumer_that_carries_on_after_the_take_back_does_not_run_its_lanes_f
             break
     assert sorted(set(rig.handled)) == sorted(records_of(rig))
     assert rig.twice() == [], "records a lane had finished were handed to the handler again"
+
+
+def test_the_next_consumer_of_a_held_lease_starts_after_a_checkpoint_the_table_refused() -> None:
+    """A batch is handled and its checkpoint refused for now (the table unavailable: the function
+    form defers it); the consumer is then stopped (the scheduler told it the lease was lost while the
+    worker was frozen past its fence) and the worker keeps, or takes back, the same ownership. The
+    next consumer must start after the records already handled, not from the table's checkpoint
+    (found by the whole-worker simulator, seed 768 of its first sweep)."""
+    rig = Rig()
+    rig.stopped_once = True  # no fence inside the handler here
+    rig.coordinator.heartbeat_once()
+    rig.coordinator.take_round()
+    processors = []
+
+    def factory(shard: ShardInfo) -> Any:
+        processor = function_processor(rig.handle, clock=rig.clock, threads=InlineThreads(), batch_size=100)
+        processors.append(processor)
+        return processor
+
+    scheduler = Scheduler(
+        leases=rig.coordinator,
+        reader=rig.stream,
+        processor_factory=factory,
+        settings=SETTINGS,
+        clock=rig.clock,
+        threads=InlineThreads(),
+    )
+    first: ShardConsumer | None = None
+    rig.store.unavailable = True  # every checkpoint refused for now
+    for _ in range(20):
+        scheduler.turn()
+        first = first or scheduler.consumers().get("s1")
+        if rig.handled:
+            break
+        rig.clock.advance(100)
+    assert first is not None and rig.handled, "nothing was handled"
+    rig.store.unavailable = False
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber("TRIM_HORIZON")
+    rig.stream.shards["s1"] += [record("s1", 300 + 10 * i, keyed(i % LANES, 5000)) for i in range(3)]
+    first.lease_lost()  # as the scheduler does when a fence drops the lease
+    for _ in range(40):
+        scheduler.turn()
+        rig.advance(100)
+        if len(set(rig.handled)) == len(records_of(rig)) and len(processors) > 1:
+            break
+    assert len(processors) > 1, "no second consumer started"
+    assert sorted(set(rig.handled)) == sorted(records_of(rig))
+    assert rig.twice() == [], "records handled before the refused checkpoint were handled again"

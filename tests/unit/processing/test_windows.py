@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from consumer.leases.errors import LeaseStoreThrottledError
 from consumer.processing import (
     InitializationInput,
     LeaseLostError,
@@ -284,3 +285,44 @@ def test_a_missing_window_state_table_fails_at_start_up() -> None:
     )
     with pytest.raises(ProcessingConfigError, match="orders-consumer-window-state.*consumer local up"):
         build_processor_factory(settings, clients=ProcessingClients(dynamodb=NoTable()))
+
+
+class ThrottledAfterFirst(WatchingCheckpointer):
+    """The leases table takes the first checkpoint and refuses the rest for now (throttled)."""
+
+    def __init__(self, finished: Any) -> None:
+        super().__init__(finished)
+        self.written = 0
+
+    def checkpoint(self, sequence_number: str | None = None) -> None:
+        if self.written:
+            raise LeaseStoreThrottledError("checkpoint: throttled")
+        super().checkpoint(sequence_number)
+        self.written += 1
+
+
+def test_while_checkpoints_are_refused_the_version_the_table_names_is_kept_for_the_next_owner() -> None:
+    """The function form defers a checkpoint the table refuses for now; the versions saved after the
+    last one written must not push out the one the table names, which is where the next owner
+    resumes: it found none, started its window empty, and the records before lost their count (found
+    by the whole-worker simulator, seeds 418 and 834 of its first sweep)."""
+    records = stream(12)  # one window of 10 s
+    store = InMemoryWindowStateStore()
+    counter = WindowedCounter()
+    processor = windowed_processor(counter.handle, seconds=10, states=store, clock=FakeClock(), batch_size=2)
+    checkpointer = ThrottledAfterFirst(lambda: set(range(1, 13)))
+    processor.initialize(InitializationInput(INFO, "TRIM_HORIZON"))
+    deliver(processor, checkpointer, records)
+    table = checkpointer.last_checkpoint
+    assert int(table) == 2 and checkpointer.written == 1
+    saved = store.load(SHARD, table)
+    assert saved is not None and saved.state["records"] == 2, "the version the table names is gone"
+    successor = WindowedCounter()
+    after = windowed_processor(successor.handle, seconds=10, states=store, clock=FakeClock())
+    after.initialize(InitializationInput(INFO, table))
+    resumed = WatchingCheckpointer(lambda: set(range(1, 13)))
+    resumed.last_checkpoint = table
+    deliver(after, resumed, records[2:])
+    resumed.at_shard_end = True
+    after.shard_ended(ShardEndedInput(INFO, resumed))
+    assert finals_by_window(successor) == {T0: 12}
