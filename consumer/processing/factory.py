@@ -208,20 +208,22 @@ def runner_chain(
 
 
 def function_processor(
-    handler: BatchHandler,
+    handler: BatchHandler | WindowedHandler,
     *,
     clock: Clock | None = None,
     policy: RetryPolicy | None = None,
     metrics: Metrics | None = None,
     dead_letter: DeadLetter | None = None,
     parallelization_factor: int = 1,
+    window: WindowPlan | None = None,
     threads: Threads = SYSTEM_THREADS,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
 
     ``kwargs``: ``record_filter``, ``batch_size``, ``max_window_millis``; ``parallelization_factor``
-    is the number of lanes (1-10; 1 is the serial path).
+    is the number of lanes (1-10; 1 is the serial path); ``window``: a windowed handler's windows
+    (:func:`windowed_processor` says it shorter).
     """
     clock = clock or SystemClock()
     runner = runner_chain(
@@ -232,6 +234,7 @@ def function_processor(
         metrics=metrics,
         batch_size=kwargs.get("batch_size", 1000),
         lanes=parallelization_factor,
+        window=window,
         threads=threads,
     )
     return FunctionProcessor(runner, clock, **kwargs)
@@ -242,29 +245,13 @@ def windowed_processor(
     *,
     seconds: int,
     states: WindowStateStore | None = None,
-    clock: Clock | None = None,
-    policy: RetryPolicy | None = None,
-    metrics: Metrics | None = None,
-    dead_letter: DeadLetter | None = None,
     max_state_bytes: int = 262_144,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one windowed handler (tumbling windows of ``seconds``), for code that
     wires processors by hand (tests, examples); ``states`` defaults to an in-memory store.
 
-    ``kwargs``: ``record_filter``, ``batch_size``, ``max_window_millis``.
+    ``kwargs``: those of :func:`function_processor` (but lanes: a window is one per shard).
     """
-    clock = clock or SystemClock()
-    window = WindowPlan(
-        seconds, states if states is not None else InMemoryWindowStateStore(), max_state_bytes
-    )
-    runner = runner_chain(
-        handler,
-        policy=policy or RetryPolicy(),
-        clock=clock,
-        dead_letter=dead_letter,
-        metrics=metrics,
-        batch_size=kwargs.get("batch_size", 1000),
-        window=window,
-    )
-    return FunctionProcessor(runner, clock, **kwargs)
+    stored = states if states is not None else InMemoryWindowStateStore()
+    return function_processor(handler, window=WindowPlan(seconds, stored, max_state_bytes), **kwargs)

@@ -19,7 +19,9 @@ from types import TracebackType
 
 
 @dataclass
-class WorkerProcess:
+class ChildWorker:
+    """One `consumer run` child process of the local fleet, and how it was stopped."""
+
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
@@ -43,10 +45,10 @@ class LocalFleet:
     config_dir: Path
     log_dir: Path
     environ: Mapping[str, str] = field(default_factory=dict)
-    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    workers: dict[str, ChildWorker] = field(default_factory=dict)
     _counter: int = 0
 
-    def start_worker(self, extra_args: tuple[str, ...] = ()) -> WorkerProcess:
+    def start_worker(self, extra_args: tuple[str, ...] = ()) -> ChildWorker:
         self._counter += 1
         name = f"worker-{self._counter}"
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +62,7 @@ class LocalFleet:
             popen = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        process = WorkerProcess(name, popen, log_path)
+        process = ChildWorker(name, popen, log_path)
         self.workers[name] = process
         return process
 
@@ -95,7 +97,7 @@ class LocalFleet:
         self._signal(name, signal.SIGCONT)
         self.workers[name].paused = False
 
-    def alive(self) -> list[WorkerProcess]:
+    def alive(self) -> list[ChildWorker]:
         return [w for w in self.workers.values() if w.alive]
 
     def close(self, timeout: float = 30.0) -> None:

@@ -224,7 +224,11 @@ class Demo:
         return self.settings.table.partition_key.name
 
     def _holder(self, fleet: LocalFleet) -> str | None:
-        items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
+        """A worker that holds a lease now (the one the script kills), or None when none does yet."""
+        try:
+            items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
+        except self.ddb.exceptions.ResourceNotFoundException:
+            return None  # no worker has created the leases table yet (a slow start): anyone will do
         owners = [
             i["leaseOwner"]["S"]
             for i in items
