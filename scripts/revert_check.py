@@ -69,8 +69,8 @@ REVERTS = {
         ),
         (
             "consumer/leases/taker.py",
-            "        self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n        self._adopt(snapshot)\n",
-            "        self._reconcile(snapshot)\n        self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n",
+            "            self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
+            "            self._reconcile(snapshot)\n            self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
         ),
     ],
     "scan_before_list": [
@@ -200,16 +200,23 @@ REVERTS = {
     ],
     "held_lease_processed": [
         (
-            "consumer/leases/coordinator.py",
-            "            self.holdings.processed(lease, target)\n",
-            "",
+            "consumer/leases/holdings.py",
+            "            return [self._with_unwritten(lease) for lease in self._held.values()]\n",
+            "            return list(self._held.values())\n",
         )
     ],
     "processed_same_ownership": [
         (
             "consumer/leases/holdings.py",
-            "            mine = held is not None and self._within_locked(lease.shard_id, lease.counter)\n",
-            "            mine = held is not None and held.counter == lease.counter\n",
+            "        if not self._within_locked(lease.shard_id, known[0].counter):\n",
+            "        if known[0].counter != lease.counter:\n",
+        )
+    ],
+    "written_covers_only": [
+        (
+            "consumer/leases/holdings.py",
+            "            if known is not None and (position is None or not position < known[1]):\n",
+            "            if known is not None:\n",
         )
     ],
     "window_versions_kept": [

@@ -323,13 +323,12 @@ class LeaseCoordinator:
             )
             # Throttled or timed out: if this worker is fenced before it can write it, and takes the
             # lease back untouched, the position is written then instead of replaying the records;
-            # while it holds the lease, the next shard consumer starts after it (holdings.processed).
+            # while it holds the lease, the next shard consumer starts after it (Holdings.leases).
             self.holdings.note_unwritten(lease, target)
-            self.holdings.processed(lease, target)
             raise
         finally:
             self.holdings.writing(shard_id, -1)
-        self.holdings.written(shard_id)
+        self.holdings.written(shard_id, target)
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         if updated.finished:
             # A finished lease needs no owner: it stays in the table (children check it) until cleanup.

@@ -43,8 +43,6 @@ class Holdings:
     # Checkpoint writes in flight from this process, per shard: the only other writer that can land
     # under my owner and counter, so recording an unwritten position waits until none is.
     _in_flight: dict[str, int] = field(default_factory=dict)
-    # Per held shard, a position processed under the ownership and not written yet (:meth:`processed`).
-    _processed: dict[str, ExtendedSequenceNumber] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- fence
 
@@ -87,7 +85,6 @@ class Holdings:
         dropped = sorted(self._held)
         self._held.clear()
         self._since.clear()
-        self._processed.clear()  # a take-back writes it (the unwritten positions)
         self._handoff.clear()
         self._deadline.clear()
         return dropped
@@ -101,15 +98,23 @@ class Holdings:
             return self._held.get(shard_id), dropped
 
     def leases(self) -> list[Lease]:
-        """What I hold, each at the furthest position processed under it (:meth:`processed`)."""
+        """What I hold, each at the furthest position processed under its ownership: a checkpoint the
+        table refused for now (throttled, timed out; noted by :meth:`note_unwritten`) is shown, so a
+        shard consumer started next — after one stopped by a fence the worker came back from, say —
+        resumes after those records rather than replaying them, as a take-back does
+        (taker._resume_at). Never SHARD_END, which only the table may say. The held lease itself
+        stays as the table has it: conditional writes name owner and counter only, and what a take-back
+        or a release records first is judged against it."""
         with self._lock:
-            return [self._with_processed(lease) for lease in self._held.values()]
+            return [self._with_unwritten(lease) for lease in self._held.values()]
 
-    def _with_processed(self, lease: Lease) -> Lease:
-        processed = self._processed.get(lease.shard_id)
-        if processed is None or not lease.checkpoint < processed:
+    def _with_unwritten(self, lease: Lease) -> Lease:
+        known = self._unwritten.get(lease.shard_id)
+        if known is None or known[1].is_shard_end or not lease.checkpoint < known[1]:
             return lease
-        return replace(lease, checkpoint=processed)
+        if not self._within_locked(lease.shard_id, known[0].counter):
+            return lease  # noted under an earlier ownership: the next take-up writes it, if ahead
+        return replace(lease, checkpoint=known[1])
 
     def count(self) -> int:
         with self._lock:
@@ -153,8 +158,6 @@ class Holdings:
                 return False
             self._held[lease.shard_id] = lease
             self._since[lease.shard_id] = lease.counter if since is None else since
-            if since is None:
-                self._processed.pop(lease.shard_id, None)  # a new ownership starts from the table
             self._deadline.pop(lease.shard_id, None)
             return True
 
@@ -167,22 +170,6 @@ class Holdings:
             if held is not None and held.counter == lease.counter:
                 self._held[lease.shard_id] = lease
 
-    def processed(self, lease: Lease, position: ExtendedSequenceNumber) -> None:
-        """The records up to ``position`` are processed under ``lease``, and its checkpoint could not
-        be written for now: the lease held under the same ownership (a take-back of the untouched lease
-        may have moved its counter meanwhile) is shown with that position by :meth:`leases` (not
-        SHARD_END, which only the table may say), so that a shard consumer started next — after one
-        stopped by a fence the worker came back from, say — resumes after them rather than replaying
-        them, as a take-back does (taker._resume_at). The held lease itself stays as the table has it
-        (what a release records first is judged against it: taker._record_before_release)."""
-        with self._lock:
-            held = self._held.get(lease.shard_id)
-            mine = held is not None and self._within_locked(lease.shard_id, lease.counter)
-            if mine and held is not None and not position.is_shard_end and held.checkpoint < position:
-                known = self._processed.get(lease.shard_id)
-                if known is None or known < position:
-                    self._processed[lease.shard_id] = position
-
     def remove(self, shard_id: str, counter: int | None = None) -> tuple[Lease | None, str | None]:
         """Forget a lease (lost, released or finished); returns it and the pending hand-over target.
         With ``counter``, only if it is still held under the ownership ``counter`` belongs to."""
@@ -193,7 +180,6 @@ class Holdings:
                 return None, None
             lease = self._held.pop(shard_id)
             self._since.pop(shard_id, None)
-            self._processed.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)
             return lease, to
@@ -217,7 +203,6 @@ class Holdings:
                         continue  # an eventually consistent scan older than my own write
                     del self._held[shard_id]
                     self._since.pop(shard_id, None)
-                    self._processed.pop(shard_id, None)
                     self._handoff.pop(shard_id, None)
                     self._deadline.pop(shard_id, None)
                     lost.append(shard_id)
@@ -269,9 +254,14 @@ class Holdings:
         with self._lock:
             self._unwritten.pop(shard_id, None)
 
-    def written(self, shard_id: str) -> None:
+    def written(self, shard_id: str, position: ExtendedSequenceNumber | None = None) -> None:
+        """A checkpoint of ``shard_id`` was written (at ``position``): an unwritten position it covers
+        is forgotten — not one further on, noted meanwhile by another thread (a take-back recording the
+        position of its fence while the worker's consumer had a later checkpoint refused)."""
         with self._lock:
-            self._unwritten.pop(shard_id, None)
+            known = self._unwritten.get(shard_id)
+            if known is not None and (position is None or not position < known[1]):
+                del self._unwritten[shard_id]
 
     def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
         """The position I processed to but could not record, for a lease I am taking back

@@ -178,17 +178,43 @@ def _nothing_lost(world: World, verdict: Verdict, done: dict[tuple[str, int], in
             )
 
 
+@dataclass(frozen=True, order=True)
+class _Done:
+    """A record done, in execution order: handled, or dead-lettered (its turn taken too)."""
+
+    at: int
+    rank: int  # a dead letter lands before anything its answer lets run in the same millisecond
+    shard_id: str
+    sequence_number: int
+    worker: str
+    final: bool
+    dead_letter: bool = False
+
+
+def _done_events(world: World) -> list[_Done]:
+    events = [
+        _Done(h.at, h.index, h.shard_id, h.sequence_number, h.worker, h.final) for h in world.ledger.handled
+    ]
+    for put in world.bucket.puts:
+        if put.key.startswith("dead-letters/"):
+            events += [
+                _Done(put.at, 0, shard_id, n, put.worker, True, True) for shard_id, n in _records_of(put.body)
+            ]
+    return sorted(events)
+
+
 def _order(world: World, verdict: Verdict) -> None:
-    """Per item, the first handling of its changes follows their versions (write order)."""
+    """Per item, the first time each change is done (handled or dead-lettered) follows the versions
+    (write order)."""
     version = {
         (w.shard_id, w.sequence_number): (w.key, w.version)
         for ws in world.stream.written.values()
         for w in ws
     }
     seen: set[tuple[str, int]] = set()
-    last: dict[str, tuple[int, str, int]] = {}  # item -> (version, shard, sequence number) handled last
-    for h in world.ledger.handled:
-        record = (h.shard_id, h.sequence_number)
+    last: dict[str, tuple[int, str, int]] = {}  # item -> (version, shard, sequence number) done last
+    for e in _done_events(world):
+        record = (e.shard_id, e.sequence_number)
         if record in seen:
             continue
         seen.add(record)
@@ -196,34 +222,46 @@ def _order(world: World, verdict: Verdict) -> None:
         before = last.get(key)
         if before is not None and before[0] > v:
             verdict.order.append(
-                f"item {key}: version {v} ({h.shard_id}/{h.sequence_number}) first handled at {h.at} "
+                f"item {key}: version {v} ({e.shard_id}/{e.sequence_number}) first done at {e.at} "
                 f"after version {before[0]} ({before[1]}/{before[2]})"
             )
         if before is None or before[0] < v:
-            last[key] = (v, h.shard_id, h.sequence_number)
+            last[key] = (v, e.shard_id, e.sequence_number)
+
+
+def _owner_at(owners: list[tuple[int, str | None]], at: int) -> str | None:
+    current = None
+    for t, owner in owners:
+        if t > at:
+            break
+        current = owner
+    return current
 
 
 def _no_replay_by_one_owner(world: World, verdict: Verdict) -> None:
-    """A worker handles a record again only if another worker owned the shard in between (and may
-    not have recorded it): while the lease stays with one worker, however often it is fenced,
-    paused and taken back, what that worker handled is never handled again."""
+    """A worker handles a record again only if another worker owned the shard when it was done
+    before or in between (and may not have recorded it): while the lease stays with one worker,
+    however often it is fenced, paused and taken back, what that worker handled or dead-lettered is
+    never handled again."""
     first: dict[tuple[str, int], tuple[int, str]] = {}
-    for h in world.ledger.handled:
-        if not h.final:
+    for e in _done_events(world):
+        if not e.final:
             continue
-        key = (h.shard_id, h.sequence_number)
+        key = (e.shard_id, e.sequence_number)
         if key not in first:
-            first[key] = (h.at, h.worker)
+            first[key] = (e.at, e.worker)
             continue
+        if e.dead_letter:
+            continue  # a dead letter written again (its answer lost) hands the handler nothing
         at, worker = first[key]
-        first[key] = (h.at, h.worker)
-        if worker != h.worker:
+        first[key] = (e.at, e.worker)
+        if worker != e.worker:
             continue
-        owners = world.table.history.owners.get(h.shard_id, [])
-        others = [o for t, o in owners if at < t <= h.at and o not in (None, worker)]
-        if not others:
+        owners = world.table.history.owners.get(e.shard_id, [])
+        others = {_owner_at(owners, at)} | {o for t, o in owners if at < t <= e.at}
+        if not others - {None, worker}:
             verdict.replays.append(
-                f"{h.shard_id}: {worker} handled {h.sequence_number} at {at} and again at {h.at}"
+                f"{e.shard_id}: {worker} did {e.sequence_number} at {at} and again at {e.at}"
             )
 
 

@@ -180,3 +180,30 @@ def test_a_checkpoint_refused_after_my_take_back_moved_the_counter_still_moves_t
         a.checkpoint("s1", "200", before.counter)
     (lease,) = a.held()
     assert lease.counter > before.counter and lease.checkpoint == ESN("200")
+
+
+def test_a_position_refused_while_a_take_back_records_the_fenced_one_is_not_forgotten() -> None:
+    """The table refused 200 for now; the worker is fenced; taking its untouched lease back, it
+    records 200 — and while that write is on its way, its shard consumer's checkpoint of 300 is
+    refused by the fence and noted. Recording 200 must not forget 300: the next consumer starts after
+    300 (whole-worker simulator, seed 4 503 of its second sweep: a record replayed by the same worker)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    (held,) = a.held()
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreThrottledError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # fenced with 200 unwritten
+
+    def consumer_refused_meanwhile(call: Any) -> Any:
+        with pytest.raises(LeaseLostError):
+            a.checkpoint("s1", "300", held.counter)  # the consumer's next checkpoint: refused by the fence
+        return call()
+
+    store.hooks["checkpoint"] = consumer_refused_meanwhile
+    assert a.heartbeat_once()
+    a.take_round()  # records 200 (the hook runs inside that write), then takes the lease back
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("300"), "the position refused meanwhile was forgotten"
+    assert store.get("s1").checkpoint == ESN("300")  # type: ignore[union-attr]  # written at the take-back
