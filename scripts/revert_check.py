@@ -226,6 +226,20 @@ REVERTS = {
             "            checkpoint(sequence_number)\n            if False:\n",
         )
     ],
+    "overdue_position_noted": [
+        (
+            "consumer/leases/coordinator.py",
+            '            self.holdings.note_unwritten(lease, target)\n            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+            '            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+        )
+    ],
+    "window_start_keeps_later": [
+        (
+            "consumer/processing/windows.py",
+            "if checkpoint.isdigit() and v < start]",
+            "if v != start]",
+        )
+    ],
     "none": [],
 }
 

@@ -301,6 +301,10 @@ class LeaseCoordinator:
         if counter is not None and not self.holdings.within(shard_id, counter):
             return lease
         if self.taker.hand_over_overdue(shard_id):
+            # Processing had to stop, but these records are processed: the release that follows (or
+            # a take-back, if the thief never comes) records the position, conditional on my
+            # counter, instead of leaving them to be replayed.
+            self.holdings.note_unwritten(lease, target)
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
         started = self._clock.monotonic_millis()
         self.holdings.writing(shard_id, +1)

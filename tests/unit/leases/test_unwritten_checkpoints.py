@@ -207,3 +207,19 @@ def test_a_position_refused_while_a_take_back_records_the_fenced_one_is_not_forg
     (lease,) = a.held()
     assert lease.checkpoint == ESN("300"), "the position refused meanwhile was forgotten"
     assert store.get("s1").checkpoint == ESN("300")  # type: ignore[union-attr]  # written at the take-back
+
+
+def test_a_checkpoint_refused_because_a_hand_over_is_overdue_is_recorded_when_the_lease_goes() -> None:
+    """A thief asked for the lease and the hand-over is overdue (the worker was stopped): processing
+    must stop and the checkpoint is refused — but the records up to it are processed. The release
+    that follows records the position (conditional on the worker's counter) rather than leaving them
+    to be replayed (whole-worker simulator, seed 6 025 of its third sweep: the thief never came, the
+    worker took the lease back and replayed a batch its class-form processor had checkpointed)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    a.holdings.ask_hand_over("s1", "b", clock.wall_millis() - 1)  # asked long ago: overdue now
+    with pytest.raises(LeaseLostError, match="overdue"):
+        a.checkpoint("s1", "200")
+    a.release("s1")
+    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
