@@ -191,6 +191,13 @@ REVERTS = {
             "            pass\n",
         )
     ],
+    "taken_back_keeps_declared": [
+        (
+            "consumer/lifecycle/checkpointer.py",
+            "            known = [p for p in (previous, floor, self.declared) if p is not None]\n",
+            "            known = [p for p in (previous, floor) if p is not None]\n",
+        )
+    ],
     "deferred_not_redelivered": [
         (
             "consumer/lifecycle/shard_consumer.py",

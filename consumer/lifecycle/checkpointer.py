@@ -57,11 +57,12 @@ class ShardCheckpointer:
 
     def taken_back(self, previous: str | None) -> None:
         """The processor raised on the batch delivered last: it is delivered again, so until then no
-        checkpoint may cover more of it than the processor checkpointed itself (``checkpoint()`` in
-        ``shutdown_requested`` would otherwise record as done a batch that failed)."""
+        checkpoint may cover more of it than the processor checkpointed itself — or asked to, the
+        table refusing for now (``checkpoint()`` in ``shutdown_requested`` would otherwise record as
+        done a batch that failed, and a deferred checkpoint could never be written)."""
         with self._lock:
             floor = self.last_checkpoint if self.last_checkpoint.isdigit() else None
-            known = [p for p in (previous, floor) if p is not None]
+            known = [p for p in (previous, floor, self.declared) if p is not None]
             self.largest_delivered = max(known, key=int) if known else None
 
     def finished(self, sequence_numbers: Sequence[str]) -> None:

@@ -200,12 +200,18 @@ def _done_events(world: World) -> list[_Done]:
             events += [
                 _Done(put.at, 0, shard_id, n, put.worker, True, True) for shard_id, n in _records_of(put.body)
             ]
+    for shard_id, written in world.stream.written.items():  # trimmed unread: its turn went by too
+        for w in written:
+            trimmed = world.stream.trimmed_at(w)
+            if trimmed is not None and trimmed <= world.kernel.now:
+                events.append(_Done(trimmed, 0, shard_id, w.sequence_number, "", False, True))
     return sorted(events)
 
 
 def _order(world: World, verdict: Verdict) -> None:
-    """Per item, the first time each change is done (handled or dead-lettered) follows the versions
-    (write order)."""
+    """Per item, the first time each change is done (handled, dead-lettered, or trimmed before anyone
+    read it: a fenced worker landing it late, after its children, is a zombie's write) follows the
+    versions (write order)."""
     version = {
         (w.shard_id, w.sequence_number): (w.key, w.version)
         for ws in world.stream.written.values()

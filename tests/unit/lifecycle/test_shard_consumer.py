@@ -360,3 +360,31 @@ def test_records_behind_a_deferred_checkpoint_are_not_counted_twice_in_a_window(
     assert (
         sorted(counted) == sorted(set(counted)) == [int(r.sequence_number) for r in rig.stream.shards["s1"]]
     )
+
+
+def test_a_graceful_stop_writes_a_deferred_checkpoint_of_a_batch_that_later_failed() -> None:
+    """The function form defers a checkpoint the table refuses for now (its window state saved), then
+    a later part of the same flush fails (the next state cannot be saved) and the call raises. The
+    records up to the deferred checkpoint stay delivered: the graceful stop that follows writes it and
+    releases the lease — it was refused as "beyond the largest sequence number delivered" and the
+    stop retried forever (found by the whole-worker simulator, seed 9 005 of its third sweep)."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 6, closed=False)
+    rig.lease("s1")
+    leases = FlakyLeases(rig.coordinator)
+    leases.faults["checkpoint"] = [LeaseStoreThrottledError("checkpoint: throttled")] * 2
+    states = SaveFailsOnce(fail_at=2)
+
+    def count(batch: WindowedBatch) -> dict[str, Any] | None:
+        return None if batch.window.is_final else {"n": batch.state.get("n", 0) + len(batch.records)}
+
+    processor = windowed_processor(count, seconds=60, states=states, clock=rig.clock, batch_size=2)
+    consumer = rig.consumer("s1", processor, leases=leases)
+    while states.saves < 2:
+        rig.step(consumer)
+    consumer.request_shutdown()
+    rig.drive(consumer, max_steps=50)
+    lease = rig.store.get("s1")
+    assert consumer.life.reason is ShutdownReason.REQUESTED
+    second = rig.stream.shards["s1"][1].sequence_number
+    assert lease.owner is None and lease.checkpoint == ExtendedSequenceNumber(second)
