@@ -52,6 +52,7 @@ from consumer.telemetry.metrics import Metrics
 from consumer.telemetry.transports import log_stream_name
 from ground.clock import Clock, SystemClock
 from ground.settings import Settings
+from ground.threads import SYSTEM_THREADS, Threads
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,14 @@ def build_processor_factory(
     rng: random.Random | None = None,
     stream_arn: Callable[[], str] | None = None,
     worker_id: str = "",
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
     """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``.
 
     ``stream_arn`` and ``worker_id`` are for a Lambda handler's event and context: the stream's ARN
     (asked at each invocation, since a worker resolves its stream after this check) and the worker
-    whose log stream the handler's logs go to.
+    whose log stream the handler's logs go to. Lanes run on pools of ``threads`` (a simulation gives
+    its own, ground/threads.py).
     """
     processing = settings.processing
     clients = clients or ProcessingClients()
@@ -171,6 +174,7 @@ def build_processor_factory(
             clock=clock,
             metrics=metrics,
             rng=rng,
+            threads=threads,
         )
     if ":" not in processing.processor:
         names = sorted(BUILT_IN_SINKS)
@@ -194,7 +198,9 @@ def build_processor_factory(
                 )
         return made.class_form
     assert made.handlers is not None
-    return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
+    return policy_wrapped(
+        settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng, threads=threads
+    )
 
 
 def _no_stream() -> str:
@@ -260,6 +266,7 @@ def policy_wrapped(
     clock: Clock,
     metrics: Metrics | None,
     rng: random.Random | None,
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
     """Function-form handlers as RecordProcessors: retries, dead letter, filter, batching, lanes and
     windows from ``settings.processing``, all checked now (before any lease)."""
@@ -297,6 +304,7 @@ def policy_wrapped(
             batch_size=batching.batch_size,
             lanes=processing.parallelization_factor,
             window=window,
+            threads=threads,
         )
         return FunctionProcessor(
             runner,
