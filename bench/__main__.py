@@ -22,7 +22,7 @@ BENCHMARKS: tuple[str, ...] = (
     "brownout",
     "rolling_deploy",
     "taker_scale",
-    "lease_faults",
+    "whole_worker",
     "spark_snapshot",
     "pipeline_table",
     "lake_freshness",

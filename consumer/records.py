@@ -103,12 +103,33 @@ def _decimal(text: Any) -> Decimal:
 
 
 def _binary(raw: Any) -> bytes:
+    """A ``B`` value: base64 text, checked. botocore's parser does not validate (``"!!!"`` decodes
+    to ``b""``), which would hand a processor a value that is not the item's; DynamoDB only ever
+    sends the standard alphabet with its padding."""
     if isinstance(raw, bytes):
         return raw
     try:
-        return base64.b64decode(raw)  # as botocore's parser: not validating
+        return base64.b64decode(raw, validate=True)
     except (binascii.Error, TypeError, ValueError) as exc:
         raise AttributeValueError("", f"B {str(raw)[:40]!r} is not base64: {exc}") from exc
+
+
+def _members(kind: str, raw: Any) -> list[Any]:
+    """The members of a set (``SS``, ``NS``, ``BS``) or list (``L``): a JSON array, never a string
+    (``set("abc")`` would be three one-letter members) or a map (its keys)."""
+    if not isinstance(raw, list):
+        raise AttributeValueError("", f"{kind} value is a {type(raw).__name__}, not a list")
+    return raw
+
+
+def _strings(kind: str, raw: Any) -> list[str]:
+    members = _members(kind, raw)
+    for member in members:
+        if not isinstance(member, str):
+            raise AttributeValueError(
+                "", f"{kind} member {member!r} is a {type(member).__name__}, not a string"
+            )
+    return members
 
 
 def _deserialize_map(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,25 +171,29 @@ def deserialize_value(value: Mapping[str, Any]) -> Any:
         raise AttributeValueError("", f"an attribute value has exactly one type key, got {shape}") from None
     try:
         if kind == "S":
+            if not isinstance(raw, str):
+                raise AttributeValueError("", f"S value {raw!r} is a {type(raw).__name__}, not a string")
             return raw
         if kind == "N":
             return _decimal(raw)
         if kind == "BOOL":
-            return bool(raw)
+            if not isinstance(raw, bool):  # bool("false") is True
+                raise AttributeValueError("", f"BOOL value {raw!r} is not true or false")
+            return raw
         if kind == "M":
             return _deserialize_map(raw)
         if kind == "L":
-            return _deserialize_list(raw)
+            return _deserialize_list(_members(kind, raw))
         if kind == "NULL":
             return None
         if kind == "B":
             return _binary(raw)
         if kind == "SS":
-            return set(raw)
+            return set(_strings(kind, raw))
         if kind == "NS":
-            return {_decimal(n) for n in raw}
+            return {_decimal(n) for n in _strings(kind, raw)}
         if kind == "BS":
-            return {_binary(b) for b in raw}
+            return {_binary(b) for b in _strings(kind, raw)}
     except (AttributeError, TypeError) as exc:  # e.g. an "M" that is no map, an "SS" that is no list
         raise AttributeValueError(
             "", f"{kind} value of type {type(raw).__name__} has the wrong shape"

@@ -214,6 +214,7 @@ class StreamEngine:
                             "removed": shard.removed,
                             "partition": writing.get(shard.shard_id),
                             "records": len(shard.seqs),
+                            "lastSequenceNumber": str(shard.seqs[-1]) if shard.seqs else None,
                             "startingSequenceNumber": str(shard.start_seq),
                             "endingSequenceNumber": None if shard.end_seq is None else str(shard.end_seq),
                         }

@@ -32,7 +32,7 @@ from constructs import Construct
 from ground.settings import Settings
 from infra.alarm_topic import AlarmTopic, alarm_name_prefix
 from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
-from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, graph_widget
+from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
 
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
@@ -245,7 +245,7 @@ class Monitoring(Construct):
         # Dashboards are global to the account, not regional: the region keeps two regions' apart.
         self.dashboard_name = f"{prefix}-{settings.region}"
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=self.dashboard_name)
-        graphs: list[cloudwatch.IWidget] = [graph_widget(spec) for spec in dashboard_widgets(settings)]
+        graphs: list[cloudwatch.IWidget] = [panel(spec) for spec in dashboard_widgets(settings)]
         graphs.append(
             cloudwatch.AlarmStatusWidget(
                 title="Alarms",

@@ -45,8 +45,18 @@ DEFAULT_CACHE = REPOSITORY_ROOT / "var" / "wheels"
 # The asset's directory of wheels, and the requirements file the instance installs from.
 WHEELHOUSE_DIR = "wheelhouse"
 INSTALL_FILE = "install.txt"
-# Imported by the worker at run time; the lock holds these and their dependencies, nothing else.
-RUNTIME_PACKAGES = ("boto3", "pydantic", "PyYAML", "orjson", "rich", "watchtower", "aws-embedded-metrics")
+# Imported at run time by the worker, and by the Lambda handlers it runs (Powertools, the library
+# most of them are written with); the lock holds these and their dependencies, nothing else.
+RUNTIME_PACKAGES = (
+    "boto3",
+    "pydantic",
+    "PyYAML",
+    "orjson",
+    "rich",
+    "watchtower",
+    "aws-embedded-metrics",
+    "aws-lambda-powertools",
+)
 ARCHITECTURES = ("x86_64", "aarch64")
 # Amazon Linux 2023 has glibc 2.34; pip does not widen a manylinux tag by itself, so every older
 # policy a wheel may be tagged with is listed.

@@ -4,7 +4,8 @@ The list itself, and the rules both dashboards follow, live in ``consumer/teleme
 that ``consumer dashboard`` draws it too without importing the CDK layer. This module only resolves
 it for one environment -- namespaces, table names, the dimensions every metric carries, thresholds --
 (:func:`dashboard_widgets`) and turns each resolved widget into a CloudWatch graph
-(:func:`graph_widget`).
+(:func:`graph_widget`), with a text block under it saying why a line can be missing there
+(:func:`panel`): no panel is left empty without a reason.
 
 Resolved shape (frozen dataclasses):
 
@@ -15,11 +16,13 @@ Resolved shape (frozen dataclasses):
   / ``InstanceId`` -- whose every value CloudWatch must find with a SEARCH expression), ``across``
   (the metric-math function that folds those lines into one for the fleet, or ``None`` for a line
   each) and ``per_second`` (a counter: FILL(x, 0) / period, the same rate the local PNG draws).
+* :class:`ResolvedFormula` -- a computed line: its metric-math expression and its axis.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -29,6 +32,7 @@ from consumer.telemetry.widgets import (
     LEASES_TABLE,
     SOURCE_TABLE,
     WORKER,
+    Formula,
     Metric,
     ReferenceLine,
     Statistic,
@@ -66,6 +70,21 @@ class ResolvedMetric:
         terms = [f'MetricName="{self.name}"', *(f'{k}="{v}"' for k, v in self.dimensions)]
         return f"SEARCH('{{{schema}}} {' '.join(terms)}', '{self.statistic}', {period_seconds})"
 
+    def fleet_line(self, period_seconds: int) -> str:
+        """A metric-math expression of the fleet's one line (a rate per second for a counter)."""
+        if self.per is None:
+            raise ValueError(f"{self.name}: a formula's terms are searched per worker")
+        fold = ACROSS[self.statistic] if self.across is None else self.across
+        line = f"{fold}({self.search_expression(period_seconds)})"
+        return f"FILL({line}, 0) / {period_seconds}" if self.per_second else line
+
+
+@dataclass(frozen=True)
+class ResolvedFormula:
+    label: str
+    expression: str
+    right: bool = False
+
 
 @dataclass(frozen=True)
 class ResolvedWidget:
@@ -74,6 +93,10 @@ class ResolvedWidget:
     y_label: str
     metrics: tuple[ResolvedMetric, ...]
     lines: tuple[ReferenceLine, ...] = ()
+    formulas: tuple[ResolvedFormula, ...] = ()
+    right_label: str = ""
+    right_lines: tuple[ReferenceLine, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def resolve_metric(metric: Metric, settings: Settings) -> ResolvedMetric:
@@ -103,9 +126,23 @@ def resolve_metric(metric: Metric, settings: Settings) -> ResolvedMetric:
         label=metric.label,
         dimensions=tuple(sorted(dimensions.items())),
         per=per,
-        across=None if metric.each or per is None else ACROSS[metric.statistic],
+        across=None if metric.each or per is None else ACROSS[metric.fold],
         per_second=metric.per_second,
     )
+
+
+def resolve_formula(
+    formula: Formula, settings: Settings, period: int = DASHBOARD_PERIOD_SECONDS
+) -> ResolvedFormula:
+    """``(term x factor + ...) / over`` in metric math over the fleet's lines (SEARCH per worker)."""
+    terms = " + ".join(
+        resolve_metric(metric, settings).fleet_line(period) + ("" if factor == 1 else f" * {factor:.6g}")
+        for metric, factor in formula.terms
+    )
+    expression = f"({terms})"
+    if formula.over is not None:
+        expression = f"{expression} / {resolve_metric(formula.over, settings).fleet_line(period)}"
+    return ResolvedFormula(formula.label, expression, formula.right)
 
 
 def resolve(widget: Widget, settings: Settings) -> ResolvedWidget:
@@ -114,8 +151,12 @@ def resolve(widget: Widget, settings: Settings) -> ResolvedWidget:
         widget.title,
         widget.unit,
         widget.y_label,
-        tuple(resolve_metric(m, settings) for m in widget.metrics),
-        tuple(lines[r] for r in widget.references),
+        tuple(resolve_metric(m, settings) for m in widget.cloud_metrics),
+        tuple(lines[r] for r in widget.references if r in lines),
+        tuple(resolve_formula(f, settings) for f in widget.formulas),
+        widget.right_label,
+        tuple(lines[r] for r in widget.right_references if r in lines),
+        widget.cloud_notes(),
     )
 
 
@@ -157,15 +198,53 @@ def graph_metric(spec: ResolvedMetric, period: int, index: int) -> cloudwatch.IM
     return metric
 
 
+def _formula_line(formula: ResolvedFormula, period: int) -> cloudwatch.IMetric:
+    return cloudwatch.MathExpression(
+        expression=formula.expression, using_metrics={}, label=formula.label, period=Duration.seconds(period)
+    )
+
+
 def graph_widget(spec: ResolvedWidget, period: int = DASHBOARD_PERIOD_SECONDS) -> cloudwatch.GraphWidget:
-    """One dashboard graph from its resolved definition."""
+    """One dashboard graph from its resolved definition (formulas on the right axis where they say so)."""
+    left = [graph_metric(metric, period, i) for i, metric in enumerate(spec.metrics)]
+    left += [_formula_line(f, period) for f in spec.formulas if not f.right]
+    right = [_formula_line(f, period) for f in spec.formulas if f.right]
+    annotations = [cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.lines]
     return cloudwatch.GraphWidget(
         title=spec.title,
-        left=[graph_metric(metric, period, i) for i, metric in enumerate(spec.metrics)],
+        left=left,
+        right=right or None,
         left_y_axis=cloudwatch.YAxisProps(label=spec.y_label, show_units=False, min=0),
-        left_annotations=[
-            cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.lines
-        ],
+        right_y_axis=cloudwatch.YAxisProps(label=spec.right_label, show_units=False, min=0)
+        if spec.right_label
+        else None,
+        left_annotations=annotations,
+        right_annotations=[
+            cloudwatch.HorizontalAnnotation(value=line.value, label=line.label) for line in spec.right_lines
+        ]
+        or None,
         width=12,
         height=6,
     )
+
+
+NOTE_HEIGHT = 2  # grid rows of the text block under a graph
+
+
+def note_markdown(spec: ResolvedWidget) -> str:
+    """The text under a graph: why a line can be missing, and what the panel means."""
+    return "\n".join(f"* {note}" for note in spec.notes)
+
+
+def panel(spec: ResolvedWidget, period: int = DASHBOARD_PERIOD_SECONDS) -> cloudwatch.IWidget:
+    """The graph, with its notes under it when it has any (one column, 12 wide). A widget with no
+    line in this environment (its feature is off here) is a text panel under the same title saying
+    which setting turned it off: a graph with no metrics would be an empty frame."""
+    if not spec.metrics and not spec.formulas:
+        return cloudwatch.TextWidget(markdown=f"### {spec.title}\n{note_markdown(spec)}", width=12, height=6)
+    graph = graph_widget(spec, period)
+    if not spec.notes:
+        return graph
+    text = cloudwatch.TextWidget(markdown=note_markdown(spec), width=12, height=NOTE_HEIGHT)
+    # A Column is an IWidget in CDK (jsii); its Python class does not declare the protocol's members.
+    return cast(cloudwatch.IWidget, cloudwatch.Column(graph, text))

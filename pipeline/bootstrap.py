@@ -15,6 +15,10 @@ applying only changes created at or after ``T`` (``consumer.start_time``):
   seen is applied on top of it, in sequence order. This needs the change log to hold every change
   from ``T`` on — start the fleet (reading from TRIM_HORIZON or earlier than ``T``) before the scan.
 
+An export older than the stream's retention (24 h) is refused (:func:`check_export_age`): the
+stream no longer holds the changes made between ``T`` and 24 h ago, so a log started now could not
+cover them. The way out is an export taken while the fleet runs, or a scan.
+
 Rows of the base look like changes: ``_shard_id`` ``export`` / ``scan``, sequence number zero, event
 INSERT, creation time ``T``.
 """
@@ -32,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
+from ground.settings import STREAM_RETENTION_HOURS
 from pipeline import compare, parse
 from pipeline.errors import PipelineError
 from pipeline.schemas import (
@@ -54,6 +59,10 @@ _KEY_FIELD = {"S": "S", "N": "N", "B": "B"}
 
 class BootstrapError(PipelineError):
     """The export cannot be used, or the table cannot be scanned."""
+
+
+class ExportTooOldError(BootstrapError):
+    """An export older than the stream's retention: changes between it and the stream are lost."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,31 @@ def read_export_manifest(store: Store, export_uri: str) -> ExportManifest:
         data.append(join(root, "data", key.rsplit("/", 1)[-1]))
     count = summary.get("itemCount")
     return ExportManifest(export_time, tuple(data), None if count is None else int(count))
+
+
+def check_export_age(
+    manifest: ExportManifest,
+    export_uri: str,
+    *,
+    now: float,
+    retention_hours: float = STREAM_RETENTION_HOURS,
+) -> None:
+    """Refuse an export taken longer ago than the stream keeps changes, saying what to do instead.
+
+    The snapshot is the export plus every change from its ``exportTime`` on; the stream holds the
+    last ``retention_hours`` only, so from an older export the changes between it and the oldest
+    record still in the stream would be missing, silently.
+    """
+    age_hours = (now - manifest.export_time) / 3600
+    if age_hours <= retention_hours:
+        return
+    taken = dt.datetime.fromtimestamp(manifest.export_time, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    raise ExportTooOldError(
+        f"{export_uri.rstrip('/')}: the export is from {taken}, {age_hours:.0f} h ago; the stream keeps "
+        f"{retention_hours:g} h, so the changes between the export and then are in neither. Take a new "
+        "export while the fleet runs (`aws dynamodb export-table-to-point-in-time --export-format "
+        "DYNAMODB_JSON ...`) and bootstrap from it, or bootstrap from a scan (leave out --export)"
+    )
 
 
 def _base_columns(keys: KeySchema, item: Any, source: str, start_time: float) -> list[Any]:

@@ -9,6 +9,7 @@ lays the table out better than the change log's would) and counts them, then wri
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 
 from pyspark import StorageLevel
@@ -37,14 +38,17 @@ def run_bootstrap(
     progress: Progress = quiet,
     tables: SnapshotTables | None = None,
     buckets: int = DEFAULT_BUCKETS,
+    now: float | None = None,
 ) -> SnapshotResult:
-    """The first snapshot of a table with data: its export (``export_uri``) or a parallel scan of
-    ``segments`` segments becomes the base; then a full snapshot run merges the change log on top."""
+    """The first snapshot of a table with data: its export (``export_uri``, no older than the
+    stream's retention at ``now``) or a parallel scan of ``segments`` segments becomes the base; then
+    a full snapshot run merges the change log on top."""
     keys = KeySchema.of(settings.table)
     tables = tables or snapshot_tables(settings)
     out_store = store or store_for(settings.pipeline.snapshot_uri, spark)
     if export_uri is not None:
         manifest = bootstrap.read_export_manifest(store or store_for(export_uri, spark), export_uri)
+        bootstrap.check_export_age(manifest, export_uri, now=time.time() if now is None else now)
         start_time = manifest.export_time
         rows = bootstrap.export_rows(spark, manifest, keys, spark_uri)
         source = f"export {export_uri} ({len(manifest.data_files)} data file(s), exportTime {start_time:.3f})"

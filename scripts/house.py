@@ -94,6 +94,8 @@ ROOMS: dict[str, Floors] = {
                 "files": "Writing a local file so that no reader sees half of it.",
                 "positions": "The checkpoint sentinels (TRIM_HORIZON, LATEST, SHARD_END) every layer speaks.",
                 "settings": "The settings of config/<env>.yaml as pydantic models, one module per part.",
+                "threads": "Threads passed in like time: the pools, events and locks a worker runs on "
+                "(a simulation runs its own).",
             },
         ),
     ),
@@ -191,9 +193,6 @@ SIZED_ONLY = ("tests",)
 LONG_MODULE_LINES = 400
 """A module past this many lines no longer reads in one sitting; one that stays past it says why here."""
 LONG_MODULES: dict[str, str] = {
-    "consumer/lifecycle/shard_consumer.py": "one shard's state machine: every state's step reads and moves "
-    "the same fields (iterator, pending batch, back-off, checkpointer); its pure judgements are in "
-    "failures.py and polling.py, and splitting the handlers would scatter one transition table",
     "scripts/house.py": "the rule's data and the reader that enforces it stay one standard-library file, "
     "which the test and `--write` load by path before anything is installed",
     "consumer/records.py": "the record's two forms, parsed (tests, fakes) and held as wire bytes (the "

@@ -1,9 +1,12 @@
-"""Revert one lease-core fix in a copy of the tree and run the fault-model checker until it objects.
+"""Revert one fix in a copy of the tree and run the whole-worker checker until it objects.
 
-Issue 15 asks that the checker fail with each fix reverted. Each entry of REVERTS is a text
-substitution on the current code (path, what is there now, what it becomes with the fix undone); an
-entry that no longer matches stops with an AssertionError naming it, so drift is loud. The copy goes
-to /tmp/revert-check/<name>/ and is imported ahead of the working tree.
+Issues 15 and 35 ask that the checker fail with each fix reverted: the lease core's (issue 15) and
+delivery's (issue 35: lanes, the failure path, deferred checkpoints, windows). Each entry of REVERTS
+is a text substitution on the current code (path, what is there now, what it becomes with the fix
+undone); an entry that no longer matches stops with an AssertionError naming it, so drift is loud.
+The copy goes to /tmp/revert-check/<name>/ and is imported ahead of the working tree. Histories are
+tests/simulation/histories.py's, the processor's form cycling with the seed (KINDS[seed % 5]: 1 is
+lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form on one lane).
 
     .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
     .venv/bin/python scripts/revert_check.py NAME directed             # the directed histories
@@ -66,8 +69,8 @@ REVERTS = {
         ),
         (
             "consumer/leases/taker.py",
-            "        self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n        self._adopt(snapshot)\n",
-            "        self._reconcile(snapshot)\n        self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n            return None\n",
+            "            self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
+            "            self._reconcile(snapshot)\n            self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
         ),
     ],
     "scan_before_list": [
@@ -136,8 +139,8 @@ REVERTS = {
     "take_back_checkpoint_retry": [
         (
             "consumer/leases/coordinator.py",
-            "                    return self.checkpoint(shard_id, target, counter)\n",
-            "                    pass\n",
+            "            return True\n        if held_now is None:\n",
+            "            return False\n        if held_now is None:\n",
         )
     ],
     "absent_lease_not_lost": [
@@ -159,6 +162,91 @@ REVERTS = {
             "",
         )
     ],
+    # ---------------------------------------------------------------- delivery (issue 35)
+    "lanes_carry": [
+        (
+            "consumer/lifecycle/scheduler.py",
+            "        done = self._carried.pop(lease.shard_id, None)  # what this worker finished: module docstring\n",
+            "        done = None\n",
+        )
+    ],
+    "lanes_report": [
+        (
+            "consumer/processing/lanes.py",
+            "            if ahead:\n                self._finished_out_of_order(ahead)\n",
+            "",
+        )
+    ],
+    "lanes_buffer": [
+        (
+            "consumer/processing/function_processor.py",
+            "if int(r.sequence_number) > last and r.sequence_number not in ahead",
+            "if int(r.sequence_number) > last",
+        )
+    ],
+    "failed_batch_taken_back": [
+        (
+            "consumer/lifecycle/shard_consumer.py",
+            "            self.checkpointer.taken_back(before)  # delivered again later: not done until then\n",
+            "            pass\n",
+        )
+    ],
+    "taken_back_keeps_declared": [
+        (
+            "consumer/lifecycle/checkpointer.py",
+            "            known = [p for p in (previous, floor, self.declared) if p is not None]\n",
+            "            known = [p for p in (previous, floor) if p is not None]\n",
+        )
+    ],
+    "deferred_not_redelivered": [
+        (
+            "consumer/lifecycle/shard_consumer.py",
+            "                        declared=self.checkpointer.declared,\n",
+            "                        declared=None,\n",
+        )
+    ],
+    "held_lease_processed": [
+        (
+            "consumer/leases/holdings.py",
+            "            return [self._with_unwritten(lease) for lease in self._held.values()]\n",
+            "            return list(self._held.values())\n",
+        )
+    ],
+    "processed_same_ownership": [
+        (
+            "consumer/leases/holdings.py",
+            "        if not self._within_locked(lease.shard_id, known[0].counter):\n",
+            "        if known[0].counter != lease.counter:\n",
+        )
+    ],
+    "written_covers_only": [
+        (
+            "consumer/leases/holdings.py",
+            "            if known is not None and (position is None or not position < known[1]):\n",
+            "            if known is not None:\n",
+        )
+    ],
+    "window_versions_kept": [
+        (
+            "consumer/processing/windows.py",
+            "            if checkpoint(sequence_number) is False:\n",
+            "            checkpoint(sequence_number)\n            if False:\n",
+        )
+    ],
+    "overdue_position_noted": [
+        (
+            "consumer/leases/coordinator.py",
+            '            self.holdings.note_unwritten(lease, target)\n            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+            '            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+        )
+    ],
+    "window_start_keeps_later": [
+        (
+            "consumer/processing/windows.py",
+            "if checkpoint.isdigit() and v < start]",
+            "if v != start]",
+        )
+    ],
     "none": [],
 }
 
@@ -166,7 +254,7 @@ REVERTS = {
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("consumer", "tests"):
+    for folder in ("ground", "consumer", "tests"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path, old, new in REVERTS[name]:
         text = (target / path).read_text()
@@ -180,10 +268,10 @@ def prepare(name: str) -> Path:
 def one(seed: int) -> tuple[int, str | None]:
     import logging
 
-    from tests.simulation.checker import history
+    from tests.simulation.histories import KINDS, history
 
-    logging.disable(logging.WARNING)
-    _, verdict = history(seed)
+    logging.disable(logging.CRITICAL)
+    _, verdict = history(seed, kind=KINDS[seed % len(KINDS)])
     return seed, None if verdict.ok else str(verdict)
 
 

@@ -1,8 +1,9 @@
 """The ``consumer`` command.
 
 Each sub-command lives in its own module under ``tools/commands/`` and exposes
-``register(subparsers)``; this module only assembles them and turns known errors into a one-line
-message and a non-zero exit (never a traceback for bad input).
+``register(subparsers)``; this module only assembles them and turns known errors into one line on
+stderr and the exit code of their kind (:class:`~tools.commands.ExitCode`, defined once and listed
+by ``consumer --help``): never a traceback for bad input.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from consumer.leases.errors import LeaseError
+from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError, LeaseTableMissingError
 from ground.settings import ConfigError
-from tools.commands import CommandError
+from tools.commands import CommandError, ExitCode, exit_codes_text
 
 # Modules that contribute sub-commands, in the order `consumer --help` lists them.
 COMMAND_MODULES = (
@@ -29,9 +30,21 @@ COMMAND_MODULES = (
     "tools.commands.new",
 )
 
-EXIT_USAGE = 2
+__all__ = ["CommandError", "ExitCode", "build_parser", "main", "version_text"]
 
-__all__ = ["CommandError", "build_parser", "main"]
+
+def version_text() -> str:
+    """``consumer --version``: the installed distribution's version (what pip and bug reports name)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import consumer
+
+    try:
+        installed = version("dynamodb-stream-fleet")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        installed = consumer.__version__
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"consumer {installed} (dynamodb-stream-fleet, Python {python})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +54,29 @@ def build_parser() -> argparse.ArgumentParser:
             "Process a DynamoDB table's stream with a self-hosted fleet of Python workers that share "
             "the stream's shards through a leases table. Settings come from config/<env>.yaml."
         ),
+        epilog=f"exit codes (the same for every command):\n{exit_codes_text()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     return parser
+
+
+def subcommands(
+    parser: argparse.ArgumentParser, path: str = "consumer"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every (sub-)command's parser under ``parser``, with its full name (``consumer local up``)."""
+    for action in parser._actions:  # argparse keeps sub-parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield f"{path} {name}", child
+                yield from subcommands(child, f"{path} {name}")
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,15 +85,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
-        print("configuration error:", file=sys.stderr)
         for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    except (CommandError, LeaseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+            _error(str(problem))
+        return ExitCode.CONFIG
+    except CommandError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except (LeaseTableMissingError, LeaseStoreUnavailableError) as exc:
+        _error(str(exc))
+        return ExitCode.UNAVAILABLE
+    except LeaseError as exc:
+        _error(str(exc))
+        return ExitCode.FAILED
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     return code
 
 

@@ -7,30 +7,31 @@ replacing credentials or a profile the user chose). :func:`create_local_tables` 
 configuration names — the source table with its key schema and stream, and the replica table of the
 ``dynamodb_replica`` sink — so nobody has to work the key schema out of ``base.yaml``.
 :func:`write_sample_items` puts a few items in the source table, the "write something" step of the
-first processor.
+first processor, and :func:`shards_behind` tells when a worker has processed them. The emulators
+``consumer local up`` started are recorded one file per environment (:class:`EmulatorState`), so
+environments on one machine each get their own and a command never attaches to another's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ground.settings import KeyAttribute, Settings
+from ground.settings import KeyAttribute, Settings, is_loopback_endpoint
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
     """True for ``http://127.0.0.1:4599`` and the like: an emulator on this machine."""
-    if not endpoint_url:
-        return False
-    return (urlsplit(endpoint_url).hostname or "") in LOOPBACK_HOSTS
+    return is_loopback_endpoint(endpoint_url)
 
 
 def use_local_credentials(settings: Settings, environ: Any = None) -> bool:
@@ -175,3 +176,112 @@ def write_sample_items(settings: Settings, dynamodb: Any, count: int, first: int
     for item in items:
         dynamodb.put_item(TableName=name, Item=item)
     return items
+
+
+# ------------------------------------------------------------------ emulators started by `local up`
+
+STATE_DIR = Path("var")
+
+
+@dataclass(frozen=True)
+class EmulatorState:
+    """An emulator `consumer local up` started from this directory: ``var/emulator-<env>.json``."""
+
+    env: str | None  # None: a file written before each environment had its own
+    pid: int
+    endpoint: str
+    path: Path
+
+    @property
+    def alive(self) -> bool:
+        return process_alive(self.pid)
+
+
+def state_path(env: str, directory: Path = STATE_DIR) -> Path:
+    return directory / f"emulator-{env}.json"
+
+
+def write_state(env: str, pid: int, endpoint: str, directory: Path = STATE_DIR) -> Path:
+    path = state_path(env, directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"env": env, "pid": pid, "endpoint": endpoint}))
+    return path
+
+
+def read_states(directory: Path = STATE_DIR) -> list[EmulatorState]:
+    """Every emulator recorded in ``directory`` (alive or not), oldest file name first."""
+    states = []
+    for path in sorted(directory.glob("emulator*.json")):
+        try:
+            data = json.loads(path.read_text())
+            states.append(EmulatorState(data.get("env"), int(data["pid"]), str(data["endpoint"]), path))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return states
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _address(endpoint: str) -> tuple[str, int | None]:
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    return ("127.0.0.1" if host in ("localhost", "::1") else host), parts.port
+
+
+def another_environments_emulator(settings: Settings, directory: Path = STATE_DIR) -> EmulatorState | None:
+    """A running emulator that `local up` started for another environment at this one's endpoint.
+
+    Two environments that share a port would share one emulator: their tables, their leases and
+    (for a processor writing files) each other's output. This is what lets a command say so
+    instead of quietly attaching to the wrong one.
+    """
+    if settings.endpoint_url is None:
+        return None
+    mine = _address(settings.endpoint_url)
+    for state in read_states(directory):
+        if state.env not in (None, settings.env) and _address(state.endpoint) == mine and state.alive:
+            return state
+    return None
+
+
+# ------------------------------------------------------------------ waiting for a worker
+
+
+def shards_behind(shards: list[dict[str, Any]], leases: Mapping[str, Any]) -> list[str]:
+    """The shards holding records that no worker has checkpointed past yet.
+
+    ``shards`` are rows of the emulator's shard table (``shardId``, ``parentShardId``,
+    ``lastSequenceNumber``, ``removed``); ``leases`` maps shard id to its lease (a
+    :class:`consumer.leases.model.Lease`). A shard is done when its lease is finished or checkpointed
+    at or past its last record, or when it has no lease but a leased shard descends from it (a
+    finished lease is deleted once its children start, ``cleanup_leases_upon_shard_completion``).
+    """
+    from consumer.leases.model import ExtendedSequenceNumber
+
+    parent = {row["shardId"]: row.get("parentShardId") for row in shards}
+    ancestors_of_leased: set[str] = set()
+    for shard_id in leases:
+        current = parent.get(shard_id)
+        while current is not None and current not in ancestors_of_leased:
+            ancestors_of_leased.add(current)
+            current = parent.get(current)
+    behind = []
+    for row in shards:
+        last = row.get("lastSequenceNumber")
+        if last is None or row.get("removed"):
+            continue
+        lease = leases.get(row["shardId"])
+        if lease is None:
+            if row["shardId"] not in ancestors_of_leased:
+                behind.append(row["shardId"])
+        elif not lease.finished and not ExtendedSequenceNumber(str(last)) <= lease.checkpoint:
+            behind.append(row["shardId"])
+    return behind

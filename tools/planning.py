@@ -5,6 +5,13 @@ Every figure carries the formula it came from, so ``consumer plan`` can be check
 settings it read are listed as its inputs, and a configured value that contradicts its advice is
 flagged next to the advice. Pure: settings in, a :class:`Plan` out.
 
+A warning is a value that puts the fleet at risk (it falls behind, cannot hold its shards, is
+throttled, oversubscribes its cores); a note is a deliberate choice the plan only prices or explains
+(headroom above the recommended fleet, a cap that never binds, a table past the KCL defaults that is
+already tuned). Only values the configuration sets are judged: a planning default the user never
+set (``fleet.desired_instances``) is not warned about. On the emulator N is the emulator's
+partition count, and the leases table's capacity is not enforced (a note, not a warning).
+
 The formulas: DynamoDB gives a partition 3 000 RCU, 1 000 WCU and 10 GB; each partition writes one
 open shard, and with rollovers every ~4 h and 24 h retention up to 6N shards are readable; a worker
 should hold between N/M and 6N/M leases (N/M alone lets every worker fill up with children waiting
@@ -64,6 +71,7 @@ class Plan:
     env: str
     figures: list[Figure]
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     # The settings the figures were computed from, as (key, value) in the order they are used.
     inputs: list[tuple[str, str]] = field(default_factory=list)
 
@@ -79,6 +87,7 @@ class Plan:
             "inputs": dict(self.inputs),
             "figures": [asdict(f) for f in self.figures],
             "warnings": self.warnings,
+            "notes": self.notes,
         }
 
 
@@ -96,12 +105,13 @@ def make_plan(settings: Settings) -> Plan:
     table, worker, fleet = settings.table, settings.worker, settings.fleet
     figures: list[Figure] = []
     warnings: list[str] = []
+    notes: list[str] = []
 
     def add(name: str, value: float, unit: str, formula: str) -> float:
         figures.append(Figure(name, value, unit, formula))
         return value
 
-    n, n_formula = table.expected_partitions()
+    n, n_formula = settings.partitions()
     add("partitions_N", n, "partitions", n_formula)
     wcu = add(
         "table_write_units",
@@ -118,11 +128,17 @@ def make_plan(settings: Settings) -> Plan:
         beyond.append(f"N = {n} partitions is more than {PARTITIONS_TO_TUNE}")
     if per_partition > WRITES_PER_PARTITION_TO_TUNE:
         beyond.append(f"{per_partition:.0f} WCU/s per partition is more than {WRITES_PER_PARTITION_TO_TUNE}")
+    tuned = "max_leases_for_worker" in worker.model_fields_set
     if beyond:
-        warnings.append(
+        (notes if tuned else warnings).append(
             f"{' and '.join(beyond)}: past the point where the KCL defaults need tuning "
             f"(more than {PARTITIONS_TO_TUNE} partitions or {WRITES_PER_PARTITION_TO_TUNE} writes/s per "
-            "partition); size max_leases_for_worker and the fleet from the figures above"
+            "partition); "
+            + (
+                "worker.max_leases_for_worker and the fleet are set: checked against the figures above"
+                if tuned
+                else "size max_leases_for_worker and the fleet from the figures above"
+            )
         )
 
     processes_per_instance = fleet.worker_processes_per_instance
@@ -184,28 +200,31 @@ def make_plan(settings: Settings) -> Plan:
         "leases",
         "ceil(N / M) + b with b = ceil(N / M): room for the 2N shards of a rollover",
     )
-    if worker.max_leases_for_worker < low:
+    smallest = max(1, fleet.min_instances) * processes_per_instance
+    cap = worker.max_leases_for_worker
+    if cap < low:
+        warnings.append(f"max_leases_for_worker {cap} < N/M = {low}: the fleet cannot hold every open shard")
+    elif cap * smallest < n:
         warnings.append(
-            f"max_leases_for_worker {worker.max_leases_for_worker} < N/M = {low}: the fleet cannot hold "
-            "every open shard"
+            f"max_leases_for_worker {cap} x {smallest} worker processes at fleet.min_instances = {cap * smallest} "
+            f"< N = {n}: the smallest fleet cannot hold every open shard"
         )
-    elif high < worker.max_leases_for_worker < UNBOUNDED:
-        warnings.append(
-            f"configured worker.max_leases_for_worker {worker.max_leases_for_worker} is above the advised "
-            f"range {low:.0f}..{high:.0f} (N/M to 6N/M; suggested {suggested:.0f}): one worker may take "
-            "far more than its share while the others idle"
+    elif high < cap < UNBOUNDED:
+        notes.append(
+            f"configured worker.max_leases_for_worker {cap} is above 6N/M = {high:.0f} (the advised range is "
+            f"{low:.0f}..{high:.0f}, suggested {suggested:.0f}): it never limits a worker, as if unbounded"
         )
-    if fleet.desired_instances > recommended:
-        warnings.append(
-            f"configured fleet.desired_instances {fleet.desired_instances} is more than the "
-            f"{recommended:.0f} recommended (see recommended_instances): fine for headroom, but it is "
-            "paid for"
-        )
-    elif fleet.desired_instances < recommended:
-        warnings.append(
-            f"configured fleet.desired_instances {fleet.desired_instances} is fewer than the "
-            f"{recommended:.0f} recommended (see recommended_instances): the fleet may fall behind"
-        )
+    if "desired_instances" in fleet.model_fields_set:
+        if fleet.desired_instances < recommended:
+            warnings.append(
+                f"configured fleet.desired_instances {fleet.desired_instances} is fewer than the "
+                f"{recommended:.0f} recommended (see recommended_instances): the fleet may fall behind"
+            )
+        elif fleet.desired_instances > max(recommended, fleet.min_instances):
+            notes.append(
+                f"configured fleet.desired_instances {fleet.desired_instances} is more than the "
+                f"{recommended:.0f} recommended (see recommended_instances): headroom, and paid for"
+            )
 
     # Leases-table traffic. Steady state holds about 2N leases (open shards plus finished ones
     # awaiting cleanup), and every active shard checkpoints at most once per poll.
@@ -245,15 +264,18 @@ def make_plan(settings: Settings) -> Plan:
         "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)",
     )
     if worker.lease_table_billing_mode == "PROVISIONED":
+        # The emulator does not enforce capacity: there the figures only say what AWS would need.
+        capacity_advice = notes if settings.on_emulator else warnings
+        where = " (on AWS; the emulator does not throttle)" if settings.on_emulator else ""
         if ours_w > worker.initial_lease_table_write_capacity:
-            warnings.append(
+            capacity_advice.append(
                 f"leases table needs ~{ours_w:.1f} WCU/s but initial_lease_table_write_capacity is "
-                f"{worker.initial_lease_table_write_capacity}: throttling of the leases table loses leases"
+                f"{worker.initial_lease_table_write_capacity}: throttling of the leases table loses leases{where}"
             )
         if ours_r > worker.initial_lease_table_read_capacity:
-            warnings.append(
+            capacity_advice.append(
                 f"leases table needs ~{ours_r:.1f} RCU/s but initial_lease_table_read_capacity is "
-                f"{worker.initial_lease_table_read_capacity}: throttling of the leases table loses leases"
+                f"{worker.initial_lease_table_read_capacity}: throttling of the leases table loses leases{where}"
             )
 
     add(
@@ -263,7 +285,7 @@ def make_plan(settings: Settings) -> Plan:
         "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
     )
     warnings.extend(settings.warnings())
-    return Plan(settings.env, figures, warnings, plan_inputs(settings))
+    return Plan(settings.env, figures, warnings, notes, plan_inputs(settings))
 
 
 def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
@@ -296,4 +318,9 @@ def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
         ("worker.initial_lease_table_read_capacity", worker.initial_lease_table_read_capacity),
         ("worker.initial_lease_table_write_capacity", worker.initial_lease_table_write_capacity),
     ]
+    if settings.on_emulator:  # where N comes from on the emulator
+        keys.insert(
+            keys.index(("table.partitions", table.partitions)) + 1,
+            ("emulator.partitions", settings.emulator.partitions),
+        )
     return [(key, shown(value)) for key, value in keys]

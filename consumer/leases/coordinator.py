@@ -16,7 +16,6 @@ dropped then (announced as ``lost``), so no late heartbeat can bring it back.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
@@ -39,6 +38,9 @@ from ground.settings import WorkerSettings
 log = logging.getLogger("consumer.leases")
 
 LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+CHECKPOINT_ATTEMPTS = 3  # tries of one checkpoint (LeaseCoordinator.checkpoint)
+WRITTEN: Literal["written"] = "written"
+AGAIN: Literal["again"] = "again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,10 +271,43 @@ class LeaseCoordinator:
         """Record progress. Raises LeaseLostError when the lease is not (provably) mine any more or,
         with ``counter``, is held under a later ownership than the caller's;
         CheckpointRefusedError when ``position`` is behind the last checkpoint or the shard ended,
-        ValueError for text that is neither digits nor a KCL sentinel."""
+        ValueError for text that is neither digits nor a KCL sentinel.
+
+        A bounded loop of tries, at most :data:`CHECKPOINT_ATTEMPTS`: a write refused because my own
+        take-back of the untouched lease (after a fence) landed while it was on its way is written
+        again under the new counter — the same ownership goes on; a lease whose counter keeps moving
+        under this worker that often is treated as lost."""
         target = (
             position if isinstance(position, ExtendedSequenceNumber) else ExtendedSequenceNumber(position)
         )
+        later: Lease | None = None  # the lease, when held under a later ownership than the caller's
+        for _ in range(CHECKPOINT_ATTEMPTS):
+            try:
+                step = self._checkpoint_once(shard_id, target, None if later is not None else counter)
+            except LeaseError:
+                if later is None:
+                    raise
+                step = WRITTEN  # recording an earlier ownership's progress is best effort
+            if isinstance(step, Lease):
+                # Progress made under an earlier ownership of a shard this worker holds again: the
+                # records are processed, so it is recorded under the current ownership if it moves
+                # the checkpoint on (the next consumer then starts after them instead of replaying
+                # them); the caller still stops, it must not go on from its own, older position.
+                later = step
+                if step.checkpoint < target:
+                    continue
+                step = WRITTEN
+            if step is WRITTEN:
+                if later is not None:
+                    raise LeaseLostError("checkpoint (held under a later ownership now)", shard_id, later)
+                return
+        raise LeaseLostError("checkpoint (the counter kept moving under this worker)", shard_id, later)
+
+    def _checkpoint_once(
+        self, shard_id: str, target: ExtendedSequenceNumber, counter: int | None
+    ) -> Literal["written", "again"] | Lease:
+        """One try of :meth:`checkpoint`: WRITTEN, AGAIN (my own take-back landed meanwhile), or the
+        lease when it is held under a later ownership than ``counter``'s."""
         lease, dropped = self.holdings.get(shard_id, self._clock.monotonic_millis())
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
         if lease is None:
@@ -288,15 +323,12 @@ class LeaseCoordinator:
             why = "checkpoint (fenced: heartbeats are failing)" if fenced else "checkpoint"
             raise LeaseLostError(why, shard_id, None)
         if counter is not None and not self.holdings.within(shard_id, counter):
-            # Progress made under an earlier ownership of a shard this worker holds again: the records
-            # are processed, so record it under the current ownership if it moves the checkpoint on
-            # (the next consumer then starts after them instead of replaying them); the caller still
-            # stops, it must not go on from its own, older position.
-            if lease.checkpoint < target:
-                with contextlib.suppress(LeaseError):
-                    self.checkpoint(shard_id, target)
-            raise LeaseLostError("checkpoint (held under a later ownership now)", shard_id, lease)
+            return lease
         if self.taker.hand_over_overdue(shard_id):
+            # Processing had to stop, but these records are processed: the release that follows (or
+            # a take-back, if the thief never comes) records the position, conditional on my
+            # counter, instead of leaving them to be replayed.
+            self.holdings.note_unwritten(lease, target)
             raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
         started = self._clock.monotonic_millis()
         self.holdings.writing(shard_id, +1)
@@ -306,54 +338,25 @@ class LeaseCoordinator:
             self._metrics.timing(
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
-            now = exc.current
-            log.info(
-                "worker %s: checkpoint %s of %s refused: the table shows owner %s, counter %s (held %s)",
-                self.worker_id,
-                target,
-                shard_id,
-                now.owner if now else None,
-                now.counter if now else None,
-                lease.counter,
-            )
             self.holdings.written(shard_id)
-            if now is not None and now.owner == self.worker_id:
-                held_now, _ = self.holdings.get(shard_id, self._clock.monotonic_millis())
-                if (
-                    held_now is not None
-                    and held_now.counter == now.counter != lease.counter
-                    and self.holdings.within(shard_id, lease.counter)
-                ):
-                    # My own take-back of the untouched lease (after a fence) landed while this
-                    # write was on its way: the ownership goes on, so the write goes again under
-                    # the counter it has now, and the caller carries on.
-                    log.info(
-                        "worker %s: %s of %s written again under counter %d (the same ownership)",
-                        self.worker_id,
-                        target,
-                        shard_id,
-                        now.counter,
-                    )
-                    return self.checkpoint(shard_id, target, counter)
-                if held_now is None:
-                    # Mine again at another counter by a take not answered yet: the take-back
-                    # resumes after this position (taker._adopt) rather than replaying it.
-                    self.holdings.note_unwritten(lease, target)
+            if self._taken_back_meanwhile(lease, target, exc.current):
+                return AGAIN
             had, _ = self.holdings.remove(shard_id, lease.counter)
             if had is not None:
-                self._notify_kind("lost", shard_id, now)
+                self._notify_kind("lost", shard_id, exc.current)
             raise
         except LeaseError:
             self._metrics.timing(
                 "UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, False
             )
             # Throttled or timed out: if this worker is fenced before it can write it, and takes the
-            # lease back untouched, the position is written then instead of replaying the records.
+            # lease back untouched, the position is written then instead of replaying the records;
+            # while it holds the lease, the next shard consumer starts after it (Holdings.leases).
             self.holdings.note_unwritten(lease, target)
             raise
         finally:
             self.holdings.writing(shard_id, -1)
-        self.holdings.written(shard_id)
+        self.holdings.written(shard_id, target)
         self._metrics.timing("UpdateLease", "UpdateLease", self._clock.monotonic_millis() - started, True)
         if updated.finished:
             # A finished lease needs no owner: it stays in the table (children check it) until cleanup.
@@ -361,6 +364,43 @@ class LeaseCoordinator:
             self._notify_kind("finished", shard_id, updated)
         else:
             self.holdings.update(updated)
+        return WRITTEN
+
+    def _taken_back_meanwhile(self, lease: Lease, target: ExtendedSequenceNumber, now: Lease | None) -> bool:
+        """A checkpoint of ``lease`` was refused, the table showing ``now``: is it my own take-back of
+        the untouched lease (after a fence) that landed while the write was on its way? Then the
+        ownership goes on and the write goes again under the counter it has now (True). If it is
+        mine again at another counter by a take not answered yet, the take-back resumes after this
+        position (taker._adopt) rather than replaying it."""
+        shard_id = lease.shard_id
+        log.info(
+            "worker %s: checkpoint %s of %s refused: the table shows owner %s, counter %s (held %s)",
+            self.worker_id,
+            target,
+            shard_id,
+            now.owner if now else None,
+            now.counter if now else None,
+            lease.counter,
+        )
+        if now is None or now.owner != self.worker_id:
+            return False
+        held_now, _ = self.holdings.get(shard_id, self._clock.monotonic_millis())
+        if (
+            held_now is not None
+            and held_now.counter == now.counter != lease.counter
+            and self.holdings.within(shard_id, lease.counter)
+        ):
+            log.info(
+                "worker %s: %s of %s written again under counter %d (the same ownership)",
+                self.worker_id,
+                target,
+                shard_id,
+                now.counter,
+            )
+            return True
+        if held_now is None:
+            self.holdings.note_unwritten(lease, target)
+        return False
 
     def _write_checkpoint(self, lease: Lease, target: ExtendedSequenceNumber) -> Lease:
         """A conditional checkpoint; a refusal that shows my own write (it landed, then the retry

@@ -98,8 +98,23 @@ class Holdings:
             return self._held.get(shard_id), dropped
 
     def leases(self) -> list[Lease]:
+        """What I hold, each at the furthest position processed under its ownership: a checkpoint the
+        table refused for now (throttled, timed out; noted by :meth:`note_unwritten`) is shown, so a
+        shard consumer started next — after one stopped by a fence the worker came back from, say —
+        resumes after those records rather than replaying them, as a take-back does
+        (taker._resume_at). Never SHARD_END, which only the table may say. The held lease itself
+        stays as the table has it: conditional writes name owner and counter only, and what a take-back
+        or a release records first is judged against it."""
         with self._lock:
-            return list(self._held.values())
+            return [self._with_unwritten(lease) for lease in self._held.values()]
+
+    def _with_unwritten(self, lease: Lease) -> Lease:
+        known = self._unwritten.get(lease.shard_id)
+        if known is None or known[1].is_shard_end or not lease.checkpoint < known[1]:
+            return lease
+        if not self._within_locked(lease.shard_id, known[0].counter):
+            return lease  # noted under an earlier ownership: the next take-up writes it, if ahead
+        return replace(lease, checkpoint=known[1])
 
     def count(self) -> int:
         with self._lock:
@@ -239,9 +254,14 @@ class Holdings:
         with self._lock:
             self._unwritten.pop(shard_id, None)
 
-    def written(self, shard_id: str) -> None:
+    def written(self, shard_id: str, position: ExtendedSequenceNumber | None = None) -> None:
+        """A checkpoint of ``shard_id`` was written (at ``position``): an unwritten position it covers
+        is forgotten — not one further on, noted meanwhile by another thread (a take-back recording the
+        position of its fence while the worker's consumer had a later checkpoint refused)."""
         with self._lock:
-            self._unwritten.pop(shard_id, None)
+            known = self._unwritten.get(shard_id)
+            if known is not None and (position is None or not position < known[1]):
+                del self._unwritten[shard_id]
 
     def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
         """The position I processed to but could not record, for a lease I am taking back

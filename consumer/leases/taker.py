@@ -279,7 +279,7 @@ class Taker:
                 continue
             except LeaseError:
                 continue  # still refused: next round
-            self.holdings.forget_unwritten(lease.shard_id)
+            self.holdings.written(lease.shard_id, position)  # not one noted further on meanwhile
             log.info(
                 "worker %s: recorded %s of %s after losing hold of it", self.me, position, lease.shard_id
             )
@@ -290,7 +290,7 @@ class Taker:
         starts after it) and written with the next checkpoint."""
         try:
             adopted = self.store.checkpoint(adopted, position)
-            self.holdings.written(adopted.shard_id)
+            self.holdings.written(adopted.shard_id, position)
         except LeaseError:
             adopted = replace(adopted, checkpoint=position)
             self.holdings.note_unwritten(adopted, position)
@@ -481,7 +481,7 @@ class Taker:
                 "worker %s: %s of %s not recorded before release: %s", self.me, pending, lease.shard_id, exc
             )
             return lease
-        self.holdings.written(lease.shard_id)
+        self.holdings.written(lease.shard_id, pending)
         log.info("worker %s: recorded %s of %s before releasing it", self.me, pending, lease.shard_id)
         return recorded
 

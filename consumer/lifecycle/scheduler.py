@@ -6,6 +6,14 @@ hands due consumers to ``max_worker_threads`` threads, never two steps of one co
 lease set is reconciled every tick with what the coordinator says this worker holds: a new lease
 gets a consumer, a vanished one tells its consumer the lease is lost.
 
+A consumer that stops before its shard ends (its worker fenced itself, the lease was lost or handed
+over) leaves behind what its processor finished beyond the checkpoint (:attr:`ShardConsumer.done`:
+lanes run ahead of the checkpoint, which waits for the slowest). The next consumer of the shard on
+this worker starts with it — after a take-back of the untouched lease, or after releasing it and
+taking it again — so this worker never hands its handler a record it already finished, whoever held
+the shard in between (they may replay it: that is theirs). What is kept is at most one flush's
+records per shard, for the last CARRIED_SHARDS shards stopped.
+
 Graceful stop: every consumer is asked to shut down (finish the batch in hand, checkpoint through
 its processor, release the lease); the loop keeps running until they have, or until the drain
 deadline passes.
@@ -26,7 +34,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
@@ -34,14 +42,20 @@ from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing.api import ProcessorFactory
+from consumer.processing.redelivery import DoneSequences
 from consumer.records import ShardInfo
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Event, Threads
 
 log = logging.getLogger("consumer.lifecycle")
 
-TICK_MILLIS = 20
+CARRIED_SHARDS = 4096
+"""Shards whose stopped consumer's finished records are kept for the next one (the oldest dropped
+first): a worker holds a few hundred shards at most, and a shard it stopped is taken back within a
+few failover periods or by somebody else; dropping one only lets the next consumer replay records
+from the checkpoint, as any new owner does."""
 RECONCILE_MILLIS = 200
 """How often the held leases are compared with the running consumers when nothing said they changed.
 
@@ -62,6 +76,8 @@ class Scheduler:
         clock: Clock,
         metrics: Metrics | None = None,
         on_shard_end: Callable[[str], None] | None = None,
+        threads: Threads = SYSTEM_THREADS,
+        rng: random.Random | None = None,
     ) -> None:
         self._leases = leases
         self._reader = reader
@@ -70,16 +86,20 @@ class Scheduler:
         self._clock = clock
         self._metrics = metrics or NullMetrics()
         self._on_shard_end = on_shard_end
-        self._pool = ThreadPoolExecutor(settings.max_worker_threads, thread_name_prefix="shard")
+        self._threads = threads
+        self._pool = threads.pool(settings.max_worker_threads, "shard")
         self._lock = threading.Lock()
         self._heap: list[tuple[int, int, str]] = []
         self._sequence = itertools.count()
         self._consumers: dict[str, ShardConsumer] = {}
         self._in_flight: set[str] = set()
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
+        # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
+        # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
+        self._carried: dict[str, DoneSequences] = {}
         self._fatal: BaseException | None = None
-        self._wake = threading.Event()
-        self._rng = random.Random()
+        self._wake = threads.event()  # a step finished or a lease changed: look at the heap again
+        self._rng = rng or random.Random()  # back-off jitter, here and (drawn from it) in each consumer
         # Shards whose processor could not be created: (failures in a row, not before this time).
         self._start_failures: dict[str, tuple[int, int]] = {}
         self._reconcile_failures = 0
@@ -156,9 +176,16 @@ class Scheduler:
         self._consumers[lease.shard_id] = consumer
         self._schedule(lease.shard_id, now)
 
+    def _carry(self, shard_id: str, done: DoneSequences) -> None:
+        self._carried.pop(shard_id, None)
+        self._carried[shard_id] = done
+        while len(self._carried) > CARRIED_SHARDS:
+            del self._carried[next(iter(self._carried))]
+
     def new_consumer(self, lease: Lease) -> ShardConsumer:
         """The shard consumer of a lease this worker now holds (not yet scheduled)."""
         shard = ShardInfo(lease.shard_id, tuple(sorted(lease.parent_shard_ids)))
+        done = self._carried.pop(lease.shard_id, None)  # what this worker finished: module docstring
         return ShardConsumer(
             shard,
             lease.checkpoint.sequence,
@@ -170,6 +197,9 @@ class Scheduler:
             metrics=self._metrics,
             on_shard_end=self._on_shard_end,
             counter=lease.counter,
+            done=done,
+            threads=self._threads,
+            rng=random.Random(self._rng.getrandbits(64)),
         )
 
     # ----------------------------------------------------------------------------- run
@@ -204,6 +234,8 @@ class Scheduler:
                 self._consumers.pop(consumer.shard_id, None)
                 if consumer.life.reason is ShutdownReason.SHARD_END:
                     self._ended.add(consumer.shard_id)
+                elif consumer.done.size:
+                    self._carry(consumer.shard_id, consumer.done)
             else:
                 if consumer.awaiting_shutdown:
                     # Signalled while this step was in flight (its run-now entry was skipped then).
@@ -211,21 +243,33 @@ class Scheduler:
                 self._schedule(consumer.shard_id, due)
         self._wake.set()
 
-    def _next_wait_seconds(self) -> float:
+    def _next_wait_seconds(self, *, reconciling: bool = True) -> float:
+        """Until the next consumer is due or the next reconcile, whichever comes first: a step that
+        finishes and an announced lease change set the wake event, so nothing else is waited for."""
+        now = self._clock.monotonic_millis()
         with self._lock:
-            if not self._heap:
-                return TICK_MILLIS / 1000
-            wait = self._heap[0][0] - self._clock.monotonic_millis()
-        return min(max(wait, 0), TICK_MILLIS) / 1000
+            wait = min(self._next_reconcile - now, RECONCILE_MILLIS) if reconciling else RECONCILE_MILLIS
+            if self._heap:
+                wait = min(wait, self._heap[0][0] - now)
+        return max(wait, 0) / 1000
 
-    def run(self, stop: threading.Event, drain_millis: int | None = None) -> None:
+    def wake(self) -> None:
+        """Look at the heap and the stop flag now (a stop was asked for, say)."""
+        self._wake.set()
+
+    def turn(self) -> float:
+        """One turn of the loop: reconcile if due, start the steps that are due; returns how long
+        (seconds) nothing needs doing unless the wake event is set meanwhile."""
+        self._wake.clear()  # before looking: a wake-up from now on ends the wait that follows
+        self._reconcile_when_due()
+        self._dispatch_due()
+        return self._next_wait_seconds()
+
+    def run(self, stop: Event, drain_millis: int | None = None) -> None:
         """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""
         try:
             while not stop.is_set() and self._fatal is None:
-                self._reconcile_when_due()
-                self._dispatch_due()
-                self._wake.wait(self._next_wait_seconds())
-                self._wake.clear()
+                self._wake.wait(self.turn())
             self._drain(drain_millis if drain_millis is not None else self._settings.failover_time_millis)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=False)
@@ -271,9 +315,9 @@ class Scheduler:
             with self._lock:
                 if not self._consumers:
                     break
-            self._dispatch_due()
-            self._wake.wait(self._next_wait_seconds())
             self._wake.clear()
+            self._dispatch_due()
+            self._wake.wait(self._next_wait_seconds(reconciling=False))
         with self._lock:
             left = sorted(self._consumers)
         if left:

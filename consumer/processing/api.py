@@ -12,7 +12,7 @@ Two forms, one interface seen by the lifecycle:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -31,6 +31,13 @@ class Checkpointer(Protocol):
 
     def checkpoint_shard_end(self) -> None:
         """Only after the shard's last record was delivered: lets the child shards start."""
+        ...
+
+    def finished(self, sequence_numbers: Sequence[str]) -> None:
+        """Records finished out of order, beyond what can be checkpointed yet (one lane of
+        ``parallelization_factor`` ran ahead of another): never written to the leases table, but not
+        delivered again while this worker keeps the shard — however often it fences itself and takes
+        the lease back untouched."""
         ...
 
 

@@ -40,6 +40,7 @@ from consumer.processing.windows import WindowedAdapter, WindowedHandler, Window
 from consumer.records import ShardInfo
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock, SystemClock
+from ground.threads import SYSTEM_THREADS, Threads
 
 CLASS_METHODS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
 HandlerFactory = Callable[[ShardInfo], BatchHandler]
@@ -180,6 +181,7 @@ def runner_chain(
     batch_size: int = 1000,
     lanes: int = 1,
     window: WindowPlan | None = None,
+    threads: Threads = SYSTEM_THREADS,
 ) -> BatchRunner:
     """The runner one shard's handler is run by: the failure policy, over ``lanes`` lanes when more
     than one (factor 1 stays on the serial path: no pool, no thread hop), or window by window.
@@ -202,7 +204,7 @@ def runner_chain(
     serial = FailurePolicyRunner(
         handler, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
     )
-    return serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics)
+    return serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics, threads=threads)
 
 
 def function_processor(
@@ -214,6 +216,7 @@ def function_processor(
     dead_letter: DeadLetter | None = None,
     parallelization_factor: int = 1,
     window: WindowPlan | None = None,
+    threads: Threads = SYSTEM_THREADS,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
@@ -232,6 +235,7 @@ def function_processor(
         batch_size=kwargs.get("batch_size", 1000),
         lanes=parallelization_factor,
         window=window,
+        threads=threads,
     )
     return FunctionProcessor(runner, clock, **kwargs)
 

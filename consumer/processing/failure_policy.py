@@ -30,7 +30,7 @@ from consumer.processing.errors import (
     PartialBatchFailureError,
 )
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.runner import RunnerEvents
+from consumer.processing.runner import RunnerEvents, ignore_finished
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -98,11 +98,12 @@ class FailurePolicyRunner(RunnerEvents):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
         lease_held: Callable[[], bool] = _always,
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
     ) -> bool:
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 

@@ -23,7 +23,7 @@ has stopped), or run window by window with the state saved before each checkpoin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from consumer.leases.errors import LeaseError, LeaseLostError
 from consumer.processing.api import (
@@ -151,8 +151,15 @@ class FunctionProcessor:
         if not self._buffer:
             return True
         done: list[str] = []
+        ahead: set[str] = set()  # finished out of order (lanes), beyond what is checkpointed
 
-        def checkpoint(sequence_number: str) -> None:
+        def ran_ahead(sequence_numbers: Sequence[str]) -> None:
+            ahead.update(sequence_numbers)
+            checkpointer.finished(sequence_numbers)
+
+        def checkpoint(sequence_number: str) -> bool:
+            """True when written; False when deferred (the runner's records are processed anyway)."""
+            written = True
             try:
                 checkpointer.checkpoint(sequence_number)
                 self._unrecorded = None
@@ -164,7 +171,9 @@ class FunctionProcessor:
                 # checkpoint covers them, and a stop or shard end writes this one before it returns.
                 log.info("shard %s: checkpoint %s deferred: %s", self._shard.shard_id, sequence_number, exc)
                 self._unrecorded = sequence_number
+                written = False
             done.append(sequence_number)
+            return written
 
         try:
             finished = self._runner.run(
@@ -175,12 +184,18 @@ class FunctionProcessor:
                 should_stop,
                 millis_behind_latest=behind,
                 lease_held=lease_held,
+                finished=ran_ahead,
             )
         finally:
-            # Even when the run raises: what it finished must not reach the handler again.
-            if done:
-                last = int(done[-1])
-                self._buffer = [r for r in self._buffer if int(r.sequence_number) > last]
+            # Even when the run raises or is interrupted: what it finished — up to the checkpoint,
+            # and what lanes finished beyond it — must not reach the handler again.
+            if done or ahead:
+                last = int(done[-1]) if done else -1
+                self._buffer = [
+                    r
+                    for r in self._buffer
+                    if int(r.sequence_number) > last and r.sequence_number not in ahead
+                ]
                 self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
             self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
         return finished and not self._buffer

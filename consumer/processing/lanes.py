@@ -32,17 +32,18 @@ import threading
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 
 import orjson
 
 from consumer.processing.api import BatchHandler, _always
 from consumer.processing.errors import LeaseLostError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import RunnerEvents
+from consumer.processing.runner import RunnerEvents, ignore_finished
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
+from ground.threads import SYSTEM_THREADS, Lock, Threads
 
 MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
 
@@ -70,16 +71,20 @@ class _Flush:
         self,
         delivered: Sequence[StreamRecord],
         lanes: dict[int, tuple[StreamRecord, ...]],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
+        lock: Lock | None = None,
     ) -> None:
         self.delivered = delivered
         self.lanes = lanes
         self._checkpoint = checkpoint
+        self._finished_out_of_order = finished
         self._position = {r.sequence_number: i for i, r in enumerate(delivered)}
         self._numbers = {lane: [int(r.sequence_number) for r in records] for lane, records in lanes.items()}
         self._finished = dict.fromkeys(lanes, 0)  # per lane: how many of its records are finished
         self._checkpointed = -1  # index in ``delivered`` checkpointed by this flush
-        self._lock = threading.Lock()
+        # Held across the checkpoint write (checkpoints go up): from the worker's threads.
+        self._lock: Lock = lock if lock is not None else threading.Lock()
         self.stop = threading.Event()  # one lane raised: the others stop at their next record
 
     def first_unfinished(self) -> StreamRecord | None:
@@ -98,11 +103,23 @@ class _Flush:
 
     def lane_checkpoint(self, lane: int, sequence_number: str) -> None:
         """Lane ``lane`` finished its records up to ``sequence_number``: move the shard's checkpoint
-        to just before the first unfinished record of any lane (under a lock: checkpoints go up)."""
+        to just before the first unfinished record of any lane (under a lock: checkpoints go up).
+
+        The lane's records finished beyond that checkpoint are reported first (``finished``): the
+        checkpoint waits for the slowest lane, and if the worker fences itself and takes the lease
+        back, the records this lane ran ahead on must not be handed to the handler again."""
         with self._lock:
+            before = self._finished[lane]
             done = bisect_right(self._numbers[lane], int(sequence_number))
-            self._finished[lane] = max(self._finished[lane], done)
+            self._finished[lane] = max(before, done)
             target = self._first_unfinished_index() - 1
+            ahead = [
+                r.sequence_number
+                for r in self.lanes[lane][before:done]
+                if self._position[r.sequence_number] > target
+            ]
+            if ahead:
+                self._finished_out_of_order(ahead)
             if target > self._checkpointed:
                 self._checkpoint(self.delivered[target].sequence_number)
                 self._checkpointed = target
@@ -118,6 +135,7 @@ class LaneRunner(RunnerEvents):
         clock: Clock,
         *,
         metrics: Metrics | None = None,
+        threads: Threads = SYSTEM_THREADS,
     ) -> None:
         if not 2 <= lanes <= MAX_LANES:
             raise ValueError(f"a LaneRunner needs 2-{MAX_LANES} lanes, not {lanes}")
@@ -126,7 +144,8 @@ class LaneRunner(RunnerEvents):
         self._handler = runner.handler
         self._clock = clock
         self._metrics = metrics or NullMetrics()
-        self._pool: ThreadPoolExecutor | None = None
+        self._threads = threads
+        self._pool: Executor | None = None
         self._pool_lock = threading.Lock()
 
     @property
@@ -137,12 +156,10 @@ class LaneRunner(RunnerEvents):
     def lanes(self) -> int:
         return self._lanes
 
-    def _executor(self, shard: ShardInfo) -> ThreadPoolExecutor:
+    def _executor(self, shard: ShardInfo) -> Executor:
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self._lanes, thread_name_prefix=f"lanes-{shard.shard_id[-12:]}"
-                )
+                self._pool = self._threads.pool(self._lanes, f"lanes-{shard.shard_id[-12:]}")
             return self._pool
 
     def close(self) -> None:
@@ -157,11 +174,12 @@ class LaneRunner(RunnerEvents):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
         lease_held: Callable[[], bool] = _always,
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
     ) -> bool:
         """Process ``delivered`` over the lanes; True when all are finished and checkpointed.
 
@@ -177,7 +195,13 @@ class LaneRunner(RunnerEvents):
         if not grouped:
             checkpoint(delivered[-1].sequence_number)  # everything was filtered out
             return True
-        flush = _Flush(delivered, {lane: tuple(records) for lane, records in grouped.items()}, checkpoint)
+        flush = _Flush(
+            delivered,
+            {lane: tuple(records) for lane, records in grouped.items()},
+            checkpoint,
+            finished,
+            self._threads.lock(),
+        )
         sid = shard.shard_id
         self._metrics.gauge(OPERATION, "LanesInFlight", len(grouped), "Count", sid)
         self._metrics.gauge(

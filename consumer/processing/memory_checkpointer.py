@@ -8,6 +8,7 @@ did not finish.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from consumer.processing.errors import CheckpointRefusedError, LeaseLostError
 from ground.positions import LATEST, SHARD_END, TRIM_HORIZON
@@ -23,6 +24,7 @@ class InMemoryCheckpointer:
         self.at_shard_end = False
         self.lease_held = True
         self.history: list[str] = []
+        self.finished_out_of_order: list[str] = []
         self._lock = threading.Lock()
 
     def delivered(self, sequence_number: str) -> None:
@@ -56,6 +58,10 @@ class InMemoryCheckpointer:
                 )
             self.last_checkpoint = target
             self.history.append(target)
+
+    def finished(self, sequence_numbers: Sequence[str]) -> None:
+        with self._lock:
+            self.finished_out_of_order.extend(sequence_numbers)
 
     def checkpoint_shard_end(self) -> None:
         with self._lock:

@@ -17,6 +17,10 @@ from consumer.processing.api import _always
 from consumer.records import ShardInfo, StreamRecord
 
 
+def ignore_finished(sequence_numbers: Sequence[str]) -> None:
+    """The serial path finishes records in order: its checkpoint says it all."""
+
+
 class BatchRunner(Protocol):
     @property
     def handler(self) -> object:
@@ -28,16 +32,21 @@ class BatchRunner(Protocol):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
         lease_held: Callable[[], bool] = _always,
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
     ) -> bool:
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 
         False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
-        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry).
+        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry); ``checkpoint``
+        returns False when the table refused it for now (it is written later: windows keep the state
+        it would resume from). ``finished``
+        hears of records finished beyond the checkpoint, out of order (lanes), before any checkpoint
+        that covers them is tried.
         """
         ...
 

@@ -15,8 +15,10 @@ fleet) **before** the checkpoint is, keyed by (application, shard, sequence numb
 the lease loads the version whose sequence number equals the checkpoint it resumes from
 (``InitializationInput.checkpoint``), so a worker that wrote the state and died before its
 checkpoint leaves a version nobody reads. The last two versions are kept (the older one covers a
-checkpoint that failed after its state was written); a new owner deletes the versions beside the
-one it resumed from, and shard end deletes the shard's versions. The leases table never holds
+checkpoint that failed after its state was written), and every version since the last checkpoint
+the table took while checkpoints are refused for now (a throttled table: the function form defers
+them); a new owner deletes the versions before the one it resumed from (a later one may be a
+newer owner's), and shard end deletes the shard's versions. The leases table never holds
 state: every lease taker scans it.
 
 Failures: the state is functional. A handler that raises leaves the state as it was, and the
@@ -40,7 +42,7 @@ from typing import Any
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import RunnerEvents
+from consumer.processing.runner import RunnerEvents, ignore_finished
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
@@ -231,7 +233,12 @@ class WindowedRunner(RunnerEvents):
         return self._adapter
 
     def start(self, shard: ShardInfo, checkpoint: str) -> None:
-        """A new ownership from ``checkpoint``: resume the state saved with it, drop the others."""
+        """A new ownership from ``checkpoint``: resume the state saved with it, drop older ones.
+
+        Only older ones: nobody resumes before a checkpoint the table held, but a later version may
+        be a newer owner's — this one may be a worker that was stopped while it initialized and
+        resumes only after another has taken the shard over (a zombie); deleting it would leave the
+        next owner an empty window. Later versions nobody reads go at shard end."""
         self._shard = shard
         saved = self._store.load(shard.shard_id, checkpoint) if checkpoint.isdigit() else None
         if saved is None and checkpoint.isdigit():
@@ -242,7 +249,8 @@ class WindowedRunner(RunnerEvents):
             )
         self._adapter.restore(saved)
         self._saved = saved
-        others = [v for v in self._store.versions(shard.shard_id) if v != checkpoint.zfill(40)]
+        start = checkpoint.zfill(40)
+        others = [v for v in self._store.versions(shard.shard_id) if checkpoint.isdigit() and v < start]
         if others:
             self._store.delete(shard.shard_id, others)
         self._kept = [checkpoint.zfill(40)] if saved is not None else []
@@ -252,11 +260,12 @@ class WindowedRunner(RunnerEvents):
         shard: ShardInfo,
         delivered: Sequence[StreamRecord],
         keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], None],
+        checkpoint: Callable[[str], object],
         should_stop: Callable[[], bool],
         *,
         millis_behind_latest: int = 0,
         lease_held: Callable[[], bool] = _always,
+        finished: Callable[[Sequence[str]], None] = ignore_finished,
     ) -> bool:
         self._shard = shard
 
@@ -265,7 +274,10 @@ class WindowedRunner(RunnerEvents):
             self._store.save(shard.shard_id, saved)
             self._saved = saved
             self._kept.append(sequence_number.zfill(40))
-            checkpoint(sequence_number)
+            if checkpoint(sequence_number) is False:
+                # Deferred (a throttled leases table): the table still names an older version, which
+                # the next owner loads. Nothing is pruned until a checkpoint is written again.
+                return
             if len(self._kept) > 2:
                 old, self._kept = self._kept[:-2], self._kept[-2:]
                 self._store.delete(shard.shard_id, old)

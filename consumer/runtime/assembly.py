@@ -5,7 +5,8 @@ Everything a worker talks to outside its own threads is a port:
 * the leases and workers tables (:class:`~consumer.leases.store.LeaseStore`),
 * the stream (:class:`StreamPort`: list the shards, list one shard's children, read),
 * the processors (``factory(shard) -> RecordProcessor``),
-* the metrics (:class:`~consumer.telemetry.metrics.Metrics`) and the clock.
+* the metrics (:class:`~consumer.telemetry.metrics.Metrics`), the clock and the threads
+  (:mod:`ground.threads`: the scheduler's pool and wake-up; a simulation steps them on its own).
 
 :func:`assemble` joins them into the worker's parts — the lease coordinator, shard sync and the
 scheduler of the shard consumers — the same parts whatever the ports are: AWS or the emulator
@@ -31,6 +32,7 @@ from consumer.streams.source import Shard
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock, SystemClock
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Threads
 
 
 class StreamPort(StreamReader, Protocol):
@@ -52,6 +54,9 @@ class Ports:
     processors: ProcessorFactory
     metrics: Metrics = field(default_factory=NullMetrics)
     clock: Clock = field(default_factory=SystemClock)
+    # The scheduler's pool and wake-up event (ground/threads.py); the lanes' pools come with the
+    # processors, built with the same threads.
+    threads: Threads = SYSTEM_THREADS
 
 
 @dataclass(frozen=True)
@@ -114,5 +119,7 @@ def assemble(
         clock=ports.clock,
         metrics=ports.metrics,
         on_shard_end=syncer.shard_ended,
+        threads=ports.threads,
+        rng=None if rng is None else random.Random(rng.getrandbits(64)),
     )
     return Parts(coordinator, syncer, scheduler)

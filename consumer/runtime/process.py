@@ -126,11 +126,21 @@ class WorkerProcess:
         recorder = MetricsRecorder(
             settings, worker_id, transport_from_settings(settings, worker_id, clients.logs)
         )
-        processors = build_processor_factory(settings, clients=clients.processing(), metrics=recorder)
+        # The processor is checked before the stream is resolved (a bad path is one line, not a wait
+        # for a missing table); a Lambda handler's eventSourceARN is read from ``resolved`` later.
+        resolved: list[StreamTarget] = []
+        processors = build_processor_factory(
+            settings,
+            clients=clients.processing(),
+            metrics=recorder,
+            stream_arn=lambda: resolved[0].stream_arn,
+            worker_id=worker_id,
+        )
         target = resolve_stream_patiently(
             clients.dynamodb, clients.streams, settings.table, sleep=time.sleep, warn=warn
         )
         assert target is not None  # without should_stop it waits until the stream can be described
+        resolved.append(target)
         store = DynamoDBLeaseStore(
             clients.leases or clients.dynamodb,
             settings.leases_table_name,

@@ -6,8 +6,9 @@ It lives in the runtime layer because it is wiring: it knows the built-in sinks
 user's import path, and joins them with the failure policy, filters and batching that
 :mod:`consumer.processing.factory` provides. Neither the sinks nor the processing layer import it.
 
-``processing.processor`` is a built-in sink (:data:`BUILT_IN_SINKS`) or a user object
-``package.module:Name`` (see :func:`consumer.processing.factory.user_processor`). Every problem
+``processing.processor`` is a built-in sink (:data:`BUILT_IN_SINKS`), a user object
+``package.module:Name`` (see :func:`consumer.processing.factory.user_processor`) or an AWS Lambda
+handler ``lambda:module.function`` (:mod:`consumer.processing.lambda_form`). Every problem
 (unknown sink, missing destination, a path that does not import, bad options) raises
 ProcessingConfigError here, naming the key to fix.
 """
@@ -27,19 +28,31 @@ from consumer.processing.factory import (
     HandlerFactory,
     WindowPlan,
     check_options,
+    import_processor,
     runner_chain,
     user_processor,
 )
 from consumer.processing.filters import RecordFilter
 from consumer.processing.function_processor import FunctionProcessor
+from consumer.processing.lambda_form import (
+    Invoker,
+    LambdaEnvironment,
+    LambdaFunction,
+    check_handler,
+    handler_path,
+    is_lambda_form,
+    lambda_handlers,
+)
 from consumer.processing.retry import RetryPolicy
 from consumer.processing.window_state import DynamoDBWindowStateStore, WindowStateStore
 from consumer.records import ShardInfo
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
 from consumer.sinks.dynamodb_replica import DEFAULT_SEQUENCE_ATTRIBUTE, DynamoDBReplicaSink
 from consumer.telemetry.metrics import Metrics
+from consumer.telemetry.transports import log_stream_name
 from ground.clock import Clock, SystemClock
 from ground.settings import Settings
+from ground.threads import SYSTEM_THREADS, Threads
 
 
 @dataclass(frozen=True)
@@ -129,12 +142,24 @@ def build_processor_factory(
     clock: Clock | None = None,
     metrics: Metrics | None = None,
     rng: random.Random | None = None,
+    stream_arn: Callable[[], str] | None = None,
+    worker_id: str = "",
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
-    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``."""
+    """Validate ``settings.processing`` and return ``factory(shard) -> RecordProcessor``.
+
+    ``stream_arn`` and ``worker_id`` are for a Lambda handler's event and context: the stream's ARN
+    (asked at each invocation, since a worker resolves its stream after this check) and the worker
+    whose log stream the handler's logs go to. Lanes run on pools of ``threads`` (a simulation gives
+    its own, ground/threads.py).
+    """
     processing = settings.processing
     clients = clients or ProcessingClients()
     clock = clock or SystemClock()
     options = dict(processing.options)
+    if is_lambda_form(processing.processor):
+        handlers = _lambda_form(settings, clock, stream_arn, worker_id)
+        return policy_wrapped(settings, handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
     built_in = BUILT_IN_SINKS.get(processing.processor)
     if built_in is not None and processing.tumbling_window_seconds:
         raise ProcessingConfigError(
@@ -149,6 +174,7 @@ def build_processor_factory(
             clock=clock,
             metrics=metrics,
             rng=rng,
+            threads=threads,
         )
     if ":" not in processing.processor:
         names = sorted(BUILT_IN_SINKS)
@@ -172,7 +198,42 @@ def build_processor_factory(
                 )
         return made.class_form
     assert made.handlers is not None
-    return policy_wrapped(settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng)
+    return policy_wrapped(
+        settings, made.handlers, clients=clients, clock=clock, metrics=metrics, rng=rng, threads=threads
+    )
+
+
+def _no_stream() -> str:
+    raise ProcessingConfigError(
+        "a Lambda handler's event names its stream (eventSourceARN): build_processor_factory needs "
+        "stream_arn to run one"
+    )
+
+
+def _lambda_form(
+    settings: Settings, clock: Clock, stream_arn: Callable[[], str] | None, worker_id: str
+) -> HandlerFactory:
+    """``lambda:module.function``: the handler imported and checked, its options read, and one
+    invoker (one turn-taking lock) for every shard of this process."""
+    processing = settings.processing
+    path = handler_path(processing.processor)
+    function = LambdaFunction.from_options(processing.options, settings.application_name)
+    handler = check_handler(path, import_processor(path, processing.import_paths))
+    if processing.parallelization_factor > 1 and not function.thread_safe:
+        raise ProcessingConfigError(
+            f"processing.parallelization_factor {processing.parallelization_factor} runs the Lambda "
+            "handler in several threads of one process at once, where Lambda gives each concurrent "
+            "batch its own execution environment; set processing.options.thread_safe: true if the "
+            "handler keeps no per-invocation state at module level (Powertools' BatchProcessor does), "
+            "or set the factor to 1"
+        )
+    environment = LambdaEnvironment(
+        stream_arn or _no_stream,
+        settings.application_log_group,
+        log_stream_name(worker_id) if worker_id else "",
+    )
+    invoker = Invoker(handler, function, environment, clock)
+    return lambda_handlers(invoker, windowed=processing.tumbling_window_seconds > 0)
 
 
 def _window_states(settings: Settings, clients: ProcessingClients) -> WindowStateStore:
@@ -205,6 +266,7 @@ def policy_wrapped(
     clock: Clock,
     metrics: Metrics | None,
     rng: random.Random | None,
+    threads: Threads = SYSTEM_THREADS,
 ) -> ProcessorFactory:
     """Function-form handlers as RecordProcessors: retries, dead letter, filter, batching, lanes and
     windows from ``settings.processing``, all checked now (before any lease)."""
@@ -242,6 +304,7 @@ def policy_wrapped(
             batch_size=batching.batch_size,
             lanes=processing.parallelization_factor,
             window=window,
+            threads=threads,
         )
         return FunctionProcessor(
             runner,

@@ -73,6 +73,7 @@ class Worker:
         if self._started:
             self.parts.coordinator.stop_taking()
             self.parts.syncer.wake()
+        self.parts.scheduler.wake()
 
     @property
     def stopping(self) -> bool:

@@ -1,5 +1,8 @@
 """Logging: JSON lines with worker and shard id, shipped to two CloudWatch log groups by watchtower.
 
+On stderr the same records are readable lines for a person at a terminal (``logs.console_format``:
+``auto`` picks text on a terminal and JSON otherwise, so a redirected log stays machine-readable).
+
 Routing (the lease worker's logs kept apart from the application's, as KCL operators advise):
 
 * ``consumer.*`` except ``consumer.app`` -> ``settings.worker_log_group`` (leases, lifecycle, ...)
@@ -79,6 +82,35 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             body["exception"] = self.formatException(record.exc_info)
         return json.dumps(body, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """One readable line: time, level, logger, [worker shard], message, then ``key=value`` extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S.%f")[:-3]
+        where = " ".join(
+            str(value)
+            for value in (getattr(record, "worker_id", None), getattr(record, "shard_id", None))
+            if value
+        )
+        extras = " ".join(
+            f"{key}={value}"
+            for key, value in record.__dict__.items()
+            if key not in _STANDARD_ATTRIBUTES and key != "message"
+        )
+        line = f"{stamp} {record.levelname:<7} {record.name}"
+        line += f" [{where}]" if where else ""
+        line += f" {record.getMessage()}" + (f" ({extras})" if extras else "")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def console_formatter(choice: str, console: TextIO) -> logging.Formatter:
+    """The stderr formatter ``logs.console_format`` asks for (``auto``: text only on a terminal)."""
+    interactive = choice == "auto" and hasattr(console, "isatty") and console.isatty()
+    return TextFormatter() if choice == "text" or interactive else JsonFormatter()
 
 
 class _RouteFilter(logging.Filter):
@@ -227,7 +259,7 @@ def configure_logging(
     if console is not None:
         stream_handler = logging.StreamHandler(console)
         stream_handler.addFilter(context)
-        stream_handler.setFormatter(formatter)
+        stream_handler.setFormatter(console_formatter(settings.logs.console_format, console))
         handlers.append(stream_handler)
     if settings.logs.ship_to_cloudwatch:
         if logs_client is None:

@@ -110,6 +110,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     # --- fetching
     MetricSpec("ExpiredIterator", "Count", S, SUM, "Fetcher", "Shard iterators that expired."),
     MetricSpec("RecordsTrimmedLost", "Count", S, SUM, "Fetcher", "Trim events that lost unread records."),
+    MetricSpec(
+        "StreamReadRequests",
+        "Count",
+        S,
+        SUM,
+        "Fetcher",
+        "GetRecords calls answered: what DynamoDB Streams bills.",
+    ),
     # --- leases table (capacity and throttling: a throttled leases table is how KCL fleets lose leases)
     MetricSpec(
         "LeaseTableConsumedReadCapacity", "Count", S, SUM, "LeaseTable", "RCU consumed by this worker."

@@ -4,16 +4,8 @@ Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widget
 local PNG (``consumer/telemetry/dashboard.py``) would drift apart with a list each. Both render
 :data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
 ``make demo`` is the panel an operator reads in CloudWatch. It lives here, not in ``infra/``,
-because the worker package must never import the CDK layer; ``infra`` imports it.
-
-Shape (frozen dataclasses, no CDK or matplotlib import):
-
-* :class:`Widget` -- ``title``, ``unit``, ``y_label``, ``metrics`` and ``references`` (horizontal
-  lines such as 2N, resolved per environment by :func:`reference_lines`).
-* :class:`Metric` -- where its numbers come from (a :class:`Source`), ``name``, ``statistic`` (the
-  CloudWatch statistic over one period), ``label``, ``each`` (one line per worker or instance, or
-  else one line for the whole fleet: the statistic applied across them), fixed ``dimensions`` for
-  AWS metrics, and ``only_if`` (a :class:`Condition` on the environment).
+because the worker package must never import the CDK layer; ``infra`` imports it. Its shape is
+in :mod:`consumer.telemetry.widget_model`.
 
 Rules, stated once here so both renderers follow them:
 
@@ -21,135 +13,97 @@ Rules, stated once here so both renderers follow them:
   points, so a counter reads the same whatever the period (60 s in CloudWatch, the flush interval
   locally) and a quiet period shows as zero instead of a line across it. Every other statistic is a
   gauge, drawn as published, and a silent publisher breaks its line.
+* Every axis starts at zero: a gauge that moves by 2 % must not read as growth.
 * A worker metric's ``Operation`` dimension is the one ``metric_names.py`` lists for it (one name,
   one operation), and every worker metric carries ``WorkerIdentifier``.
 * The local run reads the workers' EMF documents back and nothing else: it draws the metrics of a
-  :attr:`Source.local` source. A widget without one (the CloudWatch agent's host metrics) is drawn
-  as "not available locally", naming where its numbers come from, so the two dashboards still have
-  the same panels.
+  local source. The CloudWatch dashboard draws the metrics of a cloud source (the demo's load
+  generator is local only). A panel says why each line it lacks is missing: the metric's
+  ``absent`` reason, its source, or the setting that turned it off; and CloudWatch shows the same
+  reasons in a text block under the graph.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Literal
+from dataclasses import replace
 
-from consumer.telemetry.metric_names import spec_for
+from consumer.telemetry import prices
+from consumer.telemetry.widget_model import (
+    AGENT,
+    LEASES_TABLE,
+    LOAD_GENERATOR,
+    SOURCE_TABLE,
+    WORKER,
+    Condition,
+    Formula,
+    Metric,
+    Reference,
+    ReferenceLine,
+    Source,
+    Statistic,
+    Widget,
+    holds,
+    why_off,
+)
 from ground.settings import Settings
 
-Statistic = Literal["Sum", "Average", "Maximum", "Minimum"]
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a metric's numbers come from; ``per`` names the dimension ``each`` draws a line per value of."""
-
-    key: str
-    description: str
-    local: bool  # the local run has these numbers (the workers' EMF documents read back)
-    per: str | None = None
-
-
-WORKER = Source("worker", "the workers' EMF metrics", local=True, per="WorkerIdentifier")
-LEASES_TABLE = Source("leases_table", "AWS/DynamoDB metrics of the leases table", local=False)
-SOURCE_TABLE = Source("source_table", "AWS/DynamoDB metrics of the source table", local=False)
-AGENT = Source("agent", "the CloudWatch agent's host metrics", local=False, per="InstanceId")
-
-
-class Condition(StrEnum):
-    """A metric that exists only in some environments."""
-
-    PROVISIONED_LEASES_TABLE = "provisioned_leases_table"  # provisioned capacity has no on-demand figure
-
-
-def holds(condition: Condition, settings: Settings) -> bool:
-    if condition is Condition.PROVISIONED_LEASES_TABLE:
-        return settings.worker.lease_table_billing_mode == "PROVISIONED"
-    raise AssertionError(condition)  # pragma: no cover - every Condition is handled above
-
-
-@dataclass(frozen=True)
-class Metric:
-    source: Source
-    name: str
-    statistic: Statistic
-    label: str
-    each: bool = False
-    dimensions: tuple[tuple[str, str], ...] = ()
-    only_if: Condition | None = None
-
-    def __post_init__(self) -> None:
-        if self.each and self.source.per is None:
-            raise ValueError(f"{self.name}: {self.source.key} metrics have no line per worker or instance")
-        if self.source is WORKER and spec_for(self.name) is None:
-            raise ValueError(f"{self.name} is not in consumer/telemetry/metric_names.py")
-
-    @property
-    def per_second(self) -> bool:
-        """Counters (a Sum) are drawn as rates per second; see the module docstring."""
-        return self.statistic == "Sum"
-
-    @property
-    def operation(self) -> str | None:
-        """The ``Operation`` dimension of a worker metric, as the catalogue lists it."""
-        spec = spec_for(self.name) if self.source is WORKER else None
-        return spec.operation if spec is not None else None
-
-
-class Reference(StrEnum):
-    SCALE_OUT = "scale_out"  # multiplier x N (2N by default): the scale-out alarm's threshold
-    PARTITIONS = "partitions"  # N, the table's expected partition count
-    LAG_ALARM = "lag_alarm"  # the lag alarm's threshold
-
-
-@dataclass(frozen=True)
-class ReferenceLine:
-    label: str
-    value: float
-
-
-@dataclass(frozen=True)
-class Widget:
-    title: str
-    unit: str
-    y_label: str
-    metrics: tuple[Metric, ...]
-    references: tuple[Reference, ...] = field(default=())
-
-    @property
-    def local_metrics(self) -> tuple[Metric, ...]:
-        return tuple(m for m in self.metrics if m.source.local)
+__all__ = [
+    "AGENT",
+    "LEASES_TABLE",
+    "LOAD_GENERATOR",
+    "SOURCE_TABLE",
+    "WIDGETS",
+    "WORKER",
+    "Condition",
+    "Formula",
+    "Metric",
+    "Reference",
+    "ReferenceLine",
+    "Source",
+    "Statistic",
+    "Widget",
+    "reference_lines",
+    "widgets_for",
+]
 
 
 def reference_lines(settings: Settings) -> dict[Reference, ReferenceLine]:
     """Every reference line's label and value for one environment.
 
     The scale-out figure is the alarm's (``infra.scaling.scaling_thresholds`` computes the same
-    product; tests/infra checks they agree in every environment).
+    product; tests/infra checks they agree in every environment). The provisioned leases table's
+    monthly price is there only when it is provisioned.
     """
-    n, _ = settings.table.expected_partitions()
+    n, _ = settings.partitions()
     multiplier = settings.scaling.returned_item_count_multiplier
-    return {
+    lines = {
         Reference.SCALE_OUT: ReferenceLine(
             f"{multiplier:g}N = {multiplier * n:g} (scale out)", multiplier * n
         ),
         Reference.PARTITIONS: ReferenceLine(f"N = {n}", float(n)),
         Reference.LAG_ALARM: ReferenceLine("lag alarm", settings.scaling.lag_alarm_millis),
     }
+    worker = settings.worker
+    if worker.lease_table_billing_mode == "PROVISIONED":
+        reads, writes = worker.initial_lease_table_read_capacity, worker.initial_lease_table_write_capacity
+        cost = prices.provisioned_per_month(reads, writes)
+        lines[Reference.LEASES_TABLE_PROVISIONED] = ReferenceLine(
+            f"leases table provisioned {reads} RCU + {writes} WCU: ${cost:,.0f}/month", cost
+        )
+    return lines
 
 
-def _rate(name: str, label: str) -> Metric:
+def _rate(name: str, label: str, absent: str = "") -> Metric:
     """A worker counter summed over the fleet."""
-    return Metric(WORKER, name, "Sum", label)
+    return Metric(WORKER, name, "Sum", label, absent=absent)
 
 
-def _per_worker(name: str, statistic: Statistic, label: str) -> Metric:
-    return Metric(WORKER, name, statistic, label, each=True)
+def _per_worker(name: str, statistic: Statistic, label: str, **kwargs: object) -> Metric:
+    return Metric(WORKER, name, statistic, label, each=True, **kwargs)  # type: ignore[arg-type]
 
 
-def _table_rate(source: Source, name: str, label: str) -> Metric:
-    return Metric(source, name, "Sum", label)
+def _table_rate(source: Source, name: str, label: str, absent: str = "") -> Metric:
+    return Metric(source, name, "Sum", label, absent=absent)
 
 
 def _per_instance(name: str, label: str) -> Metric:
@@ -157,15 +111,31 @@ def _per_instance(name: str, label: str) -> Metric:
     return Metric(AGENT, name, "Average", label, each=True)
 
 
+STREAM_READS = _rate("StreamReadRequests", "stream read requests/s")
+LEASES_HELD = Metric(WORKER, "CurrentLeases", "Maximum", "leases held by the fleet", across="Sum")
+LEASE_READS = _rate("LeaseTableConsumedReadCapacity", "RCU/s reported by workers")
+LEASE_WRITES = _rate("LeaseTableConsumedWriteCapacity", "WCU/s reported by workers")
+
 WIDGETS: tuple[Widget, ...] = (
     Widget(
         "Records processed vs table writes",
         "Count/Second",
         "records/s",
         (
-            _rate("RecordsProcessed", "records processed/s"),
-            _table_rate(SOURCE_TABLE, "ConsumedWriteCapacityUnits", "table writes (consumed WCU/s)"),
-            _rate("TableWrites", "table writes by the load generator/s"),
+            _rate("RecordsProcessed", "records processed/s", "only while records arrive"),
+            _table_rate(
+                SOURCE_TABLE,
+                "ConsumedWriteCapacityUnits",
+                "table writes (consumed WCU/s)",
+                "AWS publishes it only for minutes with writes",
+            ),
+            Metric(
+                LOAD_GENERATOR,
+                "TableWrites",
+                "Sum",
+                "table writes by the load generator/s",
+                absent="only `consumer demo`'s load generator counts writes locally",
+            ),
         ),
     ),
     Widget(
@@ -184,6 +154,8 @@ WIDGETS: tuple[Widget, ...] = (
             Metric(WORKER, "OpenShards", "Maximum", "open shards N (the sync leader's listing)"),
         ),
         (Reference.SCALE_OUT, Reference.PARTITIONS),
+        note="Above 2N for less than {alarm_window} adds no instance: a rollover or a split holds parents "
+        "and children for a moment. Only leases at 2N for {alarm_window} mean the fleet falls behind.",
     ),
     Widget(
         "Current leases per worker",
@@ -212,8 +184,8 @@ WIDGETS: tuple[Widget, ...] = (
                 "provisioned WCU",
                 only_if=Condition.PROVISIONED_LEASES_TABLE,
             ),
-            _rate("LeaseTableConsumedReadCapacity", "RCU/s reported by workers"),
-            _rate("LeaseTableConsumedWriteCapacity", "WCU/s reported by workers"),
+            LEASE_READS,
+            LEASE_WRITES,
         ),
     ),
     Widget(
@@ -221,17 +193,30 @@ WIDGETS: tuple[Widget, ...] = (
         "Count/Second",
         "throttled requests/s",
         (
-            _table_rate(LEASES_TABLE, "ReadThrottleEvents", "read throttles/s"),
-            _table_rate(LEASES_TABLE, "WriteThrottleEvents", "write throttles/s"),
-            _rate("LeaseTableThrottles", "throttles seen by workers/s"),
+            _table_rate(
+                LEASES_TABLE, "ReadThrottleEvents", "read throttles/s", "only when a read is throttled"
+            ),
+            _table_rate(
+                LEASES_TABLE, "WriteThrottleEvents", "write throttles/s", "only when a write is throttled"
+            ),
+            _rate("LeaseTableThrottles", "throttles seen by workers/s", "only when a request is throttled"),
         ),
     ),
-    Widget("CPU per instance", "Percent", "% CPU", (_per_instance("cpu_usage_active", "CPU"),)),
+    Widget(
+        "CPU per instance",
+        "Percent",
+        "% CPU",
+        (_per_instance("cpu_usage_active", "CPU"),),
+        note="The CloudWatch agent publishes it on each EC2 instance; a local run has no instance: "
+        "each worker's own CPU is in 'CPU per worker'.",
+    ),
     Widget(
         "Memory and disk per instance",
         "Percent",
         "% used",
         (_per_instance("mem_used_percent", "memory"), _per_instance("disk_used_percent", "disk /")),
+        note="The CloudWatch agent publishes it on each EC2 instance; a local run has no instance: "
+        "each worker's own memory is in 'Memory per worker'.",
     ),
     Widget(
         "CPU per worker",
@@ -244,12 +229,14 @@ WIDGETS: tuple[Widget, ...] = (
         "Megabytes",
         "resident MB",
         (_per_worker("MemoryResident", "Maximum", "resident memory"),),
+        note="From zero: a worker's resident memory grows while it warms up and then holds; a line that "
+        "keeps climbing for hours is a leak.",
     ),
     Widget(
         "MillisBehindLatest per worker",
         "Milliseconds",
         "ms behind",
-        (_per_worker("MillisBehindLatest", "Maximum", "lag"),),
+        (_per_worker("MillisBehindLatest", "Maximum", "lag", absent="only while records arrive"),),
         (Reference.LAG_ALARM,),
     ),
     Widget(
@@ -257,8 +244,10 @@ WIDGETS: tuple[Widget, ...] = (
         "Count/Second",
         "records/s",
         (
-            _rate("RecordsRetried", "retried/s"),
-            _rate("RecordsSentToDeadLetter", "dead-lettered/s"),
+            _rate("RecordsRetried", "retried/s", "only when a batch fails"),
+            _rate(
+                "RecordsSentToDeadLetter", "dead-lettered/s", "only when a record exhausts processing.retry"
+            ),
         ),
     ),
     Widget(
@@ -266,40 +255,99 @@ WIDGETS: tuple[Widget, ...] = (
         "Count",
         "lanes / records",
         (
-            _per_worker("LanesInFlight", "Maximum", "lanes in flight"),
-            _per_worker("LaneRecordsInFlight", "Maximum", "records in the fullest lane"),
+            _per_worker("LanesInFlight", "Maximum", "lanes in flight", only_if=Condition.LANES),
+            _per_worker(
+                "LaneRecordsInFlight", "Maximum", "records in the fullest lane", only_if=Condition.LANES
+            ),
         ),
     ),
     Widget(
         "Slowest lane lag per worker",
         "Milliseconds",
         "ms behind",
-        (_per_worker("SlowestLaneLag", "Maximum", "slowest lane"),),
+        (_per_worker("SlowestLaneLag", "Maximum", "slowest lane", only_if=Condition.LANES),),
     ),
     Widget(
         "Tumbling window state size",
         "Bytes",
         "bytes",
-        (_per_worker("WindowStateBytes", "Maximum", "window state"),),
+        (_per_worker("WindowStateBytes", "Maximum", "window state", only_if=Condition.WINDOWS),),
     ),
     Widget(
         "Records lost to trimming",
         "Count/Second",
         "trim events/s",
-        (_rate("RecordsTrimmedLost", "lost to trimming/s"),),
+        (
+            _rate(
+                "RecordsTrimmedLost",
+                "lost to trimming/s",
+                "only when unread records are trimmed: it should stay empty",
+            ),
+        ),
+    ),
+    Widget(
+        "Cost: stream reads per shard and the leases table",
+        "Count/Second",
+        "stream read requests/s per shard",
+        (),
+        formulas=(
+            Formula(
+                "stream read requests/s per shard",
+                ((STREAM_READS, 1.0),),
+                over=LEASES_HELD,
+                absent="only while a worker holds leases",
+            ),
+            Formula(
+                "stream reads, $/month at this rate ($0.02 per 100 000 requests)",
+                ((STREAM_READS, prices.per_month(prices.STREAM_READ_REQUEST)),),
+                right=True,
+            ),
+            Formula(
+                "leases table, $/month at this rate (on demand: $0.125 / $0.625 per million RRU / WRU)",
+                (
+                    (LEASE_READS, prices.per_month(prices.ON_DEMAND_READ_UNIT)),
+                    (LEASE_WRITES, prices.per_month(prices.ON_DEMAND_WRITE_UNIT)),
+                ),
+                right=True,
+                only_if=Condition.ON_DEMAND_LEASES_TABLE,
+            ),
+        ),
+        right_label="$ per month at this rate",
+        right_references=(Reference.LEASES_TABLE_PROVISIONED,),
+        note="An idle shard costs its polls: one GetRecords a second is $0.53 a month per shard "
+        "(us-east-1 list prices; 2.5 M stream reads a month are free). worker.idle_time_between_reads_millis "
+        "and max_idle_time_between_reads_millis set the rate.",
     ),
 )
 
 
+def note_values(settings: Settings) -> dict[str, str]:
+    """What a widget's note names for one environment."""
+    scaling = settings.scaling
+    seconds = scaling.period_seconds * scaling.evaluation_periods
+    return {"alarm_window": f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds} s"}
+
+
 def widgets_for(settings: Settings, widgets: tuple[Widget, ...] = WIDGETS) -> tuple[Widget, ...]:
-    """The list for one environment: metrics whose :class:`Condition` does not hold are left out."""
-    return tuple(
-        Widget(
-            w.title,
-            w.unit,
-            w.y_label,
-            tuple(m for m in w.metrics if m.only_if is None or holds(m.only_if, settings)),
-            w.references,
+    """The list for one environment: metrics and formulas whose :class:`Condition` does not hold are
+    left out, and the panel records why (``off``); notes get this environment's figures."""
+    values = note_values(settings)
+    resolved = []
+    for widget in widgets:
+        conditions = [m.only_if for m in widget.metrics] + [f.only_if for f in widget.formulas]
+        off = {why_off(c, settings) for c in conditions if c is not None and not holds(c, settings)}
+        kept = tuple(m for m in widget.metrics if m.only_if is None or holds(m.only_if, settings))
+        formulas = tuple(f for f in widget.formulas if f.only_if is None or holds(f.only_if, settings))
+        # A metric left out beside others that stay (provisioned capacity of an on-demand table)
+        # is no missing line; a panel left with nothing says which setting emptied it.
+        empty = not (kept or formulas)
+        resolved.append(
+            replace(
+                widget,
+                metrics=kept,
+                formulas=formulas,
+                note=widget.note.format(**values),
+                off=tuple(sorted(off)) if empty else (),
+            )
         )
-        for w in widgets
-    )
+    return tuple(resolved)

@@ -53,7 +53,7 @@ from ground.settings.loading import (
     load_layers,
     loaded_sources,
 )
-from ground.settings.local import EmulatorFaults, EmulatorSettings, LoadSettings
+from ground.settings.local import EmulatorFaults, EmulatorSettings, LoadSettings, is_loopback_endpoint
 from ground.settings.locations import LOCATION_KEYS, PLACEHOLDERS, fill_locations, unfilled_locations
 from ground.settings.pipeline import PipelineSettings, emr_location_problems
 from ground.settings.processing import (
@@ -101,6 +101,7 @@ __all__ = [
     "WorkerSettings",
     "available_environments",
     "config_dir",
+    "is_loopback_endpoint",
     "json_schema",
     "load_settings",
     "loaded_sources",
@@ -233,11 +234,62 @@ class Settings(SettingsModel):
     def total_worker_processes(self) -> int:
         return self.fleet.desired_instances * self.fleet.worker_processes_per_instance
 
+    @property
+    def on_emulator(self) -> bool:
+        """The environment runs against the local emulator (its endpoint_url is on this machine)."""
+        return is_loopback_endpoint(self.endpoint_url)
+
+    def partitions(self) -> tuple[int, str]:
+        """N, the partitions (each writing one open shard), and where it came from.
+
+        On the emulator N is what the emulator runs (``emulator.partitions``), whatever the table's
+        capacity figures would estimate for AWS; elsewhere it is the table's estimate or
+        ``table.partitions``.
+        """
+        if self.on_emulator:
+            return self.emulator.partitions, "emulator.partitions (the emulator's partition count)"
+        return self.table.expected_partitions()
+
+    def derived(self) -> dict[str, object]:
+        """Keys left empty in config/*.yaml whose value the product derives, with that value
+        (``consumer config validate --show`` prints these instead of null)."""
+        worker = self.worker
+        candidates: dict[str, tuple[object, object]] = {
+            "table.partitions": (self.table.partitions, self.partitions()[0]),
+            "worker.lease_renewal_interval_millis": (
+                worker.lease_renewal_interval_millis,
+                worker.renewal_interval_millis,
+            ),
+            "worker.lease_taker_interval_millis": (
+                worker.lease_taker_interval_millis,
+                worker.taker_interval_millis,
+            ),
+            "worker.lease_full_scan_interval_millis": (
+                worker.lease_full_scan_interval_millis,
+                worker.full_scan_interval_millis,
+            ),
+            "worker.lease_table_name": (worker.lease_table_name, self.leases_table_name),
+            "worker.worker_table_name": (worker.worker_table_name, self.workers_table_name),
+            "metrics.namespace": (self.metrics.namespace, self.metrics_namespace),
+            "metrics.log_group": (self.metrics.log_group, self.metrics_log_group),
+            "logs.worker_log_group": (self.logs.worker_log_group, self.worker_log_group),
+            "logs.application_log_group": (self.logs.application_log_group, self.application_log_group),
+            "pipeline.emr_work_uri": (self.pipeline.emr_work_uri, self.pipeline.emr_work_location),
+        }
+        return {
+            path: value for path, (given, value) in candidates.items() if given is None and value is not None
+        }
+
     def warnings(self) -> list[str]:
         """Cross-field advice that does not make the configuration invalid, and what the loader
         noticed (a key under its old name, with the file or variable that used it)."""
         found: list[str] = []
-        n, _ = self.table.expected_partitions()
+        n, _ = self.partitions()
+        if self.on_emulator and self.table.partitions not in (None, n):
+            found.append(
+                f"table.partitions is {self.table.partitions} but the emulator runs emulator.partitions = {n}: "
+                "on the emulator N is the emulator's (make them equal, or drop table.partitions)"
+            )
         capacity = self.worker.max_leases_for_worker * self.total_worker_processes
         if capacity < n:
             found.append(

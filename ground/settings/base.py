@@ -27,12 +27,17 @@ class SettingsModel(BaseModel):
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong, where it is: ``file[:line:column]: key.path: what to do``, one line."""
+
     source: str
     path: str
     message: str
+    line: int | None = None  # 1-based, where the source is a file and the place is known
+    column: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.source}: {self.path}: {self.message}"
+        where = self.source if self.line is None else f"{self.source}:{self.line}:{self.column or 1}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
 class ConfigError(Exception):
@@ -69,12 +74,23 @@ def describe(error: Mapping[str, Any], root: type[BaseModel]) -> tuple[str, str]
         model = model_at(root, loc)
         allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        message = f"unknown key{hint} (allowed here: {', '.join(allowed)})"
+        section = ".".join(str(p) for p in loc[:-1]) or "the top level"
+        # One short line: the nearest key when there is one, else where the keys are listed (a
+        # section can have 30 of them, which is no line to read).
+        message = (
+            f"unknown key; did you mean '{close[0]}'?"
+            if close
+            else f"unknown key (not one of the {len(allowed)} keys of {section}: docs/settings.md lists them)"
+        )
     elif error["type"] == "missing":
         message = "required key is missing"
-    elif "input" in error and error["type"] not in ("model_type",) and loc:
-        # (A whole-file check's input is the whole configuration: its message names the keys.)
+    elif (
+        "input" in error
+        and error["type"] not in ("model_type",)
+        and loc
+        and not isinstance(error["input"], Mapping)
+    ):
+        # (A whole-section check's input is the whole section: its message names the keys.)
         message = f"{message} (got {error['input']!r})"
     return path, message
 

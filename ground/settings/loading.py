@@ -45,14 +45,53 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "document"
-        raise ConfigError([Problem(str(path), where, f"not valid YAML: {exc}")]) from exc
+        raise ConfigError([_syntax_problem(path, exc)]) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError([Problem(str(path), "(top level)", "must be a mapping of settings")])
     return data
+
+
+def _syntax_problem(path: Path, exc: yaml.YAMLError) -> Problem:
+    """A YAML syntax error as one line at ``file:line:column`` (PyYAML's own message spans five)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
+    if mark is None:
+        return Problem(str(path), "", message)
+    return Problem(str(path), "", message, line=mark.line + 1, column=mark.column + 1)
+
+
+def key_position(path: Path, key_path: str) -> tuple[int, int] | None:
+    """Line and column (1-based) of ``key_path`` (``worker.max_records``) in the YAML file, or of
+    the deepest part of it the file has; None when the file does not hold its first part."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    found: tuple[int, int] | None = None
+    for part in key_path.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next((item for item in node.value if item[0].value == part), None)
+        if match is None:
+            break
+        found = (match[0].start_mark.line + 1, match[0].start_mark.column + 1)
+        node = match[1]
+    return found
+
+
+def _located(problem: Problem) -> Problem:
+    """The problem with the line and column of its key, where its source is a YAML file."""
+    source = Path(problem.source)
+    if problem.line is not None or source.suffix != ".yaml" or not source.is_file():
+        return problem
+    position = key_position(source, problem.path)
+    if position is None:
+        return problem
+    return Problem(problem.source, problem.path, problem.message, line=position[0], column=position[1])
 
 
 def _merge(
@@ -194,7 +233,9 @@ def load_layers(
             problems = []
             for error in exc.errors():
                 path, message = describe(error, root)
-                problems.append(Problem(_source_of(path, origins, ranks, str(env_file)), path, message))
+                problems.append(
+                    _located(Problem(_source_of(path, origins, ranks, str(env_file)), path, message))
+                )
             raise ConfigError(problems) from None
     notices: list[str] = []
     for caught_warning in caught:

@@ -4,9 +4,20 @@ generator. Neither reaches AWS; both live in config/*.yaml so a local run is des
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pydantic import Field, model_validator
 
 from ground.settings.base import SettingsModel
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback_endpoint(endpoint_url: str | None) -> bool:
+    """True for ``http://127.0.0.1:4599`` and the like: an endpoint on this machine (the emulator)."""
+    if not endpoint_url:
+        return False
+    return (urlsplit(endpoint_url).hostname or "") in LOOPBACK_HOSTS
 
 
 class EmulatorFaults(SettingsModel):

@@ -75,7 +75,10 @@ class BatchingSettings(SettingsModel):
 class ProcessingSettings(SettingsModel):
     processor: str = Field(
         "changelog",
-        description="Built-in sink (changelog, dynamodb_replica) or a user processor 'package.module:Name'.",
+        description=(
+            "Built-in sink (changelog, dynamodb_replica), a user processor 'package.module:Name', or an "
+            "AWS Lambda handler 'lambda:module.function'."
+        ),
     )
     options: dict[str, Any] = Field(
         default_factory=dict,

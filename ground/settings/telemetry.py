@@ -84,7 +84,15 @@ class LogsSettings(SettingsModel):
     )
     retention_days: int = Field(30, description="Retention of both log groups (a CloudWatch Logs value).")
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="Log level of the worker."
+        "INFO", description="Log level of the worker (`consumer run --log-level` overrides it)."
+    )
+    console_format: Literal["auto", "text", "json"] = Field(
+        "auto",
+        description=(
+            "How `consumer run` writes its logs to stderr: text (one readable line each), json (one "
+            "JSON object per line, for a log collector), or auto: text on a terminal, json otherwise "
+            "(`--log-format` overrides it). What is shipped to CloudWatch Logs is always JSON."
+        ),
     )
     ship_to_cloudwatch: bool = Field(True, description="Send logs to CloudWatch Logs (watchtower).")
 

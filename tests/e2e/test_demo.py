@@ -43,6 +43,9 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "VERDICT: nothing lost, nothing reordered" in output
+    # The events are printed once (the live view's last frame leaves its events panel out).
+    first_event = next(line for line in output.splitlines() if line.startswith("t+0s started "))
+    assert output.count(first_event) == 1, output[-6000:]
     assert "0 missing, 0 extra, 0 stale" in output
     # Items written before the table had a stream reach the snapshot only through the bootstrap:
     # verify's 0 missing above counts them.
@@ -55,7 +58,20 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     # ... and the live view's last frame ends its line: the next step's rule starts a line of its own.
     assert re.search(r"^─+ Spark: change log -> current state of the table ─+$", output, re.MULTILINE)
     # The dashboard's writes line: the load generator published TableWrites alongside the workers.
-    assert "<td>TableWrites</td>" in (tmp_path / "demo" / "dashboard.html").read_text()
+    page = (tmp_path / "demo" / "dashboard.html").read_text()
+    assert "<td>TableWrites</td>" in page
+    # Every panel of the real run's picture draws lines or says why it has none; no line is
+    # missing without a reason (the workers published everything they always publish).
+    panels = re.findall(r"<tr><td>([^<]*)</td><td>(\d+)</td><td>(.*?)</td></tr>", page)
+    assert len(panels) >= 16, page[:2000]
+    assert [title for title, lines, notes in panels if int(lines) == 0 and not notes] == []
+    assert "UNEXPLAINED" not in page, page
+    drawn = {title for title, lines, _ in panels if int(lines) > 0}
+    for title in (
+        "Leases table: consumed vs provisioned capacity",
+        "Cost: stream reads per shard and the leases table",
+    ):
+        assert title in drawn, title
     return output
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from tools.commands import ExitCode
+
 pytestmark = pytest.mark.e2e
 
 
@@ -76,7 +78,7 @@ def leases_table_exists(endpoint: str) -> bool:
 
 def test_missing_table(config_dir: Path, moto_endpoint: str) -> None:
     result = run(config_dir)
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.UNAVAILABLE
     error = the_error(result)
     assert "table orders does not exist" in error
     assert "create the tables env e2e names: `consumer local up --env e2e`" in error
@@ -94,7 +96,7 @@ def test_table_without_stream(config_dir: Path, moto_endpoint: str) -> None:
         BillingMode="PAY_PER_REQUEST",
     )
     result = run(config_dir)
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.UNAVAILABLE
     assert "--stream-specification StreamEnabled=true" in the_error(result)
     assert not leases_table_exists(moto_endpoint)
 
@@ -107,7 +109,7 @@ def test_processor_that_does_not_import(config_dir: Path, moto_endpoint: str) ->
     )
     (config_dir / "e2e.yaml").write_text(text)
     result = run(config_dir, cwd=config_dir.parent)
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.CONFIG
     error = the_error(result)
     assert "module no_such_module does not import" in error
     # It says where it looked: the working directory (processing.import_paths' default).
@@ -152,7 +154,7 @@ def test_processor_from_the_working_directory(config_dir: Path, moto_endpoint: s
 def test_misspelt_built_in(config_dir: Path, moto_endpoint: str) -> None:
     set_processing(config_dir, "processing:\n  processor: changelogg\n")
     result = run(config_dir)
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.CONFIG
     assert "is not a built-in (changelog, dynamodb_replica); did you mean 'changelog'?" in the_error(result)
     assert not leases_table_exists(moto_endpoint)
 
@@ -171,7 +173,7 @@ def test_options_that_do_not_fit_name_the_key(config_dir: Path, moto_endpoint: s
         config_dir, "processing:\n  processor: examples.function_form:handle\n  options: {destination: x}\n"
     )
     result = run(config_dir)
-    assert result.returncode == 2
+    assert result.returncode == ExitCode.CONFIG
     error = the_error(result)
     assert "processing.options ['destination'] cannot be passed to the function" in error
     assert "remove processing.options" in error
@@ -197,7 +199,7 @@ def test_emulator_down(config_dir: Path) -> None:
     endpoint = next(line for line in text.splitlines() if line.startswith("endpoint_url:"))
     (config_dir / "e2e.yaml").write_text(text.replace(endpoint, f"endpoint_url: http://127.0.0.1:{port}"))
     result = run(config_dir)
-    assert result.returncode == 1
+    assert result.returncode == ExitCode.UNAVAILABLE
     error = the_error(result)
     assert f"nothing answers at http://127.0.0.1:{port}" in error
     assert "start the emulator: `consumer local up --env e2e`" in error

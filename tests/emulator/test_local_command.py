@@ -14,6 +14,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from tools.commands import ExitCode
+
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 ROOT = CONFIG.parent
 
@@ -46,7 +48,7 @@ def test_up_status_down(tmp_path: Path, unbuffered: bool) -> None:
     up = _consumer(
         tmp_path, "up", "--env", "local", "--config-dir", str(CONFIG), "--port", "0", unbuffered=unbuffered
     )
-    state_file = tmp_path / "var" / "emulator.json"
+    state_file = tmp_path / "var" / "emulator-local.json"  # one file per environment
     state: dict[str, object] = {}
     try:
         assert up.returncode == 0, up.stderr
@@ -79,7 +81,7 @@ def test_up_status_down(tmp_path: Path, unbuffered: bool) -> None:
     assert down.returncode == 0
     assert not state_file.exists()
     assert not _alive(int(str(state["pid"])))
-    assert _consumer(tmp_path, "status").returncode == 3
+    assert _consumer(tmp_path, "status").returncode == ExitCode.UNAVAILABLE
 
 
 def test_ready_line_survives_a_reader_that_already_left() -> None:

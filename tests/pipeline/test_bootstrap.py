@@ -90,7 +90,7 @@ def test_export_plus_overlapping_change_log_equals_the_table(
             change(P, 22, "INSERT", "new", image={"v": {"S": "after"}}, created=after),
         ],
     )
-    result = run_bootstrap(spark, settings, export_uri=str(export))
+    result = run_bootstrap(spark, settings, export_uri=str(export), now=EXPORT_TIME + 3600)
     assert (result.version, result.items, result.tombstones) == ("000001", 5, 1)
 
     table = [
@@ -126,7 +126,7 @@ def test_an_export_in_another_format_is_refused(spark: SparkSession, tmp_path: P
     summary = json.loads((export / "manifest-summary.json").read_text())
     (export / "manifest-summary.json").write_text(json.dumps({**summary, "exportFormat": "ION"}))
     with pytest.raises(BootstrapError, match="ION"):
-        run_bootstrap(spark, settings_for(tmp_path), export_uri=str(export))
+        run_bootstrap(spark, settings_for(tmp_path), export_uri=str(export), now=EXPORT_TIME + 3600)
     assert snapshot_tables(settings_for(tmp_path)).state() is None
 
 

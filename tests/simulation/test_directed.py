@@ -20,10 +20,12 @@ import logging
 
 import pytest
 
-from ground.settings import WorkerSettings
+from ground.settings import Settings
 from tests.simulation.checker import Verdict, check
 from tests.simulation.faults import Directed, Faults
-from tests.simulation.world import ShardSpec, World
+from tests.simulation.histories import sim_settings
+from tests.simulation.stream import ShardSpec
+from tests.simulation.world import World
 
 FAILOVER = 10_000
 START = 1_000_000  # the kernel's first millisecond
@@ -36,12 +38,14 @@ def _quiet() -> object:
     logging.disable(logging.NOTSET)
 
 
-def settings(*, shard_sync_interval_millis: int = 5_000) -> WorkerSettings:
-    return WorkerSettings(
-        initial_position="TRIM_HORIZON",
-        failover_time_millis=FAILOVER,
-        max_clock_skew_millis=500,
-        shard_sync_interval_millis=shard_sync_interval_millis,
+def settings(*, shard_sync_interval_millis: int = 5_000) -> Settings:
+    return sim_settings(
+        {
+            "initial_position": "TRIM_HORIZON",
+            "failover_time_millis": FAILOVER,
+            "max_clock_skew_millis": 500,
+            "shard_sync_interval_millis": shard_sync_interval_millis,
+        }
     )
 
 
@@ -99,14 +103,14 @@ def test_a_listing_a_minute_stale_does_not_re_lease_a_cleaned_up_parent() -> Non
 
 def test_a_scan_as_stale_as_the_model_allows_after_a_cleanup_does_not_re_lease_the_shard() -> None:
     """Short shards and a 2 s shard sync: the child is created, finished and (without a delay)
-    cleaned up within a few seconds. At 11 s each worker's sync reads the lineage generation (after
-    that cleanup) and then a scan one failover stale, from before the child's lease existed: the
-    child looks new. Defence: a finished lease is deleted only after it has been seen finished for
-    longer than any scan is stale (cleanup_delay)."""
+    cleaned up within a few seconds. From 12 s the sync leader's listing rounds read the lineage
+    generation (after that cleanup) and then a scan one failover stale, from before the child's lease
+    existed: the child looks new. Defence: a finished lease is deleted only after it has been seen
+    finished for longer than any scan is stale (cleanup_delay). (Only the leader lists the stream
+    every interval, as the worker's own loop does: w1, the smallest id.)"""
     shards = chain((0, 4_000, 3), (4_000, 6_000, 2), (6_000, 120_000, 500))
     stale = tuple(
-        Directed(worker, "scan", at, thread="sync", view_age_millis=FAILOVER)
-        for worker in ("w1", "w2")
+        Directed("w1", "scan", at, thread="sync", view_age_millis=FAILOVER)
         for at in (12_000, 13_000, 14_000, 15_000)
     )
     world = World(3, settings(shard_sync_interval_millis=2_000), Faults(), shards=shards, directed=stale)

@@ -1,13 +1,19 @@
-"""The lease protocol under the fault model, in its short form: a few hundred seeded histories.
+"""The whole worker under the fault model, in its short form: a few hundred seeded histories.
 
-Each history runs the product's LeaseCoordinator and ShardSyncer for several workers on simulated
-threads (tests/simulation/kernel.py) over a leases table that is slow with a long tail, stale on
-scans, throttling and answering writes that committed with a 500 or a timeout, while workers are
-paused past the failover time, killed and added (tests/simulation/faults.py, world.py). The checker
-(tests/simulation/checker.py) then judges the history: one owner per shard at any moment, checkpoints
-never moving back, no finished shard leased again, every record delivered parents-first, and every
-shard finished within five minutes of the faults stopping. ``make bench`` runs the long form
-(bench/lease_faults.py). ``SIM_HISTORIES`` changes how many run here.
+Each history runs several workers as the product assembles them (consumer.runtime.assembly) — lease
+coordinator, shard sync, the scheduler and its shard consumers, the checkpointer and a processor —
+on simulated threads (tests/simulation/kernel.py, threads.py), against a leases table, a stream and
+sinks that are slow with a long tail, throttle, answer 500s, land writes and still fail, expire
+iterators and trim data, while shards roll over and split and workers are paused past their fence,
+killed, stopped and added (world.py). The processors cycle through every form: the function form on
+one lane and on ten, tumbling windows, the class form and the change-log sink, with poison records
+for the dead letter and flaky ones for the retries (histories.py). The checker (checker.py) then
+judges the lease protocol's promises and delivery's: nothing lost, per-item order, nothing handled
+twice while a shard stays with one worker, no checkpoint past a record not done, a window's totals
+counted once, the dead letters holding exactly the records that exhausted their retries.
+
+The chaos lasts half as long here as in ``make bench``'s long form (bench/whole_worker.py, 20 000
+histories); ``SIM_HISTORIES`` changes how many run here.
 """
 
 from __future__ import annotations
@@ -17,26 +23,32 @@ import os
 
 import pytest
 
-from tests.simulation.checker import history
+from tests.simulation.histories import KINDS, history
 
 HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
 BLOCKS = 8
+CHAOS_MILLIS = 30_000
 
 
 @pytest.fixture(autouse=True)
 def _quiet() -> object:
-    """Thousands of expected warnings (throttles, lost races) would drown the report."""
-    logging.disable(logging.WARNING)
+    """Thousands of expected warnings and errors (throttles, lost races, poison records) would drown
+    the report."""
+    logging.disable(logging.CRITICAL)
     yield None
     logging.disable(logging.NOTSET)
 
 
 @pytest.mark.parametrize("block", range(BLOCKS))
-def test_every_history_keeps_one_owner_per_shard_and_loses_nothing(block: int) -> None:
+def test_every_whole_worker_history_keeps_the_lease_and_delivery_promises(block: int) -> None:
     seeds = range(block, HISTORIES, BLOCKS)
     failures = {}
+    kinds = set()
     for seed in seeds:
-        _, verdict = history(seed)
+        kind = KINDS[seed % len(KINDS)]
+        kinds.add(kind)
+        _, verdict = history(seed, kind=kind, chaos_millis=CHAOS_MILLIS)
         if not verdict.ok:
-            failures[seed] = str(verdict)
+            failures[seed] = f"{kind}: {verdict}"
+    assert kinds == set(KINDS) or len(seeds) < len(KINDS)
     assert not failures, f"{len(failures)} of {len(seeds)} histories broke a promise: {failures}"

@@ -1,50 +1,42 @@
-"""A fleet under the fault model: real lease coordinators and shard syncers on simulated threads.
+"""The whole worker under the fault model: every simulated worker is the product's own, assembled by
+:func:`consumer.runtime.assembly.assemble` from simulated ports, on simulated threads and time.
 
-Each simulated worker process is a :class:`~tests.simulation.kernel.Group` running four threads —
-heartbeat, taker, shard sync and a processor — with the product's own :class:`LeaseCoordinator` and
-:class:`ShardSyncer`, over a :class:`~tests.simulation.faults.FaultyStore` and a stream whose listing is
-eventually consistent. The processor delivers one record ("unit") of a shard per tick when
-``may_process`` allows it under the ownership (lease counter) it read, as the lifecycle's shard
-consumers do, checkpoints it, and checkpoints SHARD_END after the last record of a closed
-shard. A chaos thread pauses (SIGSTOP / suspend), kills and adds workers while the faults are on. Every
-delivery is recorded with the lease counter it was made under and the owner the table named at that
-moment, for :mod:`tests.simulation.checker`. A history may also carry directed faults
-(:class:`~tests.simulation.faults.Directed`) and a lineage of its own.
+Each worker process is a kernel :class:`~tests.simulation.kernel.Group`: its lease coordinator's
+heartbeat and taker, shard sync's listing and children lookups, and the scheduler's loop run as
+simulated threads, and the scheduler's pool and every shard's lanes run on the worker's
+:class:`~tests.simulation.threads.SimThreads` — the real scheduler, shard consumers and
+checkpointer, the real processors (function and class form, lanes, windows, the failure policy with
+retries, bisection and dead letters, the change-log sink) built by the product's own registry. The
+ports are the fault model's: the leases table (:mod:`tests.simulation.faults`), the stream
+(:mod:`tests.simulation.stream`: throttles, 500s, slow calls, expired iterators, trimmed data, splits
+and rollovers), S3 and the window-state table (:mod:`tests.simulation.sinks`: writes that land and
+still fail). A chaos thread pauses workers (often past their fence), kills them, stops them
+gracefully and adds new ones. What the processors handled is in the history's ledger
+(:mod:`tests.simulation.processors`), what the table saw in its history; the checker
+(:mod:`tests.simulation.checker`) judges both.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.errors import LeaseError
-from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.streams.source import Shard
-from ground.settings import WorkerSettings
+from consumer.processing.window_state import InMemoryWindowStateStore
+from consumer.runtime.assembly import Parts, Ports, assemble
+from consumer.runtime.processors import ProcessingClients, build_processor_factory
+from consumer.streams.reader import ShardReader
+from consumer.telemetry.metrics import NullMetrics
+from ground.settings import Settings
 from tests.simulation.faults import Directed, Faults, FaultyStore, RecordingStore, Script, pause_millis
 from tests.simulation.kernel import Group, Kernel
+from tests.simulation.processors import LEDGERS, Ledger
+from tests.simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
+from tests.simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage
+from tests.simulation.threads import SimEvent, SimThreads
 
-TICK = 200  # ms between a processor's steps
-
-
-@dataclass(frozen=True)
-class ShardSpec:
-    shard_id: str
-    parent: str | None
-    born: int
-    closes: int
-    length: int  # records written over the shard's life
-
-
-@dataclass(frozen=True)
-class Delivery:
-    at: int
-    shard_id: str
-    worker: str
-    counter: int  # the lease counter the worker held: one value per ownership
-    unit: int
-    table_owner: str | None = None  # whom the table named as the lease's owner at that moment
+CHILDREN_POLL_MILLIS = 250  # how often the children thread looks whether a lookup is due
 
 
 class SimClock:
@@ -64,45 +56,47 @@ class SimClock:
         self._kernel.sleep(millis)
 
 
-def lineage(rng: random.Random, start: int, roots: int = 3, generations: int = 3) -> dict[str, ShardSpec]:
-    """Roots that roll over (one child) or split (two children) ``generations`` times."""
-    shards: dict[str, ShardSpec] = {}
-    counter = 0
-
-    def add(parent: str | None, born: int, depth: int) -> None:
-        nonlocal counter
-        counter += 1
-        shard_id = f"shardId-{counter:04d}"
-        life = rng.randint(8_000, 30_000)
-        shards[shard_id] = ShardSpec(shard_id, parent, born, born + life, rng.randint(5, 40))
-        if depth + 1 < generations:
-            for _ in range(2 if rng.random() < 0.3 else 1):
-                add(shard_id, born + life, depth + 1)
-
-    for _ in range(roots):
-        add(None, start, 0)
-    return shards
-
-
 @dataclass
 class SimWorker:
     name: str
     group: Group
-    coordinator: LeaseCoordinator
+    parts: Parts
     store: FaultyStore
-    syncer: ShardSyncer
-    # shard -> its consumer: (the counter it is bound to, where it started, the last unit delivered)
-    progress: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    source: FaultyStreamSource
+    s3: FaultyS3
+    stop: SimEvent
+    stopped: bool = False  # its graceful stop is over: its loops end
+
+    @property
+    def coordinator(self) -> LeaseCoordinator:
+        return self.parts.coordinator
+
+
+@dataclass
+class Plan:
+    """What a history runs and how its processors fail: the settings' processing section, the
+    poison records (always fail: each must end in a dead letter) and the flaky ones."""
+
+    processing: dict[str, Any]
+    poison_share: float = 0.0
+    flaky_share: float = 0.0
+    flaky_max: int = 3  # failures of a flaky record, at most (never more than the retries allowed)
+    slow_rate: float = 0.0
+    slow_millis: int = 0
+    fail_rate: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 class World:
     def __init__(
         self,
         seed: int,
-        settings: WorkerSettings,
+        settings: Settings,
         faults: Faults,
         *,
-        listing_lag_millis: int = 1_000,
+        plan: Plan | None = None,
+        stream_faults: StreamFaults | None = None,
+        sink_faults: SinkFaults | None = None,
         roots: int = 3,
         generations: int = 3,
         shards: dict[str, ShardSpec] | None = None,
@@ -113,176 +107,200 @@ class World:
         self.kernel = Kernel(seed)
         self.settings = settings
         self.faults = faults
+        self.stream_faults = stream_faults or StreamFaults()
+        self.sink_faults = sink_faults or SinkFaults()
+        self.plan = plan or Plan({"processor": "tests.simulation.processors:Recorder"})
         self.table = RecordingStore(self.kernel)
         self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
+        self.stream = SimStream(
+            self.kernel,
+            self.shards,
+            random.Random(f"{seed}-stream"),
+            retention_millis=self.stream_faults.retention_millis,
+        )
         self.script = Script(directed, self.kernel.now)
-        self.listing_lag_millis = listing_lag_millis
+        self.bucket = Bucket()
+        self.window_states = InMemoryWindowStateStore()
+        numbers = [w.sequence_number for written in self.stream.written.values() for w in written]
+        drawn = random.Random(f"{seed}-records")
+        poison = frozenset(n for n in numbers if drawn.random() < self.plan.poison_share)
+        flaky = {
+            n: drawn.randint(1, self.plan.flaky_max)
+            for n in numbers
+            if n not in poison and drawn.random() < self.plan.flaky_share
+        }
+        self.ledger = Ledger(
+            self.kernel,
+            self.table,
+            random.Random(f"{seed}-ledger"),
+            poison,
+            flaky,
+            self.plan.slow_rate,
+            self.plan.slow_millis,
+            self.plan.fail_rate,
+        )
+        self.ledger_id = f"history-{seed}-{id(self)}"
         self.workers: dict[str, SimWorker] = {}
-        self.deliveries: list[Delivery] = []
         self._joined = 0
         self.chaos = Group("chaos")
 
-    # ------------------------------------------------------------------------- stream
-
-    def available(self, spec: ShardSpec, now: int) -> int:
-        if now >= spec.closes:
-            return spec.length
-        return spec.length * max(0, now - spec.born) // (spec.closes - spec.born)
-
-    def list_shards(self, rng: random.Random, store: FaultyStore) -> tuple[Shard, ...]:
-        """DescribeStream: takes time, and may show the stream as it was a moment ago. The listing is
-        made when the request reaches the server; a process paused meanwhile gets it late."""
-        fault = store.directed("list_shards")
-        self.kernel.sleep(rng.randint(5, 30), through_pause=True)
-        lag = fault.view_age_millis if fault is not None and fault.view_age_millis else None
-        seen = self.kernel.now - (lag if lag is not None else rng.randint(0, self.listing_lag_millis))
-        self.kernel.sleep(rng.randint(0, 20))
-        store.answered(fault)
-        return tuple(
-            Shard(
-                spec.shard_id,
-                spec.parent,
-                "0",
-                str(10 * spec.length) if spec.closes <= seen else None,
-            )
-            for spec in self.shards.values()
-            if spec.born <= seen
-        )
-
     # ------------------------------------------------------------------------ workers
+
+    def worker_settings(self, name: str, s3: FaultyS3) -> Settings:
+        processing = dict(self.plan.processing)
+        options = {**self.plan.options, "ledger": self.ledger_id, "worker": name}
+        if processing.get("processor", "").endswith(":RecordingChangelog"):
+            options["s3"] = s3
+        processing["options"] = options
+        return self.settings.model_copy(
+            update={"processing": self.settings.processing.model_validate(processing)}
+        )
 
     def join(self) -> SimWorker:
         self._joined += 1
         name = f"w{self._joined}"
+        worker_settings = self.settings.worker
         skew = self.rng.randint(
-            -self.settings.max_clock_skew_millis // 2, self.settings.max_clock_skew_millis // 2
+            -worker_settings.max_clock_skew_millis // 2, worker_settings.max_clock_skew_millis // 2
         )
         clock = SimClock(self.kernel, skew)
         rng = random.Random(f"{self.seed}-{name}")
-        store = FaultyStore(self.table, self.kernel, self.faults, rng, self.settings.failover_time_millis)
-        coordinator = LeaseCoordinator(store, name, self.settings, clock, rng=rng)
-        store.fenced = coordinator.fenced
+        group = Group(name)
+        threads = SimThreads(self.kernel, group)
+        store = FaultyStore(self.table, self.kernel, self.faults, rng, worker_settings.failover_time_millis)
         store.name, store.script = name, self.script
-        syncer = ShardSyncer(
-            list_shards=lambda: self.list_shards(rng, store),
-            coordinator=coordinator,
-            settings=self.settings,
-            clock=clock,
+        source = FaultyStreamSource(self.stream, self.kernel, self.stream_faults, rng, store)
+        s3 = FaultyS3(self.bucket, self.kernel, self.sink_faults, rng, name)
+        clients = ProcessingClients(
+            s3=s3, window_states=FaultyWindowStates(self.window_states, self.kernel, self.sink_faults, rng)
         )
-        worker = SimWorker(name, Group(name), coordinator, store, syncer)
+        processors = build_processor_factory(
+            self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
+        )
+        ports = Ports(store, ShardReader(source, ARN), processors, NullMetrics(), clock, threads)
+        parts = assemble(worker_settings, ports, name, rng=rng)
+        store.fenced = parts.coordinator.fenced
+        worker = SimWorker(name, group, parts, store, source, s3, SimEvent(self.kernel))
         self.workers[name] = worker
-        self.kernel.spawn(f"{name}-heartbeat", worker.group, lambda: self._heartbeats(worker))
-        self.kernel.spawn(f"{name}-taker", worker.group, lambda: self._taker(worker), delay=1)
-        self.kernel.spawn(f"{name}-sync", worker.group, lambda: self._sync(worker), delay=2)
-        self.kernel.spawn(f"{name}-process", worker.group, lambda: self._process(worker), delay=3)
+        self.kernel.spawn(f"{name}-heartbeat", group, lambda: self._heartbeats(worker))
+        self.kernel.spawn(f"{name}-taker", group, lambda: self._taker(worker), delay=1)
+        self.kernel.spawn(f"{name}-sync", group, lambda: self._sync(worker), delay=2)
+        self.kernel.spawn(f"{name}-children", group, lambda: self._children(worker), delay=3)
+        self.kernel.spawn(f"{name}-scheduler", group, lambda: self._schedule(worker), delay=4)
         return worker
 
     def alive(self) -> list[SimWorker]:
-        return [w for w in self.workers.values() if not w.group.crashed]
+        return [w for w in self.workers.values() if not w.group.crashed and not w.stop.is_set()]
 
     def _heartbeats(self, worker: SimWorker) -> None:
         c = worker.coordinator
         ok = c.heartbeat_once()
-        while True:
+        while not worker.stopped:
             self.kernel.sleep(c.liveness.next_wait_millis(ok))
+            if worker.stopped:
+                return
             ok = c.heartbeat_once()
 
     def _taker(self, worker: SimWorker) -> None:
         c = worker.coordinator
-        while True:
-            c.take_round()
+        while not worker.stopped:
+            if c.taking:
+                c.take_round()
+            else:
+                c.held()  # a stopping worker's taker thread only expires (coordinator._taker_loop)
             self.kernel.sleep(c.taker_wait_millis())
 
     def _sync(self, worker: SimWorker) -> None:
-        while True:
-            worker.syncer.sync()
-            self.kernel.sleep(self.settings.shard_sync_interval_millis)
-
-    def _process(self, worker: SimWorker) -> None:
-        while True:
-            self.kernel.sleep(TICK)
-            for lease in worker.coordinator.held():
-                self._step(worker, lease.shard_id)
-
-    def _step(self, worker: SimWorker, shard_id: str) -> None:
-        """One tick of the shard's consumer, modelled on the lifecycle's: a consumer starts from the
-        lease's checkpoint, bound to the counter it was held under, keeps its own position, and ends
-        the moment ``may_process`` refuses it (lost, fenced, or held under another ownership); the
-        next tick starts a new one. Whether an old consumer may carry on is the product's call."""
-        c = worker.coordinator
-        spec = self.shards[shard_id]
-        lease = {lease.shard_id: lease for lease in c.held()}.get(shard_id)
-        if lease is None:
-            worker.progress.pop(shard_id, None)
-            return
-        if shard_id not in worker.progress:
-            start = int(lease.checkpoint.sequence) // 10 if lease.checkpoint.sequence.isdigit() else 0
-            worker.progress[shard_id] = (lease.counter, start, start)
-        counter, start, done = worker.progress[shard_id]
-        try:
-            if c.handoff_requested(shard_id):
-                if done > start and c.may_process(shard_id, counter):
-                    c.checkpoint(shard_id, str(done * 10), counter)
-                c.release(shard_id, counter)
-                worker.progress.pop(shard_id, None)
+        """As Worker.run starts it: one sync at start-up, then the leader's listing every interval."""
+        syncer = worker.parts.syncer
+        syncer.sync()
+        while not worker.stopped:
+            self.kernel.sleep(self.settings.worker.shard_sync_interval_millis)
+            if worker.stopped or worker.stop.is_set():
                 return
-            if spec.parent is not None and not c.is_shard_finished(spec.parent):
-                return
-        except LeaseError:
-            return  # lost (the lease is gone from held()) or transient: next tick
-        if not c.may_process(shard_id, counter):
-            worker.progress.pop(shard_id, None)  # this consumer ends; a new one may start next tick
-            return
-        delivered = done < self.available(spec, self.kernel.now)
-        if delivered:
-            done += 1
-            now = self.table.get(shard_id)
-            owner = None if now is None else now.owner
-            self.deliveries.append(Delivery(self.kernel.now, shard_id, worker.name, counter, done, owner))
-            worker.progress[shard_id] = (counter, start, done)
-        ended = done >= spec.length and self.kernel.now >= spec.closes
-        if not delivered and not ended:
-            return  # nothing new to record
-        try:
-            c.checkpoint(shard_id, "SHARD_END" if ended else str(done * 10), counter)
-        except (LeaseError, ValueError):
-            return  # lost, or transient: the next tick checkpoints what was delivered
+            syncer.sync_if_leader()
+
+    def _children(self, worker: SimWorker) -> None:
+        syncer = worker.parts.syncer
+        while not worker.stopped and not worker.stop.is_set():
+            due = syncer.next_children_due()
+            if due is not None and due <= self.kernel.now:
+                syncer.sync_children_due()
+            self.kernel.sleep(CHILDREN_POLL_MILLIS)
+
+    def _schedule(self, worker: SimWorker) -> None:
+        """The scheduler's own loop until a graceful stop, then what Worker.run does last."""
+        parts = worker.parts
+        parts.scheduler.run(worker.stop, drain_millis=self.settings.worker.failover_time_millis)
+        parts.coordinator.stop_taking()
+        parts.coordinator.stop(release=True)
+        worker.stopped = True
+
+    def stop_gracefully(self, worker: SimWorker) -> None:
+        """SIGTERM: what Worker.request_stop does; the scheduler's thread drains and releases."""
+        worker.coordinator.stop_taking()
+        worker.stop.set()
+        worker.parts.scheduler.wake()
 
     # -------------------------------------------------------------------------- chaos
 
     def chaos_thread(self, until: int, min_workers: int = 1) -> None:
-        """Once a second: maybe pause a worker (SIGSTOP or a suspend), kill one, or add one."""
-        failover = self.settings.failover_time_millis
+        """Once a second: maybe pause a worker (SIGSTOP or a suspend, often past its fence), kill one,
+        stop one gracefully, or add one."""
+        failover = self.settings.worker.failover_time_millis
         while self.kernel.now < until:
             self.kernel.sleep(1_000)
-            alive = [w for w in self.alive() if w.group.paused_until <= self.kernel.now]
+            running = [w for w in self.alive() if w.group.paused_until <= self.kernel.now]
             roll = self.rng.random()
-            if roll < 0.15 and alive:
-                victim = self.rng.choice(alive)
+            if roll < 0.15 and running:
+                victim = self.rng.choice(running)
                 victim.group.paused_until = self.kernel.now + pause_millis(self.rng, failover)
             elif roll < 0.20 and len(self.alive()) > min_workers:
                 self.rng.choice(self.alive()).group.crashed = True
-            elif roll < 0.26 or not self.alive():
+            elif roll < 0.23 and len(self.alive()) > min_workers:
+                self.stop_gracefully(self.rng.choice(self.alive()))
+            elif roll < 0.29 or not self.alive():
                 self.join()
         self.faults.active = False
+        self.stream_faults.active = False
+        self.sink_faults.active = False
+        self.ledger.slow_rate = 0.0
+        self.ledger.fail_rate = 0.0
+        if not self.alive():
+            self.join()
+
+    def start(self, workers: int) -> None:
+        """``workers`` workers join; the history runs as the kernel is run (close() ends it)."""
+        LEDGERS[self.ledger_id] = self.ledger
+        for _ in range(workers):
+            self.join()
+
+    def close(self) -> None:
+        self.kernel.shutdown()
+        LEDGERS.pop(self.ledger_id, None)
 
     def run(self, workers: int, chaos_millis: int, settle_millis: int, *, chaos: bool = True) -> bool:
         """Chaos for ``chaos_millis`` then calm; True when every shard finished within ``settle_millis``
         of the end of the chaos. Without ``chaos`` nothing pauses, kills or adds workers: only the
         fault model and the directed faults act."""
-        for _ in range(workers):
-            self.join()
-        end_of_chaos = self.kernel.now + chaos_millis
-        if chaos:
-            self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
         try:
+            self.start(workers)
+            end_of_chaos = self.kernel.now + chaos_millis
+            if chaos:
+                self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
             self.kernel.run_until(end_of_chaos)
             last_close = max(spec.closes for spec in self.shards.values())
             deadline = max(self.kernel.now, last_close) + settle_millis
             self.kernel.run_until(deadline, stop=self.all_finished)
             return self.all_finished()
         finally:
-            self.kernel.shutdown()
+            self.close()
 
     def all_finished(self) -> bool:
-        return set(self.table.history.finished_at) >= set(self.shards)
+        """Every shard's lease at SHARD_END — or, for a shard trimmed away before anybody leased it,
+        no lease at all (its children start: a missing parent is finished)."""
+        finished = self.table.history.finished_at
+        return all(
+            shard in finished or (self.stream.gone(shard, self.kernel.now) and self.table.get(shard) is None)
+            for shard in self.shards
+        )

@@ -9,12 +9,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tools.commands import add_env_arguments, settings_from
+from tools.commands import add_command, add_env_arguments, require_local_endpoint_up, settings_from
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "dashboard", help="draw the dashboard's widgets from the collected metrics (PNG + HTML)"
+    parser = add_command(
+        subparsers,
+        "dashboard",
+        "draw the dashboard's widgets from the collected metrics (PNG + HTML)",
+        "Draw the CloudWatch dashboard's panels locally, from the workers' EMF documents read back "
+        "from the metrics log group (the emulator's, for a local environment) or from a JSON Lines "
+        "file. A panel that stays empty says why.",
     )
     add_env_arguments(parser)
     parser.add_argument(
@@ -53,6 +58,7 @@ def _dashboard(args: argparse.Namespace) -> int:
             documents = read_jsonl(args.from_file)
             source = args.from_file
         else:
+            require_local_endpoint_up(settings)
             start = None
             if args.since_minutes is not None:
                 import time

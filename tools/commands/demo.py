@@ -12,13 +12,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tools.commands import add_env_arguments, settings_from
+from tools.commands import CommandError, ExitCode, add_command, add_env_arguments, settings_from
 from tools.demo.chaos import SCHEDULES
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="run the whole system locally (load, workers, kill, Spark) and judge it"
+    parser = add_command(
+        subparsers,
+        "demo",
+        "run the whole system locally (load, workers, kill, Spark) and judge it",
+        "Run the whole system on this machine (what `make demo` does): the emulator, a seeded write "
+        "load, worker processes that share the stream while one joins, a shard splits and a lease "
+        "holder is killed, then Spark builds the table's current state and verifies it, and the "
+        "dashboard is drawn. Ends with a verdict: nothing lost, nothing reordered (exit 0) or not (1).",
     )
     add_env_arguments(parser)
     parser.add_argument(
@@ -64,8 +70,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     if args.schedule is not None and args.chaos is None:
-        Console().print("[red]--schedule chooses a chaos schedule: give --chaos SEED too")
-        return 2
+        raise CommandError("--schedule chooses a chaos schedule: give --chaos SEED too", ExitCode.USAGE)
     # The local endpoint accepts any credentials; a machine with none configured still runs the demo
     # (the worker processes inherit these).
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
@@ -80,17 +85,20 @@ def _demo(args: argparse.Namespace) -> int:
         if "://" not in uri:
             prepare_workdir(Path(uri), Path(uri))
     if not settings.endpoint_url:
-        console.print(
-            f"[red]env {settings.env} has no endpoint_url: the demo runs only against a local endpoint"
+        raise CommandError(
+            f"env {settings.env} has no endpoint_url: the demo runs only against a local endpoint",
+            ExitCode.USAGE,
         )
-        return 2
     console.rule("dynamodb-stream-fleet demo")
     console.print(
         f"local AWS endpoint {settings.endpoint_url}: the emulator (moto for DynamoDB, S3, Logs, CloudWatch; "
         f"a DynamoDB Streams engine with {settings.emulator.partitions} partitions, rollover every "
         f"{settings.emulator.rollover_seconds:g} s, a split on cue)"
     )
-    server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
+    try:
+        server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
+    except DemoError as exc:
+        raise CommandError(str(exc), ExitCode.UNAVAILABLE) from None
     try:
         outcome = Demo(
             settings, config_dir, workdir, console, chaos_seed=args.chaos, schedule=args.schedule or "mixed"
@@ -122,10 +130,10 @@ def _demo(args: argparse.Namespace) -> int:
         )
     except DemoError as exc:
         console.print(f"[red]demo failed: {exc}")
-        return 1
+        return ExitCode.FAILED
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: every process the demo started has been stopped")
-        return 130
+        return ExitCode.INTERRUPTED
     finally:
         stop_process(server)
 
@@ -165,4 +173,4 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(
         "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
     )
-    return 0 if ok else 1
+    return ExitCode.OK if ok else ExitCode.FAILED

@@ -1,5 +1,5 @@
 """``consumer pipeline snapshot|bootstrap|stats|verify|follow|maintain``: the Spark jobs over the
-change log, in local mode; ``consumer pipeline submit JOB``: the same job on EMR Serverless.
+change log, in a local Spark session; ``consumer pipeline submit JOB``: the same job on EMR Serverless.
 
 The same jobs run on a cluster with ``spark-submit pipeline/jobs.py <job> --env X``; the local
 commands only start one quiet local session (``pipeline.spark_master``) and print a line per stage.
@@ -21,7 +21,14 @@ from typing import Any
 
 import consumer
 from ground.settings import Settings, config_dir
-from tools.commands import CommandError, add_env_arguments, settings_from
+from tools.commands import (
+    CommandError,
+    ExitCode,
+    add_command,
+    add_env_arguments,
+    require_local_endpoint_up,
+    settings_from,
+)
 from tools.emr import aws, fetch, package, request
 
 DEFAULT_BUILD_DIR = Path("var/emr-build")
@@ -41,12 +48,20 @@ JOBS = {
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "pipeline", help="Spark jobs over the change log: snapshot, stats, verify (local mode)"
+    listed = ", ".join(JOBS)
+    parser = add_command(
+        subparsers,
+        "pipeline",
+        f"Spark jobs over the change log: {listed}; submit runs one on EMR Serverless",
+        f"The Spark jobs over the change log the workers land: {listed}. Each runs here in a local "
+        "Spark session (pipeline.spark_master) with one line per stage; `submit JOB` runs the same "
+        "job on the environment's EMR Serverless application.",
     )
     jobs = parser.add_subparsers(dest="job", metavar="JOB", required=True)
     for name, description in JOBS.items():
-        job = jobs.add_parser(name, help=description, description=description)
+        job = add_command(
+            jobs, name, description, f"{description[0].upper()}{description[1:]}, in a local Spark session."
+        )
         add_env_arguments(job)
         job.add_argument(
             "--tolerate-bad-lines",
@@ -97,7 +112,7 @@ def _register_submit(jobs: Any) -> None:
         "Run JOB on the environment's EMR Serverless application: build the code, configuration and "
         "Python environment archives, upload those not in S3 yet, start the job run, print its id."
     )
-    submit = jobs.add_parser("submit", help="run a job on EMR Serverless", description=description)
+    submit = add_command(jobs, "submit", "run one of the jobs above on EMR Serverless", description)
     submit.add_argument("job", metavar="JOB", choices=list(JOBS), help=", ".join(JOBS))
     add_env_arguments(submit)
     submit.add_argument("--dry-run", action="store_true", help="build, then print the uploads and request")
@@ -142,14 +157,34 @@ def _register_submit(jobs: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     # Imported here: PySpark is heavy and only this command needs it.
+    from pipeline.bootstrap import ExportTooOldError
     from pipeline.errors import PipelineError
     from pipeline.jobs import execute
 
+    if args.job == "verify" or (args.job == "bootstrap" and args.export is None):
+        require_local_endpoint_up(settings)  # they scan the table
     try:
+        if args.job == "bootstrap" and args.export is not None:
+            check_local_export(args.export)
         code: int = execute(args, settings, settings.pipeline.spark_master)
+    except ExportTooOldError as exc:
+        raise CommandError(str(exc), ExitCode.USAGE) from None
     except PipelineError as exc:
         raise CommandError(str(exc)) from exc
     return code
+
+
+def check_local_export(export_uri: str) -> None:
+    """An export on this machine is checked before Spark starts (seconds, not a session's start-up);
+    one on S3 is checked by the job itself, with the same rule."""
+    import time
+
+    from pipeline import bootstrap
+    from pipeline.storage import LocalStore, is_local
+
+    if is_local(export_uri):
+        manifest = bootstrap.read_export_manifest(LocalStore(), export_uri)
+        bootstrap.check_export_age(manifest, export_uri, now=time.time())
 
 
 def _source_root() -> Path:

@@ -9,13 +9,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tools.commands import add_env_arguments, settings_from
+from tools.commands import add_command, add_env_arguments, settings_from
 from tools.planning import make_plan
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "plan", help="size the fleet and the leases table from the settings (each figure with its formula)"
+    parser = add_command(
+        subparsers,
+        "plan",
+        "size the fleet and the leases table from the settings (each figure with its formula)",
+        "Size the fleet and the leases table from config/<env>.yaml: the configured values read, "
+        "every figure with its formula (N partitions, shards, workers, leases per worker, memory, "
+        "leases-table units), a warning where a configured value puts the fleet at risk, and a note "
+        "where it is a choice the plan only prices.",
     )
     add_env_arguments(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -45,4 +51,6 @@ def _plan(args: argparse.Namespace) -> int:
     console.print(table)
     for warning in plan.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
+    for note in plan.notes:
+        console.print(f"[dim]note:[/dim] {note}")
     return 0

@@ -8,12 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from ground.settings import Settings
-from tools.commands import add_env_arguments, settings_from
+from tools.commands import (
+    CommandError,
+    ExitCode,
+    add_command,
+    add_env_arguments,
+    require_local_endpoint_up,
+    settings_from,
+)
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "run", help="run a worker: take leases, process the stream's shards, checkpoint, until SIGTERM"
+    parser = add_command(
+        subparsers,
+        "run",
+        "run a worker: take leases, process the stream's shards, checkpoint, until SIGTERM",
+        "Run one worker process: check the processor, the table, its stream and the leases table, then "
+        "take leases, deliver each shard's records to the processor and checkpoint, until SIGTERM or "
+        "Ctrl-C (then it finishes its batches, checkpoints, releases its leases and exits 0). Run one "
+        "per core; workers of one environment share the shards.",
     )
     add_env_arguments(parser)
     parser.add_argument("--worker-id", default=None, help="worker id (default: [name@]host:pid:random)")
@@ -25,7 +38,33 @@ def register(subparsers: Any) -> None:
         help="rewrite this file at every lease-taking round, saying whether it succeeded (read by the "
         "instance's boot and watchdog)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=None,
+        help="stderr logs as readable lines or JSON objects (default: logs.console_format, which is "
+        "text on a terminal and JSON otherwise); CloudWatch always gets JSON",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        default=None,
+        type=str.upper,
+        help="the worker's log level (default: logs.level, INFO)",
+    )
     parser.set_defaults(handler=_run)
+
+
+def with_log_options(settings: Settings, log_format: str | None, log_level: str | None) -> Settings:
+    """The settings with the command line's log options in place of ``logs.*``."""
+    changes: dict[str, str] = {}
+    if log_format is not None:
+        changes["console_format"] = log_format
+    if log_level is not None:
+        changes["level"] = log_level
+    if not changes:
+        return settings
+    return settings.model_copy(update={"logs": settings.logs.model_copy(update=changes)})
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -36,11 +75,11 @@ def _run(args: argparse.Namespace) -> int:
     from consumer.streams.errors import FatalStreamError
     from consumer.streams.target import StreamConfigError
 
-    settings = settings_from(args)
+    settings = with_log_options(settings_from(args), args.log_format, args.log_level)
     # Start-up checks run before logging and metrics start, so that a mistake gives one line on
     # stderr, with the next step, instead of being buried under telemetry about an endpoint that is
     # not there (and is not printed a second time as a log line).
-    _check_local_endpoint(settings)
+    require_local_endpoint_up(settings)
     _check_locations_filled(settings)
     worker_id = args.worker_id or new_worker_id(args.worker_name)
     try:
@@ -50,28 +89,15 @@ def _run(args: argparse.Namespace) -> int:
             heartbeat_file=args.heartbeat_file,
             warn=lambda message: print(f"warning: {message}", file=sys.stderr),
         )
-    except (ProcessingConfigError, StreamConfigError) as exc:
-        print(f"error: {exc}{_next_step(settings, str(exc))}", file=sys.stderr)
-        return 2
+    except ProcessingConfigError as exc:
+        raise CommandError(str(exc), ExitCode.CONFIG) from None
+    except StreamConfigError as exc:
+        raise CommandError(f"{exc}{_next_step(settings, str(exc))}", ExitCode.UNAVAILABLE) from None
     try:
         process.run()
     except (FatalStreamError, LeaseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _check_local_endpoint(settings: Settings) -> None:
-    """With a local endpoint that nobody answers on, say how to start the emulator, and stop."""
-    from tools.commands import CommandError
-    from tools.local_aws import endpoint_answers, is_local_endpoint
-
-    endpoint = settings.endpoint_url
-    if endpoint is not None and is_local_endpoint(endpoint) and not endpoint_answers(endpoint):
-        raise CommandError(
-            f"nothing answers at {endpoint} (endpoint_url of env {settings.env}): "
-            f"start the emulator: `consumer local up --env {settings.env}`"
-        )
+        raise CommandError(str(exc), ExitCode.FAILED) from None
+    return ExitCode.OK
 
 
 def _check_locations_filled(settings: Settings) -> None:
@@ -89,9 +115,7 @@ def _check_locations_filled(settings: Settings) -> None:
 
 def _next_step(settings: Settings, message: str) -> str:
     """The command that fixes a start-up error on the local emulator, when there is one."""
-    from tools.local_aws import is_local_endpoint
-
-    if not is_local_endpoint(settings.endpoint_url):
+    if not settings.on_emulator:
         return ""
     if message.startswith("table ") and "does not exist" in message:
         return f"; create the tables env {settings.env} names: `consumer local up --env {settings.env}`"

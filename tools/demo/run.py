@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -68,6 +69,12 @@ def start_local_aws(env: str, config_dir: Path, endpoint: str, log_path: Path) -
     """The emulator (moto + the multi-shard stream engine) on ``endpoint``'s port, settings from
     ``config/<env>.yaml``'s ``emulator`` section; it exits by itself if this process dies."""
     port = _port_of(endpoint)
+    if not _free(port):
+        raise DemoError(
+            f"port {port} (endpoint_url of env {env}) is taken by another program, perhaps another demo "
+            f"or `consumer local up --env {env}`: stop it, or give the demo another port: "
+            f"CONSUMER_ENDPOINT_URL=http://127.0.0.1:{_free_port()} make demo"
+        )
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = [*emulator_command(env, config_dir, {"port": port}), "--exit-with-parent"]
     with log_path.open("wb") as log:
@@ -76,8 +83,26 @@ def start_local_aws(env: str, config_dir: Path, endpoint: str, log_path: Path) -
         wait_until_ready(server, 30.0, log_path)
     except StartupError as exc:
         stop_process(server)
-        raise DemoError(f"the local AWS emulator did not start on port {port} (in use?): {exc}") from exc
+        first = str(exc).splitlines()[0]
+        raise DemoError(
+            f"the local AWS emulator did not start on port {port}: {first} (its log: {log_path})"
+        ) from exc
     return server
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -455,7 +480,8 @@ class Demo:
                 for process in fleet.alive():
                     code = fleet.terminate(process.name)
                     self._note(f"SIGTERM {process.name}: exited {code}")
-                live.update(render(self._snapshot(fleet, load)))
+                # The last frame stays on screen; the events follow it in full, once.
+                live.update(render(self._snapshot(fleet, load), events=False))
         finally:
             # Off a terminal rich prints the last frame without ending its line: end it here, so
             # what follows the live view starts on a line of its own.

@@ -65,7 +65,9 @@ def _short(shard_id: str) -> str:
     return shard_id[-12:]
 
 
-def render(snapshot: FleetSnapshot) -> RenderableType:
+def render(snapshot: FleetSnapshot, *, events: bool = True) -> RenderableType:
+    """The live view; ``events=False`` for the last frame, after which the demo prints every event
+    once in its events block (the panel shows only the latest, and would repeat them)."""
     per_owner = Counter(row.owner or "(free)" for row in snapshot.leases if row.checkpoint != "SHARD_END")
     finished = sum(1 for row in snapshot.leases if row.checkpoint == "SHARD_END")
 
@@ -111,5 +113,7 @@ def render(snapshot: FleetSnapshot) -> RenderableType:
             _short(row.shard_id), owner, row.checkpoint[-14:], ", ".join(_short(p) for p in row.parents)
         )
 
-    events = Text("\n".join(snapshot.events[-8:]) or "(none yet)")
-    return Group(header, workers, leases, Panel(events, title="events"))
+    if not events:
+        return Group(header, workers, leases)
+    latest = Text("\n".join(snapshot.events[-8:]) or "(none yet)")
+    return Group(header, workers, leases, Panel(latest, title="events"))

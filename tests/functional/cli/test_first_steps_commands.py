@@ -14,6 +14,7 @@ import pytest
 
 from ground.settings import load_settings
 from tools.cli import main
+from tools.commands import ExitCode
 from tools.local_aws import configured_tables, is_local_endpoint, use_local_credentials
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
@@ -42,7 +43,7 @@ def write_env(project: Path, name: str, processing: str) -> None:
 def test_processor_that_does_not_import(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_env(project, "bad", "processing:\n  processor: myproc.counter:handle\n")
     code, _, err = validate("bad", capsys)
-    assert code == 1
+    assert code == ExitCode.CONFIG
     assert err[0].startswith("env bad from ")
     assert len(err) == 2 and err[1].startswith("error: ")
     assert f"no myproc/counter.py in {project.resolve()} (processing.import_paths)" in err[1]
@@ -67,14 +68,14 @@ def test_processor_in_the_project_directory_validates(
 def test_misspelt_built_in(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_env(project, "typo", "processing:\n  processor: changelogg\n")
     code, _, err = validate("typo", capsys)
-    assert code == 1 and len(err) == 2
+    assert code == ExitCode.CONFIG and len(err) == 2
     assert "did you mean 'changelog'?" in err[1]
 
 
 def test_options_that_do_not_fit_name_the_key(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_env(project, "opts", "processing:\n  processor: changelog\n  options: {destinaton: var/x}\n")
     code, _, err = validate("opts", capsys)
-    assert code == 1 and len(err) == 2
+    assert code == ExitCode.CONFIG and len(err) == 2
     assert "processing.options for changelog: unknown destinaton (allowed: destination, format)" in err[1]
 
 
@@ -105,13 +106,13 @@ def test_scaffold_writes_files_that_validate_and_pass_their_test(
     assert test.returncode == 0, test.stdout + test.stderr
     # A second scaffold of the same name overwrites nothing.
     before = (project / "processors" / "audit.py").read_text()
-    assert main(["new", "processor", "audit"]) == 1
+    assert main(["new", "processor", "audit"]) == ExitCode.USAGE
     assert "not overwriting" in capsys.readouterr().err
     assert (project / "processors" / "audit.py").read_text() == before
 
 
 def test_scaffold_refuses_a_name_that_is_no_module(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["new", "processor", "My-Proc"]) == 1
+    assert main(["new", "processor", "My-Proc"]) == ExitCode.USAGE
     assert "lower-case letters" in capsys.readouterr().err
     assert not (project / "processors").exists()
 
@@ -148,3 +149,54 @@ def test_configured_tables_follow_the_processor() -> None:
     names = [(spec.name, spec.role) for spec in configured_tables(replica)]
     assert names == [("orders", "source table"), ("copy", "replica table")]
     assert "StreamSpecification" not in configured_tables(replica)[1].create_arguments()
+
+
+def test_scaffolded_environments_do_not_share_an_emulator(project: Path) -> None:
+    """Each scaffold gets a table, an emulator port and an application name (leases table) of its own,
+    apart from config/local.yaml's and from each other's, so no `consumer run` attaches to another
+    environment's emulator."""
+    assert main(["new", "processor", "audit"]) == 0
+    assert main(["new", "processor", "billing"]) == 0
+    try:
+        envs = {
+            name: load_settings(name, project / "config", environ={})
+            for name in ("local", "audit", "billing")
+        }
+    finally:
+        for name in [m for m in sys.modules if m == "processors" or m.startswith("processors.")]:
+            del sys.modules[name]
+    for attribute in (
+        lambda s: s.endpoint_url,
+        lambda s: s.emulator.port,
+        lambda s: s.table.name,
+        lambda s: s.leases_table_name,
+    ):
+        values = [attribute(s) for s in envs.values()]
+        assert len(set(values)) == 3, values
+    audit = envs["audit"]
+    assert audit.endpoint_url == f"http://127.0.0.1:{audit.emulator.port}"
+    # A quiet shard polls at least once a second: records written arrive within it, not 10 s later.
+    assert audit.worker.max_idle_time_between_reads_millis == 1000
+
+
+def test_a_worker_has_processed_what_every_shard_holds() -> None:
+    """`local write` waits for this: every shard with records checkpointed at or past its last one
+    (a finished shard whose lease was cleaned up counts when a leased shard descends from it)."""
+    from consumer.leases.model import ExtendedSequenceNumber, Lease
+    from tools.local_aws import shards_behind
+
+    def lease(shard: str, checkpoint: str) -> Lease:
+        return Lease(shard, "w", 1, ExtendedSequenceNumber(checkpoint))
+
+    shards = [
+        {"shardId": "old", "parentShardId": None, "lastSequenceNumber": "100"},
+        {"shardId": "a", "parentShardId": "old", "lastSequenceNumber": "250"},
+        {"shardId": "b", "parentShardId": "old", "lastSequenceNumber": None},  # nothing written
+        {"shardId": "c", "parentShardId": None, "lastSequenceNumber": "90"},
+    ]
+    assert shards_behind(shards, {}) == ["old", "a", "c"]  # no worker yet
+    leases = {"a": lease("a", "250"), "c": lease("c", "80")}
+    assert shards_behind(shards, leases) == ["c"]  # "old" was finished and cleaned up: "a" descends from it
+    leases["c"] = lease("c", "SHARD_END")
+    assert shards_behind(shards, leases) == []
+    assert shards_behind(shards, {"a": lease("a", "TRIM_HORIZON"), "c": leases["c"]}) == ["a"]

@@ -13,6 +13,7 @@ from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
 from ground.settings import WorkerSettings
 from tools.cli import main
+from tools.commands import ExitCode
 
 
 def test_table_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,7 +34,13 @@ def test_table_view(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ]:
             store.create_if_absent(Lease(shard, owner, 1, ExtendedSequenceNumber(checkpoint)))
         assert main(["leases", "--env", "t", "--config-dir", str(tmp_path), "--all"]) == 0
-    out = capsys.readouterr().out
+        out = capsys.readouterr().out
+        # The title counts the rows under it, and says what it leaves out and how to see it.
+        assert main(["leases", "--env", "t", "--config-dir", str(tmp_path)]) == 0
+        hiding = capsys.readouterr().out
+    assert "leases (4 shown; 1 finished)" in out
+    assert "leases (3 shown; 1 finished, hidden: --all shows them)" in hiding
+    assert "shard-d" not in hiding
     lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
     assert "held" in lines["shard-a"] and "123" in lines["shard-a"]
     assert "expired" in lines["shard-b"]
@@ -47,5 +54,7 @@ def test_missing_table_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
         "application_name: nothing-here\ntable: {name: orders, partition_key: {name: pk}}\n"
     )
     with mock_aws():
-        assert main(["leases", "--env", "t", "--config-dir", str(tmp_path)]) == 1
-    assert "leases table nothing-here does not exist" in capsys.readouterr().err
+        assert main(["leases", "--env", "t", "--config-dir", str(tmp_path)]) == ExitCode.UNAVAILABLE
+    (_env_line, error) = capsys.readouterr().err.splitlines()
+    assert error.startswith("error: leases table nothing-here does not exist")
+    assert "`consumer run --env t` creates it" in error

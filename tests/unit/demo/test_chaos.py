@@ -135,7 +135,7 @@ def test_the_demo_command_takes_a_schedule_only_with_chaos(
         str(tmp_path / "demo"),
     ]
     assert main([*config, "--schedule", "dense-pause"]) == 2  # refused before anything starts
-    assert "give --chaos SEED too" in capsys.readouterr().out
+    assert "give --chaos SEED too" in capsys.readouterr().err
     assert not (tmp_path / "demo").exists()
     with pytest.raises(SystemExit):
         main([*config, "--chaos", "1", "--schedule", "calm"])

@@ -28,7 +28,9 @@ def _import_alone(module: str) -> str | None:
     )
     if result.returncode == 0:
         return None
-    return f"{module}: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
+    return (
+        f"{module}: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
+    )
 
 
 def test_every_module_of_consumer_imports_in_a_fresh_interpreter() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,25 +120,68 @@ def test_plan_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "ceil" in figures["partitions_N"]["formula"]
 
 
-def test_configured_values_that_contradict_the_advice_are_flagged() -> None:
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+
+
+@pytest.mark.parametrize("env", ["local", "dev", "prod"])
+def test_no_shipped_environment_is_warned_about(
+    env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planner and the shipped config agree: `consumer plan --env <env>` as shipped prints no warning."""
+    for name in [n for n in os.environ if n.startswith("CONSUMER_")]:
+        monkeypatch.delenv(name)
+    assert make_plan(load_settings(env, CONFIG, environ={})).warnings == []
+    assert main(["plan", "--env", env, "--config-dir", str(CONFIG)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.out + captured.err
+
+
+def test_prod_is_checked_against_its_own_figures() -> None:
     """config/prod.yaml: N = 44, M = 6 x 4 = 24; advice 2..11 leases per worker (suggested 4) and 2
-    instances, against a configured 40 and 6."""
-    plan = make_plan(load_settings("prod", Path(__file__).resolve().parents[3] / "config", environ={}))
+    instances. Its cap 11 is in range; its 6 instances are headroom (a note); the table is past the
+    KCL defaults but tuned (a note)."""
+    plan = make_plan(load_settings("prod", CONFIG, environ={}))
     assert plan.value("partitions_N") == 44
-    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "40"
-    assert dict(plan.inputs)["fleet.desired_instances"] == "6"
-    assert any(
-        "configured worker.max_leases_for_worker 40 is above the advised range 2..11" in w
-        and "suggested 4" in w
-        for w in plan.warnings
-    )
-    assert any(
-        "configured fleet.desired_instances 6 is more than the 2 recommended" in w for w in plan.warnings
-    )
-    # 44 partitions is under the 50 threshold: only the per-partition rate is named as past it.
-    tuning = next(w for w in plan.warnings if "KCL defaults need tuning" in w)
-    assert "909 WCU/s per partition is more than 100" in tuning
+    assert (plan.value("max_leases_for_worker_min"), plan.value("max_leases_for_worker_max")) == (2, 11)
+    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "11"
+    assert any("configured fleet.desired_instances 6 is more than the 2 recommended" in n for n in plan.notes)
+    tuning = next(n for n in plan.notes if "KCL defaults need tuning" in n)
+    assert "909 WCU/s per partition is more than 100" in tuning and "are set" in tuning
     assert "44 partitions is more than" not in tuning
+
+
+def test_on_the_emulator_n_is_the_emulators_partition_count(tmp_path: Path) -> None:
+    """An emulator environment's capacity figures would say N = 1; the emulator runs 6 partitions."""
+    plan = _plan(tmp_path, SMALL + "endpoint_url: http://127.0.0.1:4700\nemulator: {partitions: 6}\n")
+    assert plan.value("partitions_N") == 6
+    assert "emulator.partitions" in next(f.formula for f in plan.figures if f.name == "partitions_N")
+    assert dict(plan.inputs)["emulator.partitions"] == "6"
+    # The emulator enforces no capacity: the default 10 WCU leases table is a note there, not a warning.
+    assert not any("leases table needs" in w for w in plan.warnings)
+
+
+def test_values_that_put_the_fleet_at_risk_are_warnings_and_choices_are_notes(tmp_path: Path) -> None:
+    # N = 70, M = 24: the cap 40 is above 6N/M = 18 (a note); 2 instances are fewer than the 3 recommended.
+    plan = _plan(tmp_path, LARGE + "worker:\n  max_leases_for_worker: 40\n")
+    assert any(
+        "max_leases_for_worker 40 is above 6N/M = 18" in n and "as if unbounded" in n for n in plan.notes
+    )
+    few = LARGE.replace(
+        "min_instances: 3\n  desired_instances: 6", "min_instances: 1\n  desired_instances: 2"
+    )
+    plan = _plan(tmp_path, few)
+    assert any("desired_instances 2 is fewer than the 3 recommended" in w for w in plan.warnings)
+    # A cap the smallest fleet cannot hold N with: 3 leases x (3 instances x 4 processes) = 36 < 70.
+    tight = LARGE + "worker:\n  max_leases_for_worker: 3\n"
+    plan = _plan(tmp_path, tight)
+    assert any("the smallest fleet cannot hold every open shard" in w for w in plan.warnings)
+
+
+def test_a_planning_default_never_set_is_not_judged(tmp_path: Path) -> None:
+    """No fleet section: desired_instances is its default 2 where 1 is recommended; nobody chose it."""
+    plan = _plan(tmp_path, SMALL)
+    assert plan.value("recommended_instances") == 1
+    assert not any("desired_instances" in line for line in plan.warnings + plan.notes)
 
 
 def test_unbounded_cap_and_matching_fleet_are_not_flagged(tmp_path: Path) -> None:

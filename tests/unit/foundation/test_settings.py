@@ -10,6 +10,7 @@ import pytest
 
 from ground.settings import ConfigError, Settings, load_settings
 from tools.cli import main
+from tools.commands import ExitCode
 
 REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
 
@@ -32,7 +33,7 @@ def test_environment_file_overrides_base() -> None:
     prod = load_settings("prod", REPO_CONFIG)
     assert base_only.table.billing_mode == "PAY_PER_REQUEST"
     assert prod.table.billing_mode == "PROVISIONED"
-    assert prod.worker.max_leases_for_worker == 40
+    assert prod.worker.max_leases_for_worker == 11
     # Keys the environment does not set come from base.yaml.
     assert prod.table.partition_key.name == "pk"
     assert prod.env == "prod"
@@ -84,7 +85,13 @@ MALFORMED = [
     ("prod.yaml", "workr:\n  max_records: 10\n", "workr", "did you mean 'worker'"),
     ("prod.yaml", "worker:\n  max_records: 1500\n", "worker.max_records", "less than or equal to 1000"),
     ("prod.yaml", "worker:\n  initial_position: EARLIEST\n", "worker.initial_position", "TRIM_HORIZON"),
-    ("prod.yaml", "worker:\n  max_records: [\n", "line", "not valid YAML"),
+    ("prod.yaml", "worker:\n  max_records: [\n", "prod.yaml:3:1:", "not valid YAML"),
+    (
+        "prod.yaml",
+        "worker:\n  zzz_not_a_key: 1\n",
+        "prod.yaml:2:3: worker.zzz_not_a_key",
+        "the 26 keys of worker",
+    ),
     ("prod.yaml", "- a\n- b\n", "(top level)", "must be a mapping"),
     (
         "prod.yaml",
@@ -131,8 +138,11 @@ def test_malformed_configuration_names_file_and_key(
     (config_copy / filename).write_text(text)
     code = main(["config", "validate", "--env", "prod", "--config-dir", str(config_copy)])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == ExitCode.CONFIG
     assert "Traceback" not in err
+    # One line per problem, short enough to read: a file, a key, what to do.
+    for line in err.splitlines():
+        assert line.startswith("error: ") and len(line.replace(str(config_copy), "")) < 300, line
     assert str(config_copy / filename) in err
     assert key in err
     assert words in err
@@ -142,13 +152,13 @@ def test_bad_environment_variable_is_named(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CONSUMER_WORKER__MAX_RECORDS", "lots")
-    assert main(["config", "validate", "--env", "prod", "--config-dir", str(REPO_CONFIG)]) == 2
+    assert main(["config", "validate", "--env", "prod", "--config-dir", str(REPO_CONFIG)]) == ExitCode.CONFIG
     err = capsys.readouterr().err
     assert "environment variable CONSUMER_WORKER__MAX_RECORDS" in err and "worker.max_records" in err
 
 
 def test_unknown_environment_suggests_nearest(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["config", "validate", "--env", "prd", "--config-dir", str(REPO_CONFIG)]) == 2
+    assert main(["config", "validate", "--env", "prd", "--config-dir", str(REPO_CONFIG)]) == ExitCode.CONFIG
     assert "did you mean 'prod'" in capsys.readouterr().err
 
 

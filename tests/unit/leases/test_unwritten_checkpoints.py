@@ -5,9 +5,11 @@ the product's own classes on the in-memory store and a fake clock, and failed on
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
+from consumer.leases.errors import LeaseLostError, LeaseStoreThrottledError, LeaseStoreUnavailableError
 from ground.clock import FakeClock
 from tests.unit.leases.regression_rig import (
     ESN,
@@ -137,3 +139,87 @@ def test_a_fenced_worker_records_what_it_processed_so_the_next_owner_does_not_re
     b = worker(store, clock, "b")
     (lease,) = b.held()
     assert lease.checkpoint == ESN("200")
+
+
+def test_a_checkpoint_refused_for_now_moves_the_held_lease_so_the_next_consumer_starts_after_it() -> None:
+    """The table refuses a checkpoint for now while the worker holds the lease: the records are
+    processed, so the lease as held says so — a shard consumer started next under the same ownership
+    (the scheduler stopped the last one during a fence the worker came back from) resumes after them
+    instead of replaying them; the table still has the last position written until the next
+    checkpoint (whole-worker simulator, seed 768 of its first sweep)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreThrottledError):
+        a.checkpoint("s1", "200")
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") and store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]
+    a.checkpoint("s1", "250")  # the next checkpoint writes past it as usual
+    assert store.get("s1").checkpoint == ESN("250")  # type: ignore[union-attr]
+
+
+def test_a_checkpoint_refused_after_my_take_back_moved_the_counter_still_moves_the_held_lease() -> None:
+    """The worker stops with a checkpoint in flight, past its fence; back, it takes its untouched lease
+    back (the counter moves, the ownership goes on), and only then does the refusal (throttled) come
+    back for the write sent under the old counter. The position is kept on the lease held now, under
+    the same ownership (whole-worker simulator, seed 1144 of its first sweep)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    (before,) = a.held()
+
+    def taken_back_then_throttled(call: Any) -> Any:
+        clock.advance(SETTINGS.fence_after_millis + 1)  # stopped with the write in flight: fenced
+        assert a.heartbeat_once()
+        a.take_round()  # takes its untouched lease back
+        return throttled(call)
+
+    store.hooks["checkpoint"] = taken_back_then_throttled
+    with pytest.raises(LeaseStoreThrottledError):
+        a.checkpoint("s1", "200", before.counter)
+    (lease,) = a.held()
+    assert lease.counter > before.counter and lease.checkpoint == ESN("200")
+
+
+def test_a_position_refused_while_a_take_back_records_the_fenced_one_is_not_forgotten() -> None:
+    """The table refused 200 for now; the worker is fenced; taking its untouched lease back, it
+    records 200 — and while that write is on its way, its shard consumer's checkpoint of 300 is
+    refused by the fence and noted. Recording 200 must not forget 300: the next consumer starts after
+    300 (whole-worker simulator, seed 4 503 of its second sweep: a record replayed by the same worker)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    (held,) = a.held()
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreThrottledError):
+        a.checkpoint("s1", "200")
+    clock.advance(SETTINGS.fence_after_millis + 1)  # fenced with 200 unwritten
+
+    def consumer_refused_meanwhile(call: Any) -> Any:
+        with pytest.raises(LeaseLostError):
+            a.checkpoint("s1", "300", held.counter)  # the consumer's next checkpoint: refused by the fence
+        return call()
+
+    store.hooks["checkpoint"] = consumer_refused_meanwhile
+    assert a.heartbeat_once()
+    a.take_round()  # records 200 (the hook runs inside that write), then takes the lease back
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("300"), "the position refused meanwhile was forgotten"
+    assert store.get("s1").checkpoint == ESN("300")  # type: ignore[union-attr]  # written at the take-back
+
+
+def test_a_checkpoint_refused_because_a_hand_over_is_overdue_is_recorded_when_the_lease_goes() -> None:
+    """A thief asked for the lease and the hand-over is overdue (the worker was stopped): processing
+    must stop and the checkpoint is refused — but the records up to it are processed. The release
+    that follows records the position (conditional on the worker's counter) rather than leaving them
+    to be replayed (whole-worker simulator, seed 6 025 of its third sweep: the thief never came, the
+    worker took the lease back and replayed a batch its class-form processor had checkpointed)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    a.holdings.ask_hand_over("s1", "b", clock.wall_millis() - 1)  # asked long ago: overdue now
+    with pytest.raises(LeaseLostError, match="overdue"):
+        a.checkpoint("s1", "200")
+    a.release("s1")
+    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]

@@ -4,21 +4,26 @@ on the in-memory lease store."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.errors import LeaseStoreThrottledError
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.lifecycle.ports import LeaseOps
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
 from consumer.processing.api import RecordProcessor
+from consumer.processing.factory import windowed_processor
+from consumer.processing.window_state import InMemoryWindowStateStore, SavedWindow
+from consumer.processing.windows import WindowedBatch
 from consumer.records import ShardInfo
 from consumer.streams.errors import ExpiredIteratorError, ShardNotFoundError, ThrottledError, TrimmedDataError
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
-from tests.unit.lifecycle.fakes import FakeStream, RecordingProcessor
+from tests.unit.lifecycle.fakes import FakeStream, FlakyLeases, RecordingProcessor
 
 SETTINGS = WorkerSettings(max_records=100, idle_time_between_reads_millis=200, failover_time_millis=10_000)
 
@@ -290,3 +295,96 @@ def test_a_consumer_carries_on_when_its_untouched_lease_is_taken_back() -> None:
     assert consumer.life.state is ShardState.PROCESSING
     assert len(processor.seen) == len(set(processor.seen)) == len(rig.stream.shards["s1"])
     assert rig.store.get("s1").checkpoint.sequence == processor.seen[-1]  # type: ignore[union-attr]
+
+
+def test_a_batch_the_processor_raised_on_is_not_covered_by_a_checkpoint_at_shutdown() -> None:
+    """A class-form processor checkpoints ``checkpoint()`` (everything delivered) when told to stop.
+    A batch it raised on is delivered again, so it is not "delivered" until then: the graceful stop
+    must not record it as done (found by the whole-worker simulator, seed 99 of its first sweep:
+    the next owner started after records nobody had processed)."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 250, closed=False)
+    rig.lease("s1")
+    processor = RecordingProcessor(fail=lambda call, records: call == 2)
+    consumer = rig.consumer("s1", processor)
+    while processor.calls < 2:
+        rig.step(consumer)
+    assert len(processor.seen) == SETTINGS.max_records  # the first batch; the second one raised
+    consumer.request_shutdown()
+    rig.drive(consumer)
+    assert consumer.life.reason is ShutdownReason.REQUESTED
+    assert rig.store.get("s1").checkpoint == ExtendedSequenceNumber(processor.seen[-1])
+
+
+class SaveFailsOnce(InMemoryWindowStateStore):
+    """The window-state table refuses one save: the ``fail_at``-th."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.saves, self.fail_at = 0, fail_at
+
+    def save(self, shard_id: str, saved: SavedWindow) -> None:
+        self.saves += 1
+        if self.saves == self.fail_at:
+            raise RuntimeError("window-state table: ProvisionedThroughputExceededException")
+        super().save(shard_id, saved)
+
+
+def test_records_behind_a_deferred_checkpoint_are_not_counted_twice_in_a_window() -> None:
+    """A window's state is saved, then its checkpoint is refused for now (a throttled leases table:
+    the function form defers it), then a later save of the same flush fails and the flush raises. The
+    state goes back to the version saved with the deferred checkpoint, so the batch delivered again
+    must start after that checkpoint, not after the one the table holds: the records between were
+    counted twice in the window (found by the whole-worker simulator, seeds 234, 235, 249, 257 and 262
+    of its first sweep)."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 6)  # one window, a closed shard
+    rig.lease("s1")
+    leases = FlakyLeases(rig.coordinator)
+    leases.faults["checkpoint"] = [LeaseStoreThrottledError("checkpoint: throttled")] * 2
+    finals: list[list[int]] = []
+
+    def count(batch: WindowedBatch) -> dict[str, Any] | None:
+        counted = list(batch.state.get("counted", []))
+        if batch.window.is_final:
+            finals.append(counted)
+            return None
+        return {"counted": counted + [int(r.sequence_number) for r in batch.records]}
+
+    processor = windowed_processor(
+        count, seconds=60, states=SaveFailsOnce(fail_at=2), clock=rig.clock, batch_size=2
+    )
+    rig.drive(rig.consumer("s1", processor, leases=leases))
+    assert finals, "the window was never closed"
+    counted = finals[-1]
+    assert (
+        sorted(counted) == sorted(set(counted)) == [int(r.sequence_number) for r in rig.stream.shards["s1"]]
+    )
+
+
+def test_a_graceful_stop_writes_a_deferred_checkpoint_of_a_batch_that_later_failed() -> None:
+    """The function form defers a checkpoint the table refuses for now (its window state saved), then
+    a later part of the same flush fails (the next state cannot be saved) and the call raises. The
+    records up to the deferred checkpoint stay delivered: the graceful stop that follows writes it and
+    releases the lease — it was refused as "beyond the largest sequence number delivered" and the
+    stop retried forever (found by the whole-worker simulator, seed 9 005 of its third sweep)."""
+    rig = Rig()
+    rig.stream.add("s1", 100, 6, closed=False)
+    rig.lease("s1")
+    leases = FlakyLeases(rig.coordinator)
+    leases.faults["checkpoint"] = [LeaseStoreThrottledError("checkpoint: throttled")] * 2
+    states = SaveFailsOnce(fail_at=2)
+
+    def count(batch: WindowedBatch) -> dict[str, Any] | None:
+        return None if batch.window.is_final else {"n": batch.state.get("n", 0) + len(batch.records)}
+
+    processor = windowed_processor(count, seconds=60, states=states, clock=rig.clock, batch_size=2)
+    consumer = rig.consumer("s1", processor, leases=leases)
+    while states.saves < 2:
+        rig.step(consumer)
+    consumer.request_shutdown()
+    rig.drive(consumer, max_steps=50)
+    lease = rig.store.get("s1")
+    assert consumer.life.reason is ShutdownReason.REQUESTED
+    second = rig.stream.shards["s1"][1].sequence_number
+    assert lease.owner is None and lease.checkpoint == ExtendedSequenceNumber(second)

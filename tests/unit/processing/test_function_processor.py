@@ -50,9 +50,7 @@ def test_buffers_across_polls_until_the_window_passes_and_flushes_on_an_empty_ca
 
 def test_flushes_at_the_record_limit() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=4, max_window_millis=60_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=4, max_window_millis=60_000)
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 3))
     assert handler.calls == 0
@@ -114,9 +112,7 @@ def redeliver(
 
 def test_a_call_that_raises_gives_its_records_back_so_a_redelivery_buffers_them_once() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=6, max_window_millis=60_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=6, max_window_millis=60_000)
     checkpointer = FailingOnce(lambda: set(handler.succeeded), [RuntimeError("checkpoint bug")])
     poll(processor, checkpointer, records(1, 3))  # buffered: not due yet
     with pytest.raises(RuntimeError):
@@ -129,9 +125,7 @@ def test_a_call_that_raises_gives_its_records_back_so_a_redelivery_buffers_them_
 
 def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000)
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 3))
     checkpointer.at_shard_end = True
@@ -142,9 +136,7 @@ def test_shard_end_flushes_then_checkpoints_shard_end() -> None:
 
 def test_shutdown_flushes_and_lease_loss_drops_the_buffer() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=10, max_window_millis=10_000)
     checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded))
     poll(processor, checkpointer, records(1, 2))
     processor.shutdown_requested(ShutdownRequestedInput(INFO, checkpointer))
@@ -172,9 +164,7 @@ class ThrottledOnce(WatchingCheckpointer):
 
 def test_a_throttled_checkpoint_never_hands_processed_records_to_the_handler_again() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000)
     checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
     poll(processor, checkpointer, records(1, 3))  # processed; its checkpoint is throttled
     assert handler.succeeded == [1, 2, 3] and checkpointer.history == [] and processor.buffered == ()
@@ -203,9 +193,7 @@ def test_a_deferred_checkpoint_is_recorded_before_a_failed_call_is_delivered_aga
 
 def test_a_deferred_checkpoint_is_written_before_the_lease_is_handed_on() -> None:
     handler = ScriptedHandler()
-    processor = function_processor(
-        handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000
-    )
+    processor = function_processor(handler, clock=FakeClock(), batch_size=3, max_window_millis=60_000)
     checkpointer = ThrottledOnce(lambda: set(handler.succeeded), refusals=1)
     poll(processor, checkpointer, records(1, 3))
     processor.shutdown_requested(ShutdownRequestedInput(INFO, checkpointer))

@@ -324,9 +324,7 @@ def test_a_lane_that_loses_the_lease_stops_the_others_and_nothing_more_is_checkp
             checkpointer.lose_lease()
         done.update(int(r.sequence_number) for r in batch.records)
 
-    processor = function_processor(
-        handle, clock=FakeClock(), batch_size=2, parallelization_factor=6
-    )
+    processor = function_processor(handle, clock=FakeClock(), batch_size=2, parallelization_factor=6)
     checkpointer.deliver(tuple(stream))
     with pytest.raises(LeaseLostError):
         processor.process_records(ProcessRecordsInput(tuple(stream), checkpointer, 0, INFO))
@@ -354,9 +352,7 @@ def test_the_changelog_sink_in_lanes_lands_every_change_once_across_a_crash(tmp_
     sink_one = ChangelogSink(ChangelogStore(str(tmp_path)), "orders")
     sink_one.shard_started(INFO, "TRIM_HORIZON")
     checkpointer = WatchingCheckpointer(lambda: set(landed_first))  # never past record 5
-    first = function_processor(
-        first_owner, clock=FakeClock(), batch_size=3, parallelization_factor=4
-    )
+    first = function_processor(first_owner, clock=FakeClock(), batch_size=3, parallelization_factor=4)
     checkpointer.deliver(tuple(stream))
     first.process_records(ProcessRecordsInput(tuple(stream), checkpointer, 0, INFO))
     assert checkpointer.last_checkpoint in ("TRIM_HORIZON", *(r.sequence_number for r in stream[:4]))

@@ -9,6 +9,7 @@ record through the normal failure handling: bisected, retried, dead-lettered.
 
 from __future__ import annotations
 
+import base64
 import decimal
 import random
 from decimal import Decimal
@@ -102,6 +103,50 @@ def test_the_path_names_nested_maps_lists_and_sets(image: dict[str, Any], path: 
 )
 def test_a_value_of_the_wrong_shape_names_its_path_too(image: dict[str, Any], path: str) -> None:
     assert new_image_error(image).path == path
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"B": "!!!"}, "not base64"),  # botocore's non-validating decode gives b""
+        ({"B": "AAE"}, "not base64"),  # padding missing
+        ({"BS": ["AAE=", "??"]}, "not base64"),
+        ({"SS": "abc"}, "not a list"),  # set("abc") would be {"a", "b", "c"}
+        ({"NS": "123"}, "not a list"),
+        ({"BS": "AAE="}, "not a list"),
+        ({"L": "abc"}, "not a list"),
+        ({"SS": ["a", 5]}, "not a string"),
+        ({"S": 5}, "not a string"),
+        ({"BOOL": "false"}, "not true or false"),  # bool("false") is True
+    ],
+)
+def test_bad_base64_and_wrong_shaped_sets_are_refused_naming_shard_record_and_attribute(
+    value: dict[str, Any], problem: str
+) -> None:
+    error = new_image_error({"tags": value})
+    message = str(error)
+    assert problem in message
+    assert (error.path, error.event_id, error.sequence_number, error.shard_id) == (
+        "NewImage.tags",
+        "ev-42",
+        "000000000000000000123",
+        "shardId-7",
+    )
+    assert "NewImage.tags" in message and "ev-42" in message and "shardId-7" in message
+
+
+def test_well_formed_binaries_and_sets_still_convert_as_boto3_does() -> None:
+    for value in (
+        {"B": "AAE="},
+        {"B": ""},
+        {"BS": ["AAE=", "/w=="]},
+        {"SS": ["a", "b"]},
+        {"NS": ["1", "2.5"]},
+    ):
+        wire = {"B": base64.b64decode(value["B"])} if "B" in value else value
+        if "BS" in value:
+            wire = {"BS": [base64.b64decode(b) for b in value["BS"]]}
+        assert deserialize_value(value) == BOTO3.deserialize(wire)
 
 
 def test_keys_and_old_image_name_their_own_image() -> None:

@@ -196,6 +196,7 @@ def test_a_widget_the_local_run_cannot_have_says_so_and_where_its_numbers_come_f
     # The CloudWatch agent's host metrics never reach the EMF documents, whatever the run held.
     points = [point(5, "CpuUtilization", 40, operation="Process", unit="Percent")]
     text, entries = _drawn_text(widget("CPU per instance"), points)
+    text = " ".join(text.split())  # as wrapped to fit the panel
     assert "not available locally" in text and "CloudWatch agent" in text and "cpu_usage_active" in text
     assert entries == []
     # The same run draws the per-worker figure the workers publish themselves.

@@ -1,0 +1,174 @@
+"""Every panel of the local picture means something: it draws lines, or says why it has none, and
+every line it lacks is named with its reason. A line missing without a reason (a metric every
+running worker publishes) is reported as such, so this fails the day a panel goes empty silently.
+Also: axes start at zero, the 2N panel says what a short crossing means, and the cost panel's
+figures are the rates times the list prices."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from consumer.telemetry import prices
+from consumer.telemetry.dashboard import draw_widget, render, time_axis
+from consumer.telemetry.readback import MetricPoint
+from consumer.telemetry.widgets import WORKER, Metric, Widget, reference_lines, widgets_for
+from ground.settings import load_settings
+
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+START = 1_700_000_000_000
+BUCKET = 5.0
+# What every running worker publishes each period, records or not (an idle fleet on the emulator).
+ALWAYS = [
+    ("CurrentLeases", "RenewAllLeases", "Count"),
+    ("TotalLeases", "TakeLeases", "Count"),
+    ("NumWorkers", "TakeLeases", "Count"),
+    ("CpuUtilization", "Process", "Percent"),
+    ("MemoryResident", "Process", "Megabytes"),
+    ("LeaseTableConsumedReadCapacity", "LeaseTable", "Count"),
+    ("LeaseTableConsumedWriteCapacity", "LeaseTable", "Count"),
+    ("StreamReadRequests", "Fetcher", "Count"),
+]
+
+
+def point(
+    seconds: float, name: str, operation: str, value: float, worker: str, unit: str = "Count"
+) -> MetricPoint:
+    return MetricPoint(
+        timestamp_millis=START + int(seconds * 1000),
+        namespace="app",
+        name=name,
+        unit=unit,
+        values=(float(value),),
+        operation=operation,
+        worker=worker,
+        shard_id=None,
+        dimension_sets=(("Operation", "WorkerIdentifier"),),
+    )
+
+
+def idle_fleet(values: dict[str, dict[str, float]] | None = None) -> list[MetricPoint]:
+    """Two workers, six periods, only what they publish with no records flowing."""
+    values = values or {}
+    return [
+        point(seconds, name, operation, values.get(worker, {}).get(name, 2.0), worker, unit)
+        for seconds in range(5, 35, 5)
+        for worker in ("worker-1", "worker-2")
+        for name, operation, unit in ALWAYS
+    ]
+
+
+def test_an_idle_local_fleet_has_no_panel_that_is_empty_without_saying_why(tmp_path: Path) -> None:
+    settings = load_settings("local", CONFIG, environ={})
+    rendered = render(
+        idle_fleet(),
+        tmp_path / "d.png",
+        bucket_seconds=BUCKET,
+        references=reference_lines(settings),
+        widgets=widgets_for(settings),
+        title="idle",
+        start_millis=START,
+    )
+    unsaid = [p.title for p in rendered.panels if not p.says_why]
+    assert unsaid == []
+    notes = {p.title: " ".join(p.notes) for p in rendered.panels}
+    assert (
+        "only `consumer demo`'s load generator counts writes locally"
+        in notes["Records processed vs table writes"]
+    )
+    assert "retried/s: only when a batch fails" in notes["Retries and dead letters"]
+    assert "tumbling windows are off in env local" in notes["Tumbling window state size"]
+    assert "not available locally" in notes["CPU per instance"]
+    assert "UNEXPLAINED" not in rendered.html.read_text()
+
+
+def test_a_panel_missing_a_line_without_a_reason_is_reported(tmp_path: Path) -> None:
+    """A metric that claims every worker publishes it (no ``absent``), and did not arrive: the panel
+    does not pass for explained, and the page says so."""
+    silent = Widget("Silent", "Count", "n", (Metric(WORKER, "ShardsBlockedOnParent", "Sum", "blocked/s"),))
+    settings = load_settings("local", CONFIG, environ={})
+    rendered = render(
+        idle_fleet(),
+        tmp_path / "d.png",
+        bucket_seconds=BUCKET,
+        references=reference_lines(settings),
+        widgets=(silent,),
+        title="t",
+    )
+    (panel,) = rendered.panels
+    assert not panel.says_why and panel.unexplained == ("ShardsBlockedOnParent",)
+    assert "UNEXPLAINED: no data for ShardsBlockedOnParent" in rendered.html.read_text()
+
+
+def _panel(title: str, points: list[MetricPoint]) -> tuple[object, object]:
+    settings = load_settings("local", CONFIG, environ={})
+    (widget,) = [w for w in widgets_for(settings) if w.title == title]
+    figure, axis = plt.subplots()
+    state = draw_widget(
+        axis,
+        widget,
+        points=points,
+        time=time_axis(points, BUCKET, START),
+        references=reference_lines(settings),
+        colours={"worker-1": "C0", "worker-2": "C1"},
+        time_label="t",
+    )
+    return (figure, axis), state
+
+
+def test_every_axis_starts_at_zero_so_a_flat_gauge_reads_flat() -> None:
+    """122.5 to 124.5 MB drawn from 122.5 reads as growth; from zero, as the level it is."""
+    points = [
+        point(s, "MemoryResident", "Process", 122.5 + s / 20, "worker-1", "Megabytes")
+        for s in range(5, 60, 5)
+    ]
+    (figure, axis), _ = _panel("Memory per worker", points)
+    try:
+        assert axis.get_ylim()[0] == 0  # type: ignore[attr-defined]
+    finally:
+        plt.close(figure)  # type: ignore[arg-type]
+
+
+def test_the_2n_panel_says_what_a_short_crossing_means() -> None:
+    points = [point(s, "TotalLeases", "TakeLeases", 9 if s == 20 else 5, "worker-1") for s in range(5, 40, 5)]
+    (figure, axis), state = _panel("Leases total vs 2N", points)
+    try:
+        label = " ".join(axis.get_xlabel().split())  # type: ignore[attr-defined]
+        assert "Above 2N for less than 5 min adds no instance" in label
+        assert "a rollover or a split" in " ".join(state.notes)  # type: ignore[attr-defined]
+    finally:
+        plt.close(figure)  # type: ignore[arg-type]
+
+
+def test_the_cost_panel_prices_stream_reads_per_shard() -> None:
+    """Two workers poll 25 times per 5 s period each (10 requests/s in all) holding 2 + 3 leases:
+    2 requests/s per shard; 10 requests/s held for a month at $0.02 per 100 000."""
+    points = idle_fleet(
+        {
+            "worker-1": {"StreamReadRequests": 25, "CurrentLeases": 2},
+            "worker-2": {"StreamReadRequests": 25, "CurrentLeases": 3},
+        }
+    )
+    (figure, _axis), state = _panel("Cost: stream reads per shard and the leases table", points)
+    try:
+        lines = {
+            str(line.get_label()).replace("\\$", "$"): [float(y) for y in line.get_ydata()]
+            for ax in figure.axes  # type: ignore[attr-defined]
+            for line in ax.get_lines()
+        }
+        per_shard = lines["stream read requests/s per shard"]
+        assert per_shard == pytest.approx([2.0] * len(per_shard))
+        monthly = lines["stream reads, $/month at this rate ($0.02 per 100 000 requests)"]
+        assert monthly[0] == pytest.approx(10 * prices.SECONDS_PER_MONTH * 0.02 / 100_000)  # $5.26
+        # config/local.yaml's leases table is provisioned (10 RCU, 10 WCU): its price, used or not.
+        provisioned = next(label for label in lines if label.startswith("leases table provisioned"))
+        assert provisioned == "leases table provisioned 10 RCU + 10 WCU: $6/month"
+        assert not math.isnan(monthly[-1]) and state.lines == 2  # type: ignore[attr-defined]
+    finally:
+        plt.close(figure)  # type: ignore[arg-type]
