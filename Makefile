@@ -18,6 +18,9 @@ EMR_PY4J := 0.10.9.7
 NODE_STAMP := node_modules/.installed
 ENV ?= local
 PYTEST_ARGS ?=
+# Two pytest-xdist workers (the machine's two cores): the CDK synths share one, the Spark session
+# another (tests/conftest.py groups them); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 
@@ -59,7 +62,7 @@ demo: setup  ## run the whole system locally on the emulator and print the verdi
 	$(BIN)/consumer demo --env local
 
 test: setup  ## run every test (unit, functional, e2e, infra, pipeline), then the pipeline's `emr` tests on EMR's PySpark
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 	$(SPARK35)/bin/python -m pytest -m emr tests/pipeline $(PYTEST_ARGS)
 
 lint: setup  ## ruff

@@ -31,7 +31,8 @@ import yaml
 
 from ground.settings import PipelineSettings, Settings
 from infra.errors import InfraConfigError
-from infra.wheelhouse import PRODUCT_PACKAGES, WHEELHOUSE_DIR, stage_asset
+from infra.product_wheel import PRODUCT_PACKAGES
+from infra.wheelhouse import WHEELHOUSE_DIR, stage_asset
 
 # From the repository, as they are: the product's packages (those of its wheel), the boot code
 # (deploy/), the project files.

@@ -12,8 +12,7 @@ aarch64 by the configured instance type), and the instance installs them with ``
 * :func:`fetch` (``python -m infra.wheelhouse fetch``, ``make wheelhouse``) downloads the lock's
   wheels for one architecture into ``var/wheels/<lock digest>-<arch>/``; a later synth reuses that
   directory and needs no network, and a new lock gets a new directory;
-* :func:`build_product_wheel` writes the product's own wheel (:data:`PRODUCT_PACKAGES`) byte-reproducibly:
-  fixed timestamps and order, so the asset's hash moves only when code or dependencies do;
+* :func:`infra.product_wheel.build_product_wheel` writes the product's own wheel beside them;
 * :func:`stage_asset` assembles the asset directory the fleet uploads.
 """
 
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import base64
 import hashlib
 import os
 import re
@@ -29,13 +27,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import InfraConfigError
+from infra.product_wheel import RUNTIME_PACKAGES, build_product_wheel, project_identity
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 LOCK_PATH = Path("deploy") / "requirements.lock"
@@ -45,25 +42,11 @@ DEFAULT_CACHE = REPOSITORY_ROOT / "var" / "wheels"
 # The asset's directory of wheels, and the requirements file the instance installs from.
 WHEELHOUSE_DIR = "wheelhouse"
 INSTALL_FILE = "install.txt"
-# Imported at run time by the worker, and by the Lambda handlers it runs (Powertools, the library
-# most of them are written with); the lock holds these and their dependencies, nothing else.
-RUNTIME_PACKAGES = (
-    "boto3",
-    "pydantic",
-    "PyYAML",
-    "orjson",
-    "rich",
-    "watchtower",
-    "aws-embedded-metrics",
-    "aws-lambda-powertools",
-)
 ARCHITECTURES = ("x86_64", "aarch64")
 # Amazon Linux 2023 has glibc 2.34; pip does not widen a manylinux tag by itself, so every older
 # policy a wheel may be tagged with is listed.
 _MANYLINUX = ("manylinux_2_34", "manylinux_2_28", "manylinux_2_17", "manylinux2014")
 PYTHON_VERSION = "3.11"
-# Zip entries get this timestamp: a wheel built twice from the same files is the same bytes.
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -257,67 +240,6 @@ def check_wheels(lock: Path, directory: Path) -> None:
         raise InfraConfigError(f"no wheel for {missing} in {directory}")
 
 
-# ---------------------------------------------------------------------------------- product wheel
-
-# What an instance runs of ours: the fleet, the ground floor it stands on, and the ``consumer`` command
-# (the tools; their emulator and pipeline parts are imported only by commands an instance never runs).
-PRODUCT_PACKAGES = ("ground", "consumer", "tools")
-
-
-def _project(source: Path) -> tuple[str, str, dict[str, str]]:
-    project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
-    return str(project["name"]), str(project["version"]), dict(project.get("scripts", {}))
-
-
-def _record_line(name: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-
-
-def build_product_wheel(
-    source: Path, destination: Path, packages: tuple[str, ...] = PRODUCT_PACKAGES
-) -> Path:
-    """A pure-Python wheel of ``packages`` (their ``.py`` files), the same bytes for the same sources.
-
-    Written here rather than by setuptools: the project's build would also pack ``infra``,
-    ``emulator`` and ``pipeline``, which instances never run, and stamps the build time into the zip.
-    """
-    name, version, scripts = _project(source)
-    dist = re.sub(r"[-_.]+", "_", name)
-    info = f"{dist}-{version}.dist-info"
-    files: list[tuple[str, bytes]] = []
-    missing = [package for package in packages if not (source / package / "__init__.py").is_file()]
-    if missing:
-        raise InfraConfigError(
-            f"the product wheel needs the packages {', '.join(missing)} under {source}; "
-            "instances would fail to import them"
-        )
-    for package in packages:
-        for path in sorted((source / package).rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                files.append((path.relative_to(source).as_posix(), path.read_bytes()))
-    requires = "".join(f"Requires-Dist: {p}\n" for p in RUNTIME_PACKAGES)
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.11\n{requires}"
-    wheel_meta = "Wheel-Version: 1.0\nGenerator: infra.wheelhouse\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    entry_points = "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(scripts.items()))
-    files += [
-        (f"{info}/METADATA", metadata.encode()),
-        (f"{info}/WHEEL", wheel_meta.encode()),
-        (f"{info}/entry_points.txt", entry_points.encode()),
-    ]
-    record = "".join(_record_line(n, d) + "\n" for n, d in files) + f"{info}/RECORD,,\n"
-    files.append((f"{info}/RECORD", record.encode()))
-    destination.mkdir(parents=True, exist_ok=True)
-    wheel = destination / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for entry, data in files:
-            item = zipfile.ZipInfo(entry, date_time=_FIXED_TIME)
-            item.external_attr = 0o644 << 16
-            item.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(item, data)
-    return wheel
-
-
 # ---------------------------------------------------------------------------------- the asset
 
 
@@ -339,7 +261,7 @@ def write_wheelhouse(source: Path, architecture: str, destination: Path, cache: 
     for wheel in sorted(fetch(lock, architecture, cache).glob("*.whl")):
         _link_or_copy(wheel, destination / wheel.name)
     product = build_product_wheel(source, destination)
-    name, version, _ = _project(source)
+    name, version, _ = project_identity(source)
     install = lock.read_text() + f"{normalize(name)}=={version} \\\n    --hash=sha256:{sha256_of(product)}\n"
     (destination / INSTALL_FILE).write_text(install)
     return destination

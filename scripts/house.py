@@ -203,6 +203,9 @@ LONG_MODULES: dict[str, str] = {
     "decisions.py",
     "consumer/leases/coordinator.py": "the one face the lifecycle and shard sync see (LeaseOps, the "
     "shard-sync table port): one short method per operation, delegating to the taker, liveness or store",
+    "consumer/lifecycle/shard_machine.py": "one shard's states and what each outcome leads to, as one "
+    "pure machine: a transition read apart from its state's other transitions is how a checkpoint "
+    "slips past an unprocessed record",
     "tools/demo/run.py": "the demo as one script read top to bottom: emulator, workers, load, chaos, "
     "pipeline, verdict",
     # Interim (issue 36): these are being changed on other branches right now; each is split when that

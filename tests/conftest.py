@@ -27,3 +27,18 @@ def _no_consumer_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("CONSUMER_"):
             monkeypatch.delenv(name, raising=False)
+
+
+# What shares one expensive session-wide resource runs on one pytest-xdist worker (`make test` runs
+# two): the CDK synth of every environment, and the Spark session. Everything else is spread.
+_GROUPS = {"infra": "cdk", "pipeline": "spark"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.parts
+        if "tests" in parts:
+            folder = parts[parts.index("tests") + 1] if parts.index("tests") + 1 < len(parts) else ""
+            group = _GROUPS.get(folder)
+            if group is not None:
+                item.add_marker(pytest.mark.xdist_group(group))

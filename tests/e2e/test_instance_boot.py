@@ -42,8 +42,8 @@ from deploy.plan import WATCHDOG_UNIT, BootPlan, Layout
 from emulator.testing import running_emulator
 from ground.settings import Settings, load_settings
 from infra.asset import staged_asset
+from infra.product_wheel import PRODUCT_PACKAGES
 from infra.user_data import BootParameters, boot_plan
-from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.e2e.test_metrics_reach_agent import KCL_METRICS, AgentStandIn, metric_total, published_names
 from tests.support import free_port
 from tests.unit_runner import UnitRunner

@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from infra.asset import ASSET_STAGED, PRODUCT_INCLUDE
+from infra.product_wheel import PRODUCT_PACKAGES
 from infra.user_data import SOURCE_DIR
-from infra.wheelhouse import PRODUCT_PACKAGES
 from tests.infra.conftest import (
     REPO,
     Synthesized,

@@ -184,7 +184,7 @@ def test_the_plan_in_user_data_is_what_the_bootstrap_reads(synth: Synthesized) -
 
 
 def test_the_product_wheel_is_reproducible(tmp_path: Path) -> None:
-    from infra.wheelhouse import build_product_wheel
+    from infra.product_wheel import build_product_wheel
 
     first = build_product_wheel(REPO, tmp_path / "a")
     second = build_product_wheel(REPO, tmp_path / "b")
@@ -193,7 +193,7 @@ def test_the_product_wheel_is_reproducible(tmp_path: Path) -> None:
 
 def test_the_product_wheel_holds_what_the_console_script_imports(tmp_path: Path) -> None:
     from infra.errors import InfraConfigError
-    from infra.wheelhouse import PRODUCT_PACKAGES, build_product_wheel
+    from infra.product_wheel import PRODUCT_PACKAGES, build_product_wheel
 
     wheel = build_product_wheel(REPO, tmp_path / "wheel")
     names = zipfile.ZipFile(wheel).namelist()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ground.settings import WorkerSettings
 from tests.support import free_port, moto_server
 from tools.cli import main
 from tools.commands import ExitCode
@@ -122,8 +123,8 @@ def test_unknown_key_is_one_short_line(
     lines = [line for line in capsys.readouterr().err.splitlines() if line]
     assert lines == [
         "error: config/typo.yaml:2:3: worker.max_record: unknown key; did you mean 'max_records'?",
-        "error: config/typo.yaml:3:3: worker.zzz: unknown key (not one of the 26 keys of worker: "
-        "docs/settings.md lists them)",
+        "error: config/typo.yaml:3:3: worker.zzz: unknown key (not one of the "
+        f"{len(WorkerSettings.model_fields)} keys of worker: docs/settings.md lists them)",
     ]
 
 

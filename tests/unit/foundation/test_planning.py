@@ -127,10 +127,12 @@ CONFIG = Path(__file__).resolve().parents[3] / "config"
 def test_no_shipped_environment_is_warned_about(
     env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The planner and the shipped config agree: `consumer plan --env <env>` as shipped prints no warning."""
+    """The planner and the shipped config agree: `consumer plan --env <env>` as shipped, once the
+    account is set (the one value a user must give before deploying), prints no warning."""
     for name in [n for n in os.environ if n.startswith("CONSUMER_")]:
         monkeypatch.delenv(name)
-    assert make_plan(load_settings(env, CONFIG, environ={})).warnings == []
+    monkeypatch.setenv("CONSUMER_ACCOUNT", "111122223333")
+    assert make_plan(load_settings(env, CONFIG, environ={"CONSUMER_ACCOUNT": "111122223333"})).warnings == []
     assert main(["plan", "--env", env, "--config-dir", str(CONFIG)]) == 0
     captured = capsys.readouterr()
     assert "warning" not in captured.out + captured.err

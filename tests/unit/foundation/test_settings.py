@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ground.settings import ConfigError, Settings, load_settings
+from ground.settings import ConfigError, Settings, WorkerSettings, load_settings
 from tools.cli import main
 from tools.commands import ExitCode
 
@@ -90,7 +90,7 @@ MALFORMED = [
         "prod.yaml",
         "worker:\n  zzz_not_a_key: 1\n",
         "prod.yaml:2:3: worker.zzz_not_a_key",
-        "the 26 keys of worker",
+        f"the {len(WorkerSettings.model_fields)} keys of worker",
     ),
     ("prod.yaml", "- a\n- b\n", "(top level)", "must be a mapping"),
     (

@@ -54,14 +54,15 @@ def point(
 
 
 def idle_fleet(values: dict[str, dict[str, float]] | None = None) -> list[MetricPoint]:
-    """Two workers, six periods, only what they publish with no records flowing."""
+    """Two workers, six periods, only what they publish with no records flowing; worker-1 is the
+    sync leader, which also publishes the open shards it listed."""
     values = values or {}
     return [
         point(seconds, name, operation, values.get(worker, {}).get(name, 2.0), worker, unit)
         for seconds in range(5, 35, 5)
         for worker in ("worker-1", "worker-2")
         for name, operation, unit in ALWAYS
-    ]
+    ] + [point(seconds, "OpenShards", "ShardSyncTask", 2.0, "worker-1") for seconds in range(5, 35, 5)]
 
 
 def test_an_idle_local_fleet_has_no_panel_that_is_empty_without_saying_why(tmp_path: Path) -> None:
