@@ -77,7 +77,7 @@ check: lint typecheck test  ## the one gate: ruff, mypy, tests
 bench: setup  ## benchmarks; writes bench/RESULTS.md
 	$(BIN)/python -m bench
 
-synth: setup wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
+synth: $(STAMP) $(NODE_STAMP) wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
 	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet
 
 clean:  ## remove the virtualenv, node_modules and build outputs

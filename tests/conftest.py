@@ -30,8 +30,9 @@ def _no_consumer_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # What shares one expensive session-wide resource runs on one pytest-xdist worker (`make test` runs
-# two): the CDK synth of every environment, and the Spark session. Everything else is spread.
-_GROUPS = {"infra": "cdk", "pipeline": "spark"}
+# two): the CDK synth of every environment. Everything else is spread; the Spark tests are too long
+# together for one worker, and each worker starts its own local session once.
+_GROUPS = {"infra": "cdk"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
