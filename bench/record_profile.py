@@ -1,10 +1,10 @@
 """Where the worker's CPU per record goes, beyond the floor (bench/record_cpu.py prints both).
 
-``stages_line``: perf-counter stages from the repeats' tuned worker processes, all per record and in
-the same process: ``orjson.loads`` alone on the bodies, ``parse_get_records`` alone (orjson plus
-holding each record as its bytes), and the full step (plus one botocore call per response, the
-lifecycle, the function form and the checkpoint). No profiler overhead, so these are the figures to
-quote.
+``stages_line``: perf-counter stages, per record: the fresh process's floors (whole bodies, each
+record's bytes), then in the tuned worker's process ``orjson.loads`` of whole bodies,
+``parse_get_records`` alone (cut, parse each record, hold it) and the full step (plus one botocore
+call per response, the lifecycle, the function form and the checkpoint). No profiler overhead, so
+these are the figures to quote.
 
 ``profile``: a cProfile of the full step in a fresh process (``python -m bench.record_cpu
 --profile FILE``), collector tuned as ``Worker.run`` tunes it: the functions by own time and the
@@ -45,14 +45,13 @@ def stages_line(runs: list[dict[str, float]]) -> str:
     def median(key: str) -> float:
         return statistics.median(r[key] for r in runs) * 1e6
 
-    fresh, loads, parse, worker = (
-        median(k) for k in ("fresh_orjson", "orjson_in_heap", "parse_in_heap", "worker")
-    )
+    fresh, each = median("fresh_orjson"), median("fresh_orjson_each")
+    loads, parse, worker = median("orjson_in_heap"), median("parse_in_heap"), median("worker")
     return (
-        f"stages (medians, CPU µs per record, perf counters in the tuned worker's process): orjson.loads "
-        f"{loads:.1f} (fresh process: {fresh:.1f}); parse_get_records {parse:.1f} (holding the records: "
-        f"{parse - loads:+.1f}); full step {worker:.1f} (botocore call, lifecycle, function form, checkpoint: "
-        f"{worker - parse:+.1f})"
+        f"stages (medians, CPU µs per record): fresh process: orjson.loads of whole bodies {fresh:.1f}, of each "
+        f"record's bytes {each:.1f}; in the tuned worker's process, after it ran: orjson.loads of whole bodies "
+        f"{loads:.1f}, parse_get_records (cut, parse each record, hold it) {parse:.1f}; the full step {worker:.1f} "
+        f"(beyond parse_get_records: botocore call, lifecycle, function form, checkpoint {worker - parse:+.1f})"
     )
 
 
