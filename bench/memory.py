@@ -45,8 +45,9 @@ from consumer.streams.wire import parse_get_records
 
 LIMITS = (
     "each record is held as its JSON bytes (~1.03 x the wire slice, bytes header included) plus a "
-    "WireRecord with the fields the worker reads on every record (sequence number, event ID: ~0.2 x), "
-    "see the printed make-up; peak RSS adds the transient parse of one response and allocator slack."
+    "WireRecord with the fields the worker reads on every record (sequence number, event ID: ~0.3 x), "
+    "see the printed make-up; peak RSS adds allocator slack and one record's transient parse (a compact "
+    "body is parsed record by record: consumer/streams/wire.py read_compact)."
 )
 REPEATS = 3
 
@@ -175,7 +176,7 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
             traced_peak.append(peak / wire)
             rss.append(growth / wire)
             print(
-                f"{attempt + 1:>6} | {held:7,.0f} B {peak:7,.0f} B {traced[-1]:6.2f} | "
+                f"{attempt + 1:>6} | {held:7,.0f} B {traced[-1]:6.2f} {peak:7,.0f} B {traced_peak[-1]:6.2f} | "
                 f"{r['rss_before'] / 2**20:8.0f} MB {r['peak_after'] / 2**20:8.0f} MB {growth:8,.0f} B {rss[-1]:6.2f} | "
                 f"{wire:6,.0f} B"
                 + ("" if r["peak_reset"] else "  (peak not resettable: baseline is the earlier peak)")
