@@ -284,7 +284,11 @@ def make_plan(settings: Settings) -> Plan:
         "leases",
         "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
     )
-    warnings.extend(settings.warnings())
+    # A shipped deployable environment has no account yet: that is the user's next step, not a fault.
+    warnings.extend(settings.warnings(account=False))
+    needed = settings.account_needed()
+    if needed is not None:
+        notes.append(f"before deploying: {needed}")
     return Plan(settings.env, figures, warnings, notes, plan_inputs(settings))
 
 

@@ -280,9 +280,21 @@ class Settings(SettingsModel):
             path: value for path, (given, value) in candidates.items() if given is None and value is not None
         }
 
-    def warnings(self) -> list[str]:
+    def account_needed(self) -> str | None:
+        """What to do while locations still name ``{account}``: the one value a shipped deployable
+        environment leaves to its user. None once the account is set."""
+        unfilled = self.unfilled_locations()
+        if not unfilled:
+            return None
+        return (
+            f"{', '.join(unfilled)} name {{account}}: set account (the 12-digit AWS account) to fill "
+            "them in; until then these locations are no bucket"
+        )
+
+    def warnings(self, *, account: bool = True) -> list[str]:
         """Cross-field advice that does not make the configuration invalid, and what the loader
-        noticed (a key under its old name, with the file or variable that used it)."""
+        noticed (a key under its old name, with the file or variable that used it). ``account``:
+        include :meth:`account_needed` (``consumer plan`` shows it as a step before deploying)."""
         found: list[str] = []
         n, _ = self.partitions()
         if self.on_emulator and self.table.partitions not in (None, n):
@@ -298,12 +310,9 @@ class Settings(SettingsModel):
             )
         if self.endpoint_url is None and self.env == "local":
             found.append("env local without endpoint_url talks to real AWS")
-        unfilled = self.unfilled_locations()
-        if unfilled:
-            found.append(
-                f"{', '.join(unfilled)} name {{account}}: set account (the 12-digit AWS account) to fill "
-                "them in; until then these locations are no bucket"
-            )
+        needed = self.account_needed()
+        if account and needed is not None:
+            found.append(needed)
         found.extend(self._notices)
         return found
 
