@@ -89,7 +89,7 @@ class LeaseCoordinator:
             clock=clock,
             metrics=self._metrics,
             renewal_interval_millis=settings.renewal_interval_millis,
-            stale_request_millis=settings.failover_time_millis + settings.max_clock_skew_millis,
+            stale_request_millis=settings.expiry_horizon_millis,
         )
         self.taker = Taker(
             store,
@@ -183,7 +183,7 @@ class LeaseCoordinator:
         self._beat_now.set()
         self._take_now.set()
         for thread in self._threads:
-            thread.join(timeout=self.settings.failover_time_millis / 1000)
+            thread.join(timeout=self.settings.drain_millis / 1000)
         if release:
             self.release_all()
             self.liveness.retire()

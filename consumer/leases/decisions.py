@@ -35,6 +35,11 @@ class Timing:
     failover_millis: int
     skew_millis: int
 
+    @property
+    def horizon_millis(self) -> int:
+        """Not renewed for this long: expired, whatever the clocks (failover + skew)."""
+        return self.failover_millis + self.skew_millis
+
     @classmethod
     def of(cls, settings: WorkerSettings) -> Timing:
         return cls(settings.failover_time_millis, settings.max_clock_skew_millis)
@@ -64,7 +69,7 @@ class RoundPlan:
 
 
 def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset[str]:
-    horizon = timing.failover_millis + timing.skew_millis
+    horizon = timing.horizon_millis
     return frozenset(
         w for w, beat in snapshot.heartbeats.items() if now_wall - beat.at_wall_millis <= horizon
     )
@@ -201,7 +206,7 @@ def hand_over_overdue(lease: Lease, now_wall: int, timing: Timing) -> bool:
     """A hand-over request older than failover + skew: its owner has stopped processing the lease
     (at failover - margin by its own clock), so the thief may take it without waiting any longer."""
     since = lease.pending_since
-    return since is not None and now_wall - since > timing.failover_millis + timing.skew_millis
+    return since is not None and now_wall - since > timing.horizon_millis
 
 
 def parents_finished(lease: Lease, leases: Mapping[str, Lease]) -> bool:

@@ -67,7 +67,7 @@ class Taker:
 
     def __post_init__(self) -> None:
         self.timing = Timing.of(self.settings)
-        self.kcl = KclExpiryTracker(self.settings.failover_time_millis)
+        self.kcl = KclExpiryTracker(self.timing.failover_millis)
         self.latest = Snapshot({}, {})
         self.last_plan = RoundPlan()
         self.failures = 0  # consecutive failed scans
@@ -174,7 +174,7 @@ class Taker:
         recovered = self._recovered_at
         if recovered is None:
             return snapshot
-        if self.clock.wall_millis() - recovered > self.timing.failover_millis + self.timing.skew_millis:
+        if self.clock.wall_millis() - recovered > self.timing.horizon_millis:
             self._recovered_at = None
             return snapshot
         beats = {
@@ -345,7 +345,7 @@ class Taker:
             # between. Measured after the answer, a row read long ago would look dead.
             asked = self.clock.wall_millis()
             beat = self.store.get_heartbeat(owner)
-            horizon = self.timing.failover_millis + self.timing.skew_millis
+            horizon = self.timing.horizon_millis
             seen_at = None if beat is None else max(beat.at_wall_millis, self._recovered_at or 0)
             checked[owner] = seen_at is None or asked - seen_at > horizon
         return checked[owner]
@@ -391,7 +391,7 @@ class Taker:
     def stop_by(self, asked_at_wall: int) -> int:
         """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -
         margin later): the thief may force a take only at failover + skew (conditions.py)."""
-        return asked_at_wall + self.timing.failover_millis - self.settings.fence_margin_millis
+        return asked_at_wall + self.settings.fence_after_millis
 
     def _ask(self, lease: Lease) -> None:
         try:
@@ -410,7 +410,7 @@ class Taker:
         failover + skew passed (its owner is forced out then). The owner hands it over after its
         batch in flight, and a round without a full scan would not see it: the thief took it up a
         full-scan interval later (7 s of a shard paused in the rolling-deploy bench)."""
-        horizon = self.timing.failover_millis + self.timing.skew_millis
+        horizon = self.timing.horizon_millis
         now = self.clock.monotonic_millis()
         self._asked = {
             shard: at

@@ -270,7 +270,7 @@ class Scheduler:
         try:
             while not stop.is_set() and self._fatal is None:
                 self._wake.wait(self.turn())
-            self._drain(drain_millis if drain_millis is not None else self._settings.failover_time_millis)
+            self._drain(drain_millis if drain_millis is not None else self._settings.drain_millis)
         finally:
             self._pool.shutdown(wait=True, cancel_futures=False)
         if self._fatal is not None:

@@ -36,8 +36,9 @@ gap (it can stop right after the check), so the table does: the sync reads the *
 before its scan, and every create is conditional on it; every cleanup moves it before deleting
 (:mod:`consumer.leases.conditions`). A create planned before a cleanup it could not see fails, and
 the next sync plans again from a fresh view. A finished lease is deleted only once *this* worker has
-seen it finished for :data:`CLEANUP_DELAY_FAILOVERS` failover periods, longer than any scan is stale,
-so no scan read after the generation can predate a lease that was created and cleaned up before it.
+seen it finished for ``worker.cleanup_delay_millis`` (three failover periods), longer than any scan
+is stale, so no scan read after the generation can predate a lease that was created and cleaned up
+before it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.lifecycle")
 
-CLEANUP_DELAY_FAILOVERS = 3
 THROTTLED = -1  # sync_children: the lookup was refused for throttling (ask again, not a try)
 # Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
 CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
@@ -170,7 +170,7 @@ class ShardSyncer:
         self._finished_since = {
             shard_id: self._finished_since.get(shard_id, scanned_at) for shard_id in finished
         }
-        delay = CLEANUP_DELAY_FAILOVERS * self._settings.failover_time_millis
+        delay = self._settings.cleanup_delay_millis
         return [s for s in candidates if scanned_at - self._finished_since.get(s, scanned_at) >= delay]
 
     def shard_ended(self, shard_id: str) -> None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from consumer.processing.api import Batch, BatchHandler, BatchResult, _always
+from consumer.processing.api import Batch, BatchHandler, BatchResult
 from consumer.processing.dead_letter import DeadLetter, FailedRecords
 from consumer.processing.errors import (
     DeadLetterError,
@@ -30,7 +30,7 @@ from consumer.processing.errors import (
     PartialBatchFailureError,
 )
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.runner import RunnerEvents, ignore_finished
+from consumer.processing.runner import Delivery, RunnerEvents
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -93,23 +93,13 @@ class FailurePolicyRunner(RunnerEvents):
             lanes=lanes,
         )
 
-    def run(
-        self,
-        shard: ShardInfo,
-        delivered: Sequence[StreamRecord],
-        keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], object],
-        should_stop: Callable[[], bool],
-        *,
-        millis_behind_latest: int = 0,
-        lease_held: Callable[[], bool] = _always,
-        finished: Callable[[Sequence[str]], None] = ignore_finished,
-    ) -> bool:
+    def run(self, delivery: Delivery) -> bool:
         """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
 
         False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
         record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry).
         """
+        shard, delivered, keep, checkpoint, should_stop = delivery.parts()
         if not delivered:
             return True
         previous = {r.sequence_number: delivered[i - 1].sequence_number for i, r in enumerate(delivered) if i}
@@ -130,7 +120,7 @@ class FailurePolicyRunner(RunnerEvents):
             span = spans[0]
             try:
                 error, failed_from = self._attempt(
-                    shard, span.records, millis_behind_latest, should_stop, lease_held
+                    shard, span.records, delivery.millis_behind_latest, should_stop, delivery.lease_held
                 )
             except HandlerStoppedError:
                 return False

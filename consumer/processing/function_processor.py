@@ -37,7 +37,7 @@ from consumer.processing.api import (
     _always,
 )
 from consumer.processing.filters import RecordFilter
-from consumer.processing.runner import BatchRunner
+from consumer.processing.runner import BatchRunner, Delivery
 from consumer.records import ShardInfo, StreamRecord
 from ground.clock import Clock
 
@@ -177,14 +177,16 @@ class FunctionProcessor:
 
         try:
             finished = self._runner.run(
-                self._shard,
-                tuple(self._buffer),
-                self._filter.keeps,
-                checkpoint,
-                should_stop,
-                millis_behind_latest=behind,
-                lease_held=lease_held,
-                finished=ran_ahead,
+                Delivery(
+                    self._shard,
+                    tuple(self._buffer),
+                    self._filter.keeps,
+                    checkpoint,
+                    should_stop,
+                    millis_behind_latest=behind,
+                    lease_held=lease_held,
+                    finished=ran_ahead,
+                )
             )
         finally:
             # Even when the run raises or is interrupted: what it finished — up to the checkpoint,

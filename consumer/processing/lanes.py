@@ -33,13 +33,14 @@ import zlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
+from dataclasses import replace
 
 import orjson
 
-from consumer.processing.api import BatchHandler, _always
+from consumer.processing.api import BatchHandler
 from consumer.processing.errors import LeaseLostError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import RunnerEvents, ignore_finished
+from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
@@ -169,23 +170,13 @@ class LaneRunner(RunnerEvents):
         if pool is not None:
             pool.shutdown(wait=True)
 
-    def run(
-        self,
-        shard: ShardInfo,
-        delivered: Sequence[StreamRecord],
-        keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], object],
-        should_stop: Callable[[], bool],
-        *,
-        millis_behind_latest: int = 0,
-        lease_held: Callable[[], bool] = _always,
-        finished: Callable[[Sequence[str]], None] = ignore_finished,
-    ) -> bool:
+    def run(self, delivery: Delivery) -> bool:
         """Process ``delivered`` over the lanes; True when all are finished and checkpointed.
 
         False: ``should_stop`` interrupted a lane (the checkpoint is just before the first unfinished
         record). ``LeaseLostError`` from ``checkpoint`` propagates, after every lane has stopped.
         """
+        shard, delivered, keep, checkpoint, should_stop = delivery.parts()
         if not delivered:
             return True
         grouped: dict[int, list[StreamRecord]] = {}
@@ -199,7 +190,7 @@ class LaneRunner(RunnerEvents):
             delivered,
             {lane: tuple(records) for lane, records in grouped.items()},
             checkpoint,
-            finished,
+            delivery.finished,
             self._threads.lock(),
         )
         sid = shard.shard_id
@@ -214,13 +205,14 @@ class LaneRunner(RunnerEvents):
         def one_lane(lane: int) -> bool:
             try:
                 return self._runners[lane].run(
-                    shard,
-                    flush.lanes[lane],
-                    _keep_all,
-                    lambda sequence_number: flush.lane_checkpoint(lane, sequence_number),
-                    stop,
-                    millis_behind_latest=millis_behind_latest,
-                    lease_held=lease_held,
+                    replace(
+                        delivery,
+                        delivered=flush.lanes[lane],
+                        keep=_keep_all,
+                        checkpoint=lambda sequence_number: flush.lane_checkpoint(lane, sequence_number),
+                        should_stop=stop,
+                        finished=ignore_finished,
+                    )
                 )
             except BaseException:
                 flush.stop.set()

@@ -11,6 +11,7 @@ do for an event inherits the no-op from :class:`RunnerEvents`, so no caller asks
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from consumer.processing.api import _always
@@ -21,32 +22,52 @@ def ignore_finished(sequence_numbers: Sequence[str]) -> None:
     """The serial path finishes records in order: its checkpoint says it all."""
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One flush handed to a runner: the records, and the callbacks that tie them to the lease.
+
+    ``keep`` picks the records the handler sees (the filter); ``checkpoint`` records a position
+    (False: refused for now, written later); ``should_stop`` is asked between attempts;
+    ``lease_held`` by a handler that wants to know; ``finished`` hears of records finished beyond
+    the checkpoint, out of order (lanes)."""
+
+    shard: ShardInfo
+    delivered: Sequence[StreamRecord]
+    keep: Callable[[StreamRecord], bool]
+    checkpoint: Callable[[str], object]
+    should_stop: Callable[[], bool]
+    millis_behind_latest: int = 0
+    lease_held: Callable[[], bool] = _always
+    finished: Callable[[Sequence[str]], None] = ignore_finished
+
+    def parts(
+        self,
+    ) -> tuple[
+        ShardInfo,
+        Sequence[StreamRecord],
+        Callable[[StreamRecord], bool],
+        Callable[[str], object],
+        Callable[[], bool],
+    ]:
+        """The five a runner always reads, for unpacking in one line."""
+        return self.shard, self.delivered, self.keep, self.checkpoint, self.should_stop
+
+
 class BatchRunner(Protocol):
     @property
     def handler(self) -> object:
         """The user's handler (or the windowed adapter around it): its per-shard hooks are called."""
         ...
 
-    def run(
-        self,
-        shard: ShardInfo,
-        delivered: Sequence[StreamRecord],
-        keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], object],
-        should_stop: Callable[[], bool],
-        *,
-        millis_behind_latest: int = 0,
-        lease_held: Callable[[], bool] = _always,
-        finished: Callable[[Sequence[str]], None] = ignore_finished,
-    ) -> bool:
-        """Process ``delivered`` (those ``keep`` accepts); True when all are finished and checkpointed.
+    def run(self, delivery: Delivery) -> bool:
+        """Process the delivered records (those ``keep`` accepts); True when all are finished and
+        checkpointed.
 
         False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
         record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry); ``checkpoint``
         returns False when the table refused it for now (it is written later: windows keep the state
-        it would resume from). ``finished``
-        hears of records finished beyond the checkpoint, out of order (lanes), before any checkpoint
-        that covers them is tried.
+        it would resume from). ``finished`` hears of records finished beyond the checkpoint, out of
+        order (lanes), before any checkpoint that covers them is tried.
         """
         ...
 

@@ -36,13 +36,13 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from consumer.processing.api import Batch, BatchResult, _always, _never
 from consumer.processing.errors import ProcessingError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import RunnerEvents, ignore_finished
+from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
@@ -255,18 +255,8 @@ class WindowedRunner(RunnerEvents):
             self._store.delete(shard.shard_id, others)
         self._kept = [checkpoint.zfill(40)] if saved is not None else []
 
-    def run(
-        self,
-        shard: ShardInfo,
-        delivered: Sequence[StreamRecord],
-        keep: Callable[[StreamRecord], bool],
-        checkpoint: Callable[[str], object],
-        should_stop: Callable[[], bool],
-        *,
-        millis_behind_latest: int = 0,
-        lease_held: Callable[[], bool] = _always,
-        finished: Callable[[Sequence[str]], None] = ignore_finished,
-    ) -> bool:
+    def run(self, delivery: Delivery) -> bool:
+        shard, delivered, checkpoint = delivery.shard, delivery.delivered, delivery.checkpoint
         self._shard = shard
 
         def save_then_checkpoint(sequence_number: str) -> None:
@@ -286,13 +276,12 @@ class WindowedRunner(RunnerEvents):
             for start, segment in self._segments(delivered):
                 self._adapter.segment_start = start
                 if not self._runner.run(
-                    shard,
-                    segment,
-                    keep,
-                    save_then_checkpoint,
-                    should_stop,
-                    millis_behind_latest=millis_behind_latest,
-                    lease_held=lease_held,
+                    replace(
+                        delivery,
+                        delivered=segment,
+                        checkpoint=save_then_checkpoint,
+                        finished=ignore_finished,
+                    )
                 ):
                     self._rewind()
                     return False

@@ -40,12 +40,12 @@ def stream_client_config() -> Any:
     )
 
 
-def lease_client_timeouts(failover_time_millis: int) -> dict[str, Any]:
+def lease_client_timeouts(budget_millis: int) -> dict[str, Any]:
     """Timeouts for the leases-table client: every attempt, with its retries, ends within one failover
     period. botocore's defaults (60 s to connect, 60 s to read) would let a heartbeat hang past the
     fence and a create planned long ago land long after it was decided (consumer.lifecycle.shard_sync
     relies on this bound)."""
-    seconds = failover_time_millis / 1000
+    seconds = budget_millis / 1000
     return {
         "connect_timeout": max(0.2, seconds / 10),
         "read_timeout": max(0.5, seconds / 5),
@@ -92,7 +92,7 @@ class AwsClients:
         lease_config = Config(
             max_pool_connections=16,
             user_agent=user_agent(),
-            **lease_client_timeouts(settings.worker.failover_time_millis),
+            **lease_client_timeouts(settings.worker.lease_call_budget_millis),
         )
         return cls(
             dynamodb=client_for(settings, "dynamodb", config),

@@ -110,7 +110,7 @@ class Worker:
         if self.tune_gc:
             tune_for_long_running()  # start-up is done: what lives now lives for the process's life
         try:
-            scheduler.run(self._stop, drain_millis=self.settings.failover_time_millis)
+            scheduler.run(self._stop, drain_millis=self.settings.drain_millis)
         finally:
             coordinator.stop_taking()
             coordinator.stop(release=True)

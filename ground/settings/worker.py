@@ -13,6 +13,9 @@ from ground.settings.base import SettingsModel
 # Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
 UNBOUNDED = 2_147_483_647
 
+# Failover periods a finished lease stays before shard sync deletes it (WorkerSettings.cleanup_delay_millis).
+CLEANUP_DELAY_FAILOVERS = 3
+
 
 class WorkerSettings(SettingsModel):
     """Lease-worker properties: KCL's names in snake_case, with KCL's defaults."""
@@ -139,6 +142,34 @@ class WorkerSettings(SettingsModel):
     def fence_after_millis(self) -> int:
         """A worker whose last good heartbeat started this long ago is fenced (failover - margin)."""
         return self.failover_time_millis - self.fence_margin_millis
+
+    # Every other duration the worker derives from the failover time, named here so that following
+    # failover_time_millis ends in this file (and in consumer.leases.decisions.Timing, which carries
+    # it with the clock skew to the liveness judgements).
+
+    @property
+    def expiry_horizon_millis(self) -> int:
+        """A lease or heartbeat not renewed for this long is expired, whatever the clocks say
+        (failover + the clock skew allowed)."""
+        return self.failover_time_millis + self.max_clock_skew_millis
+
+    @property
+    def drain_millis(self) -> int:
+        """How long a stopping worker waits for its shard consumers and threads to finish (one
+        failover: after that its leases may be taken anyway)."""
+        return self.failover_time_millis
+
+    @property
+    def lease_call_budget_millis(self) -> int:
+        """Every leases-table call, with its retries, ends within this (the client's timeouts):
+        a heartbeat must not hang past the fence, nor a create land long after it was decided."""
+        return self.failover_time_millis
+
+    @property
+    def cleanup_delay_millis(self) -> int:
+        """A finished lease is deleted only once seen finished this long (3 failovers): longer than
+        any scan is stale, so no worker's old view still holds it unfinished."""
+        return CLEANUP_DELAY_FAILOVERS * self.failover_time_millis
 
     @model_validator(mode="after")
     def _renewal_shorter_than_failover(self) -> WorkerSettings:

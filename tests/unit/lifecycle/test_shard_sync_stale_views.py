@@ -7,7 +7,7 @@ from __future__ import annotations
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
-from consumer.lifecycle.shard_sync import CLEANUP_DELAY_FAILOVERS, ShardSyncer
+from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.streams.source import Shard
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
@@ -100,6 +100,6 @@ def test_a_finished_lease_is_cleaned_up_only_after_it_was_seen_finished_for_a_wh
     sync = syncer(store, lambda: shards, clock)
     sync.sync()
     assert store.get(PARENT) is not None  # seen finished just now: a late create could still be in flight
-    clock.advance(CLEANUP_DELAY_FAILOVERS * SETTINGS.failover_time_millis)
+    clock.advance(SETTINGS.cleanup_delay_millis)
     sync.sync()
     assert store.get(PARENT) is None
