@@ -1,17 +1,22 @@
-"""A rolling deploy: every instance replaced, one at a time, as the group's rolling update does it.
+"""A deploy of a new version: the worker group replaced, as the stack's update policy does it.
+
+infra/fleet.py gives the group ``AutoScalingReplacingUpdate``: a change to the launch template makes
+CloudFormation create a new group of ``fleet.min_instances`` beside the old one, wait for every new
+instance's signal, then delete the old group, whose instances all terminate together. (The module
+keeps the name of issue 33's figures; the group used to be updated instance by instance.)
 
 Method: ``consumer run`` processes on the emulator grouped into instances (bench/brownout.py's set-
 up: heartbeat files and each instance's real :class:`deploy.watchdog.Watchdog`; Auto Scaling is a
-stand-in). A writer keeps writing round-robin over one key per partition. The update policy keeps
-``min_instances_in_service`` of ``max_batch_size = 1`` (infra/fleet.py), so the group first launches
-a replacement, waits for its signal, then terminates an old instance; for each instance in turn:
+stand-in). A writer keeps writing round-robin over one key per partition. Then:
 
-1. launch: the same units (``consumer run`` with its heartbeat file) on a new instance; the signal
-   is the bootstrap's own wait (:func:`deploy.health.wait_for_healthy`: every worker completed a
-   lease-taking round);
-2. terminate: the old instance's lifecycle state turns ``Terminated``; its watchdog stops the units
-   (SIGTERM to each at once, as ``systemctl stop consumer-worker@*``), each drains, checkpoints and
-   hands its leases to a survivor, and the watchdog completes the lifecycle action.
+1. launch: as many new instances as the fleet has, with the same units (``consumer run`` with its
+   heartbeat file); each one's signal is the bootstrap's own wait
+   (:func:`deploy.health.wait_for_healthy`: every worker completed a lease-taking round). The new
+   workers join the fleet at once and take their share of the leases beside the old ones;
+2. delete the old group once every new instance signalled: every old instance's lifecycle state
+   turns ``Terminated`` at the same moment; each watchdog stops its units (SIGTERM to each at once,
+   as ``systemctl stop consumer-worker@*``), each drains, checkpoints and hands its leases to a
+   worker of the new group, and the watchdog completes the lifecycle action.
 
 Figures, over the whole deploy:
 
@@ -22,9 +27,9 @@ Figures, over the whole deploy:
   ``partitions / writes_per_second`` s, which the figure includes). The gap between the two owners'
   deliveries is shown beside it;
 - the update policy against what it waits for: each launch's time to its signal against the
-  policy's signal timeout (its pause), each drain against the lifecycle hook's heartbeat timeout
-  (systemd's stop timeout is a little shorter: a drain cut short is SIGKILL), and how long after each signal the
-  fleet was balanced again (the next batch starts at the signal).
+  policy's signal timeout, each drain against the lifecycle hook's heartbeat timeout (systemd's stop
+  timeout is a little shorter: a drain cut short is SIGKILL), and how long after the old group's
+  deletion the fleet was balanced again.
 """
 
 from __future__ import annotations
@@ -61,15 +66,19 @@ class Replacement:
     exit_codes: list[int]
 
 
-def launch(stack: Stack, fleet: list[Instance], index: int) -> tuple[Instance, float]:
-    """A new instance of the same units; returns it and the seconds until its signal."""
+def launch_group(stack: Stack, fleet: list[Instance], first_index: int) -> list[tuple[Instance, float]]:
+    """The new group: as many instances as ``fleet``, started together; each with the seconds until
+    its signal."""
     max_age = fleet[0].plan.heartbeat_max_age_seconds
     started = time.time()
-    (instance,) = start_instances(stack, 1, PROCESSES, max_age, first_index=index)
-    plan = dataclasses.replace(instance.plan, health_timeout_seconds=120)
-    if not wait_for_healthy(plan, instance.layout, started - 1, sleep=time.sleep):
-        raise RuntimeError(f"{instance.name} never signalled; logs in {stack.workdir}")
-    return instance, time.time() - started
+    instances = start_instances(stack, len(fleet), PROCESSES, max_age, first_index=first_index)
+    signalled: list[tuple[Instance, float]] = []
+    for instance in instances:
+        plan = dataclasses.replace(instance.plan, health_timeout_seconds=120)
+        if not wait_for_healthy(plan, instance.layout, started - 1, sleep=time.sleep):
+            raise RuntimeError(f"{instance.name} never signalled; logs in {stack.workdir}")
+        signalled.append((instance, time.time() - started))
+    return signalled
 
 
 def terminate(stack: Stack, instance: Instance, group: StandInGroup) -> tuple[float, list[int]]:
@@ -160,22 +169,30 @@ def run() -> list[Ratio]:
             time.sleep(3 * taker)
             stack.deliveries.poll()
             deploy_began = time.time()
-            for index, old in enumerate(list(fleet)):
-                launched = time.time()
-                new, signalled = launch(stack, fleet, INSTANCES + index)
-                group.instance_ids.append(new.name)
-                drained, codes = terminate(stack, old, group)
-                fleet.remove(old)
-                fleet.append(new)
-                ended = time.time()
-                stack.wait_balanced(120, PARTITIONS)
-                replacements.append(
-                    Replacement(old.name, new.name, launched, signalled, drained, time.time() - ended, codes)
-                )
-                r = replacements[-1]
+            launched = time.time()
+            new_group = launch_group(stack, fleet, INSTANCES)
+            group.instance_ids.extend(instance.name for instance, _ in new_group)
+            # Every new instance signalled: CloudFormation deletes the old group, all of it at once.
+            ended_at: dict[str, tuple[float, list[int]]] = {}
+
+            def retire(old: Instance) -> None:
+                ended_at[old.name] = terminate(stack, old, group)
+
+            retiring = [threading.Thread(target=retire, args=(old,)) for old in fleet]
+            for thread in retiring:
+                thread.start()
+            for thread in retiring:
+                thread.join()
+            ended = time.time()
+            stack.wait_balanced(120, PARTITIONS)
+            balanced = time.time() - ended
+            for (old, (drained, codes)), (new, signalled) in zip(
+                sorted((name, ended_at[name]) for name in ended_at), new_group, strict=True
+            ):
+                replacements.append(Replacement(old, new.name, launched, signalled, drained, balanced, codes))
                 print(
-                    f"  {r.old} -> {r.new}: signal after {r.signalled:.1f} s, drain {r.drained:.1f} s "
-                    f"(exit codes {r.exit_codes}), balanced {r.balanced:.1f} s after",
+                    f"  {old} -> {new.name}: signal after {signalled:.1f} s, drain {drained:.1f} s "
+                    f"(exit codes {codes}), balanced {balanced:.1f} s after the old group's deletion",
                     flush=True,
                 )
             time.sleep(3 * taker)
@@ -206,15 +223,16 @@ def run() -> list[Ratio]:
         f"{spread([r.signalled for r in replacements], '{:.1f}')} s after its launch (the update policy waits "
         "up to 20 minutes for it, infra/user_data.py; on AWS the boot, dnf and the virtualenv add minutes); a "
         f"drain took {spread([r.drained for r in replacements], '{:.1f}')} s (the lifecycle hook gives {hook} s); the fleet was balanced {spread([r.balanced for r in replacements], '{:.1f}')} s "
-        f"after each swap (default lifecycle_hook_timeout_seconds {fleet_settings.lifecycle_hook_timeout_seconds} s)"
+        f"after the old group's deletion (default lifecycle_hook_timeout_seconds {fleet_settings.lifecycle_hook_timeout_seconds} s)"
     )
     print(f"slowest moves: {slowest}")
     if problems:
         print(f"ERROR lines in worker logs ({len(problems)}): {problems[:5]}")
     method = (
         f"{INSTANCES} instances x {PROCESSES} consumer run processes on the emulator, {PARTITIONS} shards, "
-        f"{WRITES_PER_SECOND} writes/s, failover {FAILOVER_MILLIS} ms; each instance replaced in turn "
-        "(launch, signal, lifecycle hook, SIGTERM, drain)"
+        f"{WRITES_PER_SECOND} writes/s, failover {FAILOVER_MILLIS} ms"
+        "; the group replaced (new instances launched together and signalled, then every old one's "
+        "lifecycle hook, SIGTERM and drain at once)"
     )
     return [
         at_most("rolling_deploy_duplicates", (float(duplicates),), 0, method + "; records delivered twice"),
