@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import Ratio, at_most
-from bench.fleet_support import Stack, bench_stack, drain_lost, keys_covering, lost_writes_ratio
+from bench.fleet_load import keys_covering
+from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio
 from deploy.health import HealthJudge, wait_for_healthy
 from deploy.plan import BootPlan, Layout
 from deploy.watchdog import Watchdog, WorkersTableProbe

@@ -1,35 +1,20 @@
-"""What the fleet benchmarks (failover, rebalance, latency) share: real processes on the emulator.
+"""What the fleet benchmarks share: real ``consumer run`` processes on the emulator.
 
-- :func:`bench_stack` starts the emulator (``emulator.testing.running_emulator``) with a K-partition
-  stream, writes a config directory pointing at it, creates the source table, and yields a
-  :class:`Stack` whose :class:`~tools.demo.fleet.LocalFleet` starts ``consumer run`` processes.
-  Everything (workers, emulator, temporary files) is stopped / removed on exit, whatever happened.
-- :class:`RecordingChangelog` is the benchmarks' processor (``processing.processor:
-  bench.fleet_support:RecordingChangelog``, function form, so it runs under the product's failure
-  policy and checkpointing exactly as the built-in ``changelog`` does): it appends one line per record
-  delivered to it — shard, sequence number, item key and write number, the writer's timestamp, the
-  arrival time and the worker's pid — to a per-process file, then lands the batch with the product's
-  own changelog sink (one sink per process, as the built-in factory builds it). So a record delivered
-  twice to the processor is visible even when the sink's own de-duplication hides it from the change
-  log, and the change log is what a user of the product would see.
-- :class:`Writer` writes a steady load, round-robin over keys chosen so that every partition (every
-  open shard) gets its share; each item carries its write number ``w`` and the writer's wall-clock
-  time ``t`` just before the PutItem was sent.
+:func:`bench_stack` starts the emulator with a K-partition stream, writes a config directory pointing
+at it, creates the source table, and yields a :class:`Stack` whose :class:`~tools.demo.fleet.LocalFleet`
+starts the workers; everything is stopped and removed on exit, whatever happened. The processor the
+workers run and what it records: :mod:`bench.fleet_records`; the load: :mod:`bench.fleet_load`.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
-import math
 import os
 import re
 import shutil
-import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,287 +24,11 @@ from typing import Any
 import yaml
 
 from bench.common import Ratio
-from consumer.processing.api import Batch, BatchResult
+from bench.fleet_load import Writer, keys_covering
+from bench.fleet_records import TABLE, Delivery, DeliveryTail
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TABLE = "orders"
 ENV = "bench"
-HASH_SPACE = 2**32
-
-
-# ----------------------------------------------------------------------------- the processor
-
-_process_lock = threading.Lock()
-_delivery_fds: dict[str, int] = {}
-_sinks: dict[tuple[str, str], Any] = {}
-
-
-def _delivery_fd(directory: str) -> int:
-    with _process_lock:
-        fd = _delivery_fds.get(directory)
-        if fd is None:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-            path = Path(directory) / f"deliveries-{os.getpid()}.jsonl"
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            _delivery_fds[directory] = fd
-        return fd
-
-
-def _changelog_sink(destination: str, table: str) -> Any:
-    from consumer.sinks.changelog import ChangelogSink, ChangelogStore
-
-    with _process_lock:
-        sink = _sinks.get((destination, table))
-        if sink is None:
-            sink = ChangelogSink(ChangelogStore(destination), table)
-            _sinks[(destination, table)] = sink
-        return sink
-
-
-def _number(image: Any, name: str) -> float | None:
-    if isinstance(image, dict) and isinstance(image.get(name), dict) and "N" in image[name]:
-        return float(image[name]["N"])
-    return None
-
-
-class RecordingChangelog:
-    """Function-form processor: note every delivery (one JSON line per record), then land the batch
-    in the change log with the product's sink. Options: ``deliveries`` (directory of the per-process
-    files), ``destination`` (change-log directory; omit for none), ``table``."""
-
-    def __init__(self, deliveries: str, destination: str | None = None, table: str = TABLE) -> None:
-        self._fd = _delivery_fd(deliveries)
-        self._sink = _changelog_sink(destination, table) if destination else None
-        self._pid = os.getpid()
-
-    def handle(self, batch: Batch) -> BatchResult | None:
-        arrived = time.time()
-        lines = []
-        for record in batch.records:
-            body = record.raw.get("dynamodb", {})
-            image = body.get("NewImage") or body.get("OldImage")
-            key = body.get("Keys", {}).get("pk", {}).get("S")
-            lines.append(
-                json.dumps(
-                    {
-                        "s": record.shard_id,
-                        "q": record.sequence_number,
-                        "k": key,
-                        "w": _number(image, "w"),
-                        "t": _number(image, "t"),
-                        "a": arrived,
-                        "p": self._pid,
-                    },
-                    separators=(",", ":"),
-                ).encode()
-                + b"\n"
-            )
-        if lines:
-            os.write(self._fd, b"".join(lines))  # one O_APPEND write per batch: whole lines only
-        if self._sink is not None:
-            result: BatchResult | None = self._sink(batch)
-            return result
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    shard: str
-    seq: str
-    key: str | None
-    w: int | None
-    written: float | None  # writer's wall clock just before PutItem
-    arrived: float  # wall clock at the processor's entry
-    pid: int
-
-
-class DeliveryTail:
-    """Reads the per-process delivery files incrementally (complete lines only)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._offsets: dict[Path, int] = {}
-        self.all: list[Delivery] = []
-
-    def poll(self) -> list[Delivery]:
-        new: list[Delivery] = []
-        if not self.directory.is_dir():
-            return new
-        for path in sorted(self.directory.glob("deliveries-*.jsonl")):
-            offset = self._offsets.get(path, 0)
-            with path.open("rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read()
-            end = chunk.rfind(b"\n") + 1
-            if end == 0:
-                continue
-            self._offsets[path] = offset + end
-            for line in chunk[:end].splitlines():
-                d = json.loads(line)
-                new.append(
-                    Delivery(
-                        d["s"],
-                        d["q"],
-                        d["k"],
-                        None if d["w"] is None else int(d["w"]),
-                        d["t"],
-                        d["a"],
-                        d["p"],
-                    )
-                )
-        self.all.extend(new)
-        return new
-
-
-@dataclass(frozen=True, slots=True)
-class Landed:
-    shard: str
-    seq: str
-    landed: float
-
-
-def read_landed(changelog: Path) -> list[Landed]:
-    """Every line of the change log (the sink's JSON Lines objects): shard, sequence, landing time."""
-    found: list[Landed] = []
-    for obj in sorted(changelog.rglob("*.jsonl.gz")):
-        with gzip.open(obj, "rt", encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    d = json.loads(line)
-                    found.append(Landed(d["shardId"], d["sequenceNumber"], float(d["landedAt"])))
-    return found
-
-
-def repeated_after(copies: list[tuple[str, str, float]], start: float, end: float) -> int:
-    """Extra copies of a (shard, sequence) whose later copy came in [start, end)."""
-    times: dict[tuple[str, str], list[float]] = {}
-    for shard, seq, at in copies:
-        times.setdefault((shard, seq), []).append(at)
-    extra = 0
-    for stamps in times.values():
-        if len(stamps) > 1:
-            stamps.sort()
-            extra += sum(1 for at in stamps[1:] if start <= at < end)
-    return extra
-
-
-# ----------------------------------------------------------------------------------- the load
-
-
-def partition_of(key: str, partitions: int, seed: int) -> int:
-    """The emulator partition (open shard) a partition-key string writes to (emulator.records)."""
-    from emulator.records import partition_hash
-
-    width = HASH_SPACE // partitions
-    return min(partition_hash(seed, {"S": key}) // width, partitions - 1)
-
-
-def keys_covering(partitions: int, seed: int) -> list[str]:
-    """One key per partition, in partition order: a round-robin over them writes to every shard."""
-    chosen: dict[int, str] = {}
-    n = 0
-    while len(chosen) < partitions:
-        key = f"item-{n:06d}"
-        chosen.setdefault(partition_of(key, partitions, seed), key)
-        n += 1
-    return [chosen[p] for p in range(partitions)]
-
-
-class Writer:
-    """PutItem at up to ``rate`` per second from ``threads`` threads, round-robin over ``keys``
-    (slots missed while the machine was busy are skipped, not made up in a burst).
-
-    Every write sets ``w`` (a global write number, so each write changes the item and makes one
-    stream record) and ``t`` (wall clock just before the request). ``acked`` maps (key, w) to the
-    wall-clock time the PutItem returned."""
-
-    def __init__(
-        self, client_factory: Callable[[], Any], keys: list[str], rate: float, threads: int = 1
-    ) -> None:
-        self._client_factory = client_factory
-        self._keys = keys
-        self.rate = rate
-        self._threads_n = threads
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._next = 0
-        self._threads: list[threading.Thread] = []
-        self.acked: dict[tuple[str, int], float] = {}
-        self.round_trips: list[float] = []
-        self.errors = 0
-        self.skipped = 0
-        self._extra_client: Any = None
-        self.started_at = 0.0
-        self.stopped_at = 0.0
-
-    def start(self) -> Writer:
-        self.started_at = time.time()
-        for i in range(self._threads_n):
-            thread = threading.Thread(target=self._run, args=(i,), name=f"bench-writer-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def _run(self, index: int) -> None:
-        client = self._client_factory()
-        start = time.monotonic()
-        interval = self._threads_n / self.rate
-        done = 0
-        while not self._stop.is_set():
-            due = start + (done + index / self._threads_n) * interval
-            wait = due - time.monotonic()
-            if wait > 0:
-                self._stop.wait(wait)
-                continue
-            if -wait > interval:
-                # Behind by more than a slot (the machine is busy): drop the missed slots rather than
-                # burst to catch up, so the offered load stays steady; ``skipped`` says how many.
-                missed = int(-wait / interval)
-                done += missed
-                with self._lock:
-                    self.skipped += missed
-                continue
-            with self._lock:
-                w = self._next
-                self._next += 1
-            self._put(client, self._keys[w % len(self._keys)], w)
-            done += 1
-
-    def _put(self, client: Any, key: str, w: int) -> None:
-        sent = time.time()
-        try:
-            client.put_item(
-                TableName=TABLE,
-                Item={"pk": {"S": key}, "w": {"N": str(w)}, "t": {"N": repr(sent)}},
-            )
-        except Exception:
-            with self._lock:
-                self.errors += 1
-        else:
-            acked = time.time()
-            with self._lock:
-                self.acked[(key, w)] = acked
-                self.round_trips.append(acked - sent)
-
-    def put_now(self, keys: list[str]) -> None:
-        """One write per key, now, from the calling thread (counted like the steady ones)."""
-        if self._extra_client is None:
-            self._extra_client = self._client_factory()
-        for key in keys:
-            with self._lock:
-                w = self._next
-                self._next += 1
-            self._put(self._extra_client, key, w)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=30)
-        self.stopped_at = time.time()
-
-    def achieved_rate(self) -> float:
-        end = self.stopped_at or time.time()
-        return len(self.acked) / max(1e-9, end - self.started_at)
 
 
 # ----------------------------------------------------------------------------------- the stack
@@ -567,7 +276,7 @@ def config_text(
         "metrics": {"destination": "none"},
         "logs": {"retention_days": 1, "ship_to_cloudwatch": False},
         "processing": {
-            "processor": "bench.fleet_support:RecordingChangelog",
+            "processor": "bench.fleet_records:RecordingChangelog",
             "options": processor_options,
             **(processing or {}),
         },
@@ -660,24 +369,6 @@ def bench_stack(
 
 
 # ------------------------------------------------------------------------------------- figures
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
-    return ordered[rank - 1]
-
-
-def spread(values: list[float] | tuple[float, ...], fmt: str = "{:.3f}") -> str:
-    if not values:
-        return "n/a"
-    return (
-        f"min {fmt.format(min(values))} / median {fmt.format(statistics.median(values))} / "
-        f"max {fmt.format(max(values))}"
-    )
 
 
 def lost_writes(acked: dict[tuple[str, int], float], deliveries: list[Delivery]) -> list[tuple[str, int]]:

@@ -19,7 +19,9 @@ from __future__ import annotations
 import time
 
 from bench.common import Ratio, at_most
-from bench.fleet_support import Delivery, bench_stack, percentile, read_landed, spread
+from bench.fleet_load import percentile, spread
+from bench.fleet_records import Delivery, read_landed
+from bench.fleet_support import bench_stack
 
 SHARDS = 4
 WORKERS = 2

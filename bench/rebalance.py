@@ -26,15 +26,14 @@ import time
 from dataclasses import dataclass
 
 from bench.common import Ratio, at_most
+from bench.fleet_load import spread
+from bench.fleet_records import read_landed, repeated_after
 from bench.fleet_support import (
     LeaseEvent,
     Stack,
     bench_stack,
     drain_lost,
     lost_writes_ratio,
-    read_landed,
-    repeated_after,
-    spread,
     worker_name,
 )
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 from bench.brownout import Instance, ListeningWatchdog, StandInGroup, booted, start_instances
 from bench.common import Ratio, at_most
-from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio, spread
+from bench.fleet_load import spread
+from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio
 from deploy.health import HealthJudge, wait_for_healthy
 from ground.settings import FleetSettings
 

@@ -208,10 +208,6 @@ LONG_MODULES: dict[str, str] = {
     "slips past an unprocessed record",
     "tools/demo/run.py": "the demo as one script read top to bottom: emulator, workers, load, chaos, "
     "pipeline, verdict",
-    # Interim (issue 36): these are being changed on other branches right now; each is split when that
-    # work lands, and this block goes with the last of them.
-    "tests/infra/test_stack.py": "interim: split with the first-deployment work (issue 34)",
-    "bench/fleet_support.py": "interim: split after the operations work on it lands (issue 33)",
 }
 
 

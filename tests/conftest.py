@@ -29,17 +29,32 @@ def _no_consumer_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
-# What shares one expensive session-wide resource runs on one pytest-xdist worker (`make test` runs
-# two): the CDK synth of every environment. Everything else is spread; the Spark tests are too long
-# together for one worker, and each worker starts its own local session once.
-_GROUPS = {"infra": "cdk"}
+# How `make test`'s two pytest-xdist workers share the tests (`--dist loadgroup`): tests that share a
+# fixture wider than one test run on one worker, so the fixture is built once rather than once per
+# worker. The CDK synth of every environment is shared by all of tests/infra; a module-scoped fixture
+# (an emulator fleet run, a table written once) by its module. Everything else is spread test by test;
+# session fixtures that are cheap beside the tests using them (the local Spark session) are built
+# once per worker.
+_FOLDER_GROUPS = {"infra": "cdk"}
+_SHARED_SCOPES = {"module", "package", "class"}
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    parts = item.path.parts
+    if "tests" in parts and parts.index("tests") + 1 < len(parts):
+        group = _FOLDER_GROUPS.get(parts[parts.index("tests") + 1])
+        if group is not None:
+            return group
+    # pytest keeps the fixtures a test uses in its (private) fixture info; no public API lists scopes.
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(d.scope in _SHARED_SCOPES for defs in definitions for d in defs):
+        return str(item.path)
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        parts = item.path.parts
-        if "tests" in parts:
-            folder = parts[parts.index("tests") + 1] if parts.index("tests") + 1 < len(parts) else ""
-            group = _GROUPS.get(folder)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = _group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
