@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pyspark.sql import SparkSession
 
+from ground.settings import load_settings
 from pipeline.jobs import build_parser as submit_parser
+from pipeline.snapshot_run import run_snapshot, snapshot_tables
 from tests.pipeline.fixtures import change, write_object
 from tools.cli import build_parser
 
@@ -72,11 +75,16 @@ def _read_until(process: subprocess.Popen[str], wanted: str, seen: list[str], de
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_consumer_pipeline_follow_killed_mid_run_and_started_again(tmp_path: Path) -> None:
+def test_consumer_pipeline_follow_killed_mid_run_and_started_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     """A real ``consumer pipeline follow`` process: SIGKILLed while a run writes, started again, it
     merges what the killed run had not committed, each change once; SIGTERM then stops it cleanly.
-    Quiet by default (no Spark, log4j, JVM or pandas warnings)."""
+    Quiet by default (no Spark, log4j, JVM or pandas warnings). The table is laid out beforehand in
+    this process (same config), so that the first process's first run is already the incremental
+    one it is killed in: it need not spend a cold JVM on the first commit."""
     env = _config(tmp_path)
+    settings = load_settings("local", environ=env)
     log = tmp_path / "changelog"
     batches = [
         [change("s1", 1, "INSERT", "a"), change("s1", 2, "INSERT", "b")],
@@ -84,19 +92,22 @@ def test_consumer_pipeline_follow_killed_mid_run_and_started_again(tmp_path: Pat
         [change("s1", 5, "INSERT", "c"), change("s1", 6, "INSERT", "d")],
     ]
     write_object(log, batches[0])
+    assert run_snapshot(spark, settings).version == "000001"
+    write_object(log, batches[1])
     deadline = time.monotonic() + 240
     first, seen = _follow(env), []  # type: ignore[var-annotated]
     try:
-        _read_until(first, "[4/4] committed", seen, deadline)
-        write_object(log, batches[1])
-        _read_until(first, "[2/4] merging", seen, deadline)  # the second run: Spark writes now
+        _read_until(first, "1 object(s) to read, 1 already merged", seen, deadline)  # from the commit
+        _read_until(first, "[2/4] merging", seen, deadline)  # Spark writes now
         first.kill()
     finally:
         first.kill()
         first.wait(timeout=30)
+    assert not any("[4/4] committed" in line for line in seen), "".join(seen)
     write_object(log, batches[2])
     second, again = _follow(env), []  # type: ignore[var-annotated]
     try:
+        _read_until(second, "2 object(s) to read, 1 already merged", again, deadline)
         _read_until(second, "(3 items, 1 tombstones)", again, deadline)
         second.send_signal(signal.SIGTERM)
         output, _ = second.communicate(timeout=120)
@@ -108,10 +119,7 @@ def test_consumer_pipeline_follow_killed_mid_run_and_started_again(tmp_path: Pat
     for noise in ("WARN", "log4j", "Warning", "Setting default log level", "incubator"):
         assert noise not in text, text
 
-    from pipeline.snapshot_run import snapshot_tables
-    from tests.pipeline.fixtures import settings_for
-
-    table = snapshot_tables(settings_for(tmp_path)).items_table()
+    table = snapshot_tables(settings).items_table()
     assert table is not None
     assert sorted(r["pk"] for r in table.scan(selected_fields=("pk",)).to_arrow().to_pylist()) == [
         "a",
