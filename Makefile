@@ -18,9 +18,10 @@ EMR_PY4J := 0.10.9.7
 NODE_STAMP := node_modules/.installed
 ENV ?= local
 PYTEST_ARGS ?=
-# Two pytest-xdist workers (the machine's two cores): the CDK synths share one, the Spark session
-# another (tests/conftest.py groups them); TEST_WORKERS=0 runs in one process.
-TEST_WORKERS ?= 2
+# Four pytest-xdist workers on two cores: most tests wait (on worker processes, the emulator, Spark)
+# rather than compute, so the load stays near the core count; tests/conftest.py keeps the tests that
+# share a fixture on one worker. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 

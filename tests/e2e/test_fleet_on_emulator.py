@@ -37,7 +37,10 @@ from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
 
-pytestmark = pytest.mark.e2e
+# The tests reading one fleet run share a pytest-xdist worker, and the run lives for that worker's
+# session: a module-scoped fixture is torn down whenever the worker's next test is another module's,
+# and the run (a minute of workers on the emulator) was made again for each test.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("fleet-run")]
 REPO = Path(__file__).resolve().parents[2]
 APP = "e2e-fleet"
 
@@ -146,7 +149,7 @@ def worker_ids(fleet: LocalFleet) -> dict[str, str]:
     return ids
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
     tmp = tmp_path_factory.mktemp("fleet")
     config = tmp / "config"
