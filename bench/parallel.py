@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Ratio, at_least, at_most
-from bench.fleet_support import TABLE, bench_stack
+from bench.fleet_records import TABLE
+from bench.fleet_support import bench_stack
 
 DELAY_MILLIS = 20
 KEYS = 1000
