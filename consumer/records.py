@@ -417,9 +417,12 @@ class WireRecord(StreamRecord):
         :class:`NotAnObjectError` for a record that is no mapping at all (a ``Records`` member that
         is not a JSON object): the response is refused, not the record held.
         """
-        if type(record) is not dict and not isinstance(record, Mapping):
-            raise NotAnObjectError(f"shard {shard_id}: a record is a {type(record).__name__}, not an object")
-        body = record.get("dynamodb")
+        try:
+            body = record.get("dynamodb")
+        except AttributeError:  # no mapping at all: a list, a string, a number
+            raise NotAnObjectError(
+                f"shard {shard_id}: a record is a {type(record).__name__}, not an object"
+            ) from None
         if type(body) is not dict:
             return StreamRecord(record, shard_id)
         # Runs once per record on the worker's hot path: exact type checks (orjson gives exact
