@@ -163,7 +163,7 @@ def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], 
         piece = body[start:end]
         last = loads(piece)
         append(hold(last, shard_id, piece))
-    except (orjson.JSONDecodeError, NotAnObjectError):
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, NotAnObjectError):
         return None
     return tuple(records), envelope.get("NextShardIterator"), last
 
