@@ -84,6 +84,17 @@ def _user_clone(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # The clone links this checkout's .venv: were it older than the files make installs from, the
+    # clone's `make synth` would reinstall it, editable, from the clone, and the checkout's own
+    # .venv/bin/consumer would then run the clone's code from a temporary directory.
+    stamp = REPO / ".venv" / ".installed"
+    stale = [
+        n
+        for n in ("requirements.txt", "pyproject.toml")
+        if stamp.stat().st_mtime < (REPO / n).stat().st_mtime
+    ]
+    if stale:
+        pytest.fail(f".venv is older than {', '.join(stale)}: run `make setup` first (make test does)")
     return _user_clone(tmp_path_factory.mktemp("documented"))
 
 
