@@ -91,7 +91,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     stale = [
         n
         for n in ("requirements.txt", "pyproject.toml")
-        if stamp.stat().st_mtime < (REPO / n).stat().st_mtime
+        if not stamp.exists() or stamp.stat().st_mtime < (REPO / n).stat().st_mtime
     ]
     if stale:
         pytest.fail(f".venv is older than {', '.join(stale)}: run `make setup` first (make test does)")
