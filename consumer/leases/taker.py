@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from consumer.leases.dealing import DealingView
 from consumer.leases.decisions import (
     KclExpiryTracker,
     RoundPlan,
@@ -84,6 +85,8 @@ class Taker:
             expected_workers=self.expected_workers,
         )
         self._recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
+        # What a stopping worker deals its leases from (dealing.py): read again, not the last round's.
+        self.dealing = DealingView(self.store, self.clock, max(self.settings.taker_interval_millis // 8, 1))
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
@@ -486,10 +489,11 @@ class Taker:
         return recorded
 
     def _successor(self, shard_id: str) -> str | None:
-        """While stopping: the survivor that takes this lease up at its next round (decisions.successor)."""
+        """While stopping: the survivor that takes this lease up at its next round (decisions.successor),
+        dealt from a view read for the stop (dealing.py), not the last round's."""
         return successor(
             self.me,
-            self.latest,
+            self.dealing.current(self.latest),
             self.clock.wall_millis(),
             self.timing,
             shard_id=shard_id,
