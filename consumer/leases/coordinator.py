@@ -186,6 +186,7 @@ class LeaseCoordinator:
             thread.join(timeout=self.settings.drain_millis / 1000)
         if release:
             self.release_all()
+            self.taker.redeal_from_stoppers()
             self.liveness.retire()
 
     def _heartbeat_loop(self) -> None:

@@ -14,6 +14,12 @@ the workers table again at most every ``refresh_millis`` (the other stoppers' ro
 a beat after their SIGTERM). The leases stay as first read: the stopper's own hand-overs must not
 change its deal halfway (each lease is dealt where the same deal put it). One full scan per stop,
 the cost of one ordinary round.
+
+A stopper may still deal before another stopper's row says so (its beat lands a moment after its
+SIGTERM). That worker never adopts what it is handed, and once its row is gone the lease waits for
+the KCL expiry rule (a failover time). So the stopper remembers each hand-over, and as its last step
+(:meth:`DealingView.redeal`) reads the workers table again and hands each lease whose survivor
+turned out to be stopping on to another, conditional on the counter its hand-over left.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ import logging
 import threading
 from dataclasses import dataclass, field, replace
 
+from consumer.leases.decisions import Timing, live_workers, successor
 from consumer.leases.errors import LeaseError
-from consumer.leases.model import Snapshot
+from consumer.leases.model import Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from ground.clock import Clock
 
@@ -38,6 +45,22 @@ class DealingView:
     _view: Snapshot | None = None
     _tried_at: int | None = None  # monotonic ms of the last read (or failed read)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _handed: dict[str, Lease] = field(default_factory=dict)  # each lease as my hand-over left it
+
+    def handed(self, released: Lease) -> None:
+        """A lease this stopper handed to a named survivor, as the hand-over wrote it."""
+        with self._lock:
+            self._handed[released.shard_id] = released
+
+    def handed_leases(self) -> list[Lease]:
+        with self._lock:
+            return list(self._handed.values())
+
+    def refresh(self, fallback: Snapshot) -> Snapshot:
+        """The view with the workers table read now, whenever it was last read."""
+        with self._lock:
+            self._tried_at = None
+        return self.current(fallback)
 
     def current(self, fallback: Snapshot) -> Snapshot:
         """The view to deal from now; ``fallback`` (the taker's latest) while the tables refuse.
@@ -57,3 +80,28 @@ class DealingView:
             except LeaseError as exc:
                 log.info("dealing from the last round's view: the tables refused a fresh read (%s)", exc)
             return self._view if self._view is not None else fallback
+
+    def redeal(self, me: str, fallback: Snapshot, timing: Timing, *, max_leases_for_worker: int) -> None:
+        """A graceful stop's last step, before my row goes: a lease I handed to a worker that turned
+        out to be stopping too (its row did not say so yet when I dealt) is never adopted by it, and
+        would wait a failover time once its row is gone. Hand it on again, conditional on the owner
+        and counter my hand-over left: it lands only if that worker did not adopt it meanwhile
+        (adopting moves the counter), so no shard is ever processed under two owners."""
+        view = self.refresh(fallback)
+        now = self.clock.wall_millis()
+        live = live_workers(view, now, timing)
+        for released in self.handed_leases():
+            to = released.owner
+            if to is None or (to in live and not view.heartbeats[to].stopping):
+                continue
+            again = successor(
+                me, view, now, timing, shard_id=released.shard_id, max_leases_for_worker=max_leases_for_worker
+            )
+            if again is None or again == to:
+                continue
+            try:
+                self.store.release(released, again)
+            except LeaseError as exc:
+                log.info("worker %s: %s stays with %s (%s)", me, released.shard_id, to, exc)
+                continue
+            log.info("worker %s handed %s on from %s, stopping too, to %s", me, released.shard_id, to, again)

@@ -468,7 +468,15 @@ class Taker:
             self.notify("released", shard_id, None)
             return
         log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        if to is not None and not self.taking:
+            self.dealing.handed(released)
         self.notify("released", shard_id, released)
+
+    def redeal_from_stoppers(self) -> None:
+        """A graceful stop's last step, before my row goes (dealing.DealingView.redeal)."""
+        self.dealing.redeal(
+            self.me, self.latest, self.timing, max_leases_for_worker=self.settings.max_leases_for_worker
+        )
 
     def _record_before_release(self, lease: Lease) -> Lease:
         """A position I processed to but could not record (a checkpoint refused for now) is written

@@ -174,3 +174,30 @@ def test_stoppers_dealing_from_stale_rows_still_spread_their_leases() -> None:
             dealt[successor(me, snapshot, now, TIMING, shard_id=shard, max_leases_for_worker=100)] += 1
     assert set(dealt) == set(new)
     assert max(dealt.values()) - min(dealt.values()) <= 2
+
+
+def test_a_lease_handed_to_a_worker_that_was_stopping_too_is_handed_on_before_the_stop_ends() -> None:
+    """Two workers of different hosts stop in the same second; the first deals before the second's
+    row says "stopping" and hands it leases it will never adopt (once its row is gone they would
+    wait for the KCL expiry rule, a failover time). As its last step the first reads the workers
+    table again and hands them on to the survivor, conditional on the counter it left."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    for i in range(6):
+        store.create_if_absent(Lease(f"s{i}", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    first, second, survivor = (LeaseCoordinator(store, _worker(n), SETTINGS, clock) for n in (1, 3, 5))
+    for w in (first, second, survivor):
+        assert w.heartbeat_once()
+    for w in (first, second, survivor):
+        w.take_round()
+    assert [len(w.held()) for w in (first, second, survivor)] == [2, 2, 2]
+    first.stop_taking()
+    second.stop_taking()
+    assert first.heartbeat_once()  # the second's beat has not landed yet
+    first.release_all()
+    handed = {s for s, lease in store.scan().leases.items() if lease.owner == second.worker_id}
+    assert handed - {lease.shard_id for lease in second.held()}  # dealt one of the first's leases
+    assert second.heartbeat_once()  # now its row says "stopping"
+    first.stop()
+    second.stop()
+    owners = Counter(lease.owner for lease in store.scan().leases.values())
+    assert owners == {survivor.worker_id: 6}
