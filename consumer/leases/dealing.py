@@ -25,7 +25,6 @@ turned out to be stopping on to another, conditional on the counter its hand-ove
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field, replace
 
 from consumer.leases.decisions import Timing, live_workers, successor
@@ -33,6 +32,7 @@ from consumer.leases.errors import LeaseError
 from consumer.leases.model import Lease, Snapshot
 from consumer.leases.store import LeaseStore
 from ground.clock import Clock
+from ground.threads import Lock
 
 log = logging.getLogger("consumer.leases")
 
@@ -42,30 +42,32 @@ class DealingView:
     store: LeaseStore
     clock: Clock
     refresh_millis: int  # the workers table is read again at most this often
+    # Held across the read, so the shard consumers releasing at once deal from one read; from the
+    # worker's Threads (ground.threads), so that a simulation's thread waiting on it yields.
+    lock: Lock
     _view: Snapshot | None = None
     _tried_at: int | None = None  # monotonic ms of the last read (or failed read)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
     _handed: dict[str, Lease] = field(default_factory=dict)  # each lease as my hand-over left it
 
     def handed(self, released: Lease) -> None:
         """A lease this stopper handed to a named survivor, as the hand-over wrote it."""
-        with self._lock:
+        with self.lock:
             self._handed[released.shard_id] = released
 
     def handed_leases(self) -> list[Lease]:
-        with self._lock:
+        with self.lock:
             return list(self._handed.values())
 
     def refresh(self, fallback: Snapshot) -> Snapshot:
         """The view with the workers table read now, whenever it was last read."""
-        with self._lock:
+        with self.lock:
             self._tried_at = None
         return self.current(fallback)
 
     def current(self, fallback: Snapshot) -> Snapshot:
         """The view to deal from now; ``fallback`` (the taker's latest) while the tables refuse.
         Called from every shard consumer's release thread at once: one read at a time."""
-        with self._lock:
+        with self.lock:
             now = self.clock.monotonic_millis()
             if self._tried_at is not None and now - self._tried_at < self.refresh_millis:
                 # Read a moment ago (or refused a moment ago: not again for every lease).

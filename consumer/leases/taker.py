@@ -43,6 +43,7 @@ from consumer.leases.store import LeaseStore
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Threads
 
 log = logging.getLogger("consumer.leases")
 
@@ -65,6 +66,8 @@ class Taker:
     on_round: Callable[[bool | None, str | None], None] | None = None
     # The fleet has not joined while fewer workers than the group's minimum run (shortfall.py).
     expected_workers: int = 1
+    # The locks of a lock held across a call to the tables (dealing.py): a simulation's own.
+    threads: Threads = SYSTEM_THREADS
 
     def __post_init__(self) -> None:
         self.timing = Timing.of(self.settings)
@@ -86,7 +89,9 @@ class Taker:
         )
         self._recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
         # What a stopping worker deals its leases from (dealing.py): read again, not the last round's.
-        self.dealing = DealingView(self.store, self.clock, max(self.settings.taker_interval_millis // 8, 1))
+        self.dealing = DealingView(
+            self.store, self.clock, max(self.settings.taker_interval_millis // 8, 1), self.threads.lock()
+        )
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
