@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # EMR Serverless runs the pipeline on its release's PySpark: emr-7.5.0 has Spark 3.5.2
 # (infra/pipeline_resources.py EMR_RELEASE), whose PySpark pins py4j 0.10.9.7. A second virtualenv
 # holds requirements.txt with those two pins swapped, and `make test` runs the pipeline's tests
-# marked `emr` in it too (tests/pipeline/conftest.py).
+# marked `emr` in it too (tests/pipeline/test_on_emr_pyspark.py, beside the other tests).
 SPARK35 := .venv-spark35
 SPARK35_STAMP := $(SPARK35)/.installed
 EMR_PYSPARK := 3.5.2
@@ -62,9 +62,8 @@ lock: $(STAMP)  ## re-resolve deploy/requirements.lock from requirements.txt's p
 demo: setup  ## run the whole system locally on the emulator and print the verdict
 	$(BIN)/consumer demo --env local
 
-test: setup  ## run every test (unit, functional, e2e, infra, pipeline), then the pipeline's `emr` tests on EMR's PySpark
+test: setup  ## run every test (unit, functional, e2e, infra, pipeline; the pipeline's `emr` tests on EMR's PySpark too)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
-	$(SPARK35)/bin/python -m pytest -m emr tests/pipeline $(PYTEST_ARGS)
 
 lint: setup  ## ruff
 	$(BIN)/ruff check .

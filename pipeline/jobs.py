@@ -48,6 +48,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--config-dir", default=None, help="configuration directory (default: ./config)")
     parser.add_argument("--master", default=None, help="Spark master (default: the submitter's)")
     parser.add_argument("--full", action="store_true", help="snapshot: rebuild from the whole change log")
+    parser.add_argument("--verify", action="store_true", help="snapshot: then verify, in the same session")
     parser.add_argument(
         "--tolerate-bad-lines", type=int, default=None, help="override pipeline.tolerate_bad_lines"
     )
@@ -164,7 +165,7 @@ def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) 
         run_snapshot(
             spark, settings, full=args.full, tolerate_bad_lines=args.tolerate_bad_lines, progress=say
         )
-        return 0
+        return _verify(spark, settings) if getattr(args, "verify", False) else 0
     if args.job == "bootstrap":
         run_bootstrap(
             spark,
@@ -180,10 +181,15 @@ def _execute(spark: SparkSession, args: argparse.Namespace, settings: Settings) 
         spread = f"{result.minutes} minute(s) on {result.shards} shard(s)"
         say(f"{result.changes} changes over {spread}; lag {figures}")
         return 0
-    verdict = run_verify(spark, settings, dynamodb_client(settings), progress=say)
+    return _verify(spark, settings)
+
+
+def _verify(spark: SparkSession, settings: Settings) -> int:
+    """``verify``, alone or after ``snapshot --verify``: 1 when the snapshot and a scan differ."""
+    verdict = run_verify(spark, settings, dynamodb_client(settings), progress=_say)
     for status, keys in verdict.examples.items():
-        say(f"{status}: " + ", ".join(keys))
-    say("verify: OK" if verdict.differences == 0 else f"verify: {verdict.differences} difference(s)")
+        _say(f"{status}: " + ", ".join(keys))
+    _say("verify: OK" if verdict.differences == 0 else f"verify: {verdict.differences} difference(s)")
     return 0 if verdict.differences == 0 else 1
 
 

@@ -53,6 +53,8 @@ def _group_of(item: pytest.Item) -> str | None:
     return None
 
 
+# First: pytest-xdist's worker-side hook of the same name turns the marks into the groups' names.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = _group_of(item)

@@ -82,6 +82,24 @@ def test_exit_code_is_zero_only_without_differences(
     assert "1 match, 0 missing, 0 extra, 0 stale" in capsys.readouterr().out
 
 
+def test_snapshot_with_verify_commits_then_answers_as_verify_would(
+    spark: SparkSession, tmp_path: Path, dynamodb: Any, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``snapshot --verify`` (the demo's one Spark step): the run commits first, then the exit status
+    is verify's over what it committed."""
+    settings = settings_for(tmp_path).model_copy(update={"endpoint_url": endpoint})
+    args = argparse.Namespace(job="snapshot", full=False, tolerate_bad_lines=None, verify=True)
+    write_object(tmp_path / "changelog", [change(P, 1, "INSERT", "a", image={"n": {"N": "1"}})])
+    assert jobs._execute(spark, args, settings) == 1  # committed, and the table has no item "a"
+    out = capsys.readouterr().out
+    assert "[4/4] committed" in out and "0 match, 0 missing, 1 extra, 0 stale" in out
+
+    dynamodb.put_item(TableName="orders", Item={"pk": {"S": "a"}, "sk": {"S": "a"}, "n": {"N": "2"}})
+    write_object(tmp_path / "changelog", [change(P, 2, "MODIFY", "a", image={"n": {"N": "2"}})])
+    assert jobs._execute(spark, args, settings) == 0
+    assert "1 match, 0 missing, 0 extra, 0 stale" in capsys.readouterr().out
+
+
 def test_a_missing_table_is_a_verify_error(spark: SparkSession, tmp_path: Path, endpoint: str) -> None:
     settings = settings_for(tmp_path)
     write_object(tmp_path / "changelog", [change(P, 1, "INSERT", "a")])

@@ -74,11 +74,17 @@ def register(subparsers: Any) -> None:
         )
         if name == "snapshot":
             job.add_argument("--full", action="store_true", help="rebuild from the whole change log")
+            job.add_argument(
+                "--verify",
+                action="store_true",
+                help="then run verify in the same Spark session (one start-up instead of two; exit 1 "
+                "on any difference)",
+            )
         if name == "bootstrap":
             _bootstrap_arguments(job)
         if name == "follow":
             _follow_arguments(job)
-        job.set_defaults(handler=_run, full=False)
+        job.set_defaults(handler=_run, full=False, verify=False)
     _register_submit(jobs)
 
 
@@ -161,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.errors import PipelineError
     from pipeline.jobs import execute
 
-    if args.job == "verify" or (args.job == "bootstrap" and args.export is None):
+    if args.job == "verify" or args.verify or (args.job == "bootstrap" and args.export is None):
         require_local_endpoint_up(settings)  # they scan the table
     try:
         if args.job == "bootstrap" and args.export is not None:

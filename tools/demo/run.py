@@ -174,6 +174,7 @@ class Demo:
         chaos_seed: int | None = None,
         *,
         schedule: Schedule = "mixed",
+        bootstrap: bool = True,
     ) -> None:
         if not settings.endpoint_url:
             raise DemoError(f"env {settings.env} has no endpoint_url: the demo only runs locally")
@@ -183,6 +184,7 @@ class Demo:
         self.console = console
         self.chaos_seed = chaos_seed
         self.schedule: Schedule = schedule
+        self.bootstrap = bootstrap
         self.changelog = Path(str(settings.processing.options.get("destination", workdir / "changelog")))
         self.oracle = workdir / "oracle.jsonl"
         endpoint = settings.endpoint_url
@@ -394,12 +396,15 @@ class Demo:
 
     def run(self, workers: int = 3) -> DemoOutcome:
         duration = self.settings.load.duration_seconds
-        seeded = create_source_table(self.ddb, self.settings, prefilled=PREFILL_ITEMS)
-        self.console.print(
-            f"{seeded} items written before the table had a stream; bootstrapping the snapshot"
-        )
-        done = bootstrap_snapshot(self.settings.env, self.config_dir, self.workdir / "bootstrap.log")
-        self.console.print(done, markup=False, highlight=False, soft_wrap=True)
+        if self.bootstrap:
+            seeded = create_source_table(self.ddb, self.settings, prefilled=PREFILL_ITEMS)
+            self.console.print(
+                f"{seeded} items written before the table had a stream; bootstrapping the snapshot"
+            )
+            done = bootstrap_snapshot(self.settings.env, self.config_dir, self.workdir / "bootstrap.log")
+            self.console.print(done, markup=False, highlight=False, soft_wrap=True)
+        else:  # no snapshot to seed: the items before the stream would only be the bootstrap's part
+            create_source_table(self.ddb, self.settings)
         load_metrics = self._load_metrics()
         load = LoadGenerator(
             self.ddb, self.settings.table, self.settings.load, self.oracle, metrics=load_metrics
