@@ -7,10 +7,12 @@ it: the worker never does. It is not one of ``make bench``'s ratios, its figures
 
 All contenders parse the same response bytes (full batches of NEW_AND_OLD_IMAGES records of about
 1 KB). The floor is ``orjson.loads`` of the same bytes (the parser the worker uses; stdlib
-``json.loads`` is shown beside it). The fast path parses once with orjson and holds each record as
-its bytes (cut from the body when it is compact, as the service sends it; this benchmark's bodies are
-compact) with the few fields the worker reads; stock boto3 (its response parser plus
-``TypeDeserializer`` on every image) is the cost this product avoids.
+``json.loads`` is shown beside it), timed here in the same process: bench/record_cpu.py measures the
+goal's floors in a fresh one. The fast path cuts a compact body (as the service sends it; this
+benchmark's bodies are compact) into its records, parses each record's bytes with orjson and holds
+them with the few fields the worker reads, one record at a time (other bodies are parsed whole);
+stock boto3 (its response parser plus ``TypeDeserializer`` on every image) is the cost this product
+avoids.
 """
 
 from __future__ import annotations

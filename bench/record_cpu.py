@@ -4,10 +4,12 @@ stock boto3 over the worker.
 Method: the canned GetRecords responses (bench/canned.py; one response of 1000 records per shard)
 are written to a file; each repeat runs three fresh interpreters, one after the other:
 
-(b) the floor, ``python -m bench.fresh_orjson FILE``: ``orjson.loads`` of every body once, in an
+(b) the floors, ``python -m bench.fresh_orjson FILE``: ``orjson.loads`` of every body once, in an
     interpreter that imported nothing but orjson, its collector as Python starts it — what a user
-    parsing the responses themselves pays at best (the honest floor of the brief); then, stated,
-    ``orjson.loads`` of each record's own bytes, cut beforehand, as the worker's parser parses;
+    parsing the responses themselves pays at best (the honest floor of the brief); then
+    ``orjson.loads`` of each record's own bytes, cut beforehand (not timed), as the worker's parser
+    parses: the strict floor, about a quarter of the first, since each record's objects are freed
+    while still in the CPU's caches;
 (a) the worker as ``consumer run`` runs it (``--child FILE --gc tuned``): a real boto3
     ``dynamodbstreams`` client whose transport is the canned one (botocore serialises, signs and
     runs its handlers; no socket), the DynamoDBStreamSource fast parser, SourceReader, one
@@ -28,8 +30,9 @@ are written to a file; each repeat runs three fresh interpreters, one after the 
     OldImage of every record — a lower bound for any stock boto3 consumer (no request, no lifecycle,
     no checkpoint); ~7 x slower, so on the first 4 shards only, and ``boto3_vs_worker`` divides it
     by (a) on those same shards.
-CPU is ``time.process_time`` (all threads of the process) per record. Goals: (a)/(b) <= 1.5;
-(c)/(a) >= 1 (the worker must never cost more than the parse it replaces); the others are stated.
+CPU is ``time.process_time`` (all threads of the process) per record. Goals: (a) over each floor
+of (b) <= 1.5 (the strict one, each record's own bytes, is the one that binds); (c)/(a) >= 1 (the
+worker must never cost more than the parse it replaces); the others are stated.
 """
 
 from __future__ import annotations
@@ -55,10 +58,11 @@ from consumer.runtime.gc_tuning import tune_for_long_running
 from consumer.streams.wire import parse_get_records
 
 LIMITS = (
-    "the worker parses each response once with orjson (the floor itself) and pays on top: holding each "
-    "record as its bytes with the fields it reads on every record (parse_get_records beyond orjson.loads), "
-    "one botocore call per 1000 records (serialise, sign, handlers) and the lifecycle, function form and "
-    "checkpoint per batch; see the printed stages and docs/design.md's performance section."
+    "the worker parses each record's bytes once with orjson (the strict floor itself) and pays on top: "
+    "cutting the body into its records (bytes.find and a slice each), holding each record as its bytes "
+    "with the fields it reads on every record, one botocore call per 1000 records (serialise, sign, "
+    "handlers) and the lifecycle, function form and checkpoint per batch; see the printed stages and "
+    "docs/streams.md's profile."
 )
 REPEATS = 3
 BOTO_SHARDS = 4
@@ -198,12 +202,13 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
             f"leases; gc tuned by Worker.run's tune_for_long_running) / orjson.loads in a fresh process, same "
             f"bytes; {where}; worker {_spread(values('worker'))}",
         ),
-        stated(
+        at_most(
             "record_cpu_vs_fresh_orjson_each_record",
             over("worker", "fresh_orjson_each"),
+            1.5,
             f"CPU/record: the same worker / orjson.loads of each record's own bytes (cut beforehand, not timed) in "
-            f"that fresh process: the stricter floor, parsing as the worker's parser does; "
-            f"{_spread(values('fresh_orjson_each'))} per record",
+            f"that fresh process: the strict floor, parsing as the worker's parser does; "
+            f"{_spread(values('fresh_orjson_each'))} per record; worker {_spread(values('worker'))}",
         ),
         stated(
             "record_cpu_untuned_gc_vs_fresh_orjson",

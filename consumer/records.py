@@ -46,6 +46,10 @@ class RecordFormatError(ValueError):
     """A stream record that does not have the shape DynamoDB Streams documents."""
 
 
+class NotAnObjectError(RecordFormatError):
+    """A member of ``Records`` that is not a JSON object: no record at all (the response is refused)."""
+
+
 class AttributeValueError(RecordFormatError):
     """An attribute value that cannot be converted to a Python value (e.g. a number DynamoDB cannot hold).
 
@@ -357,6 +361,7 @@ _last_parsed: tuple[WireRecord, Mapping[str, Any]] | None = None
 # One str object per known value instead of one per record (and the event name's check).
 _EVENT_NAMES: dict[str, EventName] = {"INSERT": "INSERT", "MODIFY": "MODIFY", "REMOVE": "REMOVE"}
 _VIEW_TYPES: dict[str, str] = {v: v for v in ("NEW_AND_OLD_IMAGES", "NEW_IMAGE", "OLD_IMAGE", "KEYS_ONLY")}
+_new_wire_record = object.__new__  # WireRecord's __init__ refuses callers; the fast path fills the slots
 
 
 class WireRecord(StreamRecord):
@@ -408,11 +413,20 @@ class WireRecord(StreamRecord):
         cannot be written back as JSON.
 
         ``wire``: the record's own bytes cut from the response body (they must parse to ``record``);
-        without them the record is written back with ``orjson.dumps``.
+        without them the record is written back with ``orjson.dumps``. Raises
+        :class:`NotAnObjectError` for a record that is no mapping at all (a ``Records`` member that
+        is not a JSON object): the response is refused, not the record held.
         """
-        body = record.get("dynamodb")
+        try:
+            body = record.get("dynamodb")
+        except AttributeError:  # no mapping at all: a list, a string, a number
+            raise NotAnObjectError(
+                f"shard {shard_id}: a record is a {type(record).__name__}, not an object"
+            ) from None
         if type(body) is not dict:
             return StreamRecord(record, shard_id)
+        # Runs once per record on the worker's hot path: exact type checks (orjson gives exact
+        # types), no ABC isinstance, one attribute store per field.
         seq = body.get("SequenceNumber")
         name = record.get("eventName")
         name = _EVENT_NAMES.get(name) if type(name) is str else None
@@ -436,17 +450,19 @@ class WireRecord(StreamRecord):
                 wire = memoryview(orjson.dumps(record)).tobytes()
             except (orjson.JSONEncodeError, TypeError):
                 return StreamRecord(record, shard_id)
-        held = cls.__new__(cls)
+        held = _new_wire_record(cls)
         held._wire = wire
         held.shard_id = shard_id
         held.sequence_number = seq
         held.event_name = name
         held.event_id = event_id
-        held.approximate_creation_time = float(created)
+        held.approximate_creation_time = created if type(created) is float else float(created)
         held.size_bytes = size
         held.stream_view_type = None if view is None else _VIEW_TYPES.get(view, view)
         identity = record.get("userIdentity")
-        held.user_identity = identity if isinstance(identity, Mapping) else None
+        if identity is not None and type(identity) is not dict and not isinstance(identity, Mapping):
+            identity = None
+        held.user_identity = identity
         return held
 
     @property

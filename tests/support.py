@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import socket
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -49,3 +50,13 @@ def create_orders_table(ddb: Any, name: str) -> None:
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll ``condition`` every half second; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

@@ -210,11 +210,10 @@ class ShardMachine:
         """The batch in hand, cut to what is not done yet (after a failure: after the checkpoint)."""
         pending = self.pending
         assert pending is not None
-        records = tuple(
-            r
-            for r in self.done.fresh(pending.records).records
-            if int(r.sequence_number) > self.processed_through
-        )
+        records = self.done.fresh(pending.records).records
+        # In order, so the first record decides whether any is at or below processed_through.
+        if records and int(records[0].sequence_number) <= self.processed_through:
+            records = tuple(r for r in records if int(r.sequence_number) > self.processed_through)
         if records:
             self.delivered_through = records[-1].sequence_number
         return Deliver(records, pending.millis_behind_latest, pending.failures)

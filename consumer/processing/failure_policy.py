@@ -30,7 +30,7 @@ from consumer.processing.errors import (
     PartialBatchFailureError,
 )
 from consumer.processing.retry import RetryPolicy
-from consumer.processing.runner import Delivery, RunnerEvents
+from consumer.processing.runner import Delivery, RunnerEvents, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -102,15 +102,25 @@ class FailurePolicyRunner(RunnerEvents):
         shard, delivered, keep, checkpoint, should_stop = delivery.parts()
         if not delivered:
             return True
-        previous = {r.sequence_number: delivered[i - 1].sequence_number for i, r in enumerate(delivered) if i}
-        kept = tuple(r for r in delivered if keep(r))
+        kept = tuple(delivered) if keep is keep_every_record else tuple(r for r in delivered if keep(r))
         spans = deque(_Span(kept[i : i + self._batch_size]) for i in range(0, len(kept), self._batch_size))
+        # Each record's predecessor, built only when a span ends before the last record (a batch of
+        # one span that succeeds, the usual case, never needs it).
+        previous: dict[str, str] = {}
 
         def checkpoint_before_next() -> None:
             if not spans:
                 checkpoint(delivered[-1].sequence_number)
-            elif spans[0].records[0].sequence_number in previous:
-                checkpoint(previous[spans[0].records[0].sequence_number])
+                return
+            if not previous:
+                previous.update(
+                    (r.sequence_number, delivered[i - 1].sequence_number)
+                    for i, r in enumerate(delivered)
+                    if i
+                )
+            first = spans[0].records[0].sequence_number
+            if first in previous:
+                checkpoint(previous[first])
 
         if not spans:
             checkpoint(delivered[-1].sequence_number)  # everything was filtered out

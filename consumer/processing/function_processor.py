@@ -37,7 +37,7 @@ from consumer.processing.api import (
     _always,
 )
 from consumer.processing.filters import RecordFilter
-from consumer.processing.runner import BatchRunner, Delivery
+from consumer.processing.runner import BatchRunner, Delivery, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from ground.clock import Clock
 
@@ -65,6 +65,8 @@ class FunctionProcessor:
         self._runner = runner
         self._clock = clock
         self._filter = record_filter or RecordFilter()
+        # The runner's keep: with no filter, the marker that spares it asking about every record.
+        self._keep = keep_every_record if self._filter.keeps_everything else self._filter.keeps
         self._batch_size = batch_size
         self._window = max_window_millis
         self._shard = ShardInfo("unknown")
@@ -92,7 +94,7 @@ class FunctionProcessor:
         self._shard = process.shard
         self._buffer.extend(process.records)
         try:
-            self._kept += sum(1 for record in process.records if self._filter.keeps(record))
+            self._kept += self._kept_of(process.records)
             if self._buffer and self._buffer_started is None:
                 self._buffer_started = self._clock.monotonic_millis()
             if self._due():
@@ -123,7 +125,7 @@ class FunctionProcessor:
             return
         first = int(process.records[0].sequence_number)
         self._buffer = [r for r in self._buffer if int(r.sequence_number) < first]
-        self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
+        self._kept = self._kept_of(self._buffer)
         if not self._buffer:
             self._buffer_started = None
         if self._unrecorded is not None:
@@ -132,6 +134,12 @@ class FunctionProcessor:
                 self._unrecorded = None
             except LeaseError as exc:
                 log.info("shard %s: deferred checkpoint still refused: %s", self._shard.shard_id, exc)
+
+    def _kept_of(self, records: Sequence[StreamRecord]) -> int:
+        """How many of ``records`` the filter lets through."""
+        if self._keep is keep_every_record:
+            return len(records)
+        return sum(1 for record in records if self._filter.keeps(record))
 
     def _due(self) -> bool:
         if not self._buffer:
@@ -180,7 +188,7 @@ class FunctionProcessor:
                 Delivery(
                     self._shard,
                     tuple(self._buffer),
-                    self._filter.keeps,
+                    self._keep,
                     checkpoint,
                     should_stop,
                     millis_behind_latest=behind,
@@ -193,12 +201,15 @@ class FunctionProcessor:
             # and what lanes finished beyond it — must not reach the handler again.
             if done or ahead:
                 last = int(done[-1]) if done else -1
-                self._buffer = [
-                    r
-                    for r in self._buffer
-                    if int(r.sequence_number) > last and r.sequence_number not in ahead
-                ]
-                self._kept = sum(1 for r in self._buffer if self._filter.keeps(r))
+                if not ahead and self._buffer and int(self._buffer[-1].sequence_number) <= last:
+                    self._buffer = []  # the checkpoint covers the last record, so all (in order)
+                else:
+                    self._buffer = [
+                        r
+                        for r in self._buffer
+                        if int(r.sequence_number) > last and r.sequence_number not in ahead
+                    ]
+                self._kept = self._kept_of(self._buffer)
             self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
         return finished and not self._buffer
 

@@ -40,7 +40,7 @@ import orjson
 from consumer.processing.api import BatchHandler
 from consumer.processing.errors import LeaseLostError
 from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
-from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished
+from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
@@ -59,10 +59,6 @@ def lane_of(record: StreamRecord, lanes: int) -> int:
     if lanes <= 1:
         return 0
     return zlib.crc32(orjson.dumps(record.typed_keys, option=orjson.OPT_SORT_KEYS)) % lanes
-
-
-def _keep_all(record: StreamRecord) -> bool:
-    return True
 
 
 class _Flush:
@@ -208,7 +204,7 @@ class LaneRunner(RunnerEvents):
                     replace(
                         delivery,
                         delivered=flush.lanes[lane],
-                        keep=_keep_all,
+                        keep=keep_every_record,
                         checkpoint=lambda sequence_number: flush.lane_checkpoint(lane, sequence_number),
                         should_stop=stop,
                         finished=ignore_finished,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from consumer.records import StreamRecord
 
@@ -51,7 +52,7 @@ class Fresh:
 
     @property
     def records(self) -> tuple[StreamRecord, ...]:
-        return tuple(record for run in self.runs for record in run)
+        return self.runs[0] if len(self.runs) == 1 else tuple(chain.from_iterable(self.runs))
 
 
 class DoneSequences:
@@ -121,8 +122,13 @@ class DoneSequences:
         """Split records of this shard, in sequence order, into the runs still to hand on.
 
         One bisect for the first record, then one walk through the ranges beside the records:
-        the work is the batch's length plus the ranges it spans, whatever the shard's history.
+        the work is the batch's length plus the ranges it spans, whatever the shard's history. With
+        no ranges and the first record above the floor, every record is above it (they are in
+        order), so the batch is handed on whole without looking at the others: the common case, a
+        batch read after everything done so far.
         """
+        if not self._firsts and records and int(records[0].sequence_number) > self._floor:
+            return Fresh((tuple(records),), 0)
         runs: list[tuple[StreamRecord, ...]] = []
         run: list[StreamRecord] = []
         skipped = 0

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from consumer.records import StreamRecord, WireRecord
+from consumer.records import NotAnObjectError, StreamRecord, WireRecord
 from consumer.streams.errors import StreamFormatError
 from consumer.streams.source import GetRecordsResult
 
@@ -82,26 +82,54 @@ def _creation_millis(record: Any) -> int | None:
     return None
 
 
+# The attribute type tags: no record begins with one of these keys (an attribute value does).
+_TYPE_TAGS = frozenset((b"S", b"N", b"B", b"BOOL", b"NULL", b"M", b"L", b"SS", b"NS", b"BS"))
+
+
+def _between_records(body: bytes, start: int, end: int) -> bytes | None:
+    """What lies between two records of the compact ``Records`` array ``body[start:end]``, or None.
+
+    ``},{"K"``, where ``K`` is the first record's first key (the service writes every record's
+    members in one order), found with ``bytes.find``: faster than the :data:`_BETWEEN_RECORDS`
+    scan. In valid JSON ``},{"`` is structure (a ``"`` inside a string is escaped), and what follows a
+    closing quote is never a letter, so its matches are exactly the places where an object of an
+    array begins with key ``K``: the records of the ``Records`` array, since the only other arrays
+    of objects are ``L`` values, whose objects' keys are the type tags. A record that began with
+    another key would leave two records in one slice, which does not parse (the caller then parses
+    the body whole, as it does for every body it cannot cut).
+    """
+    if not body.startswith(b'{"', start):
+        return None
+    close = body.find(b'"', start + 2, end)
+    key = body[start + 2 : close]
+    if close < 0 or not key[:1].isalpha() or key in _TYPE_TAGS:
+        return None
+    return b'},{"' + key + b'"'
+
+
 def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], Any, Any] | None:
     """The records of a compact body parsed one at a time, or None (then the body is parsed whole).
 
     Parsing the whole body builds every record's dicts before the first is held (~20 x the body:
     a transient that was most of the worker's peak memory per in-flight record), and frees them only
-    after the last, from memory long gone from the CPU's caches. Here the body is cut first, along
-    :data:`_BETWEEN_RECORDS`, and each record's slice is parsed, held and dropped in turn, so the
+    after the last, from memory long gone from the CPU's caches. Here the body is cut first
+    (:func:`_between_records`), and each record's slice is parsed, held and dropped in turn, so the
     transient is one record and its objects are freed while still hot.
 
     Nothing is taken on trust: the envelope (the body with the array emptied: ``"Records":[]`` and
-    the other members) must parse to an object whose ``Records`` is that empty array, with no other
-    ``"Records":[`` in the body, and every slice must parse to one JSON object. Then the body is
-    exactly the envelope with those objects in the array, so it is valid JSON and these are its
-    records, as the whole parse would give them; a cut in the wrong place cannot parse (it splits an
+    the other members) must parse to an object whose ``Records`` is that empty array, be exactly
+    what orjson writes for it (no whitespace, no member twice), with no ``"Records":[`` after the
+    array, and every slice must parse to one JSON object (:meth:`WireRecord.from_parsed` refuses
+    anything else). The first ``"Records":[`` is then the top-level member (the envelope holds that
+    text once at its top level, and it is neither before the first nor after the array), so the body
+    is exactly the envelope with those objects in its ``Records``: valid JSON, and these are its
+    records as the whole parse would give them; a cut in the wrong place cannot parse (it splits an
     object or joins two). Any other body (spaced, another shape, not JSON) gives None.
 
     Returns the records, ``NextShardIterator`` as the envelope holds it, and the last record parsed.
     """
     marker = body.find(b'"Records":[')
-    if marker < 0 or body.find(b'"Records":[', marker + 1) >= 0:
+    if marker < 0:
         return None
     start = marker + len(b'"Records":[')
     end = body.rfind(b"}]") + 1  # the array's closing bracket, if no member after it holds "}]"
@@ -109,30 +137,35 @@ def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], 
         end = start if body.startswith(b"]", start) else -1
         if end < 0:
             return None
-    loads, hold, cut = orjson.loads, WireRecord.from_parsed, _BETWEEN_RECORDS
+    loads, hold = orjson.loads, WireRecord.from_parsed
     try:
-        envelope = loads(body[:start] + body[end:])
-        if type(envelope) is not dict or envelope.get("Records") != []:
+        if body.find(b'"Records":[', end) >= 0:
             return None
+        text = body[:start] + body[end:]
+        envelope = loads(text)
+        if type(envelope) is not dict or envelope.get("Records") != [] or orjson.dumps(envelope) != text:
+            return None
+        if end == start:
+            return (), envelope.get("NextShardIterator"), None
+        needle = _between_records(body, start, end)
+        if needle is None:
+            return None
+        # Cut, parse and hold in one loop: each record's dicts are dropped as soon as it is held.
+        find = body.find
         records: list[StreamRecord] = []
-        parsed: Any = None
-        if end > start:
-            for match in cut.finditer(body, start, end):
-                boundary = match.start() + 1
-                wire = body[start:boundary]
-                parsed = loads(wire)
-                if type(parsed) is not dict:
-                    return None
-                records.append(hold(parsed, shard_id, wire))
-                start = boundary + 1
-            wire = body[start:end]
-            parsed = loads(wire)
-            if type(parsed) is not dict:
-                return None
-            records.append(hold(parsed, shard_id, wire))
-    except orjson.JSONDecodeError:
+        append = records.append
+        boundary = find(needle, start, end)
+        while boundary >= 0:
+            piece = body[start : boundary + 1]
+            append(hold(loads(piece), shard_id, piece))
+            start = boundary + 2
+            boundary = find(needle, start, end)
+        piece = body[start:end]
+        last = loads(piece)
+        append(hold(last, shard_id, piece))
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, NotAnObjectError):
         return None
-    return tuple(records), envelope.get("NextShardIterator"), parsed
+    return tuple(records), envelope.get("NextShardIterator"), last
 
 
 def parse_get_records(body: bytes, shard_id: str, now_wall_millis: int) -> GetRecordsResult:

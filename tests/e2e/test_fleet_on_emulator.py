@@ -33,6 +33,7 @@ import pytest
 from consumer.telemetry.readback import points_of_all, read_log_group, read_log_messages
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
+from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
@@ -96,15 +97,6 @@ def create_tables(emu: RunningEmulator) -> None:
         )
 
 
-def wait_for(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 def scan(emu: RunningEmulator, table: str) -> dict[str, dict[str, Any]]:
     items: dict[str, dict[str, Any]] = {}
     for page in emu.client("dynamodb").get_paginator("scan").paginate(TableName=table):
@@ -114,8 +106,13 @@ def scan(emu: RunningEmulator, table: str) -> dict[str, dict[str, Any]]:
 
 
 def live_leases(emu: RunningEmulator, leases_table: str, process: str) -> set[str]:
-    """Shards, unfinished, whose lease the worker process called ``process`` owns right now."""
-    items = emu.client("dynamodb").scan(TableName=leases_table, ConsistentRead=True)["Items"]
+    """Shards, unfinished, whose lease the worker process called ``process`` owns right now (none
+    while no worker has created the leases table yet)."""
+    ddb = emu.client("dynamodb")
+    try:
+        items = ddb.scan(TableName=leases_table, ConsistentRead=True)["Items"]
+    except ddb.exceptions.ResourceNotFoundException:
+        return set()
     return {
         item["leaseKey"]["S"]
         for item in items
@@ -212,7 +209,7 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
                     frozen[:] = [n for n in ("worker-1", "worker-4") if processing(n)][:1]
                     return bool(frozen)
 
-                wait_for(a_holder, 15, "worker-1 or worker-4 to hold a lease")
+                wait_for(a_holder, 60, "worker-1 or worker-4 to hold a lease")
                 fleet.pause(frozen[0])
                 frozen_at.append(time.monotonic())
 
@@ -342,7 +339,14 @@ def test_log_groups_hold_each_provoked_message(fleet_run: FleetRun) -> None:
     # closed shard trimmed away entirely:
     assert any("TrimmedDataAccessException" in str(line.get("message")) for line in trimmed)
     assert any("iterator expired" in str(line.get("message")) for line in worker_lines)
-    assert any("injected processor failure" in str(line.get("message")) for line in app_lines)
+    failures = [line for line in app_lines if "injected processor failure" in str(line.get("message"))]
+    logged = {
+        p.stem: p.read_text(errors="replace").count("injected processor failure")
+        for p in (fleet_run.tmp / "logs").glob("*.log")
+    }
+    assert failures, (
+        f"logged locally {logged}, application group {len(app_lines)} line(s), stopped {fleet_run.stopped_how}"
+    )
     assert not any("injected processor failure" in str(line.get("message")) for line in worker_lines if
                    line.get("logger") == "tests.e2e.processors")  # fmt: skip
 

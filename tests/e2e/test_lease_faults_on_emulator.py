@@ -30,6 +30,7 @@ from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
 from tests.kcl_format import KclParseError, parse_kcl_lease
 from tests.kcl_format import kcl_problems as item_problems
+from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
 from tools.demo.verdict import judge, read_changelog, read_oracle
@@ -118,15 +119,6 @@ def create_source(emu: RunningEmulator) -> None:
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def lease_items(emu: RunningEmulator) -> list[dict[str, Any]]:
@@ -232,6 +224,11 @@ OUTAGE_PHASES: tuple[dict[str, float | str], ...] = (
         "describe_stream_per_second": 0.01,
     },
 )
+# The emulator's counters that show each phase reached the workers' calls.
+PHASE_EVIDENCE: tuple[tuple[str, ...], ...] = (
+    ("table_throttled", "faults_injected"),
+    ("table_faults_injected",),
+)
 LIFTED: dict[str, float | str] = {
     "table_throttle_rate": 0.0,
     "table_error_rate": 0.0,
@@ -251,9 +248,17 @@ def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_st
     control.set_faults(table_fault_tables=f"{APP},{APP}-workers")
     phase_seconds = FAILOVER_MILLIS / 1000  # two phases: 2 × the failover time in all
     try:
-        for phase in OUTAGE_PHASES:
+        for phase, evidence in zip(OUTAGE_PHASES, PHASE_EVIDENCE, strict=True):
+            started = control.counters()
             control.set_faults(**phase)
             time.sleep(phase_seconds)
+            # On a starved machine the workers may not have called in that time: the phase then
+            # lasts until they have (a longer outage, which the promises below must survive too).
+            wait_for(
+                lambda: all(control.counters().get(c, 0) > started.get(c, 0) for c in evidence),  # noqa: B023
+                60,
+                f"the outage to reach the workers' calls ({', '.join(evidence)})",
+            )
     finally:
         control.set_faults(**LIFTED)
     during = control.counters()

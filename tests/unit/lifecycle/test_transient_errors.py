@@ -20,9 +20,10 @@ from consumer.leases.errors import (
     LeaseTableMissingError,
 )
 from consumer.leases.model import ExtendedSequenceNumber
-from consumer.lifecycle.failures import backoff_millis
+from consumer.lifecycle.failures import backoff_millis, first_malformed, size_bytes
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.states import ShardState, ShutdownReason
+from consumer.records import WireRecord
 from consumer.streams.errors import StreamGoneError, ThrottledError
 from tests.unit.lifecycle.fakes import FlakyLeases, RecordingProcessor, malformed, record
 from tests.unit.lifecycle.test_shard_consumer import SETTINGS, Rig
@@ -372,3 +373,19 @@ def test_a_stop_while_initialize_keeps_failing_does_not_tell_the_processor() -> 
     rig.drive(consumer)
     assert set(processor.events) == {"initialize@TRIM_HORIZON"}  # no shutdown_requested
     assert rig.store.get("s1").owner is None
+
+
+def test_held_records_are_well_formed_by_construction_and_the_others_are_still_searched() -> None:
+    """A batch of held records (WireRecord: sequence number checked when held) is answered at once;
+    any other record in it is looked at, and a SizeBytes that does not read counts 0."""
+    raws = [dict(record("s1", seq).raw) for seq in (100, 110, 120)]
+    held = tuple(WireRecord.from_parsed(raw, "s1") for raw in raws)
+    assert {type(r) for r in held} == {WireRecord}
+    assert first_malformed(held) is None and first_malformed(()) is None
+    assert first_malformed((*held[:2], malformed("s1", 115), held[2])) == 2
+    assert first_malformed((*held, record("s1", 130))) is None  # well formed, though not held
+    sizes = sum(raw["dynamodb"]["SizeBytes"] for raw in raws)
+    assert size_bytes(held) == sizes
+    odd = record("s1", 140)
+    odd.raw["dynamodb"]["SizeBytes"] = "many"
+    assert size_bytes((*held, odd)) == sizes

@@ -95,6 +95,15 @@ def test_a_floor_and_ranges_decide_what_is_handed_on_in_runs() -> None:
     assert floor_of("TRIM_HORIZON") == floor_of("LATEST") == NOTHING_DONE
 
 
+def test_a_batch_after_everything_done_is_handed_on_whole_without_a_comparison() -> None:
+    done = DoneSequences(floor_of("30"))
+    batch = span(40, 90)
+    fresh = done.fresh(batch)
+    assert fresh.records is batch and fresh.skipped == 0 and done.comparisons == 0
+    done.add(60, 70)  # a range: the batch is walked again
+    assert numbers(done.fresh(batch).records) == [40, 50, 80, 90] and done.comparisons > 0
+
+
 def test_ranges_merge_and_collapse_into_the_floor() -> None:
     done = DoneSequences(5)
     done.add(20, 30)
@@ -113,6 +122,7 @@ def test_ranges_merge_and_collapse_into_the_floor() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     floor=st.integers(min_value=-1, max_value=40),
+    first=st.integers(min_value=0, max_value=130),
     operations=st.lists(
         st.tuples(
             st.booleans(), st.integers(min_value=0, max_value=120), st.integers(min_value=0, max_value=15)
@@ -120,8 +130,11 @@ def test_ranges_merge_and_collapse_into_the_floor() -> None:
         max_size=25,
     ),
 )
-def test_property_the_rule_matches_a_plain_set(floor: int, operations: list[tuple[bool, int, int]]) -> None:
-    """Whatever the order of adds and floor moves, the compact form covers exactly the plain set."""
+def test_property_the_rule_matches_a_plain_set(
+    floor: int, first: int, operations: list[tuple[bool, int, int]]
+) -> None:
+    """Whatever the order of adds and floor moves, the compact form covers exactly the plain set;
+    a batch starting anywhere (above the floor with no ranges: handed on whole) is cut the same."""
     done = DoneSequences(floor)
     model = set(range(0, floor + 1))
     for is_add, start, length in operations:
@@ -134,6 +147,9 @@ def test_property_the_rule_matches_a_plain_set(floor: int, operations: list[tupl
     assert [n for n in range(0, 140) if done.covers(n)] == sorted(n for n in model if n < 140)
     fresh = done.fresh(tuple(record(n) for n in range(0, 140)))
     assert numbers(fresh.records) == [n for n in range(0, 140) if n not in model]
+    later = done.fresh(tuple(record(n) for n in range(first, 140)))
+    assert numbers(later.records) == [n for n in range(first, 140) if n not in model]
+    assert later.skipped == sum(1 for n in range(first, 140) if n in model)
     firsts, lasts = [r[0] for r in done.ranges], [r[1] for r in done.ranges]
     assert all(done.floor + 1 < f for f in firsts)  # nothing kept that the floor could hold
     assert all(lasts[i] + 1 < firsts[i + 1] for i in range(len(firsts) - 1))  # disjoint, not touching

@@ -68,6 +68,33 @@ def test_what_is_not_a_compact_body_of_dynamodb_s_shape_is_parsed_whole(body: by
     assert read_compact(body, SHARD) is None
 
 
+def test_an_envelope_not_as_orjson_writes_it_is_parsed_whole() -> None:
+    """Spaces in the envelope, or a member twice, could put the real ``Records`` after the array
+    that was cut: only the envelope exactly as orjson writes it is read record by record."""
+    inner = b'{"X":{"Records":[' + orjson.dumps(record(1)) + b']}, "Records" : []}'
+    assert read_compact(inner, SHARD) is None
+    assert parse_get_records(inner, SHARD, NOW).records == ()
+    spaced = b'{"Records":[' + orjson.dumps(record(1)) + b'], "NextShardIterator":"x"}'
+    assert read_compact(spaced, SHARD) is None
+    twice = b'{"NextShardIterator":"a","Records":[' + orjson.dumps(record(1)) + b'],"NextShardIterator":"b"}'
+    assert read_compact(twice, SHARD) is None
+    assert parse_get_records(twice, SHARD, NOW).next_iterator == "b"
+
+
+def test_records_that_begin_with_another_key_are_parsed_whole_with_the_same_result() -> None:
+    """The cut looks for the first record's first key; a record that begins with another key is
+    not cut off, its slice does not parse, and the whole parse reads the body instead."""
+    first, second = record(1), record(2)
+    reordered = {"eventName": second["eventName"], **second}
+    body = compact([first, reordered, record(3)])
+    assert read_compact(body, SHARD) is None
+    result = parse_get_records(body, SHARD, NOW)
+    assert [r.sequence_number for r in result.records] == [
+        r["dynamodb"]["SequenceNumber"] for r in (first, second, record(3))
+    ]
+    assert [r.raw for r in result.records] == [first, reordered, record(3)]
+
+
 def test_the_duplicate_records_member_reads_as_the_whole_parse_reads_it() -> None:
     body = b'{"Records":[' + orjson.dumps(record(1)) + b'],"Records":[' + orjson.dumps(record(2)) + b"]}"
     (only,) = parse_get_records(body, SHARD, NOW).records
