@@ -34,6 +34,7 @@ from consumer.streams.pacing import FleetPosition
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Threads
 
 log = logging.getLogger("consumer.leases")
 
@@ -73,6 +74,7 @@ class LeaseCoordinator:
         capacity_advice: str | None = None,
         expected_workers: int = 1,
         on_round: Callable[[bool | None, str | None], None] | None = None,
+        threads: Threads = SYSTEM_THREADS,
     ) -> None:
         self.store = store
         self.worker_id = worker_id
@@ -103,6 +105,7 @@ class LeaseCoordinator:
             capacity_advice=capacity_advice,
             expected_workers=expected_workers,
             on_round=on_round,
+            threads=threads,
         )
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
@@ -186,6 +189,7 @@ class LeaseCoordinator:
             thread.join(timeout=self.settings.drain_millis / 1000)
         if release:
             self.release_all()
+            self.taker.redeal_from_stoppers()
             self.liveness.retire()
 
     def _heartbeat_loop(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -98,10 +99,17 @@ def successor(
     """Whom a stopping worker hands ``shard_id`` to. Every lease of every stopping worker (its row
     says so; this one too) is dealt out in one deal, in shard order, each to the live worker that
     is not stopping and below its cap: one on another host than the lease's owner first, then one
-    still below its share of the fleet without the stopping workers, then the fewest leases (ties
-    by id). Every stopping worker reads the same rows, so they deal alike and no survivor gets two
-    stoppers' shares (it shed them again at once, and those shards paused twice). None when nobody
-    is live or everyone is at the cap: the lease is then released free.
+    still below its share of the fleet without the stopping workers, then the fewest leases; ties
+    by a hash of the shard and the worker (:func:`tie_rank`). Every stopping worker reads the same
+    rows, so they deal alike and no survivor gets two stoppers' shares (it shed them again at once,
+    and those shards paused twice). None when nobody is live or everyone is at the cap: the lease
+    is then released free.
+
+    Ties by the hash rather than by id, because stopping workers whose views differ (read a moment
+    apart while a fleet balances) still spread their leases: by id, each gave its leases to the
+    same lowest ids, and a rolling deploy's new worker ``worker-10`` was handed 7 leases where its
+    share was 4, adopted them one by one (the last 2.5 s later) and shed the surplus at once, so
+    those shards paused twice in a row (3.9 s).
 
     A lease released to a named worker is adopted at that worker's next taker round, within one
     taking interval; a free lease waits until some worker's plan wants it, which takes longer while
@@ -127,12 +135,25 @@ def successor(
         if not open_:
             return None
         chosen = min(
-            open_, key=lambda w: (host is not None and host_of(w) == host, loads[w] >= share, loads[w], w)
+            open_,
+            key=lambda w: (
+                host is not None and host_of(w) == host,
+                loads[w] >= share,
+                loads[w],
+                tie_rank(shard, w),
+                w,
+            ),
         )
         if shard == shard_id:
             return chosen
         loads[chosen] += 1
     return None  # pragma: no cover - shard_id is always dealt
+
+
+def tie_rank(shard_id: str, worker_id: str) -> int:
+    """A worker's rank for a shard among equally loaded survivors: a stable hash (crc32, the same in
+    every process, unlike ``hash``), so each shard prefers its own worker and the deal spreads."""
+    return zlib.crc32(f"{shard_id}\n{worker_id}".encode())
 
 
 def host_of(worker_id: str) -> str | None:

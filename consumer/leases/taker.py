@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from consumer.leases.dealing import DealingView
 from consumer.leases.decisions import (
     KclExpiryTracker,
     RoundPlan,
@@ -42,6 +43,7 @@ from consumer.leases.store import LeaseStore
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Threads
 
 log = logging.getLogger("consumer.leases")
 
@@ -64,6 +66,8 @@ class Taker:
     on_round: Callable[[bool | None, str | None], None] | None = None
     # The fleet has not joined while fewer workers than the group's minimum run (shortfall.py).
     expected_workers: int = 1
+    # The locks of a lock held across a call to the tables (dealing.py): a simulation's own.
+    threads: Threads = SYSTEM_THREADS
 
     def __post_init__(self) -> None:
         self.timing = Timing.of(self.settings)
@@ -84,20 +88,27 @@ class Taker:
             expected_workers=self.expected_workers,
         )
         self._recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
+        # What a stopping worker deals its leases from (dealing.py): read again, not the last round's.
+        self.dealing = DealingView(
+            self.store, self.clock, max(self.settings.taker_interval_millis // 8, 1), self.threads.lock()
+        )
 
     def wait_millis(self) -> int:
         """The pause before the next round. Half the taking interval: a round without a full scan is
         one small read of the workers table, so looking twice per interval costs little and brings a
         dead worker's leases, and a stopping worker's hand-overs, back within the interval rather
-        than up to a whole one after it. While another worker is stopping gracefully, a quarter:
-        it hands its leases on as its shards drain, and each is adopted at the next round. After a
+        than up to a whole one after it. While another worker is stopping gracefully, or a hand-over
+        this worker asked for is on its way, a quarter: the lease is handed over once the owner's
+        batch in flight is done, and adopted at the next round (at half an interval, a rolling
+        deploy's thief took one up 2 s after its owner let it go). After a
         failed read, one whole interval: a throttled or unreachable table is asked half as often,
         and the back-off never outgrows one interval, so whenever an outage ends the leases are
         taken up within one taking interval (the heartbeat's first success after an outage also
         wakes the taker at once, coordinator.heartbeat_once)."""
         interval = self.settings.taker_interval_millis
         if self.failures == 0:
-            return max(interval // (4 if self.reader.handing else 2), 1)
+            soon = self.reader.handing or self._awaiting_hand_over()
+            return max(interval // (4 if soon else 2), 1)
         return max(interval, 1)
 
     # ---------------------------------------------------------------------------- round
@@ -465,7 +476,15 @@ class Taker:
             self.notify("released", shard_id, None)
             return
         log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        if to is not None and not self.taking:
+            self.dealing.handed(released)
         self.notify("released", shard_id, released)
+
+    def redeal_from_stoppers(self) -> None:
+        """A graceful stop's last step, before my row goes (dealing.DealingView.redeal)."""
+        self.dealing.redeal(
+            self.me, self.latest, self.timing, max_leases_for_worker=self.settings.max_leases_for_worker
+        )
 
     def _record_before_release(self, lease: Lease) -> Lease:
         """A position I processed to but could not record (a checkpoint refused for now) is written
@@ -486,10 +505,11 @@ class Taker:
         return recorded
 
     def _successor(self, shard_id: str) -> str | None:
-        """While stopping: the survivor that takes this lease up at its next round (decisions.successor)."""
+        """While stopping: the survivor that takes this lease up at its next round (decisions.successor),
+        dealt from a view read for the stop (dealing.py), not the last round's."""
         return successor(
             self.me,
-            self.latest,
+            self.dealing.current(self.latest),
             self.clock.wall_millis(),
             self.timing,
             shard_id=shard_id,

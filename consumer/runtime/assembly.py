@@ -102,6 +102,7 @@ def assemble(
         capacity_advice=fleet.capacity_advice,
         expected_workers=fleet.expected_workers,
         on_round=fleet.on_round,
+        threads=ports.threads,
     )
     syncer = ShardSyncer(
         list_shards=ports.stream.list_shards,

@@ -216,6 +216,26 @@ def test_an_unhonoured_hand_over_is_forced_only_after_the_owner_stopped() -> Non
     assert a.may_process(other)  # only the asked-for lease is fenced
 
 
+def test_a_thief_awaiting_a_hand_over_looks_every_quarter_interval_until_it_is_adopted() -> None:
+    """The owner hands an asked-for lease over once its batch in flight is done: the thief looks
+    every quarter interval (a full scan each, as for a stopping worker's hand-overs) rather than every
+    half, so the shard pauses a quarter interval less (a rolling deploy's thief took one up 2 s after
+    its owner let it go). Once adopted, back to half an interval."""
+    store, clock = table("s1", "s2"), FakeClock()
+    a, _ = started(store, clock, "a")
+    b = LeaseCoordinator(store, "b", SETTINGS, clock)
+    interval = SETTINGS.taker_interval_millis
+    b.heartbeat_once()
+    b.take_round()  # asks a for one lease
+    assert b.taker_wait_millis() == interval // 4
+    a.heartbeat_once()
+    shard = next(lease.shard_id for lease in a.held() if a.handoff_requested(lease.shard_id))
+    a.release(shard)  # the owner's batch is done: handed to the thief
+    b.take_round()
+    assert [lease.shard_id for lease in b.held()] == [shard]
+    assert b.taker_wait_millis() == interval // 2
+
+
 def test_a_lease_asked_for_by_a_thief_that_died_is_released_not_stranded() -> None:
     store, clock = table("s1", "s2"), FakeClock()
     a, events = started(store, clock, "a")
