@@ -7,8 +7,9 @@ events (taken, taken over, lost, dropped, shard ended, hand-over asked) and keep
 held it before the current owner and which errors its owner saw. When the changelog sink reports
 records it had already landed (a redelivery), the redelivery is attributed to a cause:
 
-* the previous owner was SIGKILLed or frozen (SIGSTOP) after processing a batch and before
-  checkpointing it — the only source of duplicates the product accepts;
+* the previous owner (the worker the lease was taken from, or the one that freed it: an overdue
+  hand-over releases it to nobody) was SIGKILLed or frozen (SIGSTOP) after processing a batch and
+  before checkpointing it — the only source of duplicates the product accepts;
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
@@ -31,6 +32,9 @@ _DROPPED = re.compile(r"^worker (\S+) dropped (\d+) leases: (.*)$")
 # consumer/lifecycle/shard_sync.py's INFO line (its wording changed once; both are counted).
 # A hand-over: the previous owner names the worker it released the lease to (taken up by re-adoption).
 _RELEASED_TO = re.compile(r"^worker (\S+) released lease (\S+) to (\S+)$")
+# A release to nobody (a hand-over that was overdue, a stop): the next taker reads "from (nobody)",
+# and the releaser stays the previous owner.
+_RELEASED = re.compile(r"^worker (\S+) released lease (\S+)$")
 _ENDED = re.compile(r"^shard (\S+) ended; (?:syncing shards for|looking up) its children$")
 _ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
 _FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
@@ -81,6 +85,7 @@ class FleetEvents:
     _took_at: dict[tuple[str, str], int] = field(default_factory=dict)  # (worker, shard) -> line number
     _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
     _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
+    _released_by: dict[str, str] = field(default_factory=dict)  # shard -> who last freed its lease
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -95,6 +100,8 @@ class FleetEvents:
         self._lines += 1
         if match := _TOOK.match(message):
             shard, before = match.group(2), match.group(3)
+            if before == NOBODY:
+                before = self._released_by.pop(shard, NOBODY)
             self.taken += 1
             self._previous_owner[shard] = before
             self._took_at[(worker, shard)] = self._lines
@@ -114,6 +121,8 @@ class FleetEvents:
             shard = match.group(2)
             self._previous_owner[shard] = match.group(1)
             self._owner_fenced.discard(shard)
+        elif match := _RELEASED.match(message):
+            self._released_by[match.group(2)] = match.group(1)
         elif match := _LOST.match(message):
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")

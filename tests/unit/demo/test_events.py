@@ -30,6 +30,28 @@ def test_take_over_from_a_killed_worker_explains_its_redelivery() -> None:
     assert "took 711-820af6c8 over from worker-1 (SIGKILL)" in events.events[0]
 
 
+def test_a_take_after_a_release_to_nobody_is_judged_by_the_releaser() -> None:
+    """An overdue hand-over frees the lease ("released lease S", no successor named): the next taker
+    reads "from (nobody)", and what it gets again was the releaser's, frozen before its checkpoint
+    (chaos seeds 1 and 2 of the dense-pause schedule with factor 10 called it unexplained)."""
+    released = [
+        line("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"),
+        line("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}"),
+        line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)"),
+        line("worker-2", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery"),
+    ]
+    frozen, running = FleetEvents(fate={"worker-3": "SIGSTOP"}), FleetEvents()
+    for events in (frozen, running):
+        for entry in released:
+            events.feed(entry)
+    assert frozen.redeliveries[0].explained
+    assert "worker-3 was stopped by SIGSTOP" in frozen.redeliveries[0].cause
+    assert "took 711-820af6c8 over from worker-3" in frozen.events[-1]
+    # A running releaser's position is written by the release: a record given again is a defect.
+    assert not running.redeliveries[0].explained
+    assert "previous owner worker-3@vm:1:ab" in running.redeliveries[0].cause
+
+
 def test_a_retry_after_an_error_explains_a_redelivery_by_the_same_worker() -> None:
     events = FleetEvents()
     events.feed(line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)"))
