@@ -64,7 +64,9 @@ LIMITS = (
     "handlers) and the lifecycle, function form and checkpoint per batch; see the printed stages and "
     "docs/streams.md's profile."
 )
-REPEATS = 3
+# Fresh processes per figure: with three, the per-record row's median moved 1.29-2.41 between two
+# runs on a quiet machine.
+REPEATS = 7
 BOTO_SHARDS = 4
 
 
