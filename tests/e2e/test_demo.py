@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import free_port
+from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 CHAOS_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "1").split(",") if s.strip()]
 
 
-def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
-    """Run ``consumer demo`` and check what every run must show; the Spark steps' lines unless the
-    run was given ``--skip-spark``."""
-    spark = "--skip-spark" not in extra
-    env = {
+def demo_environ(tmp_path: Path, duration: int) -> dict[str, str]:
+    return {
         **os.environ,
         "CONSUMER_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
         "CONSUMER_LOAD__DURATION_SECONDS": str(duration),
@@ -40,10 +39,21 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
         "CONSUMER_EMULATOR__ROLLOVER_SECONDS": "6",
         "COLUMNS": "120",
     }
+
+
+def demo_command(tmp_path: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tools.cli", "demo", "--env", "local", "--config-dir", str(REPO / "config"),
+            "--workdir", str(tmp_path / "demo"), *extra]  # fmt: skip
+
+
+def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
+    """Run ``consumer demo`` and check what every run must show; the Spark steps' lines unless the
+    run was given ``--skip-spark``."""
+    spark = "--skip-spark" not in extra
     result = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "demo", "--env", "local", "--config-dir", str(REPO / "config"),
-         "--workdir", str(tmp_path / "demo"), *extra],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path, check=False,
+        demo_command(tmp_path, *extra),
+        capture_output=True, text=True, timeout=600, env=demo_environ(tmp_path, duration), cwd=tmp_path,
+        check=False,
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
@@ -114,3 +124,34 @@ def test_chaos_demo_verdict(tmp_path: Path, seed: int) -> None:
         assert act in output, act
     assert figure(output, "  of which unexplained") == "0"
     assert figure(output, "changes written") == figure(output, "changes delivered (distinct)")
+
+
+def test_sigterm_stops_the_demo_and_every_process_it_started(tmp_path: Path) -> None:
+    """A CI job's timeout sends SIGTERM: the workers (and the emulator) must not outlive the demo."""
+    demo = subprocess.Popen(
+        demo_command(tmp_path, "--skip-spark"), env=demo_environ(tmp_path, 120), cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    logs = tmp_path / "demo" / "logs"
+    try:
+        wait_for(lambda: len(list(logs.glob("*.log"))) >= 3 and all(
+            "INITIALIZING -> PROCESSING" in p.read_text(errors="replace") for p in logs.glob("*.log")), 120,
+            "three workers processing")  # fmt: skip
+        pids = {int(m) for p in logs.glob("*.log") for m in re.findall(r"@[^:]+:(\d+):", p.read_text())}
+        assert len(pids) >= 3, pids
+        demo.send_signal(signal.SIGTERM)
+        output, _ = demo.communicate(timeout=90)
+    finally:
+        demo.kill()
+    assert demo.returncode != 0 and "interrupted: every process the demo started has been stopped" in output
+    time.sleep(1)
+    alive = [pid for pid in pids if _alive(pid)]
+    assert not alive, f"workers left running after the demo's SIGTERM: {alive}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

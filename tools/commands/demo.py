@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,12 @@ def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
     return result.returncode, output
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGTERM (a CI job's timeout, ``kill``) stops the demo as Ctrl-C does: its workers, frozen ones
+    included, and the emulator are stopped on the way out rather than left running."""
+    raise KeyboardInterrupt
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tools.demo.run import Demo, DemoError, prepare_workdir, start_local_aws, stop_process
 
@@ -101,6 +108,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"a DynamoDB Streams engine with {settings.emulator.partitions} partitions, rollover every "
         f"{settings.emulator.rollover_seconds:g} s, a split on cue)"
     )
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
     except DemoError as exc:
