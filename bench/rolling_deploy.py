@@ -60,8 +60,8 @@ LIMITS = (
     "the old group's hand-over is one move per shard (each stopper deals from the tables read for the "
     "stop); the longest pauses are moves while the new workers join (an old worker's shed or hand-over, "
     "then the new worker's first delivery), which on 12 worker processes, the emulator and the writer "
-    "sharing 2 cores stretch past one taker interval when the machine is loaded (0.77 at load 3; "
-    "min 0.92 / median 1.19 / max 1.73 in ten runs at load 6-11)"
+    "sharing 2 cores stretch past one taker interval (five deploys on a quiet machine: min 0.86 / "
+    "median 1.24 / max 1.38; ten single deploys at load 6-11: min 0.92 / median 1.19 / max 1.73)"
 )
 
 
