@@ -19,8 +19,8 @@ NODE_STAMP := node_modules/.installed
 ENV ?= local
 PYTEST_ARGS ?=
 # Two pytest-xdist workers (the machine's two cores); tests/conftest.py keeps the tests that share a
-# fixture on one worker. Four were faster (11 m 43 s) but starved the emulator fleet tests of the
-# throttling and lease losses they provoke on a fresh clone. TEST_WORKERS=0 runs in one process.
+# fixture on one worker. Three were no faster (12 m 12 s against 11 m 15 s on a fresh clone): the
+# tests share the cores with Spark's JVMs and the emulator fleets. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
