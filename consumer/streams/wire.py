@@ -26,6 +26,10 @@ from consumer.records import NotAnObjectError, StreamRecord, WireRecord
 from consumer.streams.errors import StreamFormatError
 from consumer.streams.source import GetRecordsResult
 
+# The attribute type tags: no record begins with one of these keys (an attribute value does).
+_TYPE_TAGS = frozenset((b"S", b"N", b"B", b"BOOL", b"NULL", b"M", b"L", b"SS", b"NS", b"BS"))
+
+
 # Between two records of a compact ``Records`` array: ``},{"`` and the next record's first key. The
 # only other arrays of objects in a response are ``L`` values, whose objects' keys are the attribute
 # type tags, hence the look-ahead; a key starting with a letter rules out a ``"`` that closes a string
@@ -33,7 +37,7 @@ from consumer.streams.source import GetRecordsResult
 # DynamoDB's shape, the matches are exactly the boundaries between records when the body is compact.
 # A body of another shape is caught by the count of matches, or failing that when the record is read:
 # a wrong cut is never one JSON value (it splits an object or joins two), and WireRecord checks it.
-_BETWEEN_RECORDS = re.compile(rb'\},\{"(?!(?:S|N|B|BOOL|NULL|M|L|SS|NS|BS)")[A-Za-z_]')
+_BETWEEN_RECORDS = re.compile(rb'\},\{"(?!(?:' + b"|".join(sorted(_TYPE_TAGS)) + rb')")[A-Za-z_]')
 
 
 def cut_records(body: bytes, document: dict[str, Any], count: int) -> list[tuple[int, int]] | None:
@@ -80,10 +84,6 @@ def _creation_millis(record: Any) -> int | None:
     if isinstance(created, (int, float)):
         return int(created * 1000)
     return None
-
-
-# The attribute type tags: no record begins with one of these keys (an attribute value does).
-_TYPE_TAGS = frozenset((b"S", b"N", b"B", b"BOOL", b"NULL", b"M", b"L", b"SS", b"NS", b"BS"))
 
 
 def _between_records(body: bytes, start: int, end: int) -> bytes | None:
