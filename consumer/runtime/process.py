@@ -16,19 +16,23 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from consumer.leases.advice import capacity_advice
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError
-from consumer.runtime.assembly import FleetFacts, Ports
+from consumer.processing.api import ProcessorFactory
+from consumer.runtime.assembly import FleetFacts, Ports, StreamPort
 from consumer.runtime.clients import AwsClients
 from consumer.runtime.processors import build_processor_factory
+from consumer.runtime.several_streams import StreamMetrics, StreamParts, joined, naming_the_entry
 from consumer.runtime.worker import Worker
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import FatalStreamError
-from consumer.streams.pacing import FleetPacer, FleetPosition, Pacer
+from consumer.streams.namespace import NamespacedStream
+from consumer.streams.pacing import FleetPacer, FleetPosition
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamTarget, resolve_stream_patiently
 from consumer.telemetry.health import HeartbeatFile
@@ -39,16 +43,6 @@ from ground.clock import Clock, SystemClock
 from ground.settings import Settings, WorkerSettings
 
 log = logging.getLogger("consumer.worker")
-
-
-def stream_port(
-    clients: AwsClients, stream_arn: str, clock: Clock, pacer: Pacer | None = None
-) -> ShardReader:
-    """The fast path: botocore signs and retries, the adapter parses GetRecords bodies itself;
-    DescribeStream calls keep to this worker's slots of the fleet's timetable (its share of the
-    account's budget, consumer.streams.pacing), on a client without botocore's retries."""
-    source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
-    return ShardReader(source, stream_arn)
 
 
 class PlaceInFleet:
@@ -96,6 +90,40 @@ def ensure_tables_patiently(
     return False
 
 
+def _stream_parts(
+    settings: Settings,
+    *,
+    clients: AwsClients,
+    metrics: MetricsRecorder,
+    source: DynamoDBStreamSource,
+    worker_id: str,
+    warn: Callable[[str], None],
+    namespaced: bool,
+) -> StreamParts:
+    """One stream (``settings`` is its view: its table and processing): its processor checked
+    before its stream is resolved (a bad path is one line, not a wait for a missing table); a
+    Lambda handler's eventSourceARN is read from ``resolved`` later."""
+    resolved: list[StreamTarget] = []
+    # With several streams the processor's figures carry its stream: the namespace is known once
+    # the stream is resolved, after the processor was built.
+    tagged = StreamMetrics(metrics)
+    processors = build_processor_factory(
+        settings,
+        clients=clients.processing(),
+        metrics=tagged if namespaced else metrics,
+        stream_arn=lambda: resolved[0].stream_arn,
+        worker_id=worker_id,
+    )
+    target = resolve_stream_patiently(
+        clients.dynamodb, clients.streams, settings.table, sleep=time.sleep, warn=warn
+    )
+    assert target is not None  # without should_stop it waits until the stream can be described
+    resolved.append(target)
+    stream = NamespacedStream(ShardReader(source, target.stream_arn), target.table_name)
+    tagged.prefix = stream.prefix
+    return StreamParts(target, stream, processors)
+
+
 @dataclass
 class WorkerProcess:
     settings: Settings
@@ -104,7 +132,7 @@ class WorkerProcess:
     metrics: MetricsRecorder
     store: DynamoDBLeaseStore
     ports: Ports
-    target: StreamTarget
+    targets: tuple[StreamTarget, ...]  # one per stream, in the order of streams:
     fleet: FleetFacts
     place: PlaceInFleet
 
@@ -126,21 +154,34 @@ class WorkerProcess:
         recorder = MetricsRecorder(
             settings, worker_id, transport_from_settings(settings, worker_id, clients.logs)
         )
-        # The processor is checked before the stream is resolved (a bad path is one line, not a wait
-        # for a missing table); a Lambda handler's eventSourceARN is read from ``resolved`` later.
-        resolved: list[StreamTarget] = []
-        processors = build_processor_factory(
-            settings,
-            clients=clients.processing(),
-            metrics=recorder,
-            stream_arn=lambda: resolved[0].stream_arn,
-            worker_id=worker_id,
-        )
-        target = resolve_stream_patiently(
-            clients.dynamodb, clients.streams, settings.table, sleep=time.sleep, warn=warn
-        )
-        assert target is not None  # without should_stop it waits until the stream can be described
-        resolved.append(target)
+        place = PlaceInFleet()
+        # One pacer for every stream of the process: the DescribeStream budget is the fleet's,
+        # whatever the number of streams it reads.
+        pacer = FleetPacer(settings.worker.describe_stream_budget_per_second, clock, place)
+        source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
+        parts = [
+            naming_the_entry(
+                index,
+                partial(
+                    _stream_parts,
+                    view,
+                    clients=clients,
+                    metrics=recorder,
+                    source=source,
+                    worker_id=worker_id,
+                    warn=warn,
+                    namespaced=settings.several_streams,
+                ),
+            )
+            for index, view in enumerate(settings.per_stream())
+        ]
+        targets = tuple(p.target for p in parts)
+        stream: StreamPort
+        processors: ProcessorFactory
+        if settings.several_streams:
+            stream, processors = joined(parts)
+        else:  # one table: plain lease keys, as the Java KCL writes them
+            stream, processors = parts[0].stream.reader, parts[0].processors
         store = DynamoDBLeaseStore(
             clients.leases or clients.dynamodb,
             settings.leases_table_name,
@@ -154,12 +195,8 @@ class WorkerProcess:
             # (deploy/health.py reads it).
             on_round=HeartbeatFile(heartbeat_file).record if heartbeat_file is not None else None,
         )
-        place = PlaceInFleet()
-        pacer = FleetPacer(settings.worker.describe_stream_budget_per_second, clock, place)
-        ports = Ports(
-            store, stream_port(clients, target.stream_arn, clock, pacer), processors, recorder, clock
-        )
-        return cls(settings, worker_id, clients, recorder, store, ports, target, fleet, place)
+        ports = Ports(store, stream, processors, recorder, clock)
+        return cls(settings, worker_id, clients, recorder, store, ports, targets, fleet, place)
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Log, adopt the leases tables, run the worker until it is stopped; flush telemetry last.
@@ -174,7 +211,10 @@ class WorkerProcess:
                 settings.worker,
                 self.ports,
                 worker_id=self.worker_id,
-                description=f"stream {self.target.stream_arn}, leases table {self.store.table_name}",
+                description=(
+                    f"stream{'s' if len(self.targets) > 1 else ''} "
+                    f"{', '.join(t.stream_arn for t in self.targets)}, leases table {self.store.table_name}"
+                ),
                 fleet=self.fleet,
             )
             self.place.coordinator = worker.coordinator

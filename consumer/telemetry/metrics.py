@@ -11,6 +11,11 @@ ShardId]`` and ``[Operation, WorkerIdentifier]``, so the per-shard series exists
 aggregated series that dashboards and alarms use stays complete. Without it, shards are aggregated
 into one series per operation. A metric the catalogue marks ``fleet`` goes in a document of its own
 that also carries ``[Operation]``: one series the whole fleet adds to (metric_names.py).
+
+With several streams (``streams:``) a figure recorded for a shard (its lease key namespaced by its
+stream, consumer/streams/namespace.py) also carries ``Stream`` (the table's name): one more set,
+``[Operation, WorkerIdentifier, Stream]`` (and ``[Operation, Stream]`` for a fleet metric), so the
+dashboard's and the alarms' rows per stream read it; the sets without it still add up every stream.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import MetricsTransport
 from ground.clock import Clock, SystemClock
+from ground.lease_keys import table_of
 from ground.settings import Settings
 
 log = logging.getLogger("consumer.telemetry.metrics")
@@ -86,7 +92,8 @@ class _Series:
         return tuple(self.samples)
 
 
-_GroupKey = tuple[str, str | None]  # (operation, shard id or None when aggregated)
+# (operation, shard id or None when aggregated, stream or None when there is only one)
+_GroupKey = tuple[str, str | None, str | None]
 FlushHook = Callable[["MetricsRecorder"], None]
 
 
@@ -109,6 +116,7 @@ class MetricsRecorder:
         self._namespace = settings.metrics_namespace
         self._level = Level[settings.metrics.level]
         self._shard_dimension = settings.metrics.shard_id_dimension
+        self._stream_dimension = settings.several_streams
         self._interval_seconds = settings.metrics.flush_interval_seconds
         self._worker_id = worker_id
         self._clock = clock or SystemClock()
@@ -189,7 +197,8 @@ class MetricsRecorder:
         if level.value > self._level.value:
             return
         _validate(operation, name, value, unit, spec.unit if spec is not None else None)
-        key = (operation, shard_id if self._shard_dimension else None)
+        stream = table_of(shard_id) if self._stream_dimension and shard_id is not None else None
+        key = (operation, shard_id if self._shard_dimension else None, stream)
         with self._lock:
             group = self._groups.setdefault(key, {})
             series = group.get(name)
@@ -221,18 +230,25 @@ class MetricsRecorder:
             groups, self._groups = self._groups, {}
         timestamp = self._clock.wall_millis()
         documents: list[str] = []
-        for (operation, shard_id), series_by_name in sorted(
-            groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+        for (operation, shard_id, stream), series_by_name in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "", kv[0][2] or "")
         ):
-            documents.extend(self._documents_for(operation, shard_id, series_by_name, timestamp))
+            documents.extend(self._documents_for(operation, shard_id, stream, series_by_name, timestamp))
         self._shipper.submit(documents)
         return len(documents)
 
     def _documents_for(
-        self, operation: str, shard_id: str | None, series_by_name: dict[str, _Series], timestamp: int
+        self,
+        operation: str,
+        shard_id: str | None,
+        stream: str | None,
+        series_by_name: dict[str, _Series],
+        timestamp: int,
     ) -> list[str]:
         base = {"Operation": operation, "WorkerIdentifier": self._worker_id}
         dimension_sets = [base] if shard_id is None else [{**base, "ShardId": shard_id}, base]
+        if stream is not None:
+            dimension_sets.insert(-1, {**base, "Stream": stream})
         metrics: list[MetricValues] = []
         fleet: list[MetricValues] = []
         for name, series in sorted(series_by_name.items()):
@@ -246,6 +262,8 @@ class MetricsRecorder:
         documents = build_documents(self._namespace, dimension_sets, metrics, timestamp)
         if fleet:
             fleet_sets = [*dimension_sets, {"Operation": operation}]
+            if stream is not None:
+                fleet_sets.append({"Operation": operation, "Stream": stream})
             documents += build_documents(self._namespace, fleet_sets, fleet, timestamp)
         return documents
 

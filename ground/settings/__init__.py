@@ -21,6 +21,7 @@ public name, so ``from ground.settings import X`` works whatever module defines 
 - :mod:`~ground.settings.table`: the source table
 - :mod:`~ground.settings.worker`: lease-worker properties (KCL's)
 - :mod:`~ground.settings.processing`: processor, retries, dead letter, filters, batching
+- :mod:`~ground.settings.streams`: several tables' streams in one fleet (``streams:``)
 - :mod:`~ground.settings.telemetry`: metrics and logs
 - :mod:`~ground.settings.fleet`: instances, network, scaling alarms (the infra)
 - :mod:`~ground.settings.local`: the emulator and the demo's load generator
@@ -63,6 +64,7 @@ from ground.settings.processing import (
     ProcessingSettings,
     RetrySettings,
 )
+from ground.settings.streams import StreamSettings, expand_streams, stream_problems
 from ground.settings.table import KeyAttribute, TableSettings
 from ground.settings.telemetry import LOG_RETENTION_DAYS, LogsSettings, MetricsSettings
 from ground.settings.worker import UNBOUNDED, WorkerSettings
@@ -96,6 +98,7 @@ __all__ = [
     "ScalingSettings",
     "Settings",
     "SettingsModel",
+    "StreamSettings",
     "TableSettings",
     "VpcAttributes",
     "WorkerSettings",
@@ -149,6 +152,13 @@ class Settings(SettingsModel):
     fleet: FleetSettings = Field(default_factory=FleetSettings)
     scaling: ScalingSettings = Field(default_factory=ScalingSettings)
     processing: ProcessingSettings = Field(default_factory=ProcessingSettings)
+    streams: tuple[StreamSettings, ...] | None = Field(
+        None,
+        description=(
+            "Several tables' streams in one fleet: each entry a table: and a processing: layered over "
+            "the top-level ones (docs/settings.md#several-streams). Empty: the one table: above."
+        ),
+    )
     emulator: EmulatorSettings = Field(default_factory=EmulatorSettings)
     load: LoadSettings = Field(default_factory=LoadSettings)
     pipeline: PipelineSettings = Field(default_factory=PipelineSettings)
@@ -159,8 +169,10 @@ class Settings(SettingsModel):
     @model_validator(mode="before")
     @classmethod
     def _fill_locations(cls, data: Any) -> Any:
-        """``{account}`` and ``{region}`` in the S3 locations (bucket names are global)."""
-        return fill_locations(data, str(cls.model_fields["region"].default))
+        """``{account}`` and ``{region}`` in the S3 locations (bucket names are global); each
+        ``streams:`` entry layered over the top-level table and processing first."""
+        region = str(cls.model_fields["region"].default)
+        return fill_locations(expand_streams(data, region), region)
 
     @field_validator("account", mode="before")
     @classmethod
@@ -181,6 +193,35 @@ class Settings(SettingsModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @model_validator(mode="after")
+    def _streams_apart(self) -> Settings:
+        if self.streams is not None:
+            if not self.streams:
+                raise ValueError(
+                    "streams: is an empty list: list at least one stream, or drop streams: for table:"
+                )
+            problems = stream_problems(self.streams, self.pipeline.changelog_uri)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def several_streams(self) -> bool:
+        """``streams:`` is given: lease keys are namespaced per stream, metrics carry a Stream
+        dimension (even for a list of one: adding a second stream later renames no lease)."""
+        return self.streams is not None
+
+    def per_stream(self) -> tuple[Settings, ...]:
+        """One view per stream, each with that stream's ``table`` and ``processing`` (and no
+        ``streams``): what builds a stream's processor and resolves its table. Without
+        ``streams:``, this environment itself."""
+        if self.streams is None:
+            return (self,)
+        return tuple(
+            self.model_copy(update={"table": s.table, "processing": s.processing, "streams": None})
+            for s in self.streams
+        )
 
     @property
     def name_prefix(self) -> str:

@@ -52,10 +52,14 @@ def model_at(root: type[BaseModel], path: tuple[str | int, ...]) -> type[BaseMod
     """The pydantic model that owns the key at ``path`` (for suggesting the nearest key)."""
     model: type[BaseModel] = root
     for part in path[:-1]:
-        if not isinstance(part, str) or part not in model.model_fields:
+        if isinstance(part, int):
+            continue  # an entry of a list (streams.0.table): the list's item model is already found
+        if part not in model.model_fields:
             return None
         annotation = model.model_fields[part].annotation
-        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        candidates = [annotation]
+        for candidate in candidates:  # Optional[tuple[Model, ...]]: the model is two levels down
+            candidates.extend(getattr(candidate, "__args__", ()))
         nested = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
         if nested is None:
             return None

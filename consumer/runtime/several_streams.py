@@ -1,0 +1,121 @@
+"""One worker over several tables' streams (``streams:``): the stream port, the processors and
+the metrics of every stream joined into the one set of ports a worker has.
+
+The worker itself does not know there are several streams. :class:`~consumer.streams.namespace.
+StreamSet` shows every stream's shards with namespaced ids, so one coordinator balances every
+lease of every stream and one sync leader lists every stream; :class:`RoutedProcessors` hands each
+shard to its own stream's processor with the shard's own id (a user's processor sees the shard id
+DynamoDB gave, as in a single-stream application), and :class:`StreamMetrics` puts the namespace
+back on what that processor records, so its figures carry the stream's dimension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from consumer.processing.api import (
+    InitializationInput,
+    LeaseLostInput,
+    ProcessorFactory,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ShardEndedInput,
+    ShutdownRequestedInput,
+)
+from consumer.processing.errors import ProcessingConfigError
+from consumer.records import ShardInfo
+from consumer.streams.namespace import NamespacedStream, StreamSet
+from consumer.streams.target import StreamConfigError, StreamTarget
+from consumer.telemetry.metrics import Metrics
+from ground.lease_keys import split_lease_key
+
+
+class StreamMetrics:
+    """The process's metrics as one stream's processor records them: a shard id gets the stream's
+    namespace, so the recorder files it under that stream (its ``Stream`` dimension)."""
+
+    def __init__(self, inner: Metrics, prefix: str = "") -> None:
+        self._inner = inner
+        self.prefix = prefix  # set once the stream is resolved (the processor is built before)
+
+    def _key(self, shard_id: str | None) -> str | None:
+        return None if shard_id is None else f"{self.prefix}{shard_id}"
+
+    def count(
+        self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
+    ) -> None:
+        self._inner.count(operation, name, value, unit, self._key(shard_id))
+
+    def gauge(self, operation: str, name: str, value: float, unit: str, shard_id: str | None = None) -> None:
+        self._inner.gauge(operation, name, value, unit, self._key(shard_id))
+
+    def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None:
+        self._inner.timing(operation, name_prefix, millis, success)
+
+
+class RoutedProcessors:
+    """The :data:`~consumer.processing.api.ProcessorFactory` of a several-stream worker: a lease's
+    namespace picks its stream's factory, which gets the shard (and its parents) by their own ids."""
+
+    def __init__(self, factories: Mapping[str, ProcessorFactory]) -> None:
+        self._factories = dict(factories)
+
+    def __call__(self, shard: ShardInfo) -> RecordProcessor:
+        namespace, own = split_lease_key(shard.shard_id)
+        factory = self._factories.get(namespace)
+        if factory is None:  # StreamSet refuses to read such a lease first; this is the backstop
+            raise ProcessingConfigError(f"lease {shard.shard_id!r} belongs to no stream in streams:")
+        parents = tuple(split_lease_key(parent)[1] for parent in shard.parent_shard_ids)
+        own_shard = ShardInfo(own, parents)
+        return OwnShardIds(factory(own_shard), own_shard)
+
+
+class OwnShardIds:
+    """A stream's processor, shown the shard by its own id in every input the lifecycle hands it
+    (the lifecycle knows the shard by its lease key, namespaced)."""
+
+    def __init__(self, inner: RecordProcessor, shard: ShardInfo) -> None:
+        self._inner = inner
+        self._shard = shard
+
+    def initialize(self, initialization: InitializationInput) -> None:
+        self._inner.initialize(replace(initialization, shard=self._shard))
+
+    def process_records(self, process: ProcessRecordsInput) -> None:
+        self._inner.process_records(replace(process, shard=self._shard))
+
+    def lease_lost(self, lease_lost: LeaseLostInput) -> None:
+        self._inner.lease_lost(replace(lease_lost, shard=self._shard))
+
+    def shard_ended(self, shard_ended: ShardEndedInput) -> None:
+        self._inner.shard_ended(replace(shard_ended, shard=self._shard))
+
+    def shutdown_requested(self, shutdown: ShutdownRequestedInput) -> None:
+        self._inner.shutdown_requested(replace(shutdown, shard=self._shard))
+
+
+@dataclass(frozen=True)
+class StreamParts:
+    """What each configured stream contributes: its resolved stream, its bound reader, its factory."""
+
+    target: StreamTarget
+    stream: NamespacedStream
+    processors: ProcessorFactory
+
+
+def joined(parts: Sequence[StreamParts]) -> tuple[StreamSet, RoutedProcessors]:
+    """The one stream port and the one processor factory of a worker over ``parts``."""
+    streams = StreamSet([p.stream for p in parts])
+    return streams, RoutedProcessors({p.stream.prefix: p.processors for p in parts})
+
+
+def naming_the_entry(index: int, build: Callable[[], StreamParts]) -> StreamParts:
+    """``build()``, with its configuration error said of ``streams.<index>`` (the processing and
+    table keys it names are that entry's, not the top level's)."""
+    try:
+        return build()
+    except ProcessingConfigError as exc:
+        raise ProcessingConfigError(f"streams.{index}: {exc}") from exc
+    except StreamConfigError as exc:
+        raise StreamConfigError(f"streams.{index}: {exc}") from exc
