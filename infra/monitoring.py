@@ -32,6 +32,8 @@ from constructs import Construct
 from ground.settings import Settings
 from infra.alarm_topic import AlarmTopic, alarm_name_prefix
 from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
+from infra.stream_rows import insights as _insights
+from infra.stream_rows import stream_alarms, stream_row
 from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
 
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
@@ -70,14 +72,6 @@ class _PolicyAction:
 
     def bind(self, _scope: Construct, _alarm: cloudwatch.IAlarm) -> cloudwatch.AlarmActionConfig:
         return cloudwatch.AlarmActionConfig(alarm_action_arn=self._arn)
-
-
-def _insights(settings: Settings, function: str, name: str, operation: str) -> str:
-    """A Metrics Insights query over every worker's EMF metric (alarms cannot use SEARCH)."""
-    return (
-        f'SELECT {function}({name}) FROM SCHEMA("{settings.metrics_namespace}", Operation, WorkerIdentifier) '
-        f"WHERE Operation = '{operation}'"
-    )
 
 
 class Monitoring(Construct):
@@ -237,6 +231,18 @@ class Monitoring(Construct):
                 evaluation_periods=AT_MAX_PERIODS,
             ),
         ]
+        streams = (
+            [view.table.source_table_name for view in settings.per_stream()]
+            if settings.several_streams
+            else []
+        )
+        # Several streams: each stream's own lag, loss and dead-letter alarms (infra/stream_rows.py).
+        self.stream_alarms = [
+            self._insights_alarm(*alarm.arguments, period_seconds=alarm.period_seconds)
+            for table in streams
+            for alarm in stream_alarms(settings, prefix, table)
+        ]
+        self.health_alarms += self.stream_alarms
         # Only what needs a person pages: the health alarms. The scaling alarms act on the group.
         for alarm in self.health_alarms:
             if self.topic is not None:
@@ -246,6 +252,7 @@ class Monitoring(Construct):
         self.dashboard_name = f"{prefix}-{settings.region}"
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=self.dashboard_name)
         graphs: list[cloudwatch.IWidget] = [panel(spec) for spec in dashboard_widgets(settings)]
+        graphs.extend(stream_row(settings, table) for table in streams)
         graphs.append(
             cloudwatch.AlarmStatusWidget(
                 title="Alarms",

@@ -91,8 +91,8 @@ def worker_statements(
     stack: Stack,
     settings: Settings,
     *,
-    source_table_arn: str,
-    stream_arn: str,
+    source_table_arns: list[str],
+    stream_arns: list[str],
     leases_table_arns: list[str],
     log_group_arns: list[str],
     group_name: str,
@@ -105,9 +105,10 @@ def worker_statements(
         else []
     )
     return [
-        iam.PolicyStatement(actions=STREAM_ACTIONS, resources=[stream_arn]),
-        # The worker finds the stream through the table's LatestStreamArn.
-        iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=[source_table_arn]),
+        # Each stream's reads on that stream only (one ARN, or one table's streams, per stream).
+        iam.PolicyStatement(actions=STREAM_ACTIONS, resources=stream_arns),
+        # The worker finds each stream through its table's LatestStreamArn.
+        iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=source_table_arns),
         iam.PolicyStatement(actions=LEASES_ACTIONS, resources=leases_table_arns),
         iam.PolicyStatement(
             actions=LOG_ACTIONS,
@@ -140,5 +141,5 @@ def worker_statements(
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)
         # is granted by CDK itself with the group's ``signals`` (infra/fleet.py).
         *window_state,
-        *destination_statements(settings),
+        *(statement for view in settings.per_stream() for statement in destination_statements(view)),
     ]

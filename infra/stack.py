@@ -9,6 +9,8 @@ exports, so neither stack is locked by an export the other imports.
 
 from __future__ import annotations
 
+import re
+
 from aws_cdk import ArnFormat, CfnOutput, Environment, Fn, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -49,6 +51,12 @@ def _finish(stack: Stack, settings: Settings) -> None:
     apply_nag(stack)
 
 
+def source_id(index: int, table_name: str) -> str:
+    """The construct id of a stream's source table: ``Source`` for the first (the single-table
+    form's), ``Source<table name>`` for the others (their order in streams: may change)."""
+    return "Source" if index == 0 else f"Source{re.sub(r'[^A-Za-z0-9]', '', table_name)}"
+
+
 class StatefulStack(Stack):
     """Source table (created or imported), leases and workers tables, log groups, pipeline bucket."""
 
@@ -63,7 +71,15 @@ class StatefulStack(Stack):
             # A stack holding an environment's tables is not deleted by one mistaken command.
             termination_protection=protect,
         )
-        self.source = SourceTable(self, "Source", settings=settings.table, protect=protect)
+        # One source table per stream; the first keeps the single-table id (its logical id, so
+        # moving an environment from table: to streams: leaves its table where it was).
+        self.sources = [
+            SourceTable(
+                self, source_id(index, view.table.source_table_name), settings=view.table, protect=protect
+            )
+            for index, view in enumerate(settings.per_stream())
+        ]
+        self.source = self.sources[0]
         self.leases = LeasesTable(
             self,
             "Leases",
@@ -75,7 +91,7 @@ class StatefulStack(Stack):
             target_utilization_percent=settings.scaling.lease_table_target_utilization_percent,
         )
         self.window_state: WindowStateTable | None = None
-        if settings.processing.tumbling_window_seconds > 0:
+        if any(view.processing.tumbling_window_seconds > 0 for view in settings.per_stream()):
             self.window_state = WindowStateTable(
                 self,
                 "WindowState",
@@ -95,6 +111,9 @@ class StatefulStack(Stack):
             "LeasesTableArn": (self.leases.table.table_arn, "ARN of the leases table."),
             "WorkersTableName": (self.leases.workers_table.table_name, "The workers' heartbeat table."),
         }
+        for index, source in enumerate(self.sources[1:], start=1):
+            outputs[f"SourceTableName{index}"] = (source.table.table_name, f"streams.{index}'s table.")
+            outputs[f"StreamArn{index}"] = (source.stream_arn, f"streams.{index}'s stream.")
         if self.window_state is not None:
             outputs["WindowStateTableName"] = (
                 self.window_state.table.table_name,
@@ -134,16 +153,19 @@ class ConsumerStack(Stack):
             self, "Fleet", settings=settings, source_path=source_path, asset_exclude=asset_exclude
         )
         table = settings.table
+        tables = [view.table for view in settings.per_stream()]
         self.worker_policy = iam.Policy(
             self,
             "WorkerPolicy",
             statements=worker_statements(
                 self,
                 settings,
-                source_table_arn=self._table_arn(table.source_table_name),
+                source_table_arns=[self._table_arn(t.source_table_name) for t in tables],
                 # The stream's label is only known in the account (and changes when the stream is
-                # re-enabled): any stream of this one table, unless the ARN is configured.
-                stream_arn=table.existing_stream_arn or imported_streams_arn(self, table.source_table_name),
+                # re-enabled): any stream of each table, unless its ARN is configured.
+                stream_arns=[
+                    t.existing_stream_arn or imported_streams_arn(self, t.source_table_name) for t in tables
+                ],
                 leases_table_arns=[
                     self._table_arn(settings.leases_table_name),
                     self._table_arn(settings.workers_table_name),
@@ -151,7 +173,7 @@ class ConsumerStack(Stack):
                 log_group_arns=[log_group_arn(self, name) for name in data.log_groups.names],
                 group_name=self.fleet.group_name,
                 window_state_table_arn=self._table_arn(settings.window_state_table_name)
-                if settings.processing.tumbling_window_seconds > 0
+                if any(view.processing.tumbling_window_seconds > 0 for view in settings.per_stream())
                 else None,
             ),
         )

@@ -75,26 +75,8 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             f"autoScalingGroup:*:autoScalingGroupName/<{group}>]",
             "The group's ARN contains a UUID only known after deployment; the grant names the group.",
         )
-    table = settings.table
-    if policy is not None and table.existing_stream_arn is None:
-        _ack(
-            policy,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:dynamodb:{region}:{account}:table/"
-            f"{table.source_table_name}/stream/*]",
-            "The table's stream label is not known to the fleet's stack (the table is imported, or lives in "
-            "the data stack) and changes when the stream is re-enabled; the grant covers the streams of "
-            "this one table (read-only stream actions).",
-        )
-    uris = [settings.processing.options.get("destination"), settings.processing.dead_letter.uri]
-    for uri in uris:
-        if isinstance(uri, str) and uri.startswith("s3://"):
-            bucket, prefix = s3_location(uri, "processing")
-            _ack(
-                policy,
-                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix + '/' if prefix else ''}*]",
-                "Object names are made at run time (shard id and sequence range); the grant is limited to "
-                "the configured prefix.",
-            )
+    for view in settings.per_stream():  # each stream's grants (one view without streams:)
+        _ack_stream_grants(policy, view, region, account)
     if pipeline is not None and policy is not None:  # the EMR job role, in the fleet's stack
         for location in job_locations(settings):
             wildcard = f"{location.prefix}/*" if location.prefix else "*"
@@ -126,3 +108,28 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             "Server access logs need a second bucket; access to the change log is audited with CloudTrail "
             "data events where required.",
         )
+
+
+def _ack_stream_grants(policy: IConstruct | None, settings: Settings, region: str, account: str) -> None:
+    """One stream's accepted wildcards: its table's streams, its change log's and dead letter's
+    prefixes (``settings`` is that stream's view, Settings.per_stream)."""
+    table = settings.table
+    if policy is not None and table.existing_stream_arn is None:
+        _ack(
+            policy,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:dynamodb:{region}:{account}:table/"
+            f"{table.source_table_name}/stream/*]",
+            "The table's stream label is not known to the fleet's stack (the table is imported, or lives in "
+            "the data stack) and changes when the stream is re-enabled; the grant covers the streams of "
+            "this one table (read-only stream actions).",
+        )
+    uris = [settings.processing.options.get("destination"), settings.processing.dead_letter.uri]
+    for uri in uris:
+        if isinstance(uri, str) and uri.startswith("s3://"):
+            bucket, prefix = s3_location(uri, "processing")
+            _ack(
+                policy,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix + '/' if prefix else ''}*]",
+                "Object names are made at run time (shard id and sequence range); the grant is limited to "
+                "the configured prefix.",
+            )

@@ -111,8 +111,10 @@ def _valid(entry: Mapping[str, Any]) -> bool:
 
 def stream_problems(streams: tuple[StreamSettings, ...], default_destination: str | None) -> list[str]:
     """What makes a list of streams unusable together: a table listed twice (its shards would be
-    leased twice), two change logs or dead letters in one place (shard ids of two streams may be
-    equal: their objects would overwrite each other)."""
+    leased twice), two streams' change logs in one place (a change log is one table's: the
+    pipeline builds that table from it) or their dead letters in one place (a dead-lettered
+    document names its shard, not its table). ``default_destination``: where a changelog without a
+    destination writes (``pipeline.changelog_uri``)."""
     problems: list[str] = []
     seen: dict[str, int] = {}
     for index, stream in enumerate(streams):
@@ -125,17 +127,23 @@ def stream_problems(streams: tuple[StreamSettings, ...], default_destination: st
     places: dict[tuple[str, str], int] = {}
     for index, stream in enumerate(streams):
         processing = stream.processing
-        owned: list[tuple[str, str | None]] = [("dead_letter.uri", processing.dead_letter.uri)]
+        owned: list[tuple[str, str | None, str]] = [
+            (
+                "dead_letter.uri",
+                processing.dead_letter.uri,
+                "a dead-lettered document names its shard, not its table",
+            )
+        ]
         if processing.processor == "changelog":
-            owned.append(("options.destination", processing.options.get("destination", default_destination)))
-        for key, value in owned:
+            destination = processing.options.get("destination", default_destination)
+            owned.append(("options.destination", destination, "a change log is one table's"))
+        for key, value, why in owned:
             if not isinstance(value, str) or not value:
                 continue
             if (key, value) in places:
                 problems.append(
                     f"streams.{index}.processing.{key}: {value!r} is also streams.{places[key, value]}'s: "
-                    "give each stream its own (their shard ids may be equal, and their objects would "
-                    "overwrite each other)"
+                    f"give each stream its own ({why})"
                 )
             places.setdefault((key, value), index)
     return problems
