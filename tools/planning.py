@@ -102,7 +102,7 @@ def per_second(*interval_millis: int) -> float:
 
 
 def make_plan(settings: Settings) -> Plan:
-    table, worker, fleet = settings.table, settings.worker, settings.fleet
+    worker, fleet = settings.worker, settings.fleet
     figures: list[Figure] = []
     warnings: list[str] = []
     notes: list[str] = []
@@ -111,13 +111,27 @@ def make_plan(settings: Settings) -> Plan:
         figures.append(Figure(name, value, unit, formula))
         return value
 
+    views = settings.per_stream()
+    if settings.several_streams:  # each stream sized on its own first; the fleet below serves all
+        for view in views:
+            name = view.table.source_table_name
+            view_n, view_formula = view.partitions()
+            add(f"{name}.partitions_N", view_n, "partitions", view_formula)
+            add(
+                f"{name}.table_write_units",
+                view.table.write_units_per_second(),
+                "WCU/s",
+                "as table_write_units",
+            )
+            add(f"{name}.shards_max", 6 * view_n, "shards", "6N of this table")
     n, n_formula = settings.partitions()
     add("partitions_N", n, "partitions", n_formula)
     wcu = add(
         "table_write_units",
-        table.write_units_per_second(),
+        sum(view.table.write_units_per_second() for view in views),
         "WCU/s",
-        "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)",
+        "write_capacity (PROVISIONED) or peak_writes_per_second x ceil(average_item_kb)"
+        + (", summed over streams:" if settings.several_streams else ""),
     )
     per_partition = add("write_units_per_partition", wcu / n, "WCU/s", "table_write_units / N")
     add("shards_min", n, "shards", "N (one open shard per partition)")
@@ -149,9 +163,8 @@ def make_plan(settings: Settings) -> Plan:
             "one process per core is the usual maximum"
         )
     by_shards = math.ceil(6 * n / (fleet.max_shards_per_process * processes_per_instance))
-    by_records = math.ceil(
-        table.peak_writes_per_second / (fleet.records_per_second_per_process * processes_per_instance)
-    )
+    peak_writes = sum(view.table.peak_writes_per_second for view in views)
+    by_records = math.ceil(peak_writes / (fleet.records_per_second_per_process * processes_per_instance))
     recommended = add(
         "recommended_instances",
         max(1, by_shards, by_records),
@@ -177,7 +190,10 @@ def make_plan(settings: Settings) -> Plan:
         "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard",
     )
 
-    record_kb = table.average_item_kb * IMAGES_PER_RECORD[table.stream_view_type]
+    # With several streams, the largest record of any of them (a worker may hold any stream's shards).
+    record_kb = max(
+        view.table.average_item_kb * IMAGES_PER_RECORD[view.table.stream_view_type] for view in views
+    )
     in_flight = min(leases_per_worker, worker.max_leases_for_worker)
     memory_mib = add(
         "memory_per_worker",
@@ -293,22 +309,29 @@ def make_plan(settings: Settings) -> Plan:
 
 
 def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
-    """The configured values the plan reads, so its advice can be compared with them."""
-    table, worker, fleet = settings.table, settings.worker, settings.fleet
+    """The configured values the plan reads, so its advice can be compared with them (each
+    stream's table with several)."""
+    worker, fleet = settings.worker, settings.fleet
 
     def shown(value: object) -> str:
         return "unbounded" if value == UNBOUNDED else "—" if value is None else str(value)
 
-    keys: list[tuple[str, object]] = [
-        ("table.billing_mode", table.billing_mode),
-        ("table.read_capacity", table.read_capacity if table.billing_mode == "PROVISIONED" else None),
-        ("table.write_capacity", table.write_capacity if table.billing_mode == "PROVISIONED" else None),
-        ("table.peak_writes_per_second", table.peak_writes_per_second),
-        ("table.peak_reads_per_second", table.peak_reads_per_second),
-        ("table.average_item_kb", table.average_item_kb),
-        ("table.storage_gb", table.storage_gb),
-        ("table.partitions", table.partitions),
-        ("table.stream_view_type", table.stream_view_type),
+    keys: list[tuple[str, object]] = []
+    for key, view in zip(settings.table_keys(), settings.per_stream(), strict=True):
+        table = view.table
+        provisioned = table.billing_mode == "PROVISIONED"
+        keys += [
+            (f"{key}.billing_mode", table.billing_mode),
+            (f"{key}.read_capacity", table.read_capacity if provisioned else None),
+            (f"{key}.write_capacity", table.write_capacity if provisioned else None),
+            (f"{key}.peak_writes_per_second", table.peak_writes_per_second),
+            (f"{key}.peak_reads_per_second", table.peak_reads_per_second),
+            (f"{key}.average_item_kb", table.average_item_kb),
+            (f"{key}.storage_gb", table.storage_gb),
+            (f"{key}.partitions", table.partitions),
+            (f"{key}.stream_view_type", table.stream_view_type),
+        ]
+    keys += [
         ("fleet.instance_type", fleet.instance_type),
         ("fleet.desired_instances", fleet.desired_instances),
         ("fleet.max_instances", fleet.max_instances),
@@ -323,8 +346,6 @@ def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
         ("worker.initial_lease_table_write_capacity", worker.initial_lease_table_write_capacity),
     ]
     if settings.on_emulator:  # where N comes from on the emulator
-        keys.insert(
-            keys.index(("table.partitions", table.partitions)) + 1,
-            ("emulator.partitions", settings.emulator.partitions),
-        )
+        last = max(i for i, (key, _) in enumerate(keys) if key.endswith("table.partitions"))
+        keys.insert(last + 1, ("emulator.partitions", settings.emulator.partitions))
     return [(key, shown(value)) for key, value in keys]

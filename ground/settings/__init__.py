@@ -212,6 +212,12 @@ class Settings(SettingsModel):
         dimension (even for a list of one: adding a second stream later renames no lease)."""
         return self.streams is not None
 
+    def table_keys(self) -> tuple[str, ...]:
+        """Where each stream's table is configured, in :meth:`per_stream`'s order."""
+        if self.streams is None:
+            return ("table",)
+        return tuple(f"streams.{index}.table" for index in range(len(self.streams)))
+
     def per_stream(self) -> tuple[Settings, ...]:
         """One view per stream, each with that stream's ``table`` and ``processing`` (and no
         ``streams``): what builds a stream's processor and resolves its table. Without
@@ -287,6 +293,10 @@ class Settings(SettingsModel):
         capacity figures would estimate for AWS; elsewhere it is the table's estimate or
         ``table.partitions``.
         """
+        if self.streams is not None:  # the fleet's N: every stream's open shards, in one leases table
+            views = self.per_stream()
+            counts = [view.partitions()[0] for view in views]
+            return sum(counts), f"sum over streams: of each table's N ({' + '.join(map(str, counts))})"
         if self.on_emulator:
             return self.emulator.partitions, "emulator.partitions (the emulator's partition count)"
         return self.table.expected_partitions()
@@ -296,7 +306,7 @@ class Settings(SettingsModel):
         (``consumer config validate --show`` prints these instead of null)."""
         worker = self.worker
         candidates: dict[str, tuple[object, object]] = {
-            "table.partitions": (self.table.partitions, self.partitions()[0]),
+            "table.partitions": (self.table.partitions, self.per_stream()[0].partitions()[0]),
             "worker.lease_renewal_interval_millis": (
                 worker.lease_renewal_interval_millis,
                 worker.renewal_interval_millis,
@@ -338,11 +348,13 @@ class Settings(SettingsModel):
         include :meth:`account_needed` (``consumer plan`` shows it as a step before deploying)."""
         found: list[str] = []
         n, _ = self.partitions()
-        if self.on_emulator and self.table.partitions not in (None, n):
-            found.append(
-                f"table.partitions is {self.table.partitions} but the emulator runs emulator.partitions = {n}: "
-                "on the emulator N is the emulator's (make them equal, or drop table.partitions)"
-            )
+        emulated = self.emulator.partitions
+        for key, view in zip(self.table_keys(), self.per_stream(), strict=True):
+            if self.on_emulator and view.table.partitions not in (None, emulated):
+                found.append(
+                    f"{key}.partitions is {view.table.partitions} but the emulator runs emulator.partitions = "
+                    f"{emulated}: on the emulator N is the emulator's (make them equal, or drop {key}.partitions)"
+                )
         capacity = self.worker.max_leases_for_worker * self.total_worker_processes
         if capacity < n:
             found.append(

@@ -92,8 +92,8 @@ def _demo(args: argparse.Namespace) -> int:
     console = Console()
     config_dir = Path(args.config_dir or "config")
     workdir = Path(args.workdir)
-    changelog = Path(str(settings.processing.options.get("destination", "var/changelog")))
-    prepare_workdir(workdir, changelog)
+    for view in settings.per_stream():  # every table's change log starts empty
+        prepare_workdir(workdir, Path(str(view.processing.options.get("destination", "var/changelog"))))
     for uri in (settings.pipeline.snapshot_uri, settings.pipeline.stats_uri):
         if "://" not in uri:
             prepare_workdir(Path(uri), Path(uri))
@@ -157,41 +157,64 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         stop_process(server)
 
-    verdict, events = outcome.verdict, outcome.events
+    events = outcome.events
     console.rule("events")
     for line in events.events:
         console.print(line, markup=False)
     unexplained = [r for r in events.redeliveries if not r.explained]
-    table = Table(title="verdict")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    rows = [
-        ("changes written", verdict.written),
-        ("changes delivered (distinct)", verdict.delivered),
-        ("lost", verdict.lost),
-        ("unexpected", verdict.unexpected),
-        ("per-item order violations (delivery order)", verdict.order_violations),
-        ("records delivered twice to the processor", events.duplicate_deliveries),
-        ("  of which unexplained", sum(r.records for r in unexplained)),
-        ("(shard, sequence) twice in the change log", verdict.duplicates),
-        ("leases taken / taken over / lost", f"{events.taken} / {events.taken_over} / {events.lost}"),
-        ("shards ended", events.shards_ended),
-        ("snapshot verify exit code", "skipped (--skip-spark)" if verify_code is None else verify_code),
-    ]
-    for name, value in rows:
-        table.add_row(name, str(value))
-    console.print(table)
+    verdicts = outcome.verdicts or (("", outcome.verdict),)
+    for name, verdict in verdicts:
+        table = Table(title=f"verdict: table {name}" if len(verdicts) > 1 else "verdict")
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        rows: list[tuple[str, object]] = [
+            ("changes written", verdict.written),
+            ("changes delivered (distinct)", verdict.delivered),
+            ("lost", verdict.lost),
+            ("unexpected", verdict.unexpected),
+            ("per-item order violations (delivery order)", verdict.order_violations),
+            ("(shard, sequence) twice in the change log", verdict.duplicates),
+        ]
+        if len(verdicts) == 1:  # the fleet's own figures, under the one table's
+            rows[5:5] = [
+                ("records delivered twice to the processor", events.duplicate_deliveries),
+                ("  of which unexplained", sum(r.records for r in unexplained)),
+            ]
+            rows += _fleet_rows(events, verify_code)
+        for figure, value in rows:
+            table.add_row(figure, str(value))
+        console.print(table)
+        if verdict.duplicates:
+            console.print(f"change-log objects holding a copy: {', '.join(verdict.duplicate_objects[:5])}")
+    if len(verdicts) > 1:  # the fleet's figures, once for every table
+        fleet = Table(title="verdict: the fleet")
+        fleet.add_column("figure")
+        fleet.add_column("value", justify="right")
+        for figure, value in [
+            ("records delivered twice to the processor", events.duplicate_deliveries),
+            ("  of which unexplained", sum(r.records for r in unexplained)),
+            *_fleet_rows(events, verify_code),
+        ]:
+            fleet.add_row(figure, str(value))
+        console.print(fleet)
     for redelivery in events.redeliveries:
         console.print(
             f"duplicate delivery: {redelivery.records} record(s) of shard {redelivery.shard_id} to "
             f"{redelivery.worker}: {redelivery.cause}",
             markup=False,
         )
-    if verdict.duplicates:
-        console.print(f"change-log objects holding a copy: {', '.join(verdict.duplicate_objects[:5])}")
     spark_ok = args.skip_spark or verify_code == 0
-    ok = verdict.ok and not unexplained and spark_ok and dash_code == 0
+    ok = all(verdict.ok for _, verdict in verdicts) and not unexplained and spark_ok and dash_code == 0
     console.print(
         "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
     )
     return ExitCode.OK if ok else ExitCode.FAILED
+
+
+def _fleet_rows(events: Any, verify_code: int | None) -> list[tuple[str, object]]:
+    """The verdict's figures of the fleet as a whole (not of one table)."""
+    return [
+        ("leases taken / taken over / lost", f"{events.taken} / {events.taken_over} / {events.lost}"),
+        ("shards ended", events.shards_ended),
+        ("snapshot verify exit code", "skipped (--skip-spark)" if verify_code is None else verify_code),
+    ]

@@ -40,6 +40,8 @@ _ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
 _FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
 _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already landed")
 # A shard consumer starting: its worker holds the lease (taken, handed over or taken back).
+# The namespace of a several-stream lease key: <account>:<table>:<stream creation epoch>:
+_NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
 NOBODY = "(nobody)"
 
@@ -94,7 +96,9 @@ class FleetEvents:
             return
         if not isinstance(entry, dict):
             return
-        message = str(entry.get("message", ""))
+        # A lease key of several streams (ground/lease_keys.py) is read as its shard id, as the
+        # processors' lines name it: the demo's shard ids are unique across its tables.
+        message = _NAMESPACE.sub("", str(entry.get("message", "")))
         worker = process_name(str(entry.get("worker_id") or "?"))
         prefix = f"{stamp} " if stamp else ""
         self._lines += 1

@@ -41,6 +41,7 @@ from tools.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
 from tools.demo.events import FleetEvents, LogTail, short_shard
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import PREFILL_ITEMS, LoadGenerator, prefill
+from tools.demo.tables import SLOW_EVERY, SLOW_PROCESSOR, demo_tables, slow_streams_config
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from tools.demo.view import FleetSnapshot, lease_rows_from_items, render
 
@@ -160,6 +161,30 @@ class DemoOutcome:
     chaos: tuple[str, ...]
     # Wall-clock epoch milliseconds of the demo's t+0 (the events' "t+Ns" and the dashboard's axis).
     started_millis: int
+    # Every table's verdict, by table (one entry without streams:, the same as ``verdict``).
+    verdicts: tuple[tuple[str, Verdict], ...] = ()
+
+
+class Loads:
+    """Every table's load generator, run side by side for the same duration (one thread each)."""
+
+    def __init__(self, generators: list[LoadGenerator]) -> None:
+        self.generators = generators
+
+    @property
+    def writes(self) -> int:
+        return sum(g.writes for g in self.generators)
+
+    def run(self, duration_seconds: float) -> int:
+        threads = [
+            threading.Thread(target=g.run, args=(duration_seconds,), name=f"load-{i}", daemon=True)
+            for i, g in enumerate(self.generators)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return self.writes
 
 
 class Demo:
@@ -185,8 +210,14 @@ class Demo:
         self.chaos_seed = chaos_seed
         self.schedule: Schedule = schedule
         self.bootstrap = bootstrap
-        self.changelog = Path(str(settings.processing.options.get("destination", workdir / "changelog")))
-        self.oracle = workdir / "oracle.jsonl"
+        # One table, or each of streams: with its own load, change log and verdict (tables.py).
+        self.tables = demo_tables(settings, workdir)
+        self.changelog, self.oracle = self.tables[0].changelog, self.tables[0].oracle
+        if len(self.tables) > 1 and bootstrap:
+            raise DemoError(
+                "the Spark steps build one table's current state, and this environment lists "
+                f"{len(self.tables)} streams: run the demo with --skip-spark"
+            )
         endpoint = settings.endpoint_url
         self.ddb = client_for(settings, "dynamodb")
         self.streams = client_for(settings, "dynamodbstreams")
@@ -209,19 +240,22 @@ class Demo:
         for line in self._tail.read([w.log_path for w in fleet.workers.values()]):
             self.events.feed(line, stamp)
 
-    def _snapshot(self, fleet: LocalFleet, load: LoadGenerator) -> FleetSnapshot:
+    def _snapshot(self, fleet: LocalFleet, load: Loads) -> FleetSnapshot:
         self._read_logs(fleet)
         try:
             items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
         except Exception:  # a chaos fault or a busy endpoint: show the last known state next time
             items = []
-        try:
-            shards = self.control.shards(self.settings.table.name)
-        except Exception:
-            shards = []
+        shards: list[dict[str, Any]] = []
+        for table in self.tables:
+            try:
+                shards += self.control.shards(table.name)
+            except Exception:
+                continue
         open_shards = sum(1 for s in shards if s.get("endingSequenceNumber") is None)
-        delivered = len(
-            {(c.shard_id, c.sequence_number) for c in read_changelog(self.changelog, self._key())}
+        delivered = sum(
+            len({(c.shard_id, c.sequence_number) for c in read_changelog(table.changelog, table.key)})
+            for table in self.tables
         )
         elapsed = self._elapsed()
         states = {}
@@ -247,8 +281,12 @@ class Demo:
             events=tuple(self.events.events),
         )
 
-    def _key(self) -> str:
-        return self.settings.table.partition_key.name
+    def _split(self, rng: random.Random | None) -> str:
+        """Split a shard of the one table, or (several streams, chaos) of one chosen by ``rng``."""
+        table = rng.choice(self.tables) if rng is not None and len(self.tables) > 1 else self.tables[0]
+        children = self.control.split(table.name)
+        where = f" of {table.name}" if len(self.tables) > 1 else ""
+        return f"split{where}: children {', '.join(short_shard(c) for c in children)}"
 
     def _holder(self, fleet: LocalFleet) -> str | None:
         """A worker that holds a lease now (the one the script kills), or None when none does yet."""
@@ -283,8 +321,7 @@ class Demo:
             self._start(fleet, "joins the fleet")
             script["join"] = 0
         if script.get("split", 0) and elapsed >= script["split"]:
-            children = self.control.split(self.settings.table.name)
-            self._note(f"split: a shard closed; children {', '.join(short_shard(c) for c in children)}")
+            self._note(self._split(None).replace(": children", ": a shard closed; children", 1))
             script["split"] = 0
         if script.get("kill", 0) and elapsed >= script["kill"]:
             victim = self._holder(fleet) or next(iter(fleet.workers))
@@ -314,8 +351,7 @@ class Demo:
             undo.append(Undo(self._elapsed() + action.seconds, action.kind, tuple(action.fault_changes)))
             self._note(f"{action.kind}{scope} on for {action.seconds:g} s: {action.fault_changes}")
         elif action.kind == "split":
-            children = self.control.split(self.settings.table.name)
-            self._note(f"split: children {', '.join(short_shard(c) for c in children)}")
+            self._note(self._split(rng))
 
     def _pause(
         self,
@@ -371,16 +407,24 @@ class Demo:
             self._note(f"{item.what} off")
 
     def _worker_environ(self) -> dict[str, str]:
-        if self.chaos_seed is None:
+        if self.chaos_seed is None or len(self.tables) > 1:  # several: in _worker_config instead
             return {}
         delay = int(1.5 * self.settings.worker.failover_time_millis)
         return {
-            "CONSUMER_PROCESSING__PROCESSOR": "tools.demo.slow:SlowChangelog",
+            "CONSUMER_PROCESSING__PROCESSOR": SLOW_PROCESSOR,
             "CONSUMER_PROCESSING__OPTIONS__DESTINATION": str(self.changelog),
             "CONSUMER_PROCESSING__OPTIONS__TABLE": self.settings.table.name,
             "CONSUMER_PROCESSING__OPTIONS__DELAY_MILLIS": str(delay),
-            "CONSUMER_PROCESSING__OPTIONS__EVERY": "25",
+            "CONSUMER_PROCESSING__OPTIONS__EVERY": str(SLOW_EVERY),
         }
+
+    def _worker_config(self) -> Path:
+        """The workers' config directory: the demo's own, or (chaos with several streams) a copy
+        whose streams run the slow changelog (tables.py)."""
+        if self.chaos_seed is None or len(self.tables) == 1:
+            return self.config_dir
+        delay = int(1.5 * self.settings.worker.failover_time_millis)
+        return slow_streams_config(self.settings, self.config_dir, self.workdir, delay)
 
     # ------------------------------------------------------------------ the run
 
@@ -404,10 +448,14 @@ class Demo:
             done = bootstrap_snapshot(self.settings.env, self.config_dir, self.workdir / "bootstrap.log")
             self.console.print(done, markup=False, highlight=False, soft_wrap=True)
         else:  # no snapshot to seed: the items before the stream would only be the bootstrap's part
-            create_source_table(self.ddb, self.settings)
+            for table in self.tables:
+                create_source_table(self.ddb, table.settings)
         load_metrics = self._load_metrics()
-        load = LoadGenerator(
-            self.ddb, self.settings.table, self.settings.load, self.oracle, metrics=load_metrics
+        load = Loads(
+            [
+                LoadGenerator(self.ddb, t.settings.table, t.load(i), t.oracle, metrics=load_metrics)
+                for i, t in enumerate(self.tables)
+            ]
         )
         writer = threading.Thread(target=load.run, args=(duration,), name="load", daemon=True)
         script = {"join": duration * 0.25, "split": duration * 0.35, "kill": duration * 0.5}
@@ -420,7 +468,9 @@ class Demo:
         rng = random.Random(self.chaos_seed)
         undo: list[Undo] = []
         chaos_log: list[str] = []
-        fleet = LocalFleet(self.settings.env, self.config_dir, self.workdir / "logs", self._worker_environ())
+        fleet = LocalFleet(
+            self.settings.env, self._worker_config(), self.workdir / "logs", self._worker_environ()
+        )
         with fleet:
             for _ in range(workers):
                 fleet.start_worker()
@@ -440,13 +490,15 @@ class Demo:
             finally:
                 load_metrics.stop(timeout_seconds=10)
         self._read_logs(fleet)
-        verdict = judge(read_oracle(self.oracle), read_changelog(self.changelog, self._key()))
-        return DemoOutcome(verdict, self.events, tuple(chaos_log), self._started_millis)
+        verdicts = tuple(
+            (t.name, judge(read_oracle(t.oracle), read_changelog(t.changelog, t.key))) for t in self.tables
+        )
+        return DemoOutcome(verdicts[0][1], self.events, tuple(chaos_log), self._started_millis, verdicts)
 
     def _live(
         self,
         fleet: LocalFleet,
-        load: LoadGenerator,
+        load: Loads,
         writer: threading.Thread,
         *,
         script: dict[str, float],
