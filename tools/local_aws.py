@@ -92,10 +92,18 @@ class TableSpec:
 
 def configured_tables(settings: Settings) -> list[TableSpec]:
     """The source table (with its stream), the window-state table when tumbling windows are on, and,
-    for ``dynamodb_replica``, the replica tables.
+    for ``dynamodb_replica``, the replica tables; those of each stream with several (``streams:``).
 
     The leases and workers tables are not listed: the worker creates them itself, as on AWS.
     """
+    specs: list[TableSpec] = []
+    for view in settings.per_stream():
+        specs += [spec for spec in _stream_tables(view) if spec.name not in {known.name for known in specs}]
+    return specs
+
+
+def _stream_tables(settings: Settings) -> list[TableSpec]:
+    """One stream's tables (``settings`` is its view, Settings.per_stream)."""
     table = settings.table
     source = table.existing_table_name or table.name
     specs = [TableSpec(source, "source table", table.partition_key, table.sort_key, table.stream_view_type)]

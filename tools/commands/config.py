@@ -69,9 +69,9 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"derived (not set in the files, filled in below): {derived}", file=sys.stderr)
         print(json.dumps(effective_settings(settings), indent=2))
     else:
-        what = (
-            f"application {settings.application_name}, table {settings.table.name}, "
-            f"processor {settings.processing.processor}"
+        what = f"application {settings.application_name}, " + "; ".join(
+            f"table {view.table.name}, processor {view.processing.processor}"
+            for view in settings.per_stream()
         )
         print(f"{config_dir(args.config_dir) / f'{args.env}.yaml'} is valid ({what})")
     return 0
@@ -83,10 +83,17 @@ def _check_processing(settings: Settings) -> None:
 
     The clients are created (which needs no network) but never called.
     """
+    from consumer.processing.errors import ProcessingConfigError
     from consumer.runtime.clients import AwsClients
     from consumer.runtime.processors import build_processor_factory
 
-    build_processor_factory(settings, clients=AwsClients.from_settings(settings).processing())
+    for index, view in enumerate(settings.per_stream()):  # each stream's, naming its entry
+        try:
+            build_processor_factory(view, clients=AwsClients.from_settings(view).processing())
+        except ProcessingConfigError as exc:
+            if not settings.several_streams:
+                raise
+            raise ProcessingConfigError(f"streams.{index}: {exc}") from exc
 
 
 def _schema(args: argparse.Namespace) -> int:
