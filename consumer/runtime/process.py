@@ -161,7 +161,7 @@ class WorkerProcess:
         source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
         parts = [
             naming_the_entry(
-                index,
+                index if settings.several_streams else None,
                 partial(
                     _stream_parts,
                     view,

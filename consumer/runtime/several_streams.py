@@ -110,9 +110,12 @@ def joined(parts: Sequence[StreamParts]) -> tuple[StreamSet, RoutedProcessors]:
     return streams, RoutedProcessors({p.stream.prefix: p.processors for p in parts})
 
 
-def naming_the_entry(index: int, build: Callable[[], StreamParts]) -> StreamParts:
+def naming_the_entry(index: int | None, build: Callable[[], StreamParts]) -> StreamParts:
     """``build()``, with its configuration error said of ``streams.<index>`` (the processing and
-    table keys it names are that entry's, not the top level's)."""
+    table keys it names are that entry's, not the top level's); as it is for ``index`` None (one
+    stream, configured by ``table:``)."""
+    if index is None:
+        return build()
     try:
         return build()
     except ProcessingConfigError as exc:

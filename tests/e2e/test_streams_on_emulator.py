@@ -149,9 +149,11 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
             table: judge(read_oracle(tmp_path / f"{table}.oracle.jsonl"), read_changelog(out / table, key))
             for table, key in TABLES.items()
         }
+        written = {table: load.writes for table, load in zip(TABLES, loads, strict=True)}
     assert fleet.workers["worker-2"].stopped_how == "SIGKILL"
     for table, verdict in verdicts.items():
-        assert verdict.written > 100, table
+        # Writes before, during and after the split and the kill (a busy machine writes fewer).
+        assert verdict.written == written[table] >= 30, table
         assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), (table, verdict)
     # The split table's children were leased under its own namespace, the others untouched.
     customers = {key.rpartition(":")[2] for key in final if table_of(key) == "customers"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,7 @@ def _next_step(settings: Settings, message: str) -> str:
     """The command that fixes a start-up error on the local emulator, when there is one."""
     if not settings.on_emulator:
         return ""
-    if message.startswith("table ") and "does not exist" in message:
+    said = re.sub(r"^streams\.\d+: ", "", message)  # several streams: the entry is named first
+    if said.startswith("table ") and "does not exist" in said:
         return f"; create the tables env {settings.env} names: `consumer local up --env {settings.env}`"
     return ""
