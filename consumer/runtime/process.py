@@ -4,7 +4,9 @@ real clients, and the order a process starts and stops in — what ``consumer ru
 It starts in two steps so that a mistake is one line on stderr, not buried under telemetry:
 :meth:`WorkerProcess.prepare` builds the clients and the metrics, checks the processor (a path that
 does not import, an unknown sink, options it does not take) and resolves the table's stream
-(missing, disabled, the wrong view type), all before logging starts and before any lease;
+(missing, disabled, the wrong view type), all before logging starts and before any lease; with
+several streams (``streams:``), every stream's processor first, then every stream, joined into one
+stream port and one processor factory (:mod:`consumer.runtime.several_streams`);
 :meth:`WorkerProcess.run` then starts logging, adopts or creates the leases tables (their key schema
 checked; a table that throttles or does not answer is waited for), assembles the worker and runs it
 until SIGTERM/SIGINT, and flushes metrics and logs last.
@@ -90,38 +92,53 @@ def ensure_tables_patiently(
     return False
 
 
-def _stream_parts(
-    settings: Settings,
-    *,
-    clients: AwsClients,
-    metrics: MetricsRecorder,
-    source: DynamoDBStreamSource,
-    worker_id: str,
-    warn: Callable[[str], None],
-    namespaced: bool,
-) -> StreamParts:
-    """One stream (``settings`` is its view: its table and processing): its processor checked
-    before its stream is resolved (a bad path is one line, not a wait for a missing table); a
-    Lambda handler's eventSourceARN is read from ``resolved`` later."""
-    resolved: list[StreamTarget] = []
-    # With several streams the processor's figures carry its stream: the namespace is known once
-    # the stream is resolved, after the processor was built.
-    tagged = StreamMetrics(metrics)
-    processors = build_processor_factory(
-        settings,
-        clients=clients.processing(),
-        metrics=tagged if namespaced else metrics,
-        stream_arn=lambda: resolved[0].stream_arn,
-        worker_id=worker_id,
-    )
-    target = resolve_stream_patiently(
-        clients.dynamodb, clients.streams, settings.table, sleep=time.sleep, warn=warn
-    )
-    assert target is not None  # without should_stop it waits until the stream can be described
-    resolved.append(target)
-    stream = NamespacedStream(ShardReader(source, target.stream_arn), target.table_name)
-    tagged.prefix = stream.prefix
-    return StreamParts(target, stream, processors)
+@dataclass
+class _StreamProcessing:
+    """One stream's processor, built and checked before any stream is resolved; what the stream
+    tells later (its ARN for a Lambda handler's event, its namespace for the metrics) is filled in
+    once it is resolved (:meth:`resolve`)."""
+
+    settings: Settings  # the stream's view: its table and processing (Settings.per_stream)
+    processors: ProcessorFactory
+    metrics: StreamMetrics
+    resolved: list[StreamTarget]
+    namespaced: bool
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        clients: AwsClients,
+        metrics: MetricsRecorder,
+        worker_id: str,
+        namespaced: bool,
+    ) -> _StreamProcessing:
+        resolved: list[StreamTarget] = []
+        # With several streams the processor's figures carry its stream (StreamMetrics).
+        tagged = StreamMetrics(metrics)
+        processors = build_processor_factory(
+            settings,
+            clients=clients.processing(),
+            metrics=tagged if namespaced else metrics,
+            stream_arn=lambda: resolved[0].stream_arn,
+            worker_id=worker_id,
+        )
+        return cls(settings, processors, tagged, resolved, namespaced)
+
+    def resolve(
+        self, clients: AwsClients, source: DynamoDBStreamSource, warn: Callable[[str], None]
+    ) -> StreamParts:
+        target = resolve_stream_patiently(
+            clients.dynamodb, clients.streams, self.settings.table, sleep=time.sleep, warn=warn
+        )
+        assert target is not None  # without should_stop it waits until the stream can be described
+        self.resolved.append(target)
+        reader = ShardReader(source, target.stream_arn)
+        if not self.namespaced:  # one table: plain lease keys, as the Java KCL writes them
+            return StreamParts(target, reader, self.processors)
+        stream = NamespacedStream(reader, target.table_name)
+        self.metrics.prefix = stream.prefix
+        return StreamParts(target, reader, self.processors, stream)
 
 
 @dataclass
@@ -159,29 +176,29 @@ class WorkerProcess:
         # whatever the number of streams it reads.
         pacer = FleetPacer(settings.worker.describe_stream_budget_per_second, clock, place)
         source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
-        parts = [
+        # Every stream's processor is checked before any stream is resolved (a bad path is one
+        # line, not a wait for a missing table), each error naming its entry of streams:.
+        entries = [index if settings.several_streams else None for index in range(len(settings.per_stream()))]
+        processing = [
             naming_the_entry(
-                index if settings.several_streams else None,
+                entry,
                 partial(
-                    _stream_parts,
-                    view,
-                    clients=clients,
-                    metrics=recorder,
-                    source=source,
-                    worker_id=worker_id,
-                    warn=warn,
-                    namespaced=settings.several_streams,
+                    _StreamProcessing.build, view, clients, recorder, worker_id, settings.several_streams
                 ),
             )
-            for index, view in enumerate(settings.per_stream())
+            for entry, view in zip(entries, settings.per_stream(), strict=True)
+        ]
+        parts = [
+            naming_the_entry(entry, partial(built.resolve, clients, source, warn))
+            for entry, built in zip(entries, processing, strict=True)
         ]
         targets = tuple(p.target for p in parts)
         stream: StreamPort
         processors: ProcessorFactory
         if settings.several_streams:
             stream, processors = joined(parts)
-        else:  # one table: plain lease keys, as the Java KCL writes them
-            stream, processors = parts[0].stream.reader, parts[0].processors
+        else:
+            stream, processors = parts[0].reader, parts[0].processors
         store = DynamoDBLeaseStore(
             clients.leases or clients.dynamodb,
             settings.leases_table_name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from consumer.processing.api import (
     InitializationInput,
@@ -26,6 +27,7 @@ from consumer.processing.api import (
 from consumer.processing.errors import ProcessingConfigError
 from consumer.records import ShardInfo
 from consumer.streams.namespace import NamespacedStream, StreamSet
+from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamConfigError, StreamTarget
 from consumer.telemetry.metrics import Metrics
 from ground.lease_keys import split_lease_key
@@ -95,22 +97,28 @@ class OwnShardIds:
         self._inner.shutdown_requested(replace(shutdown, shard=self._shard))
 
 
+Built = TypeVar("Built")
+
+
 @dataclass(frozen=True)
 class StreamParts:
-    """What each configured stream contributes: its resolved stream, its bound reader, its factory."""
+    """What each configured stream contributes: its resolved stream, its bound reader (namespaced
+    with several streams), its factory."""
 
     target: StreamTarget
-    stream: NamespacedStream
+    reader: ShardReader
     processors: ProcessorFactory
+    namespaced: NamespacedStream | None = None
 
 
 def joined(parts: Sequence[StreamParts]) -> tuple[StreamSet, RoutedProcessors]:
     """The one stream port and the one processor factory of a worker over ``parts``."""
-    streams = StreamSet([p.stream for p in parts])
-    return streams, RoutedProcessors({p.stream.prefix: p.processors for p in parts})
+    streams = [p.namespaced or NamespacedStream(p.reader, p.target.table_name) for p in parts]
+    factories = {stream.prefix: p.processors for stream, p in zip(streams, parts, strict=True)}
+    return StreamSet(streams), RoutedProcessors(factories)
 
 
-def naming_the_entry(index: int | None, build: Callable[[], StreamParts]) -> StreamParts:
+def naming_the_entry(index: int | None, build: Callable[[], Built]) -> Built:
     """``build()``, with its configuration error said of ``streams.<index>`` (the processing and
     table keys it names are that entry's, not the top level's); as it is for ``index`` None (one
     stream, configured by ``table:``)."""
