@@ -4,7 +4,8 @@ Three ``consumer run`` processes share one leases table for three tables of two 
 table with its own key names and its own change log); one table's shard splits and one worker is
 SIGKILLed while all three tables take writes. Then, for each table: every change delivered, none
 lost, none unexpected, each item's changes in the order they were made (so parents before
-children). And the leases are balanced across the workers over every stream together.
+children), its figures in CloudWatch under its Stream dimension. And the leases are balanced
+across the workers over every stream together.
 
 "Balanced" here: every unfinished lease of every stream is held by a live worker, and the live
 workers' counts differ by at most one (each holds floor or ceil of leases / workers). With three
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
@@ -96,7 +98,9 @@ def holdings(emu: RunningEmulator) -> dict[str, list[str]]:
 
 def balanced(emu: RunningEmulator, alive: set[str], leases_at_least: int) -> bool:
     held = holdings(emu)
-    if len(held) < leases_at_least or any(owners[:1] == [] or owners[0] not in alive for owners in held.values()):
+    if len(held) < leases_at_least or any(
+        owners[:1] == [] or owners[0] not in alive for owners in held.values()
+    ):
         return False
     counts = Counter(owners[0] for owners in held.values())
     return set(counts) == alive and max(counts.values()) - min(counts.values()) <= 1
@@ -123,7 +127,9 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
             for _ in range(3):
                 fleet.start_worker()
             # Three workers, six leases of three tables: two each, across tables.
-            wait_for(lambda: balanced(emu, {"worker-1", "worker-2", "worker-3"}, 6), 60, "2 leases per worker")
+            wait_for(
+                lambda: balanced(emu, {"worker-1", "worker-2", "worker-3"}, 6), 60, "2 leases per worker"
+            )
             spread = holdings(emu)
             assert {table_of(key) for key in spread} == set(TABLES)
             writers = [threading.Thread(target=load.run, args=(10,), daemon=True) for load in loads]
@@ -141,10 +147,14 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
             final = holdings(emu)
 
             def delivered(table: str) -> int:
-                return len({(c.shard_id, c.sequence_number) for c in read_changelog(out / table, TABLES[table])})
+                return len(
+                    {(c.shard_id, c.sequence_number) for c in read_changelog(out / table, TABLES[table])}
+                )
 
             for load, table in zip(loads, TABLES, strict=True):
                 wait_for(lambda t=table, n=load.writes: delivered(t) >= n, 60, f"{table}'s changes delivered")
+        time.sleep(2)  # the stopped workers' last PutLogEvents
+        documents = read_log_group(emu.client("logs"), f"/{APP}/metrics")
         verdicts: dict[str, Any] = {
             table: judge(read_oracle(tmp_path / f"{table}.oracle.jsonl"), read_changelog(out / table, key))
             for table, key in TABLES.items()
@@ -158,6 +168,16 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
     # The split table's children were leased under its own namespace, the others untouched.
     customers = {key.rpartition(":")[2] for key in final if table_of(key) == "customers"}
     assert set(children) <= customers
+    # What each table's shards processed reached CloudWatch under that table's Stream dimension.
+    by_stream = {
+        (d["Stream"], name)
+        for d in documents
+        if "Stream" in d
+        for c in d["_aws"]["CloudWatchMetrics"]
+        if ["Operation", "WorkerIdentifier", "Stream"] in c["Dimensions"]
+        for name in (m["Name"] for m in c["Metrics"])
+    }
+    assert {(table, "RecordsProcessed") for table in TABLES} <= by_stream
     # Each processor saw its shards by DynamoDB's own ids (the namespace is the lease's, not theirs).
     landed = [path.relative_to(out) for path in out.rglob("*.jsonl.gz")]
     assert landed and not any(":" in str(path) for path in landed), landed[:3]

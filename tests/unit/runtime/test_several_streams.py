@@ -277,3 +277,23 @@ def test_one_taker_balances_every_stream_s_leases_together() -> None:
     assert Counter(table_of(k) for keys in held.values() for k in keys) == {
         t: 4 for t in ("orders", "customers", "payments")
     }
+
+
+def test_config_validate_names_the_stream_whose_processor_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools.cli import main
+
+    settings(
+        tmp_path,
+        "streams:\n"
+        "  - table: {name: orders}\n    processing: {options: {destination: a}}\n"
+        "  - table: {name: customers}\n    processing: {processor: chagnelog, options: {destination: b}}\n",
+    )
+    code = main(["config", "validate", "--env", "env", "--config-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert (
+        "streams.1: processing.processor 'chagnelog' is not a built-in" in err
+        and "did you mean 'changelog'?" in err
+    )
