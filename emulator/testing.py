@@ -121,6 +121,7 @@ def running_emulator(
     if config_dir is None and (PROJECT_ROOT / "config").is_dir():
         config_dir = PROJECT_ROOT / "config"
     command = [*emulator_command(env, config_dir, overrides), "--exit-with-parent"]
+    ours = log_path is None  # a log of our own making goes when the emulator does
     if log_path is None:
         handle, name = tempfile.mkstemp(prefix="emulator-", suffix=".log")
         os.close(handle)
@@ -135,3 +136,5 @@ def running_emulator(
         yield RunningEmulator(endpoint=endpoint, pid=process.pid, log_path=log)
     finally:
         stop(process)
+        if ours:
+            log.unlink(missing_ok=True)

@@ -271,7 +271,7 @@ def test_workers_that_never_report_healthy_make_the_boot_signal_failure(tmp_path
         settings = load_settings("boot", repository / "config", environ={})
         host = LocalHost(runner)
         healthy = boot(
-            plan_for(settings, health_timeout_seconds=30),
+            plan_for(settings, health_timeout_seconds=10),
             Layout(root),
             staged_archive(repository, settings, tmp_path),
             host,

@@ -40,6 +40,11 @@ class Datapoints:
     def add(self, namespace: str, name: str, dimensions: Mapping[str, str], at: float, value: float) -> None:
         self.points[(namespace, name, frozenset(dimensions.items()))].append((at, value))
 
+    def extend(
+        self, namespace: str, name: str, dimensions: Mapping[str, str], points: Iterable[tuple[float, float]]
+    ) -> None:
+        self.points[(namespace, name, frozenset(dimensions.items()))].extend(points)
+
     def series(self, key: Key) -> list[tuple[float, float]]:
         return self.points.get(key, [])
 

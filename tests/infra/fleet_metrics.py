@@ -72,37 +72,47 @@ def publish(settings: Settings, state: FleetState, group_name: str, minutes: int
     own_scans = max(1, 60_000 // worker.full_scan_interval_millis)
     leader_scans = own_scans + max(1, 60_000 // worker.shard_sync_interval_millis)
     scans_per_minute = own_scans * (processes - 1) + leader_scans
+    times = [minute * 60.0 + 30.0 for minute in range(minutes)]
 
-    def worker_metric(worker_id: str, name: str, at: float, value: float) -> None:
+    def worker_metric(worker_id: str, name: str, value: float) -> None:
+        """One datapoint a minute from this worker (and into the fleet series when the catalogue
+        says the metric has one)."""
         spec = spec_for(name)
         assert spec is not None, name
-        dims = {"Operation": spec.operation, "WorkerIdentifier": worker_id}
-        data.add(namespace, name, dims, at, value)
+        series = [(at, value) for at in times]
+        data.extend(namespace, name, {"Operation": spec.operation, "WorkerIdentifier": worker_id}, series)
         if spec.fleet:
-            data.add(namespace, name, {"Operation": spec.operation}, at, value)
+            data.extend(namespace, name, {"Operation": spec.operation}, series)
 
-    for minute in range(minutes):
-        at = minute * 60.0 + 30.0
-        for index in range(processes):
-            worker_id = f"ip-10-0-0-{index // 4}-{index % 4}@host:1:abc"
-            worker_metric(worker_id, "NumWorkers", at, processes)
-            worker_metric(worker_id, "TotalLeases", at, state.leases)
-            worker_metric(worker_id, "ReadyLeasesUnassigned", at, state.ready_unassigned)
-            worker_metric(worker_id, "CurrentLeases", at, state.leases / processes)
-            worker_metric(worker_id, "RecordsProcessed", at, state.records_per_second * 60 / processes)
-            worker_metric(worker_id, "MillisBehindLatest", at, 800.0)
-            worker_metric(worker_id, "LeaseTableScans", at, leader_scans if index == 0 else own_scans)
-            if index == 0:  # the sync leader
-                worker_metric(worker_id, "OpenShards", at, state.open_shards)
-        leases_table = {"Operation": "Scan", "TableName": settings.leases_table_name}
-        for scan in range(scans_per_minute):
-            for count in scan_pages(state.leases):
-                data.add(DYNAMODB, "ReturnedItemCount", leases_table, at + scan * 0.1, count)
-        workers_table = {"Operation": "Scan", "TableName": settings.workers_table_name}
-        data.add(DYNAMODB, "ReturnedItemCount", workers_table, at, processes)
-        data.add(
-            AUTOSCALING, "GroupInServiceInstances", {"AutoScalingGroupName": group_name}, at, state.instances
-        )
-        lake = {"Table": settings.table.name}
-        data.add(namespace, FRESHNESS_METRIC, lake, at, settings.pipeline.freshness_seconds / 2)
+    for index in range(processes):
+        worker_id = f"ip-10-0-0-{index // 4}-{index % 4}@host:1:abc"
+        worker_metric(worker_id, "NumWorkers", processes)
+        worker_metric(worker_id, "TotalLeases", state.leases)
+        worker_metric(worker_id, "ReadyLeasesUnassigned", state.ready_unassigned)
+        worker_metric(worker_id, "CurrentLeases", state.leases / processes)
+        worker_metric(worker_id, "RecordsProcessed", state.records_per_second * 60 / processes)
+        worker_metric(worker_id, "MillisBehindLatest", 800.0)
+        worker_metric(worker_id, "LeaseTableScans", leader_scans if index == 0 else own_scans)
+        if index == 0:  # the sync leader
+            worker_metric(worker_id, "OpenShards", state.open_shards)
+    pages = scan_pages(state.leases)
+    leases_table = {"Operation": "Scan", "TableName": settings.leases_table_name}
+    data.extend(
+        DYNAMODB,
+        "ReturnedItemCount",
+        leases_table,
+        [(at + scan * 0.1, count) for at in times for scan in range(scans_per_minute) for count in pages],
+    )
+    workers_table = {"Operation": "Scan", "TableName": settings.workers_table_name}
+    data.extend(DYNAMODB, "ReturnedItemCount", workers_table, [(at, processes) for at in times])
+    data.extend(
+        AUTOSCALING,
+        "GroupInServiceInstances",
+        {"AutoScalingGroupName": group_name},
+        [(at, state.instances) for at in times],
+    )
+    lake = {"Table": settings.table.name}
+    data.extend(
+        namespace, FRESHNESS_METRIC, lake, [(at, settings.pipeline.freshness_seconds / 2) for at in times]
+    )
     return data
