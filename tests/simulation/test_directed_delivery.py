@@ -126,8 +126,9 @@ def test_what_the_lanes_finished_before_a_fence_is_not_handled_again_after_the_t
     after a take-back"). Fixes: the lanes report what they finish beyond the checkpoint (lanes_report)
     and the scheduler hands it to the next consumer of the shard (lanes_carry). The function form's
     own buffer fix (lanes_buffer) guards a consumer that carries on after the take-back, which this
-    consumer never does: the scheduler tells it first (the fence's drop is announced at once, and a
-    take-back needs a heartbeat and a round of the taker)."""
+    consumer never does: the scheduler tells it its lease is lost first (the fence's drop is
+    announced at once; a take-back needs a heartbeat and a round of the taker). The two cover each
+    other: this history fails with both reverted (lanes_buffer+reconcile_tells_lost), not with one."""
     processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
     history = world(18, processing, records=60, closes=40_000)
     history.ledger.slow_rate, history.ledger.slow_millis = 1.0, 3_000
@@ -249,11 +250,31 @@ def test_an_owner_that_initializes_late_keeps_a_newer_owners_window_state() -> N
     assert verdict.ok, str(verdict)
 
 
+def deferred_then_failed() -> tuple[Directed, ...]:
+    """In one flush: the first batch's checkpoint throttled (deferred), the next batch's state refused
+    by the window-state table (the call raises), the deferred checkpoint throttled once more on the
+    way out."""
+    return (
+        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
+        Directed("w1", "PutItem", 20_000, skip=1, throttle=True),
+        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
+    )
+
+
+def test_a_flush_that_failed_after_deferring_its_checkpoint_is_delivered_again_after_it() -> None:
+    """Tumbling windows, one worker: the flush of :func:`deferred_then_failed` raises, and its state
+    goes back to the version saved with the deferred checkpoint. The batch delivered again must start
+    after that checkpoint, not after the older one the table holds, or the records between are
+    counted twice in the window. Fix: the consumer does not deliver again what a checkpoint declared
+    processed (deferred_not_redelivered; seeds 234, 235, 249, 257 and 262 of the first sweep)."""
+    history = world(19, windows(), records=40, closes=30_000, directed=deferred_then_failed())
+    verdict = run(history, 40_000, lambda w: None)
+    assert verdict.ok, str(verdict)
+
+
 def test_a_graceful_stop_after_a_failed_flush_writes_the_checkpoint_it_deferred() -> None:
-    """Tumbling windows, one worker: in one flush the first batch's state is saved and its checkpoint
-    throttled (deferred), then the next batch's state cannot be saved (the window-state table
-    refuses) and the call raises; trying the deferred checkpoint once more on the way out is
-    throttled too. SIGTERM comes before the redelivery: the stop writes the deferred checkpoint —
+    """Tumbling windows, one worker: the flush of :func:`deferred_then_failed` raises, and SIGTERM
+    comes before the redelivery: the stop writes the deferred checkpoint —
     its records stay delivered — and hands the shard on at once. Fix: a batch the processor raised on
     keeps delivered what a deferred checkpoint declared processed (taken_back_keeps_declared; seed
     9 005 of the third sweep: the stop's write was refused as beyond the largest delivered, forever).
@@ -261,11 +282,7 @@ def test_a_graceful_stop_after_a_failed_flush_writes_the_checkpoint_it_deferred(
     Without the fix the checker's promises still hold — the stop retries until the drain deadline,
     then the lease is released anyway and the next owner may replay (another owner) — so the stall
     itself is what this history asserts: the shard changes hands within a second of the SIGTERM."""
-    faults = (
-        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
-        Directed("w1", "PutItem", 20_000, skip=1, throttle=True),
-        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
-    )
+    faults = deferred_then_failed()
     history = world(16, windows(), records=40, closes=30_000, directed=faults)
 
     stopped: list[int] = []
