@@ -1,14 +1,18 @@
 """A processor for the end-to-end tests: the changelog sink with injected trouble, counting what it
 handled so the tests can check the metrics against it.
 
-``fail_every``-th call raises (the failure policy retries it), ``slow_every``-th call sleeps
-``slow_millis`` first (longer than the emulator's iterator expiry, so the next GetRecords finds an
-expired iterator). After a batch lands, its record count is appended to ``<seen_dir>/<pid>.txt``.
+``fail_every``-th call raises (the failure policy retries it); the second call and every
+``slow_every``-th after it sleeps ``slow_millis`` first (longer than the emulator's iterator
+expiry, so the next GetRecords finds an expired iterator). Calls are counted per worker process,
+over all its shards: counted per shard, a slow machine's bigger batches left a short run with no
+ninth call on any shard, and nothing failed. After a batch lands, its record count is appended to
+``<seen_dir>/<pid>.txt``.
 It logs through ``tests.e2e.processors``, a logger outside ``consumer``: the application log group.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -18,6 +22,7 @@ from consumer.processing import Batch, BatchResult
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
 
 log = logging.getLogger("tests.e2e.processors")
+_CALLS = itertools.count(1)  # this process's calls, whichever shard's processor makes them
 
 
 class CountingChangelog:
@@ -35,16 +40,15 @@ class CountingChangelog:
         self._seen.parent.mkdir(parents=True, exist_ok=True)
         self._fail_every, self._slow_every = int(fail_every), int(slow_every)
         self._slow = int(slow_millis) / 1000
-        self._calls = 0
 
     def handle(self, batch: Batch) -> BatchResult | None:
-        self._calls += 1
-        if self._fail_every and self._calls % self._fail_every == 0:
+        call = next(_CALLS)
+        if self._fail_every and call % self._fail_every == 0:
             log.error(
                 "injected processor failure on shard %s (%d records)", batch.shard_id, len(batch.records)
             )
             raise RuntimeError(f"injected processor failure on shard {batch.shard_id}")
-        if self._slow_every and self._calls % self._slow_every == 0:
+        if self._slow_every and (call - 2) % self._slow_every == 0:  # the 2nd, then every slow_every-th
             time.sleep(self._slow)
         result = self._sink(batch)
         with self._seen.open("a", encoding="utf-8") as seen:

@@ -6,8 +6,8 @@ One fleet run (about a minute and a half) is shared by the assertions of this mo
 * two workers, then four, on a stream that rolls over every few seconds and splits on cue; one
   worker frozen past the failover time (SIGSTOP/SIGCONT: LEASE_LOST), one SIGKILLed, one SIGTERMed;
   records already in the stream before the first start (TRIM_HORIZON);
-* 3 % of stream calls answered with HTTP 500, GetRecords throttled above 8 calls/s per shard;
-* a processor that fails every ninth call (retried) and is slow every eleventh (longer than the
+* 3 % of stream calls answered with HTTP 500, GetRecords throttled above 2 calls/s per shard;
+* a processor that fails every fifth call of its process (retried) and is slow every eleventh (longer than the
   emulator's iterator expiry: expired iterators);
 * a second application on the same stream keeping a DynamoDB replica;
 * afterwards the shards are trimmed under a stopped worker's checkpoint and one worker restarts.
@@ -155,7 +155,7 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
         partitions=3,
         rollover_seconds=6,
         iterator_expiry_seconds=2,
-        reads_per_shard_per_second=8,
+        reads_per_shard_per_second=2,
         error_rate=0.03,
         seed=5,
     ) as emu:
@@ -163,7 +163,7 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
         write_config(
             config, "e2e", emu.endpoint, APP,
             f"  processor: tests.e2e.processors:CountingChangelog\n  options:\n    destination: {changelog}\n"
-            f"    table: orders\n    seen_dir: {seen}\n    fail_every: 9\n    slow_every: 11\n    slow_millis: 2500",
+            f"    table: orders\n    seen_dir: {seen}\n    fail_every: 5\n    slow_every: 11\n    slow_millis: 2500",
             "TRIM_HORIZON",
         )  # fmt: skip
         write_config(
@@ -272,7 +272,8 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
 
 def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run: FleetRun) -> None:
     verdict = fleet_run.verdict
-    assert verdict.written == fleet_run.written > 500
+    # ~765 writes paced at 30/s; a machine loaded several times over its cores paced 410 of them.
+    assert verdict.written == fleet_run.written > 300
     assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), verdict.lost_examples
     # Exactly once per (shard, sequence number) in the change log: no two workers wrote a shard at once.
     assert verdict.duplicates == 0, verdict.duplicate_objects

@@ -19,8 +19,9 @@ shards that reached SHARD_END, leases created).
 - if a Scan, may return a view of the table up to ``stale_scan_millis`` old.
 
 Random draws rarely line up the one unlucky moment a particular defence exists for, so a history
-can also carry :class:`Directed` faults: "the first scan of w2 after 20 s sees the table as it was
-10 s earlier", "w1 stops right after its listing comes back" (tests/simulation/test_directed.py).
+can also carry directed faults (:mod:`tests.simulation.directed`): "the first scan of w2 after 20 s
+sees the table as it was 10 s earlier", "w1 stops right after its listing comes back"
+(tests/simulation/test_directed.py, test_directed_delivery.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from consumer.leases.errors import (
 )
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
+from tests.simulation.directed import Directed, Script
 from tests.simulation.kernel import Kernel
 
 T = TypeVar("T")
@@ -69,57 +71,6 @@ class Faults:
             stale_scan_millis=rng.choice((0, failover_millis // 4, failover_millis)),
             pause_rate=rng.choice((0.0, 0.002, 0.01)),
         )
-
-
-@dataclass
-class Directed:
-    """One scripted fault, within the model's bounds: it hits the first ``call`` that ``worker``
-    makes at or after ``at`` (simulated ms since the start of the history), once.
-
-    ``view_age_millis``: a scan or a listing answers with the table or stream as it was this long
-    before (a scan at most the model's one failover). ``commit_delay_millis``: the server acts on the
-    request this long after it was sent (queued, or botocore retrying a throttle), whatever the
-    process does meanwhile. ``throttle``: the call is refused without effect.
-    ``answer_delay_millis``: the answer arrives this much later than the server acted (the calling
-    thread waits; the rest of the process runs). ``pause_after_send_millis`` / ``pause_after_millis``:
-    the whole process stops right after the request went out / right after the answer arrived
-    (SIGSTOP, a GC pause, a suspended VM).
-    """
-
-    worker: str
-    call: str  # a port method ("scan", "get_heartbeat", ...) or "list_shards"
-    at: int
-    thread: str = ""  # only calls from this thread of the worker ("taker", "sync", "heartbeat", "process")
-    view_age_millis: int = 0
-    commit_delay_millis: int = 0
-    throttle: bool = False
-    answer_delay_millis: int = 0
-    pause_after_send_millis: int = 0
-    pause_after_millis: int = 0
-    fired_at: int | None = None  # when it hit (None: it never did, and the history proves nothing)
-
-
-class Script:
-    """The directed faults of one history."""
-
-    def __init__(self, faults: Sequence[Directed], start: int) -> None:
-        self.faults, self.start = list(faults), start
-
-    def take(self, worker: str, thread: str, call: str, now: int) -> Directed | None:
-        for fault in self.faults:
-            if (
-                fault.fired_at is None
-                and fault.worker == worker
-                and fault.call == call
-                and thread == f"{worker}-{fault.thread or thread.removeprefix(f'{worker}-')}"
-                and now - self.start >= fault.at
-            ):
-                fault.fired_at = now - self.start
-                return fault
-        return None
-
-    def unfired(self) -> list[Directed]:
-        return [fault for fault in self.faults if fault.fired_at is None]
 
 
 def pause_millis(rng: random.Random, failover_millis: int) -> int:
@@ -265,10 +216,17 @@ class FaultyStore:
             group.paused_until = max(group.paused_until, self.kernel.now + stop)
             self.kernel.sleep(0)  # held (with every other thread of the process) until it resumes
 
-    def directed(self, call: str) -> Directed | None:
+    def directed(self, call: str, shard: str = "") -> Directed | None:
         if self.script is None:
             return None
-        return self.script.take(self.name, self.kernel.current.name, call, self.kernel.now)
+        return self.script.take(self.name, self.kernel.current.name, call, self.kernel.now, shard)
+
+    def stop_before_send(self, fault: Directed | None) -> None:
+        """The process stops just before the request of a call hit by ``fault`` goes out."""
+        if fault is not None and fault.pause_before_send_millis:
+            group = self.kernel.current.group
+            group.paused_until = max(group.paused_until, self.kernel.now + fault.pause_before_send_millis)
+            self.kernel.sleep(0)
 
     def answered(self, fault: Directed | None) -> None:
         """The answer of a call hit by ``fault`` arrives late, or the process stops on receiving it."""
@@ -280,11 +238,20 @@ class FaultyStore:
             group.paused_until = max(group.paused_until, self.kernel.now + fault.pause_after_millis)
             self.kernel.sleep(0)
 
-    def _call(self, name: str, call: Callable[[], T], *, write: bool, fault: Directed | None = None) -> T:
+    def _call(
+        self,
+        name: str,
+        call: Callable[[], T],
+        *,
+        write: bool,
+        fault: Directed | None = None,
+        asked: bool = False,
+    ) -> T:
         # The request is on its way: the server acts on it after ``before`` even if this process is
         # paused meanwhile; only the answer waits for the process to run again.
         self._maybe_stop()
-        fault = fault or self.directed(name)
+        fault = fault if asked else self.directed(name)  # asked: the caller looked its fault up
+        self.stop_before_send(fault)
         before, after = self._latency()
         if fault is not None:
             before += fault.commit_delay_millis
@@ -294,6 +261,8 @@ class FaultyStore:
         self.kernel.sleep(before, through_pause=True)
         if fault is not None and fault.throttle:
             self.kernel.sleep(after)
+            if fault.answer_delay_millis or fault.pause_after_millis:
+                self.answered(fault)
             raise LeaseStoreThrottledError(f"{name}: throttled (directed fault)")
         if self.faults.active and self.rng.random() < self.faults.throttle_rate:
             self.injected["throttled"] += 1
@@ -328,7 +297,7 @@ class FaultyStore:
                 age = min(fault.view_age_millis, self.failover_millis)  # the model's bound
             return self.table.view_at(self.kernel.now - age)
 
-        return self._call("scan", read, write=False, fault=fault)
+        return self._call("scan", read, write=False, fault=fault, asked=True)
 
     def scan_workers(self) -> Snapshot:
         def read() -> Snapshot:
@@ -379,7 +348,10 @@ class FaultyStore:
         return self._call("release", lambda: self.table.release(held, to), write=True)
 
     def checkpoint(self, held: Lease, checkpoint: ExtendedSequenceNumber) -> Lease:
-        return self._call("checkpoint", lambda: self.table.checkpoint(held, checkpoint), write=True)
+        fault = self.directed("checkpoint", held.shard_id)
+        return self._call(
+            "checkpoint", lambda: self.table.checkpoint(held, checkpoint), write=True, fault=fault, asked=True
+        )
 
     def delete_finished(self, lease: Lease) -> None:
         self._call("delete_finished", lambda: self.table.delete_finished(lease), write=True)

@@ -9,7 +9,8 @@ policy, lanes, windows, dead letters and the change-log sink wrap them exactly a
   ``lease_held()`` (a careful handler: a side effect only while the lease is held), reports a
   failing record with a partial batch failure (:class:`BatchResult`), sometimes slowly;
 * :class:`ClassRecorder` — the class form: checkpoints after every batch (a throttled checkpoint is
-  left to the next one, as a careful user does) and SHARD_END at the end;
+  left to the next one, as a careful user does) and SHARD_END at the end; a call fails as a whole
+  at the history's ``fail_rate``, or when its batch holds a flaky record (directed histories);
 * :class:`WindowRecorder` — a tumbling-window handler: the window's state is the list of sequence
   numbers counted in it, recorded when the window's final call comes;
 * :class:`RecordingChangelog` — the built-in change-log sink on the simulated S3 bucket, with each
@@ -173,6 +174,9 @@ class ClassRecorder:
         ledger.work()
         if ledger.fail_rate and ledger.rng.random() < ledger.fail_rate:
             raise RecordFailedError(f"{process.shard.shard_id}: the downstream refused the batch")
+        if any([ledger.fails(number) for number in numbers(process.records)]):  # a flaky record
+            ledger.failed(process.records)
+            raise RecordFailedError(f"{process.shard.shard_id}: the downstream refused a record")
         if not process.lease_held():
             raise HandlerStoppedError(f"{process.shard.shard_id}: the lease is not held; not handling")
         ledger.record(self._worker, process.shard.shard_id, numbers(process.records), exact=True, final=True)

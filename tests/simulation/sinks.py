@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from consumer.processing.window_state import InMemoryWindowStateStore, SavedWindow
+from tests.simulation.faults import FaultyStore
 from tests.simulation.kernel import Kernel
 
 BUCKET = "sim"
@@ -145,19 +146,36 @@ class WindowStateThrottledError(Exception):
 
 
 class FaultyWindowStates(_Faulty):
-    """The window-state table as one worker reaches it (:class:`WindowStateStore`)."""
+    """The window-state table as one worker reaches it (:class:`WindowStateStore`). A directed fault
+    of the history's script (read through ``script``, the worker's leases connection) may refuse a
+    call, or stop the process when its answer arrives."""
 
     def __init__(
-        self, store: InMemoryWindowStateStore, kernel: Kernel, faults: SinkFaults, rng: random.Random
+        self,
+        store: InMemoryWindowStateStore,
+        kernel: Kernel,
+        faults: SinkFaults,
+        rng: random.Random,
+        script: FaultyStore | None = None,
     ) -> None:
         super().__init__(kernel, faults, rng)
         self.store = store
+        self.script = script
 
     def call(self, name: str, act: Any, *, write: bool) -> Any:
+        fault = self.script.directed(name) if self.script is not None else None
+        if self.script is not None:
+            self.script.stop_before_send(fault)
+        if fault is not None and fault.throttle:
+            self.kernel.sleep(0)
+            raise WindowStateThrottledError(f"{name}: ProvisionedThroughputExceeded (directed fault)")
         try:
-            return super().call(name, act, write=write)
+            result = super().call(name, act, write=write)
         except SinkError as exc:
             raise WindowStateThrottledError(str(exc)) from exc
+        if fault is not None and self.script is not None:
+            self.script.answered(fault)
+        return result
 
     def save(self, shard_id: str, saved: SavedWindow) -> None:
         self.call("PutItem", lambda: self.store.save(shard_id, saved), write=True)

@@ -22,7 +22,8 @@ import pytest
 
 from ground.settings import Settings
 from tests.simulation.checker import Verdict, check
-from tests.simulation.faults import Directed, Faults
+from tests.simulation.directed import Directed
+from tests.simulation.faults import Faults
 from tests.simulation.histories import sim_settings
 from tests.simulation.stream import ShardSpec
 from tests.simulation.world import World

@@ -19,6 +19,7 @@ gracefully and adds new ones. What the processors handled is in the history's le
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,8 @@ from consumer.runtime.processors import ProcessingClients, build_processor_facto
 from consumer.streams.reader import ShardReader
 from consumer.telemetry.metrics import NullMetrics
 from ground.settings import Settings
-from tests.simulation.faults import Directed, Faults, FaultyStore, RecordingStore, Script, pause_millis
+from tests.simulation.directed import Directed, Script
+from tests.simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
 from tests.simulation.kernel import Group, Kernel
 from tests.simulation.processors import LEDGERS, Ledger
 from tests.simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
@@ -172,7 +174,10 @@ class World:
         source = FaultyStreamSource(self.stream, self.kernel, self.stream_faults, rng, store)
         s3 = FaultyS3(self.bucket, self.kernel, self.sink_faults, rng, name)
         clients = ProcessingClients(
-            s3=s3, window_states=FaultyWindowStates(self.window_states, self.kernel, self.sink_faults, rng)
+            s3=s3,
+            window_states=FaultyWindowStates(
+                self.window_states, self.kernel, self.sink_faults, rng, script=store
+            ),
         )
         processors = build_processor_factory(
             self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
@@ -279,15 +284,26 @@ class World:
         self.kernel.shutdown()
         LEDGERS.pop(self.ledger_id, None)
 
-    def run(self, workers: int, chaos_millis: int, settle_millis: int, *, chaos: bool = True) -> bool:
+    def run(
+        self,
+        workers: int,
+        chaos_millis: int,
+        settle_millis: int,
+        *,
+        chaos: bool = True,
+        director: Callable[[World], None] | None = None,
+    ) -> bool:
         """Chaos for ``chaos_millis`` then calm; True when every shard finished within ``settle_millis``
         of the end of the chaos. Without ``chaos`` nothing pauses, kills or adds workers: only the
-        fault model and the directed faults act."""
+        fault model and the directed faults act — and the ``director``, if any: a simulated thread of
+        the history's own (never paused) that stops, adds or kills workers at a scripted moment."""
         try:
             self.start(workers)
             end_of_chaos = self.kernel.now + chaos_millis
             if chaos:
                 self.kernel.spawn("chaos", self.chaos, lambda: self.chaos_thread(end_of_chaos))
+            if director is not None:
+                self.kernel.spawn("director", self.chaos, lambda: director(self))
             self.kernel.run_until(end_of_chaos)
             last_close = max(spec.closes for spec in self.shards.values())
             deadline = max(self.kernel.now, last_close) + settle_millis
