@@ -263,6 +263,13 @@ REVERTS = {
             "                if False:\n",
         )
     ],
+    "adopted_take_back_resumes": [
+        (
+            "consumer/leases/coordinator.py",
+            "        elif held_now.counter == now.counter and not held_now.finished:\n",
+            "        elif False:\n",
+        )
+    ],
     "none": [],
 }
 

@@ -375,7 +375,7 @@ class LeaseCoordinator:
         the untouched lease (after a fence) that landed while the write was on its way? Then the
         ownership goes on and the write goes again under the counter it has now (True). If it is
         mine again at another counter by a take not answered yet, the take-back resumes after this
-        position (taker._adopt) rather than replaying it."""
+        position (taker._adopt) rather than replaying it; so does a take-back already adopted."""
         shard_id = lease.shard_id
         log.info(
             "worker %s: checkpoint %s of %s refused: the table shows owner %s, counter %s (held %s)",
@@ -404,6 +404,12 @@ class LeaseCoordinator:
             return True
         if held_now is None:
             self.holdings.note_unwritten(lease, target)
+        elif held_now.counter == now.counter and not held_now.finished:
+            # Mine again under a new ownership, adopted before this answer came (a take-back after a
+            # fence): the records up to the target were processed under the old one, so the next
+            # consumer of the shard here starts after them and its checkpoint or release writes them
+            # (Holdings.leases), forward only, instead of handling them a second time.
+            self.holdings.note_unwritten(held_now, target)
         return False
 
     def _write_checkpoint(self, lease: Lease, target: ExtendedSequenceNumber) -> Lease:
