@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.fast_settings import FAST_FLEET_YAML
 from tests.support import moto_server
 
 
@@ -30,19 +31,7 @@ table:
   name: orders
   partition_key: {{name: pk, type: S}}
   sort_key: {{name: sk, type: S}}
-worker:
-  failover_time_millis: 3000
-  max_clock_skew_millis: 100
-  idle_time_between_reads_millis: 100
-  parent_shard_poll_interval_millis: 200
-  shard_sync_interval_millis: 2000
-  initial_position: TRIM_HORIZON
-  task_backoff_time_millis: 100
-metrics:
-  destination: logs
-  flush_interval_seconds: 1
-logs:
-  retention_days: 1
+{FAST_FLEET_YAML}
 processing:
   processor: changelog
   options:

@@ -27,6 +27,7 @@ from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
+from tests.e2e.fast_settings import FAST_FLEET_YAML
 from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
@@ -50,19 +51,7 @@ def write_config(directory: Path, endpoint: str, out: Path) -> None:
 application_name: {APP}
 region: us-east-1
 endpoint_url: {endpoint}
-worker:
-  failover_time_millis: 3000
-  max_clock_skew_millis: 100
-  idle_time_between_reads_millis: 100
-  parent_shard_poll_interval_millis: 200
-  shard_sync_interval_millis: 2000
-  task_backoff_time_millis: 100
-  initial_position: TRIM_HORIZON
-metrics:
-  destination: logs
-  flush_interval_seconds: 1
-logs:
-  retention_days: 1
+{FAST_FLEET_YAML}
 processing:
   processor: changelog
 streams:{entries}
