@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.fast_settings import FAST_FLEET_YAML
+from tests.e2e.fast_settings import FAST_WORKER_YAML
 from tests.support import moto_server
 
 
@@ -31,7 +31,12 @@ table:
   name: orders
   partition_key: {{name: pk, type: S}}
   sort_key: {{name: sk, type: S}}
-{FAST_FLEET_YAML}
+{FAST_WORKER_YAML}
+metrics:
+  destination: logs
+  flush_interval_seconds: 1
+logs:
+  retention_days: 1
 processing:
   processor: changelog
   options:

@@ -44,6 +44,7 @@ from ground.settings import Settings, load_settings
 from infra.asset import staged_asset
 from infra.product_wheel import PRODUCT_PACKAGES
 from infra.user_data import BootParameters, boot_plan
+from tests.e2e.fast_settings import FAST_WORKER_YAML
 from tests.e2e.test_metrics_reach_agent import KCL_METRICS, AgentStandIn, metric_total, published_names
 from tests.support import free_port
 from tests.unit_runner import UnitRunner
@@ -114,14 +115,7 @@ table:
   create: true
   partition_key: {{name: pk, type: S}}
   sort_key: {{name: sk, type: S}}
-worker:
-  failover_time_millis: 3000
-  max_clock_skew_millis: 100
-  idle_time_between_reads_millis: 100
-  parent_shard_poll_interval_millis: 200
-  shard_sync_interval_millis: 2000
-  task_backoff_time_millis: 100
-  initial_position: TRIM_HORIZON
+{FAST_WORKER_YAML}
 metrics:
   destination: agent
   agent_endpoint: {agent_endpoint}

@@ -22,6 +22,7 @@ import pytest
 
 from emulator.testing import running_emulator
 from ground.settings import load_settings
+from tests.e2e.fast_settings import FAST_WORKER_YAML
 from tools.demo.fleet import LocalFleet
 from tools.local_aws import create_local_tables
 
@@ -42,14 +43,7 @@ endpoint_url: {endpoint}
 table:
   name: orders
   partition_key: {{name: pk, type: S}}
-worker:
-  failover_time_millis: 3000
-  max_clock_skew_millis: 100
-  idle_time_between_reads_millis: 100
-  parent_shard_poll_interval_millis: 200
-  shard_sync_interval_millis: 2000
-  task_backoff_time_millis: 100
-  initial_position: TRIM_HORIZON
+{FAST_WORKER_YAML}
 metrics:
   destination: none
 logs:

@@ -27,7 +27,7 @@ from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
-from tests.e2e.fast_settings import FAST_FLEET_YAML
+from tests.e2e.fast_settings import FAST_WORKER_YAML
 from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
@@ -51,7 +51,12 @@ def write_config(directory: Path, endpoint: str, out: Path) -> None:
 application_name: {APP}
 region: us-east-1
 endpoint_url: {endpoint}
-{FAST_FLEET_YAML}
+{FAST_WORKER_YAML}
+metrics:
+  destination: logs
+  flush_interval_seconds: 1
+logs:
+  retention_days: 1
 processing:
   processor: changelog
 streams:{entries}
