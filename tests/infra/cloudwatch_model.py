@@ -37,9 +37,6 @@ class Datapoints:
 
     points: dict[Key, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
 
-    def add(self, namespace: str, name: str, dimensions: Mapping[str, str], at: float, value: float) -> None:
-        self.points[(namespace, name, frozenset(dimensions.items()))].append((at, value))
-
     def extend(
         self, namespace: str, name: str, dimensions: Mapping[str, str], points: Iterable[tuple[float, float]]
     ) -> None:
