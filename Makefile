@@ -64,7 +64,7 @@ demo: setup  ## run the whole system locally on the emulator and print the verdi
 	$(BIN)/consumer demo --env local
 
 test: setup  ## run every test (unit, functional, e2e, infra, pipeline; the pipeline's `emr` tests on EMR's PySpark too)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 lint: setup  ## ruff
 	$(BIN)/ruff check .

@@ -243,7 +243,17 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             replicas.close()
 
             # Trimmed under live workers: freeze the two still running (shorter than the fence), write,
-            # trim everything, thaw: their next read is past the oldest record left.
+            # trim everything, thaw: their next read is past the oldest record left. The writer
+            # stopped long ago, so the open shards are empty: with no record read in them, a worker
+            # whose iterator expired during the freeze asks again from TRIM_HORIZON and is rightly
+            # told nothing. Markers delivered first put each worker's position on a record of the
+            # open shards, which the trim takes, so a fresh iterator is refused as well.
+            markers = {f"marker-{i}" for i in range(12)}
+            for key in sorted(markers):
+                emu.client("dynamodb").put_item(TableName="orders", Item={"pk": {"S": key}})
+            wait_for(
+                lambda: markers <= {c.key for c in read_changelog(changelog, "pk")}, 60, "the markers' delivery"
+            )
             alive = [p.name for p in fleet.alive()]
             for name in alive:
                 fleet.pause(name)
