@@ -146,13 +146,30 @@ def owner_changes(stack: Stack, since: float) -> tuple[list[float], list[float],
             pause = after - max([before, *stopped])
             pauses.append(pause)
             gaps.append(after - before)
-            moves.append(
-                (
-                    pause,
-                    f"{shard[-8:]} {pid_of.get(old)} -> {pid_of.get(new)} {pause:.2f} s at +{after - since:.1f} s",
-                )
-            )
-    return pauses, gaps, [text for _, text in sorted(moves, reverse=True)[:3]]
+            moves.append((pause, shard, pid_of.get(old, "?"), pid_of.get(new, "?"), after - pause, after))
+    slowest = sorted(moves, reverse=True)[:3]
+    return pauses, gaps, [_timeline(stack, since, *move) for move in slowest]
+
+
+def _timeline(
+    stack: Stack, since: float, pause: float, shard: str, old: str, new: str, stopped: float, first: float
+) -> str:
+    """One move, step by step: when the old owner let the lease go, when the new one held it, when it
+    began processing, each in seconds after the old owner stopped processing the shard."""
+
+    def first_after(worker: str, contains: str) -> str:
+        times = [at for at, _ in stack.log_times(worker, contains) if stopped - 1 <= at <= first]
+        return f"{min(times) - stopped:+.2f}" if times else "-"
+
+    released = first_after(old, f"released lease {shard}")
+    held = first_after(new, f"re-adopted {shard}")
+    if held == "-":
+        held = first_after(new, f"took lease {shard}")
+    processing = first_after(new, f"{shard}: INITIALIZING -> PROCESSING")
+    return (
+        f"{shard[-8:]} {old} -> {new} {pause:.2f} s at +{first - since:.1f} s "
+        f"(released {released}, held {held}, processing {processing}, delivered {first - stopped:+.2f})"
+    )
 
 
 def run() -> list[Ratio]:
