@@ -33,6 +33,7 @@ import pytest
 from consumer.telemetry.readback import points_of_all, read_log_group, read_log_messages
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
+from tests.e2e.trimmed_under_workers import trim_under_live_workers
 from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
@@ -242,34 +243,7 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             verdict = judge(read_oracle(tmp / "oracle.jsonl"), read_changelog(changelog, "pk"))
             replicas.close()
 
-            # Trimmed under live workers: freeze the two still running (shorter than the fence), write,
-            # trim everything, thaw: their next read is past the oldest record left. The writer
-            # stopped long ago, so the open shards are empty: with no record read in them, a worker
-            # whose iterator expired during the freeze asks again from TRIM_HORIZON and is rightly
-            # told nothing. Markers delivered first put each worker's position on a record of the
-            # open shards, which the trim takes, so a fresh iterator is refused as well.
-            markers = {f"marker-{i}" for i in range(12)}
-            for key in sorted(markers):
-                emu.client("dynamodb").put_item(TableName="orders", Item={"pk": {"S": key}})
-            wait_for(
-                lambda: markers <= {c.key for c in read_changelog(changelog, "pk")}, 60, "the markers' delivery"
-            )
-            alive = [p.name for p in fleet.alive()]
-            for name in alive:
-                fleet.pause(name)
-            for i in range(10):
-                emu.client("dynamodb").put_item(TableName="orders", Item={"pk": {"S": f"trimmed-{i}"}})
-            emu.control.trim("orders", older_than_seconds=0)
-            for name in alive:
-                fleet.resume(name)
-
-            def reported() -> bool:
-                return any(
-                    "RECORDS_TRIMMED_LOST" in fleet.workers[n].log_path.read_text(errors="replace")
-                    for n in alive
-                )
-
-            wait_for(reported, 60, "a worker to report the trimmed records")
+            trim_under_live_workers(emu, fleet, changelog, "orders")
             for process in fleet.alive():
                 fleet.terminate(process.name)
             ids = worker_ids(fleet)
