@@ -103,6 +103,23 @@ def test_a_shard_starts_parents_then_initialize_then_an_iterator_each_step_endin
     assert second[1] == GetIterator("TRIM_HORIZON")
 
 
+def test_a_lease_with_a_position_inside_its_shard_starts_without_reading_the_parents() -> None:
+    # Somebody processed the shard, so its parents were finished: a moved lease goes straight to
+    # initialize and an iterator after the checkpoint.
+    m = ShardMachine(ShardInfo("s2", ("s1",)), "1000", SETTINGS, random.Random(7))
+    actions = step(m, [Done(), IteratorAt("it-0")])
+    assert CheckParents not in requests(actions)
+    assert requests(actions) == [Moved, Initialize, GetIterator, Moved, Wait]
+    assert actions[2] == GetIterator("1000")
+    assert m.life.state is ShardState.PROCESSING
+
+
+def test_a_lease_at_a_sentinel_checks_its_parents_first() -> None:
+    for sentinel in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
+        m = ShardMachine(ShardInfo("s2", ("s1",)), sentinel, SETTINGS, random.Random(7))
+        assert step(m, [ParentsChecked(1)])[0] == CheckParents(("s1",))
+
+
 def test_pending_parents_are_checked_again_after_the_poll_interval() -> None:
     m = machine()
     assert step(m, [ParentsChecked(1)])[-1] == Wait(NOW + SETTINGS.parent_shard_poll_interval_millis)
