@@ -22,14 +22,20 @@ from typing import Any
 
 import pytest
 
+from tests.infra.alarm_walk import (
+    alarms_of,
+    publish_request,
+    resolved,
+    topic_policy,
+    walk_alarm_actions,
+)
 from tests.infra.cloudwatch_model import Datapoints, alarm_series, alarm_state, statistic_series
-from tests.infra.conftest import ENVIRONMENTS, Synthesized, resources_of
+from tests.infra.conftest import ENVIRONMENTS, Synthesized
 from tests.infra.fleet_metrics import FleetState, publish, scan_pages, steady_leases, steady_load
-from tests.infra.policy_model import Request, decide, resolve
+from tests.infra.policy_model import decide
 
 pytestmark = pytest.mark.infra
 
-CLOUDWATCH = "cloudwatch.amazonaws.com"
 MINUTES = 40  # the longest evaluation (scale-in: 6 periods of 5 minutes) with room
 
 
@@ -46,97 +52,20 @@ def _group_name(synth: Synthesized) -> str:
     return f"<{group}>"
 
 
-def _alarms(synth: Synthesized) -> dict[str, dict[str, Any]]:
-    prefix = f"{synth.settings.application_name}-{synth.settings.env}-"
-    return {a["AlarmName"].removeprefix(prefix): a for a in resources_of(synth.raw, "AWS::CloudWatch::Alarm")}
-
-
-def _resolved(synth: Synthesized, value: Any) -> Any:
-    return resolve(value, synth.raw, str(synth.settings.account), synth.settings.region)
-
-
-def _alarm_arn(synth: Synthesized, name: str, account: str | None = None) -> str:
-    return f"arn:aws:cloudwatch:{synth.settings.region}:{account or synth.settings.account}:alarm:{name}"
-
-
-def _publish_request(synth: Synthesized, topic_arn: str, alarm: str, **context: str) -> Request:
-    values = {
-        "aws:SourceAccount": str(synth.settings.account),
-        "aws:SourceArn": _alarm_arn(synth, alarm),
-        "aws:SecureTransport": "true",
-        **context,
-    }
-    return Request(CLOUDWATCH, None, "SNS:Publish", topic_arn, values)
-
-
-def _topic_policy(synth: Synthesized, topic_logical: str) -> dict[str, Any]:
-    found = [
-        p["PolicyDocument"]
-        for p in resources_of(synth.raw, "AWS::SNS::TopicPolicy")
-        if {"Ref": topic_logical} in p["Topics"]
-    ]
-    assert len(found) == 1, f"topic {topic_logical} has {len(found)} policies"
-    return dict(_resolved(synth, found[0]))
-
-
 # ------------------------------------------------------------------------- alarm -> action -> topic
 
 
 def test_every_alarm_action_reaches_a_policy_of_the_group_or_a_topic_cloudwatch_may_publish_to(
     synth: Synthesized,
 ) -> None:
-    resources = synth.raw["Resources"]
-    paged = 0
-    for name, alarm in _alarms(synth).items():
-        for action in alarm.get("AlarmActions", []):
-            if "Fn::GetAtt" in action:
-                policy = resources[action["Fn::GetAtt"][0]]
-                assert policy["Type"] == "AWS::AutoScaling::ScalingPolicy", name
-                group = policy["Properties"]["AutoScalingGroupName"]["Ref"]
-                assert resources[group]["Type"] == "AWS::AutoScaling::AutoScalingGroup", name
-                continue
-            topic_logical = action["Ref"]
-            topic = resources[topic_logical]
-            assert topic["Type"] == "AWS::SNS::Topic", name
-            topic_arn = _resolved(synth, {"Ref": topic_logical})
-            document = _topic_policy(synth, topic_logical)
-            full_name = alarm["AlarmName"]
-            assert decide(document, _publish_request(synth, topic_arn, full_name)) == "allowed", name
-            # Still refused: plain-text publishes, and CloudWatch acting for anybody else's alarms.
-            plain = _publish_request(synth, topic_arn, full_name, **{"aws:SecureTransport": "false"})
-            assert decide(document, plain) == "denied", name
-            other_account = _publish_request(
-                synth,
-                topic_arn,
-                full_name,
-                **{
-                    "aws:SourceAccount": "999999999999",
-                    "aws:SourceArn": _alarm_arn(synth, full_name, "999999999999"),
-                },
-            )
-            assert decide(document, other_account) == "no allow", name
-            other_app = _publish_request(synth, topic_arn, "someone-elses-alarm")
-            assert decide(document, other_app) == "no allow", name
-            key_ref = topic["Properties"].get("KmsMasterKeyId")
-            if key_ref is not None:
-                key = resources[key_ref["Fn::GetAtt"][0]]
-                assert key["Type"] == "AWS::KMS::Key", name
-                key_policy = _resolved(synth, key["Properties"]["KeyPolicy"])
-                key_arn = _resolved(synth, key_ref)
-                for kms_action in ("kms:GenerateDataKey", "kms:Decrypt"):
-                    use = Request(
-                        CLOUDWATCH, None, kms_action, key_arn, _publish_request(synth, "", full_name).context
-                    )
-                    assert decide(key_policy, use) == "allowed", (name, kms_action)
-                    assert (
-                        decide(key_policy, Request(CLOUDWATCH, None, kms_action, key_arn, {})) == "no allow"
-                    )
-            paged += 1
+    paged = walk_alarm_actions(synth)
     settings = synth.settings
     if settings.scaling.has_alarm_topic:
         # Every health alarm pages (the scaling alarms act on the group instead).
-        health = [a for a in _alarms(synth).values() if not any("Fn::GetAtt" in x for x in a["AlarmActions"])]
-        assert paged == len(health) > 0
+        health = [
+            a for a in alarms_of(synth).values() if not any("Fn::GetAtt" in x for x in a["AlarmActions"])
+        ]
+        assert len(paged) == len(health) > 0
         assert all(len(a["AlarmActions"]) == 1 for a in health)
     if settings.env == "prod":
         assert paged and settings.scaling.alarm_topic_encrypted
@@ -146,11 +75,11 @@ def test_the_walk_refuses_the_policy_that_shipped_before(synthesized: dict[str, 
     """The prod topic policy of 674a950 held the TLS deny alone: CloudWatch's publish had no allow."""
     prod = synthesized["prod"]
     (topic_logical,) = [k for k, r in prod.raw["Resources"].items() if r["Type"] == "AWS::SNS::Topic"]
-    document = _topic_policy(prod, topic_logical)
+    document = topic_policy(prod, topic_logical)
     deny_only = {**document, "Statement": [s for s in document["Statement"] if s["Effect"] == "Deny"]}
-    arn = _resolved(prod, {"Ref": topic_logical})
+    arn = resolved(prod, {"Ref": topic_logical})
     alarm = f"{prod.settings.application_name}-prod-workers-silent"
-    assert decide(deny_only, _publish_request(prod, arn, alarm)) == "no allow"
+    assert decide(deny_only, publish_request(prod, arn, alarm)) == "no allow"
 
 
 # --------------------------------------------------------------------- quiet while the fleet is well
@@ -158,7 +87,7 @@ def test_the_walk_refuses_the_policy_that_shipped_before(synthesized: dict[str, 
 
 def _states(synth: Synthesized, state: FleetState, minutes: int = MINUTES) -> dict[str, str]:
     data = publish(synth.settings, state, _group_name(synth), minutes)
-    return {name: alarm_state(alarm, data, 0, minutes * 60) for name, alarm in _alarms(synth).items()}
+    return {name: alarm_state(alarm, data, 0, minutes * 60) for name, alarm in alarms_of(synth).items()}
 
 
 @pytest.mark.parametrize("size", ["min", "typical", "max"])
@@ -189,7 +118,7 @@ def test_the_evaluation_finds_the_alarms_that_should_fire(synthesized: dict[str,
         prod, FleetState(3, steady_leases(n), n, steady_load(prod.settings, 3), ready_unassigned=5)
     )
     assert short["ready-shards-unassigned"] == "ALARM"
-    silent = {name: alarm_state(a, Datapoints(), 0, MINUTES * 60) for name, a in _alarms(prod).items()}
+    silent = {name: alarm_state(a, Datapoints(), 0, MINUTES * 60) for name, a in alarms_of(prod).items()}
     assert silent["workers-silent"] == "ALARM"
 
 
@@ -197,7 +126,7 @@ def test_the_evaluation_finds_the_alarms_that_should_fire(synthesized: dict[str,
 
 
 def _scale_out(synth: Synthesized) -> dict[str, Any]:
-    return _alarms(synth)[f"leases-at-{synth.settings.scaling.returned_item_count_multiplier:g}N"]
+    return alarms_of(synth)[f"leases-at-{synth.settings.scaling.returned_item_count_multiplier:g}N"]
 
 
 @pytest.mark.parametrize("open_shards", [44, 10_000])
@@ -233,7 +162,7 @@ def test_scaling_never_oscillates_over_fleet_sizes_loads_and_lease_counts(
     synthesized: dict[str, Synthesized],
 ) -> None:
     prod = synthesized["prod"]
-    alarms = _alarms(prod)
+    alarms = alarms_of(prod)
     fleet = prod.settings.fleet
     sizes = range(fleet.min_instances, fleet.max_instances + 1)
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from infra.permissions import STREAM_ACTIONS
+from tests.infra.alarm_walk import walk_alarm_actions
 from tests.infra.conftest import (
     FIXTURE_ACCOUNT,
     FIXTURE_REGION,
@@ -27,47 +28,54 @@ PAYMENTS_STREAM = (
     f"arn:aws:dynamodb:{FIXTURE_REGION}:{FIXTURE_ACCOUNT}:table/payments-v2/stream/2026-01-02T03:04:05.678"
 )
 
-# dev's bucket (the stack creates the first stream's): every stream writes under a prefix of its own.
-BUCKET = "orders-stream-consumer-dev-{account}-{region}"
 
-
-def _own(name: str, **processing: Any) -> dict[str, Any]:
-    """An entry's processing: its own change log and dead letter (the top level's are dev's)."""
+def _own(env: str, name: str, **processing: Any) -> dict[str, Any]:
+    """An entry's processing: its own change log and dead letter, under a prefix of its own in the
+    environment's bucket (the stack creates the first stream's; the top level's are the env's)."""
+    bucket = f"orders-stream-consumer-{env}-{{account}}-{{region}}"
     return {
-        "options": {"destination": f"s3://{BUCKET}/{name}"},
-        "dead_letter": {"type": "s3", "uri": f"s3://{BUCKET}/dead-{name}"},
+        "options": {"destination": f"s3://{bucket}/{name}"},
+        "dead_letter": {"type": "s3", "uri": f"s3://{bucket}/dead-{name}"},
         **processing,
     }
 
 
-STREAMS = [
-    # The first is dev's own table as config/dev.yaml has it (created, orders-dev), layered over.
-    {"processing": _own("orders")},
-    {
-        "table": {"name": "customers", "partition_key": {"name": "id", "type": "N"}, "sort_key": None},
-        "processing": _own("customers"),
-    },
-    {
-        "table": {
-            "name": "payments",
-            "create": False,
-            "existing_table_name": "payments-v2",
-            "existing_stream_arn": PAYMENTS_STREAM,
+def streams(env: str) -> list[dict[str, Any]]:
+    return [
+        # The first is the env's own table as its config file has it (created, orders-<env>), layered
+        # over; in prod, where the pipeline reads it, at the change log the pipeline is given.
+        {"processing": _own(env, "changes" if env == "prod" else "orders")},
+        {
+            "table": {"name": "customers", "partition_key": {"name": "id", "type": "N"}, "sort_key": None},
+            "processing": _own(env, "customers"),
         },
-        "processing": _own("payments", processor="dynamodb_replica", options={"table": "payments-replica"}),
-    },
-]
+        {
+            "table": {
+                "name": "payments",
+                "create": False,
+                "existing_table_name": "payments-v2",
+                "existing_stream_arn": PAYMENTS_STREAM,
+            },
+            "processing": _own(
+                env, "payments", processor="dynamodb_replica", options={"table": "payments-replica"}
+            ),
+        },
+    ]
+
+
+def _synthesize_three(tmp_path_factory: pytest.TempPathFactory, env: str) -> Synthesized:
+    root = tmp_path_factory.mktemp(f"streams-{env}")
+    config = deployable_config(root)
+    path = config / f"{env}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["streams"] = streams(env)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return synthesize(env, root / "out", config_dir=config)
 
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    root = tmp_path_factory.mktemp("streams")
-    config = deployable_config(root)
-    dev = config / "dev.yaml"
-    data = yaml.safe_load(dev.read_text())
-    data["streams"] = STREAMS
-    dev.write_text(yaml.safe_dump(data, sort_keys=False))
-    return synthesize("dev", root / "out", config_dir=config)
+    return _synthesize_three(tmp_path_factory, "dev")
 
 
 def _fleet_statements(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -124,7 +132,7 @@ def test_the_role_reads_each_stream_and_nothing_account_wide(three: Synthesized)
         if "s3:PutObject" in _listed(s["Action"])
         for r in _listed(s["Resource"])
     }
-    bucket = BUCKET.format(account=FIXTURE_ACCOUNT, region=FIXTURE_REGION)
+    bucket = f"orders-stream-consumer-dev-{FIXTURE_ACCOUNT}-{FIXTURE_REGION}"  # dev's
     written = ("orders", "customers", "dead-orders", "dead-customers", "dead-payments")
     assert {f"arn:<TOKEN>:s3:::{bucket}/{prefix}/*" for prefix in written} <= puts
     assert not any(
@@ -151,3 +159,15 @@ def test_a_dashboard_row_and_alarms_per_stream(three: Synthesized) -> None:
             assert alarm.get("AlarmActions") == alarms[f"{prefix}-dead-letters"].get("AlarmActions")
     # The fleet-wide alarms stay, adding every stream up.
     assert f"{prefix}-lag-near-retention" in alarms and f"{prefix}-dead-letters" in alarms
+
+
+def test_in_prod_every_stream_alarm_pages_through_a_topic_cloudwatch_may_publish_to(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Prod names an encrypted topic: each stream's alarms are walked to it, its policy and its key."""
+    prod = _synthesize_three(tmp_path_factory, "prod")
+    paged = walk_alarm_actions(prod)
+    for table in ("orders", "customers", "payments-v2"):  # prod imports its table `orders`
+        for kind in ("lag-near-retention", "records-lost-to-trimming", "dead-letters"):
+            assert paged.count(f"{table}-{kind}") == 1, (table, kind, sorted(paged))
+    assert prod.settings.scaling.alarm_topic_encrypted
