@@ -92,7 +92,11 @@ def start_local_aws(env: str, config_dir: Path, endpoint: str, log_path: Path) -
 
 
 def _free(port: int) -> bool:
+    """Nothing listens on ``port``. Connections a previous demo's emulator closed linger in TIME_WAIT
+    for a minute; the emulator binds past them (SO_REUSEADDR, as every HTTP server does), so the
+    probe does too: it still fails while any program listens there."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
