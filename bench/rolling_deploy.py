@@ -136,7 +136,7 @@ def owner_changes(stack: Stack, since: float) -> tuple[list[float], list[float],
         by_shard.setdefault(d.shard, []).append((d.arrived, d.pid))
     pauses: list[float] = []
     gaps: list[float] = []
-    moves: list[tuple[float, str]] = []
+    moves: list[tuple[float, str, str, str, float, float]] = []
     for shard, arrivals in by_shard.items():
         arrivals.sort()
         for (before, old), (after, new) in itertools.pairwise(arrivals):
@@ -146,7 +146,7 @@ def owner_changes(stack: Stack, since: float) -> tuple[list[float], list[float],
             pause = after - max([before, *stopped])
             pauses.append(pause)
             gaps.append(after - before)
-            moves.append((pause, shard, pid_of.get(old, "?"), pid_of.get(new, "?"), after - pause, after))
+            moves.append((pause, shard, pid_of.get(old) or "?", pid_of.get(new) or "?", after - pause, after))
     slowest = sorted(moves, reverse=True)[:3]
     return pauses, gaps, [_timeline(stack, since, *move) for move in slowest]
 
