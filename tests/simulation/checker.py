@@ -189,11 +189,15 @@ class _Done:
     worker: str
     final: bool
     dead_letter: bool = False
+    # The lease's owner in the table at the moment of handling (None for dead letters and trims):
+    # exact, where the owners' history has only a millisecond, which a take can share.
+    table_owner: str | None = field(default=None, compare=False)
 
 
 def _done_events(world: World) -> list[_Done]:
     events = [
-        _Done(h.at, h.index, h.shard_id, h.sequence_number, h.worker, h.final) for h in world.ledger.handled
+        _Done(h.at, h.index, h.shard_id, h.sequence_number, h.worker, h.final, table_owner=h.table_owner)
+        for h in world.ledger.handled
     ]
     for put in world.bucket.puts:
         if put.key.startswith("dead-letters/"):
@@ -249,22 +253,26 @@ def _no_replay_by_one_owner(world: World, verdict: Verdict) -> None:
     before or in between (and may not have recorded it): while the lease stays with one worker,
     however often it is fenced, paused and taken back, what that worker handled or dead-lettered is
     never handled again."""
-    first: dict[tuple[str, int], tuple[int, str]] = {}
+    first: dict[tuple[str, int], _Done] = {}
     for e in _done_events(world):
         if not e.final:
             continue
         key = (e.shard_id, e.sequence_number)
         if key not in first:
-            first[key] = (e.at, e.worker)
+            first[key] = e
             continue
         if e.dead_letter:
             continue  # a dead letter written again (its answer lost) hands the handler nothing
-        at, worker = first[key]
-        first[key] = (e.at, e.worker)
+        before = first[key]
+        first[key] = e
+        at, worker = before.at, before.worker
         if worker != e.worker:
             continue
         owners = world.table.history.owners.get(e.shard_id, [])
-        others = {_owner_at(owners, at)} | {o for t, o in owners if at < t <= e.at}
+        # Who owned the shard when it was done before: as the ledger saw the table then, or (a dead
+        # letter) by the owners' history.
+        then = before.table_owner if before.table_owner is not None else _owner_at(owners, at)
+        others = {then} | {o for t, o in owners if at < t <= e.at}
         if not others - {None, worker}:
             verdict.replays.append(
                 f"{e.shard_id}: {worker} did {e.sequence_number} at {at} and again at {e.at}"

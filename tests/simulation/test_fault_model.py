@@ -29,7 +29,10 @@ HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of
 # chaos. 1 007 305: a checkpoint refused after the worker had already adopted its take-back of the
 # lease (fenced, then mine again at a new counter) was forgotten, and the next consumer replayed it.
-LONG_FORM_SEEDS = (1_007_305,)
+# 1 009 574 broke the checker instead: a zombie's (idempotent) landing under another worker's
+# ownership shared its millisecond with the zombie's own take-back, and the replay after it was
+# judged by the owners' history, which names the take-back's owner for that whole millisecond.
+LONG_FORM_SEEDS = (1_007_305, 1_009_574)
 BLOCKS = 8
 CHAOS_MILLIS = 30_000
 
