@@ -183,8 +183,8 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         (:data:`MERGE_MANIFESTS_AT`; a maintenance pass asks for 1) untouched manifests of one
         content and partition spec remain they are merged into one:
         every scan and every commit reads every manifest, and a run adds two or three, so without
-        either a table's planning would slow down run after run."""
-        manifests: list[ManifestFile] = []
+        either a table's planning would slow down run after run. A maintenance pass (1) writes
+        one manifest per content and spec (:meth:`_one_per_content`)."""
         self._deleted_data_files = set()
         metadata = self._transaction.table_metadata
         parent = (
@@ -192,28 +192,69 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             if self._parent_snapshot_id is not None
             else None
         )
-        found: set[str] = set()
+        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]] = {}
         untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]] = {}
         for manifest in parent.manifests(io=self._io) if parent is not None else []:
             if _names_no_live_file(manifest):
                 continue
             entries = manifest.fetch_manifest_entry(io=self._io, discard_deleted=True)
-            if not any(e.data_file.file_path in self._removed_paths for e in entries):
-                untouched.setdefault((manifest.content, manifest.partition_spec_id), []).append(
-                    (manifest, entries)
-                )
-                continue
-            with self._writer(manifest.content, manifest.partition_spec_id) as writer:
-                for entry in entries:
-                    if entry.data_file.file_path in self._removed_paths:
-                        found.add(entry.data_file.file_path)
-                        self._deleted_data_files.add(entry.data_file)
-                        writer.delete(entry)
-                    else:
-                        writer.existing(entry)
-            manifests.append(writer.to_manifest_file())
+            group = (manifest.content, manifest.partition_spec_id)
+            if any(e.data_file.file_path in self._removed_paths for e in entries):
+                touched.setdefault(group, []).append(entries)
+            else:
+                untouched.setdefault(group, []).append((manifest, entries))
+        found: set[str] = set()
+        if self._merge_at <= 1:
+            manifests = self._one_per_content(touched, untouched, found)
+        else:
+            manifests = self._rewritten(touched, untouched, found)
         if missing := self._removed_paths - found:
             raise SnapshotStoreError(f"files to remove are not in the table: {sorted(missing)[:3]}")
+        return manifests
+
+    def _entry(self, writer: ManifestWriter, entry: ManifestEntry, found: set[str]) -> None:
+        """``entry`` into ``writer``: as DELETED if this commit removes its file, else as EXISTING."""
+        if entry.data_file.file_path in self._removed_paths:
+            found.add(entry.data_file.file_path)
+            self._deleted_data_files.add(entry.data_file)
+            writer.delete(entry)
+        else:
+            writer.existing(entry)
+
+    def _new_files(self) -> list[tuple[ManifestContent, list[DataFile]]]:
+        return [
+            (content, files)
+            for content, files in (
+                (ManifestContent.DATA, self._new_data),
+                (ManifestContent.DELETES, self._new_deletes),
+            )
+            if files
+        ]
+
+    def _added(self, writer: ManifestWriter, files: list[DataFile]) -> None:
+        for data_file in files:
+            writer.add(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id, data_file=data_file
+                )
+            )
+
+    def _rewritten(
+        self,
+        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]],
+        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]],
+        found: set[str],
+    ) -> list[ManifestFile]:
+        """A run's commit: each manifest naming a removed file rewritten without it, the others
+        carried (merged once there are more than ``merge_manifests_at`` of one content and spec),
+        then one manifest of new data and one of new deletes."""
+        manifests: list[ManifestFile] = []
+        for (content, spec_id), groups in touched.items():
+            for entries in groups:
+                with self._writer(content, spec_id) as writer:
+                    for entry in entries:
+                        self._entry(writer, entry, found)
+                manifests.append(writer.to_manifest_file())
         for (content, spec_id), kept in untouched.items():
             if len(kept) <= self._merge_at:
                 manifests.extend(manifest for manifest, _ in kept)
@@ -223,19 +264,40 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
                     for entry in entries:
                         writer.existing(entry)
             manifests.append(writer.to_manifest_file())
-        for content, files in (
-            (ManifestContent.DATA, self._new_data),
-            (ManifestContent.DELETES, self._new_deletes),
-        ):
-            if files:
-                with self._writer(content) as writer:
-                    for data_file in files:
-                        writer.add(
-                            ManifestEntry.from_args(
-                                status=ManifestEntryStatus.ADDED,
-                                snapshot_id=self._snapshot_id,
-                                data_file=data_file,
-                            )
-                        )
-                manifests.append(writer.to_manifest_file())
+        for content, files in self._new_files():
+            with self._writer(content) as writer:
+                self._added(writer, files)
+            manifests.append(writer.to_manifest_file())
+        return manifests
+
+    def _one_per_content(
+        self,
+        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]],
+        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]],
+        found: set[str],
+    ) -> list[ManifestFile]:
+        """A maintenance pass's commit: one manifest per content and partition spec, holding what
+        stays, what this commit removes (as DELETED entries) and what it adds, so that a scan of the
+        maintained table opens as many manifests as a freshly built table's (one). Rewriting each
+        touched manifest on its own, as a run does, left a compacted table with one manifest per
+        manifest the pass touched: eight after 40 runs, each read by every scan."""
+        groups = {
+            group: [*touched.get(group, []), *(entries for _, entries in untouched.get(group, []))]
+            for group in {*touched, *untouched}
+        }
+        spec_id = self._transaction.table_metadata.default_spec_id
+        new = dict(self._new_files())
+        manifests: list[ManifestFile] = []
+        for (content, group_spec), lists in groups.items():
+            with self._writer(content, group_spec) as writer:
+                for entries in lists:
+                    for entry in entries:
+                        self._entry(writer, entry, found)
+                if group_spec == spec_id:
+                    self._added(writer, new.pop(content, []))
+            manifests.append(writer.to_manifest_file())
+        for content, files in new.items():
+            with self._writer(content) as writer:
+                self._added(writer, files)
+            manifests.append(writer.to_manifest_file())
         return manifests

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import And, EqualTo
+from pyiceberg.manifest import ManifestContent
 from pyspark.sql import SparkSession
 
 from pipeline.maintenance import Policy, maintain, referenced_files
@@ -73,6 +74,27 @@ def test_a_pass_compacts_expires_old_tombstones_removes_orphans_and_keeps_every_
         for i in range(200)
         if f"k{i:03d}" not in gone
     }
+    # As a fresh table: one manifest (every scan reads each), and no dictionary on the unique keys.
+    current = items.current_snapshot()
+    assert current is not None
+    # (and the DELETED entries of the delete files the pass removed, which the next commit drops).
+    manifests = current.manifests(items.io)
+    assert sorted(m.content for m in manifests) == [ManifestContent.DATA, ManifestContent.DELETES]
+    assert all(
+        m.added_files_count == m.existing_files_count == 0
+        for m in manifests
+        if m.content == ManifestContent.DELETES
+    )
+    compacted = [
+        t.path.removeprefix("file://") for t in tables.tasks(tables.items_name) if "part-compact" in t.path
+    ]
+    assert compacted
+    for path in compacted:
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        encodings = {
+            group.column(c).path_in_schema: group.column(c).encodings for c in range(group.num_columns)
+        }
+        assert "RLE_DICTIONARY" not in encodings["pk"] and "RLE_DICTIONARY" in encodings["_event_name"]
     # A point lookup plans the one file of its key's range.
     lookup = items.scan(row_filter=And(EqualTo("pk", "k150"), EqualTo("sk", "a")))
     assert len(list(lookup.plan_files())) == 1 and len(lookup.to_arrow()) == 1

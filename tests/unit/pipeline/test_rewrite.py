@@ -153,3 +153,22 @@ def test_an_older_delete_naming_its_file_another_way_still_drops_the_row(tmp_pat
         TABLE, tasks, None, fresh=[], schema=SCHEMA, keys=["pk"], folder=f"file://{out}"
     )
     assert keys_in(location) == ["a0", "a2"]
+
+
+def test_a_dictionary_only_for_leaf_columns_whose_values_repeat() -> None:
+    item = pa.map_(pa.string(), pa.struct([("s", pa.string()), ("n", pa.string())]))
+    rows = pa.table(
+        {
+            "pk": [f"k{i}" for i in range(10)],  # unique: plain
+            "event": ["MODIFY"] * 9 + ["INSERT"],
+            "nothing": pa.array([None] * 10, pa.string()),
+            "item": pa.array([[("a", {"s": "same", "n": str(i)})] for i in range(10)], item),
+            "tags": [["x", "y"]] * 10,
+        }
+    )
+    assert rewrite.dictionary_columns(rows) == [
+        "event",
+        "item.key_value.key",
+        "item.key_value.value.s",
+        "tags.list.element",
+    ]
