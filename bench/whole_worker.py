@@ -77,5 +77,9 @@ def run() -> list[Ratio]:
         f"longest, in each of 2 processes): {len(failures)} with a violation"
     )
     share = len(failures) / count
-    method = f"{count} seeded whole-worker histories under the fault model (bench/whole_worker.py)"
+    seeds_broken = ", ".join(f.split(" ", 2)[1] for f in failures)
+    method = (
+        f"{count} seeded whole-worker histories under the fault model (bench/whole_worker.py): "
+        f"{len(failures)} with a violation" + (f" (seeds {seeds_broken})" if failures else "")
+    )
     return [Ratio("whole_worker_histories_violating", (share,), "=0", share == 0, method)]
