@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.fast_settings import FAST_WORKER_YAML
+from tests.e2e.fast_settings import FAST_WORKER_YAML, TELEMETRY_TO_LOGS_YAML
 from tests.support import moto_server
 
 
@@ -32,11 +32,7 @@ table:
   partition_key: {{name: pk, type: S}}
   sort_key: {{name: sk, type: S}}
 {FAST_WORKER_YAML}
-metrics:
-  destination: logs
-  flush_interval_seconds: 1
-logs:
-  retention_days: 1
+{TELEMETRY_TO_LOGS_YAML}
 processing:
   processor: changelog
   options:

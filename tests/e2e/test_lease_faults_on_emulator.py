@@ -28,6 +28,7 @@ import pytest
 
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
+from tests.e2e.fast_settings import TELEMETRY_TO_LOGS_YAML
 from tests.kcl_format import KclParseError, parse_kcl_lease
 from tests.kcl_format import kcl_problems as item_problems
 from tests.support import wait_for
@@ -96,11 +97,7 @@ worker:
   shard_sync_interval_millis: 2000
   task_backoff_time_millis: 100
   initial_position: TRIM_HORIZON
-metrics:
-  destination: logs
-  flush_interval_seconds: 1
-logs:
-  retention_days: 1
+{TELEMETRY_TO_LOGS_YAML}
 processing:
   processor: tests.e2e.processors:CountingChangelog
   options:

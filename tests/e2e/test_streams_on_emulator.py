@@ -27,7 +27,7 @@ from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
-from tests.e2e.fast_settings import FAST_WORKER_YAML
+from tests.e2e.fast_settings import FAST_WORKER_YAML, TELEMETRY_TO_LOGS_YAML
 from tests.support import wait_for
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
@@ -52,11 +52,7 @@ application_name: {APP}
 region: us-east-1
 endpoint_url: {endpoint}
 {FAST_WORKER_YAML}
-metrics:
-  destination: logs
-  flush_interval_seconds: 1
-logs:
-  retention_days: 1
+{TELEMETRY_TO_LOGS_YAML}
 processing:
   processor: changelog
 streams:{entries}
