@@ -128,6 +128,12 @@ def write_position_deletes(table: Any, folder: str, bucket: int, positions: pa.T
     )
 
 
+# A parent's manifests by (content, partition spec): the entries of each that names a removed file,
+# and the manifests (with their entries) that name none.
+_Touched = dict[tuple[ManifestContent, int], list[list[ManifestEntry]]]
+_Untouched = dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]]
+
+
 class RowDelta(_SnapshotProducer["RowDelta"]):
     """One OVERWRITE snapshot: remove whole files, add data files, add position delete files.
 
@@ -192,8 +198,8 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             if self._parent_snapshot_id is not None
             else None
         )
-        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]] = {}
-        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]] = {}
+        touched: _Touched = {}
+        untouched: _Untouched = {}
         for manifest in parent.manifests(io=self._io) if parent is not None else []:
             if _names_no_live_file(manifest):
                 continue
@@ -241,8 +247,8 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
 
     def _rewritten(
         self,
-        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]],
-        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]],
+        touched: _Touched,
+        untouched: _Untouched,
         found: set[str],
     ) -> list[ManifestFile]:
         """A run's commit: each manifest naming a removed file rewritten without it, the others
@@ -272,8 +278,8 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
 
     def _one_per_content(
         self,
-        touched: dict[tuple[ManifestContent, int], list[list[ManifestEntry]]],
-        untouched: dict[tuple[ManifestContent, int], list[tuple[ManifestFile, list[ManifestEntry]]]],
+        touched: _Touched,
+        untouched: _Untouched,
         found: set[str],
     ) -> list[ManifestFile]:
         """A maintenance pass's commit: one manifest per content and partition spec, holding what
