@@ -276,10 +276,13 @@ class Taker:
             try:
                 self.store.checkpoint(lease, position)
             except LeaseConflictError as exc:
-                if exc.current is not None and exc.current.owner == self.me:
+                now = exc.current
+                if now is not None and now.owner in (self.me, None) and not now.finished:
                     # Mine again at another counter (my own take-back that landed and was answered
-                    # with an error, or a hand-over to me): keep the position; taking the lease up
-                    # writes it if it is still ahead (unwritten_for), instead of a replay.
+                    # with an error, or a hand-over to me), or free (released by me when its hand-over
+                    # was overdue, or by whoever took it meanwhile): keep the position. Whoever takes
+                    # it next is me or another worker; if me, the take writes it if it is still ahead
+                    # (unwritten_for) instead of replaying records I processed.
                     continue
                 self.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it now
                 log.info("worker %s: %s of %s not recorded: %s", self.me, position, lease.shard_id, exc)
@@ -296,9 +299,11 @@ class Taker:
             )
 
     def _resume_at(self, adopted: Lease, position: ExtendedSequenceNumber) -> Lease:
-        """Only I held the lease since I processed to ``position``: record it rather than replay the
-        records. If the table still refuses, the position is kept on the held lease (the lifecycle
-        starts after it) and written with the next checkpoint."""
+        """I processed the records up to ``position`` and the table refused to record it; the lease is
+        mine again (taken back, handed to me, or taken from nobody): record it rather than replay
+        them. Forward only (unwritten_for): someone who got further wins. If the table still
+        refuses, the position is kept on the held lease (the lifecycle starts after it) and written
+        with the next checkpoint."""
         try:
             adopted = self.store.checkpoint(adopted, position)
             self.holdings.written(adopted.shard_id, position)
@@ -306,7 +311,7 @@ class Taker:
             adopted = replace(adopted, checkpoint=position)
             self.holdings.note_unwritten(adopted, position)
         log.info(
-            "worker %s: %s resumes after %s, where it was when it was fenced",
+            "worker %s: %s resumes after %s, which it processed before it lost the lease",
             self.me,
             adopted.shard_id,
             position,
@@ -378,6 +383,9 @@ class Taker:
                 if self._fenced_now():
                     break
                 got = self._take(lease)
+                # A position of mine the table refused before I lost the lease (it was released or
+                # expired meanwhile) is written now rather than replayed, as a take-back does.
+                unwritten = self.holdings.unwritten_for(got)
             except LeaseConflictError:
                 # Somebody else was faster: try the next free lease of the same pool instead.
                 pool = next((p for p in spares if p), None)
@@ -387,6 +395,8 @@ class Taker:
             except LeaseStoreUnavailableError as exc:
                 log.warning("take %s failed: %s", lease.shard_id, exc)
                 break
+            if unwritten is not None:
+                got = self._resume_at(got, unwritten)
             if self._hold(got, "took", sent_fence_at):
                 taken += 1
                 log.info("worker %s took lease %s from %s", self.me, got.shard_id, lease.owner or "(nobody)")

@@ -32,7 +32,7 @@ HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
 # 1 009 574 broke the checker instead: a zombie's (idempotent) landing under another worker's
 # ownership shared its millisecond with the zombie's own take-back, and the replay after it was
 # judged by the owners' history, which names the take-back's owner for that whole millisecond.
-LONG_FORM_SEEDS = (1_007_305, 1_009_574)
+LONG_FORM_SEEDS = (1_007_305, 1_009_574, 1_014_485, 1_018_069)
 BLOCKS = 8
 CHAOS_MILLIS = 30_000
 

@@ -223,3 +223,26 @@ def test_a_checkpoint_refused_because_a_hand_over_is_overdue_is_recorded_when_th
         a.checkpoint("s1", "200")
     a.release("s1")
     assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
+
+
+def test_a_position_the_table_refused_is_written_when_the_worker_takes_the_lease_again_from_nobody() -> None:
+    """a processed to 200 but the table refused the checkpoint, then a was fenced; b took the lease
+    (a looked dead) and released it without processing. The lease is free when a tries to record 200
+    (refused: not a's counter any more), and a takes it from nobody in the same round: it starts after
+    200, not at 100 (long-form whole-worker seeds 1 014 485 and 1 018 069: the position was forgotten
+    when the table showed the lease free, and the worker that took it again replayed the records)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    store.hooks["checkpoint"] = throttled
+    with pytest.raises(LeaseStoreUnavailableError):
+        a.checkpoint("s1", "200")
+    store.hooks.pop("checkpoint", None)
+    clock.advance(HORIZON + 1)  # a is fenced, and looks dead
+    b = worker(store, clock, "b")
+    b.release("s1")
+    b.stop_taking()
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
