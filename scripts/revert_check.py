@@ -270,6 +270,18 @@ REVERTS = {
             "        elif False:\n",
         )
     ],
+    "free_lease_keeps_position": [
+        (
+            "consumer/leases/taker.py",
+            "                if now is not None and now.owner in (self.me, None) and not now.finished:\n",
+            "                if now is not None and now.owner == self.me:\n",
+        ),
+        (
+            "consumer/leases/taker.py",
+            "                unwritten = self.holdings.unwritten_for(got)\n",
+            "                unwritten = None\n",
+        ),
+    ],
     "none": [],
 }
 
