@@ -25,9 +25,11 @@ from consumer.leases.advice import capacity_advice
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError
+from consumer.leases.store import LeaseStore
 from consumer.processing.api import ProcessorFactory
 from consumer.runtime.assembly import FleetFacts, Ports, StreamPort
 from consumer.runtime.clients import AwsClients
+from consumer.runtime.lease_scope import ConfiguredStreamsOnly
 from consumer.runtime.processors import build_processor_factory
 from consumer.runtime.several_streams import StreamMetrics, StreamParts, joined, naming_the_entry
 from consumer.runtime.worker import Worker
@@ -195,16 +197,19 @@ class WorkerProcess:
         targets = tuple(p.target for p in parts)
         stream: StreamPort
         processors: ProcessorFactory
-        if settings.several_streams:
-            stream, processors = joined(parts)
-        else:
-            stream, processors = parts[0].reader, parts[0].processors
         store = DynamoDBLeaseStore(
             clients.leases or clients.dynamodb,
             settings.leases_table_name,
             workers_table_name=settings.workers_table_name,
             metrics=recorder,
         )
+        leases: LeaseStore = store
+        if settings.several_streams:
+            streams, processors = joined(parts)
+            stream = streams
+            leases = ConfiguredStreamsOnly(store, [s.prefix for s in streams.streams])
+        else:
+            stream, processors = parts[0].reader, parts[0].processors
         fleet = FleetFacts(
             capacity_advice=capacity_advice(settings),
             expected_workers=settings.fleet.min_instances * settings.fleet.worker_processes_per_instance,
@@ -212,7 +217,7 @@ class WorkerProcess:
             # (deploy/health.py reads it).
             on_round=HeartbeatFile(heartbeat_file).record if heartbeat_file is not None else None,
         )
-        ports = Ports(store, stream, processors, recorder, clock)
+        ports = Ports(leases, stream, processors, recorder, clock)
         return cls(settings, worker_id, clients, recorder, store, ports, targets, fleet, place)
 
     def run(self, *, install_signal_handlers: bool = True) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
 from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
@@ -37,6 +38,8 @@ pytestmark = [pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
 APP = "e2e-streams"
 TABLES = {"orders": "pk", "customers": "customer_id", "payments": "payment_id"}
+# Leases of a stream no longer in streams: and a plain (one-table form) key: left alone.
+ORPHANS = ("123456789012:archived:1795000000:shardId-00000001795000000000-0a0a0a0a", "shardId-plain-0001")
 
 
 def write_config(directory: Path, endpoint: str, out: Path) -> None:
@@ -82,7 +85,7 @@ def holdings(emu: RunningEmulator) -> dict[str, list[str]]:
     return {
         item["leaseKey"]["S"]: [item["leaseOwner"]["S"].split("@")[0]] if "leaseOwner" in item else []
         for item in items
-        if not item["leaseKey"]["S"].startswith("__") and item.get("checkpoint", {}).get("S") != "SHARD_END"
+        if table_of(item["leaseKey"]["S"]) in TABLES and item.get("checkpoint", {}).get("S") != "SHARD_END"
     }
 
 
@@ -122,6 +125,11 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
             )
             spread = holdings(emu)
             assert {table_of(key) for key in spread} == set(TABLES)
+            # A stream that left streams: keeps its leases in the table; no worker may touch them.
+            for key in ORPHANS:
+                emu.client("dynamodb").put_item(
+                    TableName=APP, Item=lease_to_item(Lease(key, None, 0, ExtendedSequenceNumber("4960")))
+                )
             writers = [threading.Thread(target=load.run, args=(10,), daemon=True) for load in loads]
             for writer in writers:
                 writer.start()
@@ -143,6 +151,12 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
 
             for load, table in zip(loads, TABLES, strict=True):
                 wait_for(lambda t=table, n=load.writes: delivered(t) >= n, 60, f"{table}'s changes delivered")
+            orphans = {
+                key: emu.client("dynamodb").get_item(
+                    TableName=APP, Key={"leaseKey": {"S": key}}, ConsistentRead=True
+                )["Item"]
+                for key in ORPHANS
+            }
         time.sleep(2)  # the stopped workers' last PutLogEvents
         documents = read_log_group(emu.client("logs"), f"/{APP}/metrics")
         verdicts: dict[str, Any] = {
@@ -151,6 +165,9 @@ def test_three_tables_one_fleet_a_kill_and_a_split(tmp_path: Path) -> None:
         }
         written = {table: load.writes for table, load in zip(TABLES, loads, strict=True)}
     assert fleet.workers["worker-2"].stopped_how == "SIGKILL"
+    for key, item in orphans.items():
+        assert "leaseOwner" not in item and item["checkpoint"]["S"] == "4960", (key, item)
+        assert item["leaseCounter"]["N"] == "0", (key, item)
     for table, verdict in verdicts.items():
         # Writes before, during and after the split and the kill (a busy machine writes fewer).
         assert verdict.written == written[table] >= 30, table

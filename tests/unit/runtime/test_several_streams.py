@@ -17,6 +17,7 @@ from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.processing.api import InitializationInput, ProcessRecordsInput, RecordProcessor
 from consumer.processing.memory_checkpointer import InMemoryCheckpointer
 from consumer.records import ShardInfo
+from consumer.runtime.lease_scope import ConfiguredStreamsOnly
 from consumer.runtime.several_streams import RoutedProcessors, StreamMetrics
 from consumer.streams.errors import ShardNotFoundError
 from consumer.streams.namespace import NamespacedStream, StreamSet
@@ -277,6 +278,36 @@ def test_one_taker_balances_every_stream_s_leases_together() -> None:
     assert Counter(table_of(k) for keys in held.values() for k in keys) == {
         t: 4 for t in ("orders", "customers", "payments")
     }
+
+
+def test_leases_of_streams_not_configured_are_left_alone_and_named_once() -> None:
+    """A stream dropped from streams: (and the plain keys of the one-table form used before) keeps
+    its leases in the table. Taken, they ended as RECORDS_TRIMMED_LOST with SHARD_END written, so
+    adding the stream back skipped the rest of those shards. Left alone, they keep their position."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    read = [stream_prefix(ARN.format(t)) for t in ("orders", "customers")]
+    for prefix in read:
+        for shard in range(3):
+            store.create_if_absent(
+                Lease(f"{prefix}shardId-{shard}", None, 0, ExtendedSequenceNumber("TRIM_HORIZON"))
+            )
+    dropped = stream_prefix(ARN.format("archived"))
+    orphans = [f"{dropped}shardId-0", f"{dropped}shardId-1", "shardId-plain"]
+    for key in orphans:
+        store.create_if_absent(Lease(key, None, 0, ExtendedSequenceNumber("4960")))
+    said: list[str] = []
+    scoped = ConfiguredStreamsOnly(store, read, warn=said.append)
+    workers = [LeaseCoordinator(scoped, name, WorkerSettings(), clock) for name in ("a", "b")]
+    for _ in range(3):
+        for worker in workers:
+            worker.heartbeat_once()
+            worker.take_round()
+        clock.advance(WorkerSettings().taker_interval_millis)
+    held = sorted(lease.shard_id for worker in workers for lease in worker.held())
+    assert held == sorted(f"{prefix}shardId-{shard}" for prefix in read for shard in range(3))
+    for key in orphans:
+        assert store.get(key) == Lease(key, None, 0, ExtendedSequenceNumber("4960"))
+    assert len(said) == 1 and dropped in said[0] and "(plain shard ids)" in said[0], said
 
 
 def test_config_validate_names_the_stream_whose_processor_is_wrong(
