@@ -282,6 +282,13 @@ REVERTS = {
             "                unwritten = None\n",
         ),
     ],
+    "given_up_position_noted": [
+        (
+            "consumer/leases/coordinator.py",
+            "            if self.holdings.refused_after_letting_go(shard_id, target):\n",
+            "            if False:\n",
+        )
+    ],
     "none": [],
 }
 

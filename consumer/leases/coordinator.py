@@ -315,6 +315,15 @@ class LeaseCoordinator:
         lease, dropped = self.holdings.get(shard_id, self._clock.monotonic_millis())
         self._announce_lost(dropped, "fenced: no heartbeat succeeded within failover - margin")
         if lease is None:
+            if self.holdings.refused_after_letting_go(shard_id, target):
+                log.info(
+                    "worker %s: checkpoint %s of %s arrived after the lease was given up; kept, to be "
+                    "written if this worker takes the lease again",
+                    self.worker_id,
+                    target,
+                    shard_id,
+                )
+                raise LeaseLostError("checkpoint (the lease was given up)", shard_id, None)
             fenced = self.holdings.refused_by_fence(shard_id, target)
             if fenced:
                 log.info(

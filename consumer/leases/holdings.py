@@ -35,6 +35,9 @@ class Holdings:
     # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
     _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
     _fenced: dict[str, Lease] = field(default_factory=dict)  # what the last fence dropped
+    # Leases given up since last held (released, lost, finished), as held then: a checkpoint that
+    # arrives after that is about records processed under them (see refused_after_letting_go).
+    _let_go: dict[str, Lease] = field(default_factory=dict)
     # Per held shard, the counter its *continuous* ownership began at. A take-back of a lease nobody
     # touched since the fence dropped it (the table still shows the counter I held) continues that
     # ownership: work begun under it may go on. Any other take starts a new one (since = counter).
@@ -157,6 +160,7 @@ class Holdings:
             if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:
                 return False
             self._held[lease.shard_id] = lease
+            self._let_go.pop(lease.shard_id, None)
             self._since[lease.shard_id] = lease.counter if since is None else since
             self._deadline.pop(lease.shard_id, None)
             return True
@@ -179,6 +183,7 @@ class Holdings:
             ):
                 return None, None
             lease = self._held.pop(shard_id)
+            self._let_go[shard_id] = lease
             self._since.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)
@@ -226,6 +231,18 @@ class Holdings:
         under it, so remember the position as unwritten (True) — the lease may come back untouched."""
         with self._lock:
             lease = self._fenced.get(shard_id)
+        if lease is None:
+            return False
+        self.note_unwritten(lease, position)
+        return True
+
+    def refused_after_letting_go(self, shard_id: str, position: ExtendedSequenceNumber) -> bool:
+        """A checkpoint of a lease this worker gave up (released, lost, finished) since the records up
+        to ``position`` were processed under it: a lane's checkpoint answered late, after an overdue
+        hand-over released the lease. Remember the position as unwritten (True): if the lease is free
+        and this worker takes it again, it starts after those records (taker._record_unwritten)."""
+        with self._lock:
+            lease = self._let_go.get(shard_id)
         if lease is None:
             return False
         self.note_unwritten(lease, position)

@@ -299,7 +299,10 @@ def test_a_graceful_stop_after_a_failed_flush_writes_the_checkpoint_it_deferred(
     assert handed - stopped[0] <= 1_000, f"the graceful stop held the shard for {handed - stopped[0]} ms"
 
 
-def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_the_release() -> None:
+@pytest.mark.parametrize("answered_after_millis", [8_800, 9_900])
+def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_the_release(
+    answered_after_millis: int,
+) -> None:
     """Ten lanes, two shards held by w1; w2 joins, asks for one of them, and stops (SIGTERM: its
     heartbeat row goes). On w1 a flush of that shard has begun before w1 learns of the request (the
     heartbeat that brings it is answered late): one lane's checkpoint is answered late too, holding
@@ -307,7 +310,9 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
     and waits for the lock. That lane's checkpoint is refused (the hand-over is overdue) although its
     records are handled. The thief is gone, so w1 frees the lease and takes it again: its next
     consumer must start after those records. Fix: the refused position is noted, and the release
-    records it (overdue_position_noted; seed 6 025 of the third sweep)."""
+    records it (overdue_position_noted; seed 6 025 of the third sweep). Answered 9.9 s late, the
+    refusal comes after the release and shows the lease free: the position is kept and written when
+    w1 takes the lease from nobody (free_lease_keeps_position; it replayed record 2640 before)."""
     processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
     history = world(
         17,
@@ -332,9 +337,16 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
         late.extend(
             (
                 Directed("w1", "heartbeat", at, answer_delay_millis=1_500),
-                # Answered after the deadline (asked + failover - margin: 8 s) and before the overdue
-                # lease is released (a margin later): the refused position is noted in between.
-                Directed("w1", "checkpoint", at, thread="lanes", shard=asked, answer_delay_millis=8_800),
+                # Answered after the deadline (asked + failover - margin: 8 s), and before the overdue
+                # lease is released (a margin later) or after it.
+                Directed(
+                    "w1",
+                    "checkpoint",
+                    at,
+                    thread="lanes",
+                    shard=asked,
+                    answer_delay_millis=answered_after_millis,
+                ),
             )
         )
         w.script.faults.extend(late)

@@ -246,3 +246,20 @@ def test_a_position_the_table_refused_is_written_when_the_worker_takes_the_lease
     a.take_round()
     (lease,) = a.held()
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_checkpoint_that_arrives_after_the_worker_gave_the_lease_up_is_written_when_it_takes_it_again() -> None:
+    """An overdue hand-over released the lease while a lane's checkpoint was still on its way; the
+    records up to it are processed. The checkpoint is refused (the lease is not held) but its position
+    is kept, and a take of the free lease starts after it (directed history at 9.9 s: record 2640
+    replayed before)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    a.release("s1")
+    with pytest.raises(LeaseLostError, match="given up"):
+        a.checkpoint("s1", "200")
+    assert a.heartbeat_once()
+    a.take_round()
+    (lease,) = a.held()
+    assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
