@@ -20,6 +20,10 @@ from dataclasses import dataclass, field, replace
 
 from consumer.leases.model import ExtendedSequenceNumber, Lease
 
+LET_GO_REMEMBERED = 1024
+"""Leases given up that are remembered for a late checkpoint: the latest ones (a checkpoint arrives
+within a call's time limit of the release; a worker reading a stream for weeks lets go of thousands)."""
+
 
 @dataclass
 class Holdings:
@@ -183,7 +187,10 @@ class Holdings:
             ):
                 return None, None
             lease = self._held.pop(shard_id)
+            self._let_go.pop(shard_id, None)
             self._let_go[shard_id] = lease
+            while len(self._let_go) > LET_GO_REMEMBERED:
+                del self._let_go[next(iter(self._let_go))]  # the oldest: its checkpoints came long ago
             self._since.pop(shard_id, None)
             to = self._handoff.pop(shard_id, None)
             self._deadline.pop(shard_id, None)

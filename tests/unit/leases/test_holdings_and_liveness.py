@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from consumer.leases.errors import HeartbeatConflictError, LeaseStoreUnavailableError
-from consumer.leases.holdings import Holdings
+from consumer.leases.holdings import LET_GO_REMEMBERED, Holdings
 from consumer.leases.liveness import Liveness
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
@@ -123,3 +123,19 @@ def test_a_removed_row_drops_everything_and_starts_a_new_one() -> None:
         store.heartbeat(Heartbeat("me", 1, 0), None)
     except HeartbeatConflictError as exc:
         assert exc.current is not None and exc.current.counter == 1  # the new row
+
+
+def test_a_late_checkpoint_is_kept_for_the_latest_leases_given_up_only() -> None:
+    """Leases given up are remembered for a checkpoint that arrives late, the latest
+    LET_GO_REMEMBERED of them: a worker reading a stream for weeks lets go of thousands."""
+    holdings = Holdings(FENCE)
+    holdings.renewed(0, 10)
+    count = LET_GO_REMEMBERED + 1
+    for i in range(count):
+        holdings.add(Lease(f"s{i}", "me", 1, ExtendedSequenceNumber("100")), 20, holdings.fence_at())
+        holdings.remove(f"s{i}")
+    assert not holdings.refused_after_letting_go("s0", ExtendedSequenceNumber("200"))
+    assert holdings.refused_after_letting_go(f"s{count - 1}", ExtendedSequenceNumber("200"))
+    assert [(lease.shard_id, position) for lease, position in holdings.unwritten_unheld()] == [
+        (f"s{count - 1}", ExtendedSequenceNumber("200"))
+    ]
