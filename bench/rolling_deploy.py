@@ -57,11 +57,11 @@ WRITES_PER_SECOND = 72
 # Deploys per run: one deploy's longest pause swung 0.90-1.44 on a quiet machine, so the row is a median.
 ROUNDS = int(os.environ.get("ROLLING_DEPLOY_ROUNDS", "5"))
 LIMITS = (
-    "the old group's hand-over is one move per shard (each stopper deals from the tables read for the "
-    "stop); the longest pauses are moves while the new workers join (an old worker's shed or hand-over, "
-    "then the new worker's first delivery), which on 12 worker processes, the emulator and the writer "
-    "sharing 2 cores stretch past one taker interval (five deploys on a quiet machine: min 0.86 / "
-    "median 1.24 / max 1.38; ten single deploys at load 6-11: min 0.92 / median 1.19 / max 1.73)"
+    "a move's pause is the old owner's release, the receiver's next taker round and its consumer's start; "
+    "the slowest are shards moved twice: the old group's stoppers deal from leases tables read a moment "
+    "apart while each other's hand-overs land, so a new worker is handed more than its share, adopts it "
+    "and sheds the surplus, which waits for another worker's round (2.5 s, 1.25 taker intervals, in one "
+    "of five deploys on 12 worker processes, the emulator and the writer sharing 2 cores)"
 )
 
 
