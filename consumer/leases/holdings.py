@@ -238,10 +238,7 @@ class Holdings:
         under it, so remember the position as unwritten (True) — the lease may come back untouched."""
         with self._lock:
             lease = self._fenced.get(shard_id)
-        if lease is None:
-            return False
-        self.note_unwritten(lease, position)
-        return True
+        return self._noted(lease, position)
 
     def refused_after_letting_go(self, shard_id: str, position: ExtendedSequenceNumber) -> bool:
         """A checkpoint of a lease this worker gave up (released, lost, finished) since the records up
@@ -250,6 +247,9 @@ class Holdings:
         and this worker takes it again, it starts after those records (taker._record_unwritten)."""
         with self._lock:
             lease = self._let_go.get(shard_id)
+        return self._noted(lease, position)
+
+    def _noted(self, lease: Lease | None, position: ExtendedSequenceNumber) -> bool:
         if lease is None:
             return False
         self.note_unwritten(lease, position)
