@@ -43,7 +43,7 @@ REVERTS = {
     "consistent_reread": [
         (
             "consumer/leases/taker.py",
-            "            checked[owner] = beat is None or asked - beat.at_wall_millis > horizon",
+            "            checked[owner] = seen_at is None or asked - seen_at > horizon",
             "            checked[owner] = True",
         )
     ],

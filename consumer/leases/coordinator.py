@@ -317,8 +317,8 @@ class LeaseCoordinator:
         if lease is None:
             if self.holdings.refused_after_letting_go(shard_id, target):
                 log.info(
-                    "worker %s: checkpoint %s of %s arrived after the lease was given up; kept, to be "
-                    "written if this worker takes the lease again",
+                    "worker %s: checkpoint %s of %s arrived after the lease was given up; kept while "
+                    "the lease is free, to be written if this worker takes it again",
                     self.worker_id,
                     target,
                     shard_id,

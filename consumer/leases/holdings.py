@@ -39,8 +39,9 @@ class Holdings:
     # held then, the position). Kept across a fence: see :meth:`unwritten_for`.
     _unwritten: dict[str, tuple[Lease, ExtendedSequenceNumber]] = field(default_factory=dict)
     _fenced: dict[str, Lease] = field(default_factory=dict)  # what the last fence dropped
-    # Leases given up since last held (released, lost, finished), as held then: a checkpoint that
-    # arrives after that is about records processed under them (see refused_after_letting_go).
+    # Leases given up since last held (released, handed over, finished, or lost to a refused write),
+    # as held then: a checkpoint that arrives after that is about records processed under them (see
+    # refused_after_letting_go). A loss found by a scan (reconcile) is not recorded here.
     _let_go: dict[str, Lease] = field(default_factory=dict)
     # Per held shard, the counter its *continuous* ownership began at. A take-back of a lease nobody
     # touched since the fence dropped it (the table still shows the counter I held) continues that
@@ -241,7 +242,7 @@ class Holdings:
         return self._noted(lease, position)
 
     def refused_after_letting_go(self, shard_id: str, position: ExtendedSequenceNumber) -> bool:
-        """A checkpoint of a lease this worker gave up (released, lost, finished) since the records up
+        """A checkpoint of a lease this worker gave up (see ``_let_go``) since the records up
         to ``position`` were processed under it: a lane's checkpoint answered late, after an overdue
         hand-over released the lease. Remember the position as unwritten (True): if the lease is free
         and this worker takes it again, it starts after those records (taker._record_unwritten)."""
