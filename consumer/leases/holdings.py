@@ -188,7 +188,7 @@ class Holdings:
             ):
                 return None, None
             lease = self._held.pop(shard_id)
-            self._let_go.pop(shard_id, None)
+            self._let_go.pop(shard_id, None)  # re-inserted last: the dict is oldest first
             self._let_go[shard_id] = lease
             while len(self._let_go) > LET_GO_REMEMBERED:
                 del self._let_go[next(iter(self._let_go))]  # the oldest: its checkpoints came long ago

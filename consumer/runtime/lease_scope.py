@@ -42,10 +42,14 @@ class ConfiguredStreamsOnly:
         self._left_alone: frozenset[str] = frozenset()
 
     def _scoped(self, snapshot: Snapshot) -> Snapshot:
-        foreign = {key for key in snapshot.leases if split_lease_key(key)[0] not in self._namespaces}
+        foreign = {
+            key: namespace
+            for key in snapshot.leases
+            if (namespace := split_lease_key(key)[0]) not in self._namespaces
+        }
         if not foreign:
             return snapshot
-        namespaces = frozenset(split_lease_key(key)[0] or "(plain shard ids)" for key in foreign)
+        namespaces = frozenset(namespace or "(plain shard ids)" for namespace in foreign.values())
         if namespaces != self._left_alone:
             self._left_alone = namespaces
             self._warn(

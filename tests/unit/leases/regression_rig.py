@@ -96,3 +96,14 @@ def timed_out_after_commit(call: Callable[[], Any]) -> Any:
 
 def throttled(call: Callable[[], Any]) -> Any:
     raise LeaseStoreThrottledError("ProvisionedThroughputExceededException")
+
+
+def refused_for_now(store: Hooked, coordinator: LeaseCoordinator, shard_id: str, position: str) -> None:
+    """The worker processed to ``position`` and the table throttles its checkpoint: refused for now
+    (the throttle stays on until the test takes ``store.hooks["checkpoint"]`` away)."""
+    store.hooks["checkpoint"] = throttled
+    try:
+        coordinator.checkpoint(shard_id, position)
+    except LeaseStoreThrottledError:
+        return
+    raise AssertionError(f"the checkpoint of {position} was not refused")

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from consumer.leases.errors import LeaseLostError, LeaseStoreThrottledError, LeaseStoreUnavailableError
+from consumer.leases.errors import LeaseLostError, LeaseStoreThrottledError
 from ground.clock import FakeClock
 from tests.unit.leases.regression_rig import (
     ESN,
     HORIZON,
     SETTINGS,
+    refused_for_now,
     table,
     throttled,
     timed_out_after_commit,
@@ -29,9 +30,7 @@ def test_a_checkpoint_the_outage_refused_is_written_when_the_worker_takes_its_un
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     clock.advance(SETTINGS.fence_after_millis + 1)  # the outage lasts: a is fenced
     assert not a.may_process("s1")
     assert a.heartbeat_once()
@@ -47,9 +46,7 @@ def test_a_released_lease_carries_the_position_its_checkpoint_could_not_record_y
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     a.release("s1")
     released = store.get("s1")
     assert released is not None and released.owner is None and released.checkpoint == ESN("200")
@@ -61,9 +58,7 @@ def test_an_unwritten_checkpoint_is_written_forward_when_the_lease_comes_back_af
     it is written (forward only), so nothing up to 200 is delivered a third time."""
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     clock.advance(HORIZON + 1)
     b = worker(store, clock, "b")  # a looked dead: b took s1 and released it again
     b.checkpoint("s1", "150")
@@ -90,9 +85,7 @@ def test_a_checkpoint_refused_because_the_fence_just_passed_is_written_when_the_
 def test_an_unwritten_checkpoint_survives_a_take_back_that_landed_but_timed_out() -> None:
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     clock.advance(SETTINGS.fence_after_millis + 1)
     assert a.heartbeat_once()
     store.hooks["take"] = timed_out_after_commit  # the take-back lands; its answer is a timeout
@@ -129,9 +122,7 @@ def test_a_fenced_worker_records_what_it_processed_so_the_next_owner_does_not_re
     silent a, starts after it."""
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     clock.advance(SETTINGS.fence_after_millis + 1)
     a.take_round()  # fenced: it takes nothing, but it records what it processed
     assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
@@ -150,9 +141,7 @@ def test_a_checkpoint_refused_for_now_moves_the_held_lease_so_the_next_consumer_
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreThrottledError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     (lease,) = a.held()
     assert lease.checkpoint == ESN("200") and store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]
     a.checkpoint("s1", "250")  # the next checkpoint writes past it as usual
@@ -191,9 +180,7 @@ def test_a_position_refused_while_a_take_back_records_the_fenced_one_is_not_forg
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
     (held,) = a.held()
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreThrottledError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     clock.advance(SETTINGS.fence_after_millis + 1)  # fenced with 200 unwritten
 
     def consumer_refused_meanwhile(call: Any) -> Any:
@@ -234,9 +221,7 @@ def test_a_position_the_table_refused_is_written_when_the_worker_takes_the_lease
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
-    store.hooks["checkpoint"] = throttled
-    with pytest.raises(LeaseStoreUnavailableError):
-        a.checkpoint("s1", "200")
+    refused_for_now(store, a, "s1", "200")
     store.hooks.pop("checkpoint", None)
     clock.advance(HORIZON + 1)  # a is fenced, and looks dead
     b = worker(store, clock, "b")
@@ -248,7 +233,9 @@ def test_a_position_the_table_refused_is_written_when_the_worker_takes_the_lease
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
 
 
-def test_a_checkpoint_that_arrives_after_the_worker_gave_the_lease_up_is_written_when_it_takes_it_again() -> None:
+def test_a_checkpoint_that_arrives_after_the_worker_gave_the_lease_up_is_written_when_it_takes_it_again() -> (
+    None
+):
     """An overdue hand-over released the lease while a lane's checkpoint was still on its way; the
     records up to it are processed. The checkpoint is refused (the lease is not held) but its position
     is kept, and a take of the free lease starts after it (directed history at 9.9 s: record 2640
