@@ -6,7 +6,7 @@ lanes run one shard's records on a pool of their own and move the checkpoint und
 across the checkpoint write. In production those are the standard library's
 (:data:`SYSTEM_THREADS`). A simulation that must replay a history exactly from its seed gives its
 own, which run each pool thread as one of its simulated threads and block on its clock instead of
-the operating system's (tests/simulation/kernel.py): the product's code is the same, only who
+the operating system's (simulation/kernel.py): the product's code is the same, only who
 runs the threads changes. Only what is held or waited on across a call to another port needs to
 come from here; a lock that guards a few assignments stays a plain ``threading.Lock``.
 """

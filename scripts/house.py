@@ -70,6 +70,18 @@ PACKAGES: Floors = (
         "top",
         {
             "infra": "The CDK stacks per environment.",
+        },
+    ),
+    (
+        "models",
+        {
+            "simulation": "Seeded models of the outside world (leases table, stream, sinks, simulated time "
+            "and threads) that run the product's own code, and the checker of its promises.",
+        },
+    ),
+    (
+        "measure",
+        {
             "bench": "`make bench`: ratios measured in one run, written to bench/RESULTS.md.",
             "scripts": "Repository chores: this rule, the revert check, the README's generated parts.",
         },

@@ -5,7 +5,7 @@ delivery's (issue 35: lanes, the failure path, deferred checkpoints, windows). E
 is a text substitution on the current code (path, what is there now, what it becomes with the fix
 undone); an entry that no longer matches stops with an AssertionError naming it, so drift is loud.
 The copy goes to /tmp/revert-check/<name>/ and is imported ahead of the working tree. Histories are
-tests/simulation/histories.py's, the processor's form cycling with the seed (KINDS[seed % 5]: 1 is
+simulation/histories.py's, the processor's form cycling with the seed (KINDS[seed % 5]: 1 is
 lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form on one lane).
 
     .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
@@ -296,7 +296,7 @@ REVERTS = {
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "tests"):
+    for folder in ("ground", "consumer", "simulation", "tests"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
@@ -313,7 +313,7 @@ DIRECTED = ("tests/simulation/test_directed.py", "tests/simulation/test_directed
 def one(seed: int) -> tuple[int, str | None]:
     import logging
 
-    from tests.simulation.histories import KINDS, history
+    from simulation.histories import KINDS, history
 
     logging.disable(logging.CRITICAL)
     kind = os.environ.get("KIND") or KINDS[seed % len(KINDS)]

@@ -3,7 +3,7 @@
 The seeded sweep (test_fault_model.py) draws its faults at random, and several defences guard
 moments that random draws almost never line up — a listing answered just before a minute-long stop,
 a scan as stale as the model allows read right after a cleanup. Each history here scripts that
-moment (tests/simulation/faults.py, :class:`Directed`) on an otherwise calm fleet and asks the same
+moment (simulation/faults.py, :class:`Directed`) on an otherwise calm fleet and asks the same
 checker for the same promises. Each one fails with its defence reverted
 (``scripts/revert_check.py NAME directed``), which is what shows the defence is needed and that
 the checker can see its absence.
@@ -21,12 +21,12 @@ import logging
 import pytest
 
 from ground.settings import Settings
-from tests.simulation.checker import Verdict, check
-from tests.simulation.directed import Directed
-from tests.simulation.faults import Faults
-from tests.simulation.histories import sim_settings
-from tests.simulation.stream import ShardSpec
-from tests.simulation.world import World
+from simulation.checker import Verdict, check
+from simulation.directed import Directed
+from simulation.faults import Faults
+from simulation.histories import sim_settings
+from simulation.stream import ShardSpec
+from simulation.world import World
 
 FAILOVER = 10_000
 START = 1_000_000  # the kernel's first millisecond

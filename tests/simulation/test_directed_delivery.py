@@ -4,7 +4,7 @@ The seeded sweep (test_fault_model.py) found these moments once, on older code; 
 random draws rarely line them up again. Each history here scripts its moment on an otherwise calm
 fleet running the processor form the fix is about — a batch that fails just before a graceful stop,
 a checkpoint the leases table refuses while the worker is stopped past its fence, a window state the
-table refuses in the middle of a flush — with :class:`~tests.simulation.faults.Directed` faults (a
+table refuses in the middle of a flush — with :class:`~simulation.faults.Directed` faults (a
 refused or slow call, a stop of the whole process), a flaky record, and a *director* (a simulated
 thread of the history that stops or adds a worker at the scripted moment). The whole-worker checker
 then judges the same promises as in the sweep, and each history fails with its fix reverted
@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from tests.simulation.checker import Verdict, check
-from tests.simulation.directed import Directed
-from tests.simulation.faults import Faults
-from tests.simulation.histories import MODULE, sim_settings
-from tests.simulation.kernel import Kernel
-from tests.simulation.stream import ShardSpec
-from tests.simulation.world import Plan, SimWorker, World
+from simulation.checker import Verdict, check
+from simulation.directed import Directed
+from simulation.faults import Faults
+from simulation.histories import MODULE, sim_settings
+from simulation.kernel import Kernel
+from simulation.stream import ShardSpec
+from simulation.world import Plan, SimWorker, World
 
 FAILOVER = 10_000
 START = 1_000_000  # the kernel's first millisecond

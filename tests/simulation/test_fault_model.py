@@ -2,7 +2,7 @@
 
 Each history runs several workers as the product assembles them (consumer.runtime.assembly) — lease
 coordinator, shard sync, the scheduler and its shard consumers, the checkpointer and a processor —
-on simulated threads (tests/simulation/kernel.py, threads.py), against a leases table, a stream and
+on simulated threads (simulation/kernel.py, threads.py), against a leases table, a stream and
 sinks that are slow with a long tail, throttle, answer 500s, land writes and still fail, expire
 iterators and trim data, while shards roll over and split and workers are paused past their fence,
 killed, stopped and added (world.py). The processors cycle through every form: the function form on
@@ -23,7 +23,7 @@ import os
 
 import pytest
 
-from tests.simulation.histories import KINDS, history
+from simulation.histories import KINDS, history
 
 HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of

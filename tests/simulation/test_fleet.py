@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.simulation.faults import Faults
-from tests.simulation.histories import sim_settings
-from tests.simulation.stream import ShardSpec
-from tests.simulation.world import World
+from simulation.faults import Faults
+from simulation.histories import sim_settings
+from simulation.stream import ShardSpec
+from simulation.world import World
 
 FAILOVER = 10_000
 START = 1_000_000

@@ -67,7 +67,7 @@ def test_a_create_sent_after_any_pause_never_re_creates_a_cleaned_up_shard() -> 
     """The worker stops just before its create goes out (GC, SIGSTOP, a suspended VM: no check made
     before sending can see it). Meanwhile the shard was leased, finished, its child progressed and its
     lease was cleaned up. The create must not land: it would replay the shard after its child.
-    Found by the fault model (a stop before a call; tests/simulation/faults.py)."""
+    Found by the fault model (a stop before a call; simulation/faults.py)."""
     store, clock = InMemoryLeaseStore(), FakeClock()
     shards = [CLOSED_PARENT, Shard(CHILD, parent_shard_id=PARENT)]
 

@@ -34,8 +34,8 @@ from consumer.streams.errors import (
     TrimmedDataError,
 )
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
-from tests.simulation.faults import FaultyStore
-from tests.simulation.kernel import Kernel
+from simulation.faults import FaultyStore
+from simulation.kernel import Kernel
 
 ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/sim"
 

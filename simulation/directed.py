@@ -4,7 +4,7 @@ Random draws rarely line up the moment a particular defence exists for, so a his
 :class:`Script` of :class:`Directed` faults, each hitting one call of one worker once: a scan that
 sees the table as it was a failover ago, a listing a minute old, a checkpoint throttled and answered
 late, the process stopped just before, right after sending, or right after the answer of a call, a
-window-state write refused. The leases connection (tests/simulation/faults.py) looks them up for its
+window-state write refused. The leases connection (simulation/faults.py) looks them up for its
 calls and the stream's listing (stream.py); the window-state table reaches them through it
 (sinks.py). Histories: tests/simulation/test_directed.py (the lease core), test_directed_delivery.py
 (delivery).

@@ -5,7 +5,7 @@ loop and its pool, each shard's lanes). To put it under a fault model where *cal
 heartbeat that starts before a fence and lands after it, a scan that returns while another worker
 takes — each simulated activity runs in its own OS thread, but a baton passes between them: a thread
 runs until it sleeps on the simulated clock (between rounds, inside a call's latency) or blocks on a
-simulated event or lock (tests/simulation/threads.py), then the kernel advances time to the
+simulated event or lock (simulation/threads.py), then the kernel advances time to the
 earliest wake-up and hands the baton to that thread. Ties are broken by a seeded draw, so a seed
 replays one history exactly.
 

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from ground.threads import Event, Lock
-from tests.simulation.kernel import Group, Kernel, SimExit, Task
+from simulation.kernel import Group, Kernel, SimExit, Task
 
 
 class SimEvent:

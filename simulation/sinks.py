@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from consumer.processing.window_state import InMemoryWindowStateStore, SavedWindow
-from tests.simulation.faults import FaultyStore
-from tests.simulation.kernel import Kernel
+from simulation.faults import FaultyStore
+from simulation.kernel import Kernel
 
 BUCKET = "sim"
 CHANGELOG = f"s3://{BUCKET}/changelog"

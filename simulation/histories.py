@@ -15,14 +15,14 @@ import random
 from typing import Any
 
 from ground.settings import Settings
-from tests.simulation.checker import Verdict, check
-from tests.simulation.faults import Faults
-from tests.simulation.sinks import DEAD_LETTERS, SinkFaults
-from tests.simulation.stream import StreamFaults
-from tests.simulation.world import Plan, World
+from simulation.checker import Verdict, check
+from simulation.faults import Faults
+from simulation.sinks import DEAD_LETTERS, SinkFaults
+from simulation.stream import StreamFaults
+from simulation.world import Plan, World
 
 KINDS = ("function", "lanes", "windows", "class", "changelog")
-MODULE = "tests.simulation.processors"
+MODULE = "simulation.processors"
 FAILOVER = 10_000
 
 

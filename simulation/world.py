@@ -1,19 +1,19 @@
 """The whole worker under the fault model: every simulated worker is the product's own, assembled by
 :func:`consumer.runtime.assembly.assemble` from simulated ports, on simulated threads and time.
 
-Each worker process is a kernel :class:`~tests.simulation.kernel.Group`: its lease coordinator's
+Each worker process is a kernel :class:`~simulation.kernel.Group`: its lease coordinator's
 heartbeat and taker, shard sync's listing and children lookups, and the scheduler's loop run as
 simulated threads, and the scheduler's pool and every shard's lanes run on the worker's
-:class:`~tests.simulation.threads.SimThreads` — the real scheduler, shard consumers and
+:class:`~simulation.threads.SimThreads` — the real scheduler, shard consumers and
 checkpointer, the real processors (function and class form, lanes, windows, the failure policy with
 retries, bisection and dead letters, the change-log sink) built by the product's own registry. The
-ports are the fault model's: the leases table (:mod:`tests.simulation.faults`), the stream
-(:mod:`tests.simulation.stream`: throttles, 500s, slow calls, expired iterators, trimmed data, splits
-and rollovers), S3 and the window-state table (:mod:`tests.simulation.sinks`: writes that land and
+ports are the fault model's: the leases table (:mod:`simulation.faults`), the stream
+(:mod:`simulation.stream`: throttles, 500s, slow calls, expired iterators, trimmed data, splits
+and rollovers), S3 and the window-state table (:mod:`simulation.sinks`: writes that land and
 still fail). A chaos thread pauses workers (often past their fence), kills them, stops them
 gracefully and adds new ones. What the processors handled is in the history's ledger
-(:mod:`tests.simulation.processors`), what the table saw in its history; the checker
-(:mod:`tests.simulation.checker`) judges both.
+(:mod:`simulation.processors`), what the table saw in its history; the checker
+(:mod:`simulation.checker`) judges both.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from consumer.runtime.processors import ProcessingClients, build_processor_facto
 from consumer.streams.reader import ShardReader
 from consumer.telemetry.metrics import NullMetrics
 from ground.settings import Settings
-from tests.simulation.directed import Directed, Script
-from tests.simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
-from tests.simulation.kernel import Group, Kernel
-from tests.simulation.processors import LEDGERS, Ledger
-from tests.simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
-from tests.simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage
-from tests.simulation.threads import SimEvent, SimThreads
+from simulation.directed import Directed, Script
+from simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
+from simulation.kernel import Group, Kernel
+from simulation.processors import LEDGERS, Ledger
+from simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
+from simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage
+from simulation.threads import SimEvent, SimThreads
 
 CHILDREN_POLL_MILLIS = 250  # how often the children thread looks whether a lookup is due
 
@@ -111,7 +111,7 @@ class World:
         self.faults = faults
         self.stream_faults = stream_faults or StreamFaults()
         self.sink_faults = sink_faults or SinkFaults()
-        self.plan = plan or Plan({"processor": "tests.simulation.processors:Recorder"})
+        self.plan = plan or Plan({"processor": "simulation.processors:Recorder"})
         self.table = RecordingStore(self.kernel)
         self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
         self.stream = SimStream(

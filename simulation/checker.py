@@ -42,8 +42,8 @@ import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tests.simulation.processors import Handled
-from tests.simulation.world import World
+from simulation.processors import Handled
+from simulation.world import World
 
 INFINITY = 1 << 62
 

@@ -19,7 +19,7 @@ shards that reached SHARD_END, leases created).
 - if a Scan, may return a view of the table up to ``stale_scan_millis`` old.
 
 Random draws rarely line up the one unlucky moment a particular defence exists for, so a history
-can also carry directed faults (:mod:`tests.simulation.directed`): "the first scan of w2 after 20 s
+can also carry directed faults (:mod:`simulation.directed`): "the first scan of w2 after 20 s
 sees the table as it was 10 s earlier", "w1 stops right after its listing comes back"
 (tests/simulation/test_directed.py, test_directed_delivery.py).
 """
@@ -39,8 +39,8 @@ from consumer.leases.errors import (
 )
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
-from tests.simulation.directed import Directed, Script
-from tests.simulation.kernel import Kernel
+from simulation.directed import Directed, Script
+from simulation.kernel import Kernel
 
 T = TypeVar("T")
 

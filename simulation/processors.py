@@ -1,6 +1,6 @@
 """The processors a simulated worker runs, as a user would write them, and the ledger they keep.
 
-Each is named in the history's settings (``processing.processor: tests.simulation.processors:...``)
+Each is named in the history's settings (``processing.processor: simulation.processors:...``)
 and built by the product's own registry (:func:`consumer.runtime.processors.build_processor_factory`)
 with ``processing.options`` naming the history's :class:`Ledger` and the worker, so the failure
 policy, lanes, windows, dead letters and the change-log sink wrap them exactly as in production:
@@ -17,7 +17,7 @@ policy, lanes, windows, dead letters and the change-log sink wrap them exactly a
   batch it landed recorded (what the chaos demo's verdict counts as delivered).
 
 Poison records (always fail) and flaky ones (fail their first few calls) are drawn per history; the
-checker (tests/simulation/checker.py) judges what the ledger recorded.
+checker (simulation/checker.py) judges what the ledger recorded.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from consumer.processing.api import (
 from consumer.processing.errors import HandlerStoppedError
 from consumer.processing.windows import WindowedBatch
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
-from tests.simulation.kernel import Kernel
-from tests.simulation.sinks import CHANGELOG
+from simulation.kernel import Kernel
+from simulation.sinks import CHANGELOG
 
 LEDGERS: dict[str, Ledger] = {}  # history id -> its ledger (processing.options name it)
 
