@@ -10,6 +10,7 @@ lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form o
 
     .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
     .venv/bin/python scripts/revert_check.py NAME directed             # the directed histories
+    .venv/bin/python scripts/revert_check.py NAME tests PATH...        # chosen test files
     PROCS=1 FIRST=2 ...   # processes (default 2); stop after this many violating seeds (default 1)
     KIND=windows ...      # every seed with this processor form (a fix that matters for one form)
 
@@ -289,6 +290,35 @@ REVERTS = {
             "            if False:\n",
         )
     ],
+    # Issue 46
+    "overdue_waits_for_delivery": [
+        (
+            "consumer/leases/taker.py",
+            "            if self.holdings.being_delivered(shard_id) or not self.holdings.holds(shard_id):\n",
+            "            if not self.holdings.holds(shard_id):\n",
+        )
+    ],
+    "created_scanned_at_once": [
+        (
+            "consumer/leases/reading.py",
+            "                new_leases=new_leases or self.created != self.created_at_full,\n",
+            "                new_leases=new_leases,\n",
+        )
+    ],
+    "free_leases_announced": [
+        (
+            "consumer/leases/reading.py",
+            "            why = reason(live, self.handing, self._newest_free(workers) > self.new_leases_seen)\n",
+            "            why = reason(live, self.handing)\n",
+        )
+    ],
+    "stalls_moved": [
+        (
+            "consumer/lifecycle/stall_mover.py",
+            "        return list(self._found)\n",
+            "        return []\n",
+        )
+    ],
     "none": [],
 }
 
@@ -296,7 +326,7 @@ REVERTS = {
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "simulation", "tests"):
+    for folder in ("ground", "consumer", "simulation", "tools", "tests"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
@@ -343,10 +373,27 @@ def directed(name: str, target: Path) -> int:
     return 0
 
 
+def tests(name: str, target: Path, paths: list[str]) -> int:
+    """Run the given test files (or node ids) in the reverted copy; print what broke."""
+    import subprocess
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(target)]
+    command += ["-o", "addopts=", "--tb=line", *(str(target / path) for path in paths)]
+    result = subprocess.run(
+        command, check=False, cwd=target, env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True, text=True
+    )
+    for line in result.stdout.splitlines():
+        if line.startswith(("FAILED", "E   ")) or " passed" in line or " failed" in line:
+            print(f"[{name}] {line[:600]}")
+    return 0
+
+
 def main() -> int:
     name = sys.argv[1]
     if sys.argv[2] == "directed":
         return directed(name, prepare(name))
+    if sys.argv[2] == "tests":
+        return tests(name, prepare(name), sys.argv[3:])
     first, count = int(sys.argv[2]), int(sys.argv[3])
     procs, stop_after = int(os.environ.get("PROCS", "2")), int(os.environ.get("FIRST", "1"))
     sys.path.insert(0, str(prepare(name)))

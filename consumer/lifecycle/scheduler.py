@@ -40,6 +40,7 @@ from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
 from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.stall_mover import StallMover
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing.api import ProcessorFactory
 from consumer.processing.redelivery import DoneSequences
@@ -92,7 +93,12 @@ class Scheduler:
         self._heap: list[tuple[int, int, str]] = []
         self._sequence = itertools.count()
         self._consumers: dict[str, ShardConsumer] = {}
-        self._in_flight: set[str] = set()
+        # Steps running, per shard: the consumer and when its step began (a stalled consumer is
+        # orphaned -- replaced by a new one -- while its step may still be running).
+        self._in_flight: dict[str, tuple[ShardConsumer, int]] = {}
+        self._stalls = StallMover(
+            leases=leases, settings=settings, clock=clock, metrics=self._metrics, threads=threads
+        )
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
         # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
         # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
@@ -213,16 +219,26 @@ class Scheduler:
                 consumer = self._consumers.get(shard_id)
                 if consumer is None or shard_id in self._in_flight:
                     continue
-                self._in_flight.add(shard_id)
+                self._in_flight[shard_id] = (consumer, now)
                 due.append(consumer)
         # Outside the lock: a future that is already done runs its callback right here.
         for consumer in due:
-            future = self._pool.submit(consumer.step)
+            future = self._pool.submit(self._stalls.stepping, consumer)
             future.add_done_callback(functools.partial(self._stepped, consumer))
 
     def _stepped(self, consumer: ShardConsumer, future: Future[int | None]) -> None:
         with self._lock:
-            self._in_flight.discard(consumer.shard_id)
+            running = self._in_flight.get(consumer.shard_id)
+            if running is not None and running[0] is consumer:
+                del self._in_flight[consumer.shard_id]
+            if self._consumers.get(consumer.shard_id) is not consumer:
+                # Orphaned: found stalled and released meanwhile (StallMover); whatever it returns
+                # or raises now is no longer this worker's business.
+                log.warning(
+                    "shard %s: the stalled call returned after its lease was released", consumer.shard_id
+                )
+                self._wake.set()
+                return
             try:
                 due = future.result()
             except BaseException as exc:  # a step raises only what ends the worker
@@ -262,8 +278,22 @@ class Scheduler:
         (seconds) nothing needs doing unless the wake event is set meanwhile."""
         self._wake.clear()  # before looking: a wake-up from now on ends the wait that follows
         self._reconcile_when_due()
+        self._move_stalled()
         self._dispatch_due()
         return self._next_wait_seconds()
+
+    def _move_stalled(self) -> None:
+        """Release the leases of stalled shards (consumer.lifecycle.stalls): their consumers are
+        orphaned here, so that this worker can start a new one if it takes the lease again."""
+        with self._lock:
+            running = {shard: started for shard, (_, started) in self._in_flight.items()}
+            consumers = dict(self._consumers)
+        for shard_id in self._stalls.due(consumers, running):
+            with self._lock:
+                consumer = self._consumers.pop(shard_id, None)
+                self._in_flight.pop(shard_id, None)
+            if consumer is not None:
+                self._stalls.move(consumer)
 
     def run(self, stop: Event, drain_millis: int | None = None) -> None:
         """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""

@@ -72,6 +72,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "RecordsSentToDeadLetter", "Count", S, SUM, "ProcessTask", "Records the retry policy gave up on."
     ),
     MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
+    MetricSpec(
+        "StalledShards",
+        "Count",
+        S,
+        SUM,
+        "ProcessTask",
+        "Shards found stalled and released (worker.stall_timeout_millis).",
+        fleet=True,
+    ),
     # --- per-key parallelism and tumbling windows (docs/processing.md)
     MetricSpec("LanesInFlight", "Count", S, MAX, "ProcessTask", "Lanes of one shard busy at once."),
     MetricSpec(
@@ -102,6 +111,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         LAST,
         "TakeLeases",
         "Ready shards no worker may take (at the cap).",
+    ),
+    MetricSpec(
+        "LeasesNotTaken",
+        "Count",
+        S,
+        LAST,
+        "TakeLeases",
+        "Ready leases left free past the stall timeout although workers had room.",
     ),
     MetricSpec("ShutdownsLeaseLost", "Count", S, SUM, "ShutdownTask", "Shard consumers stopped: LEASE_LOST."),
     MetricSpec(

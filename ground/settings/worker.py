@@ -114,6 +114,15 @@ class WorkerSettings(SettingsModel):
     max_worker_threads: int = Field(
         16, ge=1, le=512, description="Threads that fetch and process shards (not one per shard)."
     )
+    stall_timeout_millis: int | None = Field(
+        300_000,
+        ge=1_000,
+        description="A shard is stalled when a call for it (the processor, lanes included, or a stream read) "
+        "has not returned, or it ended and its reading does not reach the end, while its checkpoint has "
+        "not moved, for this long: the worker logs the stuck call's stack, publishes StalledShards and "
+        "releases the lease so another worker takes it. Above the longest batch a processor may take, "
+        "retries included. None turns it off.",
+    )
 
     @property
     def renewal_interval_millis(self) -> int:

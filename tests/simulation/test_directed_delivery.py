@@ -354,3 +354,69 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
     verdict = run(history, 80_000, director)
     assert late, "w2 never asked for a lease"
     assert verdict.ok, str(verdict)
+
+
+def _handled_beyond_checkpoint_at_releases(w: World, worker: str, shard: str) -> list[str]:
+    """Each time ``worker`` gave ``shard``'s lease away (the table's owner moved from it), the records
+    it had handled by then that the checkpoint did not cover: the next owner delivers them again."""
+    owners = w.table.history.owners.get(shard, [])
+    marks = w.table.history.checkpoints.get(shard, [])
+    found = []
+    for (_, before), (at, after) in zip(owners, owners[1:], strict=False):
+        if before != worker or after == worker:
+            continue
+        checkpoint = max((cp for t, cp in marks if t <= at), default=None)
+        beyond = sorted(
+            h.sequence_number
+            for h in w.ledger.handled
+            if h.worker == worker
+            and h.shard_id == shard
+            and h.at <= at
+            and (
+                checkpoint is None
+                or not checkpoint.sequence.isdigit()
+                or h.sequence_number > int(checkpoint.sequence)
+            )
+        )
+        if beyond:
+            found.append(f"released to {after} at {at} past {len(beyond)} handled records ({beyond[:3]}...)")
+    return found
+
+
+def test_an_overdue_hand_over_never_releases_a_lease_past_records_its_lanes_handled() -> None:
+    """Ten lanes, two shards held by w1; w2 joins, asks for one of them and stays (the chaos demo's
+    case: "hand-over of ... overdue; releasing it" while the shard's consumer was still PROCESSING
+    with lane deliveries past its checkpoint; the thief then delivered them again). One lane's
+    checkpoint is answered late, holding the flush open past the hand-over's deadline while other
+    lanes handle their records. The lease must not be released while that flush runs: the release
+    waits for it and records what it handled first (overdue_waits_for_delivery), so w2 starts after
+    those records."""
+    processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
+    history = world(
+        17,
+        processing,
+        records=300,
+        closes=80_000,
+        shards=2,
+        worker={"idle_time_between_reads_millis": 500},
+    )
+    late: list[Directed] = []
+    asked_for: list[str] = []
+
+    def director(w: World) -> None:
+        first = w.workers["w1"]
+        wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
+        w.join()
+        asked = None
+        while asked is None:
+            w.kernel.sleep(1)
+            asked = next((s for s in w.shards if (lease := w.table.get(s)) and lease.pending_owner), None)
+        asked_for.append(asked)
+        at = w.kernel.now - START
+        late.append(Directed("w1", "checkpoint", at, thread="lanes", shard=asked, answer_delay_millis=9_900))
+        w.script.faults.extend(late)
+
+    verdict = run(history, 80_000, director)
+    assert late, "w2 never asked for a lease"
+    assert verdict.ok, str(verdict)
+    assert _handled_beyond_checkpoint_at_releases(history, "w1", asked_for[0]) == []
