@@ -319,6 +319,13 @@ REVERTS = {
             "        return []\n",
         )
     ],
+    "pause_mark_cleared": [
+        (
+            "tools/demo/events.py",
+            "        return \"SIGSTOP\" if any(start <= at <= end for start, end in spans) else None\n",
+            "        return \"SIGSTOP\" if spans else None\n",
+        )
+    ],
     "none": [],
 }
 

@@ -8,8 +8,9 @@ held it before the current owner and which errors its owner saw. When the change
 records it had already landed (a redelivery), the redelivery is attributed to a cause:
 
 * the previous owner (the worker the lease was taken from, or the one that freed it: an overdue
-  hand-over releases it to nobody) was SIGKILLed or frozen (SIGSTOP) after processing a batch and
-  before checkpointing it — the only source of duplicates the product accepts;
+  hand-over releases it to nobody) was SIGKILLed, or frozen (SIGSTOP) when the lease was taken over,
+  after processing a batch and before checkpointing it — the only source of duplicates the product
+  accepts (a worker that released the lease was running then: its release records what it processed);
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 _TOOK = re.compile(r"^worker (\S+) took lease (\S+) from (\S+)$")
@@ -44,6 +46,16 @@ _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already land
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
 NOBODY = "(nobody)"
+
+
+def _wall_seconds(stamp: object) -> float | None:
+    """A log line's ISO timestamp (consumer.telemetry.logs) as epoch seconds, or None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
 
 
 def process_name(worker_id: str) -> str:
@@ -70,11 +82,17 @@ class Redelivery:
 class FleetEvents:
     """Folds worker log lines into screen events and attributed redeliveries.
 
-    ``fate`` maps a process name to how the demo stopped it (``SIGKILL``, ``SIGSTOP``, ``SIGTERM``);
-    the demo updates it as it acts, before the lines that follow the act are read.
+    ``fate`` maps a process name to how the demo ended it (``SIGKILL``, ``SIGTERM``; a test may say
+    ``SIGSTOP`` for a process frozen throughout); the demo updates it as it acts, before the lines that
+    follow the act are read. A pause is not a fate: it lasts from :meth:`paused` to :meth:`resumed`,
+    and a take-over explains a redelivery by a pause only if the previous owner was frozen when the
+    taker's line was written -- a mark that outlived the SIGCONT would excuse any later redelivery
+    of that worker's shards.
     """
 
     fate: dict[str, str] = field(default_factory=dict)
+    # Per process, the wall-clock spans it was frozen (the end is infinite while it still is).
+    pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
     redeliveries: list[Redelivery] = field(default_factory=list)
     taken: int = 0
@@ -88,6 +106,28 @@ class FleetEvents:
     _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
     _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
     _released_by: dict[str, str] = field(default_factory=dict)  # shard -> who last freed its lease
+    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> previous owner then
+
+    def paused(self, name: str, at: float) -> None:
+        """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
+        self.pauses.setdefault(name, []).append((at, float("inf")))
+
+    def resumed(self, name: str, at: float) -> None:
+        """The demo let ``name`` go on (SIGCONT) at ``at``: its pause mark ends there."""
+        spans = self.pauses.get(name)
+        if spans and spans[-1][1] == float("inf"):
+            spans[-1] = (spans[-1][0], at)
+
+    def fate_at(self, name: str, at: float | None) -> str | None:
+        """How ``name`` stood at wall time ``at`` (None: now): ended by SIGKILL or SIGTERM for good, or
+        frozen by a pause that spans ``at``; None when it was running."""
+        ended = self.fate.get(name)
+        if ended is not None:
+            return ended
+        spans = self.pauses.get(name, [])
+        if at is None:
+            return "SIGSTOP" if spans and spans[-1][1] == float("inf") else None
+        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -100,6 +140,7 @@ class FleetEvents:
         # processors' lines name it: the demo's shard ids are unique across its tables.
         message = _NAMESPACE.sub("", str(entry.get("message", "")))
         worker = process_name(str(entry.get("worker_id") or "?"))
+        written = _wall_seconds(entry.get("timestamp"))
         prefix = f"{stamp} " if stamp else ""
         self._lines += 1
         if match := _TOOK.match(message):
@@ -108,6 +149,9 @@ class FleetEvents:
                 before = self._released_by.pop(shard, NOBODY)
             self.taken += 1
             self._previous_owner[shard] = before
+            self._taken_from_fate[shard] = (
+                None if before == NOBODY else self.fate_at(process_name(before), written)
+            )
             self._took_at[(worker, shard)] = self._lines
             was = process_name(before)
             if self._fenced_at.get(was, -1) > self._took_at.get((was, shard), self._lines):
@@ -117,7 +161,7 @@ class FleetEvents:
             self._errors.pop((worker, shard), None)
             if before != NOBODY and process_name(before) != worker:
                 self.taken_over += 1
-                how = self.fate.get(process_name(before), "still running: a hand-over or an expired lease")
+                how = self._taken_from_fate[shard] or "still running: a hand-over or an expired lease"
                 self.events.append(
                     f"{prefix}{worker} took {short_shard(shard)} over from {process_name(before)} ({how})"
                 )
@@ -152,7 +196,7 @@ class FleetEvents:
     def _redelivered(self, worker: str, shard: str, records: int) -> None:
         error = self._errors.get((worker, shard))
         before = self._previous_owner.get(shard, NOBODY)
-        fate = self.fate.get(process_name(before)) if before != NOBODY else None
+        fate = self._taken_from_fate.get(shard) if before != NOBODY else None
         if error:
             cause, explained = f"{worker} retried a batch after an error: {error[:120]}", True
         elif fate in ("SIGKILL", "SIGSTOP"):

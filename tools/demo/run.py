@@ -377,7 +377,7 @@ class Demo:
         failover = self.settings.worker.failover_time_millis / 1000
         relation = "longer" if action.seconds > failover else "shorter"
         for name in victims:
-            self.events.fate[name] = "SIGSTOP"
+            self.events.paused(name, time.time())
             fleet.pause(name)
             undo.append(Undo(self._elapsed() + action.seconds, f"resume:{name}"))
             self._note(
@@ -405,6 +405,7 @@ class Demo:
             name = item.what.split(":", 1)[1]
             if fleet.workers[name].alive:
                 fleet.resume(name)
+                self.events.resumed(name, time.time())
                 self._note(f"SIGCONT {name}")
         else:
             self.control.set_faults(**{name: self._baseline(name) for name in item.names})

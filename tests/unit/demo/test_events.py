@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -30,26 +31,65 @@ def test_take_over_from_a_killed_worker_explains_its_redelivery() -> None:
     assert "took 711-820af6c8 over from worker-1 (SIGKILL)" in events.events[0]
 
 
+def stamped(worker: str, message: str, at: float) -> str:
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return json.dumps(
+        {"level": "INFO", "message": message, "worker_id": f"{worker}@vm:1:ab", "timestamp": stamp}
+    )
+
+
+T0 = 1_800_000_000.0
+
+
+def test_a_pause_explains_a_take_over_only_while_it_lasts() -> None:
+    """The chaos judge marked a paused worker and never cleared the mark at SIGCONT, so every later
+    redelivery of that worker's shards counted as explained and could hide a replay (issue 46). A
+    take-over while the owner is frozen is explained; one after it went on is not."""
+    events = FleetEvents()
+    events.paused("worker-1", T0 + 10)
+    events.resumed("worker-1", T0 + 20)
+    during = "shardId-00000001795439612711-aaaaaaaa"
+    after = "shardId-00000001795439612711-bbbbbbbb"
+    events.feed(
+        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {during} from worker-1@vm:9:cd", T0 + 15)
+    )
+    events.feed(
+        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {after} from worker-1@vm:9:cd", T0 + 25)
+    )
+    for shard in (during, after):
+        events.feed(
+            line("worker-2", f"changelog: 2 record(s) of shard {shard} already landed by an earlier delivery")
+        )
+    explained = {r.shard_id: r.explained for r in events.redeliveries}
+    assert explained == {during: True, after: False}
+    assert "worker-1 was stopped by SIGSTOP" in events.redeliveries[0].cause
+
+
 def test_a_take_after_a_release_to_nobody_is_judged_by_the_releaser() -> None:
     """An overdue hand-over frees the lease ("released lease S", no successor named): the next taker
-    reads "from (nobody)", and what it gets again was the releaser's, frozen before its checkpoint
-    (chaos seeds 1 and 2 of the dense-pause schedule with factor 10 called it unexplained)."""
+    reads "from (nobody)", and what it gets again is judged by the releaser. The releaser was running
+    when it released (it wrote the line), and its release records what it processed: a record given
+    again is a defect, even if the releaser had been frozen before (the pause that made the hand-over
+    overdue ended before the release)."""
     released = [
-        line("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"),
-        line("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}"),
-        line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)"),
-        line("worker-2", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery"),
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0),
+        stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}", T0 + 30),
+        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)", T0 + 31),
+        stamped(
+            "worker-2",
+            f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery",
+            T0 + 32,
+        ),
     ]
-    frozen, running = FleetEvents(fate={"worker-3": "SIGSTOP"}), FleetEvents()
-    for events in (frozen, running):
+    paused_before, running = FleetEvents(), FleetEvents()
+    paused_before.paused("worker-3", T0 + 5)
+    paused_before.resumed("worker-3", T0 + 29)
+    for events in (paused_before, running):
         for entry in released:
             events.feed(entry)
-    assert frozen.redeliveries[0].explained
-    assert "worker-3 was stopped by SIGSTOP" in frozen.redeliveries[0].cause
-    assert "took 711-820af6c8 over from worker-3" in frozen.events[-1]
-    # A running releaser's position is written by the release: a record given again is a defect.
-    assert not running.redeliveries[0].explained
-    assert "previous owner worker-3@vm:1:ab" in running.redeliveries[0].cause
+        assert not events.redeliveries[0].explained
+        assert "previous owner worker-3@vm:1:ab" in events.redeliveries[0].cause
+    assert "took 711-820af6c8 over from worker-3" in running.events[-1]
 
 
 def test_a_retry_after_an_error_explains_a_redelivery_by_the_same_worker() -> None:
