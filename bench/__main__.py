@@ -31,6 +31,7 @@ BENCHMARKS: tuple[str, ...] = (
     "throughput",
     "memory",
     "failover",
+    "child_pickup",
     "rebalance",
     "latency",
     "worker_cpu",
