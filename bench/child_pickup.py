@@ -129,7 +129,7 @@ def run() -> list[Ratio]:
     ):
         if not values:
             raise RuntimeError(f"no parent ended during the {what} phase")
-        p99 = percentile(values, 0.99)
+        p99 = percentile(values, 99)
         method = (
             f"p99 over {len(values)} children ({what}); median {statistics.median(values):.2f}: "
             f"{PARTITIONS} partitions rolling over every {ROLLOVER_SECONDS} s, {WORKERS} consumer run "
