@@ -102,7 +102,7 @@ class StallMover:
                 "threads (worker.max_worker_threads: every one is busy, stalled calls hold some)"
             )
         log_shard_stalled(log, shard_id, what, stuck_stacks(thread, f"lanes-{shard_id[-12:]}"))
-        self._metrics.count("ProcessTask", "StalledShards", 1)
+        self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
         consumer.lease_lost()
         try:
             self._leases.give_up_stalled(shard_id, consumer.counter)

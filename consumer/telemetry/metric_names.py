@@ -21,6 +21,11 @@ the whole fleet adds to, so a plain CloudWatch alarm can combine it in metric ma
 metrics (an alarm cannot mix a Metrics Insights query with other metrics). The scaling alarms read
 three: ``RecordsProcessed`` (the fleet's throughput), ``LeaseTableScans`` (how many full scans the
 leases table's Scan ReturnedItemCount is spread over) and ``OpenShards`` (N as the stream has it).
+
+Shard-named series: a metric marked ``named_shard`` is published under ``[Operation, ShardId]``
+whatever ``metrics.shard_id_dimension`` says. It is rare (``StalledShards``: a shard found stalled),
+and an alarm on a Metrics Insights query grouped by ShardId then has each such shard as a
+contributor, so the page names the shard.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class MetricSpec:
     operation: str
     description: str
     fleet: bool = False  # also published without WorkerIdentifier (module docstring)
+    named_shard: bool = False  # always published with [Operation, ShardId] too (module docstring)
 
 
 # The demo's load generator publishes ``TableWrites`` under this operation, with its own
@@ -80,6 +86,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "ProcessTask",
         "Shards found stalled and released (worker.stall_timeout_millis).",
         fleet=True,
+        named_shard=True,
     ),
     # --- per-key parallelism and tumbling windows (docs/processing.md)
     MetricSpec("LanesInFlight", "Count", S, MAX, "ProcessTask", "Lanes of one shard busy at once."),
