@@ -84,6 +84,7 @@ def test_each_meaningful_message_lands_in_the_worker_group_with_context(
     assert {"timestamp", "level", "logger", "message", "worker_id", "shard_id"} <= set(lost)
 
     assert {line["logger"] for line in worker} <= {
+        "consumer.leases",
         "consumer.lifecycle",
         "consumer.processing",
         "consumer.streams",
