@@ -96,6 +96,7 @@ class Scheduler:
         # Steps running, per shard: the consumer and when its step began (a stalled consumer is
         # orphaned -- replaced by a new one -- while its step may still be running).
         self._in_flight: dict[str, tuple[ShardConsumer, int]] = {}
+        self.stuck_calls = 0  # steps still running after the drain (run's end: see there)
         self._stalls = StallMover(
             leases=leases, settings=settings, clock=clock, metrics=self._metrics, threads=threads
         )
@@ -302,7 +303,11 @@ class Scheduler:
                 self._wake.wait(self.turn())
             self._drain(drain_millis if drain_millis is not None else self._settings.drain_millis)
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=False)
+            # A call that never returned (a stalled shard's, or one still running past the drain)
+            # cannot be stopped from Python: waiting for it would keep the worker from releasing
+            # its leases, so the pool is left behind (the process exits without it: stuck_calls).
+            self.stuck_calls = self._stalls.running()
+            self._pool.shutdown(wait=not self.stuck_calls, cancel_futures=bool(self.stuck_calls))
         if self._fatal is not None:
             raise self._fatal
 

@@ -66,6 +66,11 @@ class StallMover:
             with self._lock:
                 self._threads.pop(id(consumer), None)
 
+    def running(self) -> int:
+        """Steps running now, orphaned ones included (after a drain: calls that never returned)."""
+        with self._lock:
+            return len(self._threads)
+
     def due(self, consumers: Mapping[str, ShardConsumer], running: Mapping[str, int]) -> list[str]:
         """The stalled shards among ``consumers`` (``running``: when each running step began), at
         most once a second."""
