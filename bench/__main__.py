@@ -32,6 +32,7 @@ BENCHMARKS: tuple[str, ...] = (
     "memory",
     "failover",
     "child_pickup",
+    "stall_move",
     "rebalance",
     "latency",
     "worker_cpu",
