@@ -319,6 +319,20 @@ REVERTS = {
             "        return []\n",
         )
     ],
+    "fenced_delivery_drops": [
+        (
+            "consumer/leases/coordinator.py",
+            "            self._expire()\n            if self.taker.hand_over_overdue(shard_id)",
+            "            if self.taker.hand_over_overdue(shard_id)",
+        )
+    ],
+    "judge_in_time_order": [
+        (
+            "tools/demo/events.py",
+            "    return sorted(lines, key=stamp)\n",
+            "    return lines\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",

@@ -283,6 +283,9 @@ class LeaseCoordinator:
             yield
         finally:
             self.holdings.delivering(shard_id, -1)
+            # A fenced worker writes nothing: its leases are dropped (and taken by expiry), not
+            # released -- the delivery may return long after the deadline (a paused process).
+            self._expire()
             if self.taker.hand_over_overdue(shard_id) and not self.holdings.being_delivered(shard_id):
                 self.taker.release_overdue([shard_id])
 
@@ -469,6 +472,7 @@ class LeaseCoordinator:
         worker's taker leaves it alone for a stall timeout, so it does not come straight back here."""
         timeout = self.settings.stall_timeout_millis or 0
         self.taker.avoid(shard_id, self._clock.monotonic_millis() + timeout)
+        self._expire()  # fenced: dropped, never released
         self.taker.release_stalled(shard_id, counter)
 
     def shards_with_children(self) -> frozenset[str]:

@@ -48,6 +48,21 @@ _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
 NOBODY = "(nobody)"
 
 
+def in_time_order(lines: list[str]) -> list[str]:
+    """Lines read from several workers' logs at once, by their timestamps (a line without one keeps
+    its place before the stamped ones): a take read before the release it followed, from another
+    worker's file, would be judged without the release."""
+
+    def stamp(line: str) -> str:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return ""
+        return str(entry.get("timestamp", "")) if isinstance(entry, dict) else ""
+
+    return sorted(lines, key=stamp)
+
+
 def _wall_seconds(stamp: object) -> float | None:
     """A log line's ISO timestamp (consumer.telemetry.logs) as epoch seconds, or None."""
     if not isinstance(stamp, str):

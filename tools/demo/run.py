@@ -38,7 +38,7 @@ from emulator.testing import emulator_command, wait_until_ready
 from emulator.testing import stop as stop_emulator
 from ground.settings import Settings
 from tools.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
-from tools.demo.events import FleetEvents, LogTail, short_shard
+from tools.demo.events import FleetEvents, LogTail, in_time_order, short_shard
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import PREFILL_ITEMS, LoadGenerator, prefill
 from tools.demo.tables import SLOW_EVERY, SLOW_PROCESSOR, demo_tables, slow_streams_config
@@ -241,7 +241,7 @@ class Demo:
 
     def _read_logs(self, fleet: LocalFleet) -> None:
         stamp = f"t+{self._elapsed():.0f}s"
-        for line in self._tail.read([w.log_path for w in fleet.workers.values()]):
+        for line in in_time_order(self._tail.read([w.log_path for w in fleet.workers.values()])):
             self.events.feed(line, stamp)
 
     def _snapshot(self, fleet: LocalFleet, load: Loads) -> FleetSnapshot:

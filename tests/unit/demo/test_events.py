@@ -199,3 +199,19 @@ def test_chaos_plan_has_every_kind_inside_the_load_window(seed: int, duration: f
     assert all(duration * 0.1 - 1e-3 <= a.at_seconds <= duration * 0.85 + 1e-3 for a in plan)
     assert [a.at_seconds for a in plan] == sorted(a.at_seconds for a in plan)
     assert plan == chaos_plan(seed, duration)
+
+
+def test_lines_read_from_several_logs_at_once_are_judged_in_time_order() -> None:
+    """A release in one worker's file and the take that followed it in another's, read in one poll:
+    file order put the take first, and the judge saw a take from nobody with no releaser."""
+    from tools.demo.events import in_time_order
+
+    take = stamped("worker-1", f"worker worker-1@vm:1:ab took lease {SHARD} from (nobody)", T0 + 1)
+    release = stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}", T0)
+    events = FleetEvents()
+    for entry in in_time_order([take, release]):
+        events.feed(entry)
+    events.feed(
+        line("worker-1", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert "previous owner worker-3@vm:1:ab" in events.redeliveries[0].cause

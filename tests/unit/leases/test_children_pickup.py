@@ -19,7 +19,9 @@ SETTINGS = WorkerSettings(failover_time_millis=3_000)
 HALF = SETTINGS.taker_interval_millis // 2
 
 
-def _settled(names: tuple[str, ...], shards: int, **settings: int) -> tuple[FakeClock, list[LeaseCoordinator]]:
+def _settled(
+    names: tuple[str, ...], shards: int, **settings: int
+) -> tuple[FakeClock, list[LeaseCoordinator]]:
     store, clock = InMemoryLeaseStore(), FakeClock()
     for i in range(shards):
         store.create_if_absent(Lease(f"p{i}", None, 0, ExtendedSequenceNumber(TRIM_HORIZON)))

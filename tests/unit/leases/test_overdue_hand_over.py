@@ -65,3 +65,17 @@ def test_an_overdue_hand_over_with_nothing_being_delivered_is_released_at_the_ro
     _past_overdue(clock, owner, thief)
     owner.take_round()
     assert store.get(SHARD).owner == "thief"
+
+
+def test_a_delivery_that_returns_after_the_fence_drops_the_lease_and_releases_nothing() -> None:
+    """The owner is frozen mid-delivery (SIGSTOP) past its fence and the hand-over's deadline. Back,
+    the delivery returns first: the lease must be dropped by the fence, not released -- another
+    worker may be taking it by expiry, and a release would hand the next owner a checkpoint the
+    frozen worker never wrote (chaos seed 101 of issue 46's ten, on this change's first version)."""
+    store, clock, owner, _thief = _owner_asked_by_thief()
+    counter = store.get(SHARD).counter
+    with owner.delivering(SHARD):
+        clock.advance(SETTINGS.failover_time_millis + SETTINGS.fence_margin_millis)  # frozen
+    assert owner.held() == []
+    lease = store.get(SHARD)
+    assert lease.owner == "owner" and lease.counter == counter, "a fenced worker wrote to the lease"
