@@ -56,6 +56,23 @@ class Directed:
     passed: int = 0  # matching calls let pass so far (``skip``)
 
 
+# A directed fault names a worker's thread by its role; the worker's own names for them
+# (consumer.runtime.worker, consumer.leases.coordinator; pools are "<name>-<n>").
+ROLES = {
+    "heartbeat": "lease-heartbeat",
+    "taker": "lease-taker",
+    "sync": "shard-sync",
+    "children": "shard-children",
+}
+
+
+def _is(thread: str, worker: str, role: str) -> bool:
+    """Whether ``thread`` is ``worker``'s thread of ``role``, or one of its pool of that name."""
+    named = f"{worker}-{ROLES.get(role, role)}"
+    rest = thread[len(named) + 1 :] if thread.startswith(f"{named}-") else ""
+    return thread == named or rest.rsplit("-", 1)[-1].isdigit()
+
+
 class Script:
     """The directed faults of one history."""
 
@@ -64,13 +81,12 @@ class Script:
 
     def take(self, worker: str, thread: str, call: str, now: int, shard: str = "") -> Directed | None:
         for fault in self.faults:
-            named = f"{worker}-{fault.thread}"
             if (
                 fault.fired_at is None
                 and fault.worker == worker
                 and fault.call == call
                 and fault.shard in ("", shard)
-                and (not fault.thread or thread == named or thread.startswith(f"{named}-"))
+                and (not fault.thread or _is(thread, worker, fault.thread))
                 and now - self.start >= fault.at
             ):
                 if fault.passed < fault.skip:
