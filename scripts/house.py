@@ -212,11 +212,6 @@ LONG_MODULES: dict[str, str] = {
     "consumer/records.py": "the record's two forms, parsed (tests, fakes) and held as wire bytes (the "
     "worker), must answer every attribute alike; they stand side by side so that each is read "
     "against the other",
-    "consumer/leases/taker.py": "one taker round in order (reconcile, adopt, plan, execute, hand over), "
-    "sharing the round's view and the holdings; what to read is in reading.py, what to do in "
-    "decisions.py",
-    "consumer/leases/coordinator.py": "the one face the lifecycle and shard sync see (LeaseOps, the "
-    "shard-sync table port): one short method per operation, delegating to the taker, liveness or store",
     "consumer/lifecycle/shard_machine.py": "one shard's states and what each outcome leads to, as one "
     "pure machine: a transition read apart from its state's other transitions is how a checkpoint "
     "slips past an unprocessed record",

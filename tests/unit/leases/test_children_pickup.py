@@ -89,4 +89,4 @@ def test_a_worker_that_leaves_nothing_free_announces_nothing() -> None:
     clock.advance(HALF)
     owner.take_round()
     owner.heartbeat_once()
-    assert owner.liveness.new_leases_at == 0
+    assert owner.machine.state.row.new_leases_at == 0

@@ -34,7 +34,7 @@ def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_i
     leaving, b, c = workers
     leaving.stop_taking()
     b.take_round()  # before the leaving worker's row says it is stopping: a light round, nothing to do
-    assert b.taker.latest is not None
+    assert b.latest_snapshot() is not None
     leaving.heartbeat_once()  # the row now says "stopping": the others scan every round
     leaving.release_all()
     owners = sorted(lease.owner or "" for lease in store.scan().leases.values())
