@@ -1,4 +1,4 @@
-"""The view a gracefully stopping worker deals its leases from (decisions.successor).
+"""The view a gracefully stopping worker deals its leases from (successors.successor).
 
 A worker's latest view is its last round's: its leases as the last full scan saw them, which can be
 a full-scan interval old (twice the failover time), and heartbeats as of its last round. When a

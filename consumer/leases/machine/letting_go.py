@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from consumer.leases.decisions import live_workers, relief, successor
+from consumer.leases.decisions import live_workers
 from consumer.leases.errors import LeaseConflictError, LeaseError
 from consumer.leases.machine.actions import Checkpoint, Conversation, DealingView, Release, ask
 from consumer.leases.machine.state import LeaseState
 from consumer.leases.model import Lease
+from consumer.leases.successors import relief, successor
 
 
 def release(
@@ -73,7 +74,7 @@ def _record_before_release(s: LeaseState, lease: Lease) -> Conversation[Lease]:
 
 
 def _successor(s: LeaseState, shard_id: str) -> Conversation[str | None]:
-    """While stopping: the survivor that takes this lease up at its next round (decisions.successor),
+    """While stopping: the survivor that takes this lease up at its next round (successors.successor),
     dealt from a view read for the stop (:mod:`.dealing`), not the last round's."""
     view = yield from ask(DealingView(refresh=False, fallback=s.latest))
     return successor(

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.decisions import Timing, successor
+from consumer.leases.decisions import Timing
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.successors import successor
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 
