@@ -103,7 +103,7 @@ class Holdings:
         table refused for now (throttled, timed out; noted by :meth:`note_unwritten`) is shown, so a
         shard consumer started next — after one stopped by a fence the worker came back from, say —
         resumes after those records rather than replaying them, as a take-back does
-        (taker._resume_at). Never SHARD_END, which only the table may say. The held lease itself
+        (executing.resume_at). Never SHARD_END, which only the table may say. The held lease itself
         stays as the table has it: conditional writes name owner and counter only, and what a take-back
         or a release records first is judged against it."""
         return [self._with_unwritten(lease) for lease in self._held.values()]
@@ -225,7 +225,7 @@ class Holdings:
         """A checkpoint of a lease this worker gave up (see ``_let_go``) since the records up
         to ``position`` were processed under it: a lane's checkpoint answered late, after an overdue
         hand-over released the lease. Remember the position as unwritten (True): if the lease is free
-        and this worker takes it again, it starts after those records (taker._record_unwritten)."""
+        and this worker takes it again, it starts after those records (taking._record_unwritten)."""
         lease = self._let_go.get(shard_id)
         return self._noted(lease, position)
 
