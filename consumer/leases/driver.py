@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from consumer.leases.machine.actions import (
@@ -88,27 +88,31 @@ class MachineDriver:
         return Now(self._clock.monotonic_millis(), self._clock.wall_millis())
 
     def step(self, step: Callable[[LeaseMachine], T]) -> T:
-        """One step of the machine under the lock, at the time read now; its notes performed after."""
-        outcome: Done[T] | BaseException
-        with self._lock:
-            self.machine.tick(self.now())
-            try:
-                outcome = Done(step(self.machine))
-            except BaseException as exc:  # the step's notes first, then its error
-                outcome = exc
-            notes = self.machine.notes()
-        self._perform(notes)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome.value
+        """One step of the machine under the lock, at the time read now; its notes performed after,
+        outside the lock (before its error, if it raised)."""
+        machine = self.machine
+        self._lock.acquire()
+        try:
+            machine.tick(self.now())
+            return step(machine)
+        finally:
+            notes = machine.notes()
+            self._lock.release()
+            if notes:
+                self._perform(notes)
 
     def drive(self, begin: Callable[[LeaseMachine], Conversation[T]]) -> T:
         """Run one conversation of the machine to its end: each step under the lock, each request it
         makes performed outside it and answered."""
-        conversation = self.step(begin)
-        step = self._resume(conversation, None)
+        begun: list[Conversation[T]] = []
+
+        def first(machine: LeaseMachine) -> Request[Any] | Done[T]:
+            begun.append(begin(machine))
+            return advance(begun[0], None)
+
+        step = self.step(first)
         while not isinstance(step, Done):
-            step = self._resume(conversation, self._answer(step))
+            step = self._resume(begun[0], self._answer(step))
         return step.value
 
     def _resume(self, conversation: Conversation[T], reply: Reply | None) -> Request[Any] | Done[T]:
@@ -151,7 +155,7 @@ class MachineDriver:
             return None
         raise TypeError(f"the lease machine made a request the driver does not know: {request!r}")
 
-    def _perform(self, notes: list[Note]) -> None:
+    def _perform(self, notes: Sequence[Note]) -> None:
         for note in notes:
             if isinstance(note, Announce):
                 self._notify(note)

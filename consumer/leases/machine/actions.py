@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Now:
+class Now(NamedTuple):
     """The time a step happens at: the monotonic clock (fence, intervals) and the wall clock
     (heartbeat rows and hand-over requests, compared with other workers' clocks)."""
 
@@ -229,8 +228,11 @@ class Outbox:
 
     notes: list[Note] = field(default_factory=list)
 
-    def drain(self) -> list[Note]:
-        notes, self.notes = self.notes, []
+    def drain(self) -> Sequence[Note]:
+        notes = self.notes
+        if not notes:
+            return ()
+        self.notes = []
         return notes
 
     def announce(self, kind: LeaseEventKind, shard_id: str, lease: Lease | None) -> None:

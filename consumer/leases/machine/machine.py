@@ -97,7 +97,7 @@ class LeaseMachine:
         """The time of the step that follows."""
         self.state.now = now
 
-    def notes(self) -> list[Note]:
+    def notes(self) -> Sequence[Note]:
         """What the last steps have to say: the driver performs it after the step."""
         return self.state.out.drain()
 
