@@ -133,7 +133,8 @@ ROOMS: dict[str, Floors] = {
             "leases",
             {
                 "leases": "The leases table: model, pure decisions, the store port with its DynamoDB "
-                "and in-memory adapters, and the coordinator (renew, take, steal, release, checkpoint).",
+                "and in-memory adapters, the lease machine (renew, take, steal, release, checkpoint; "
+                "no I/O), its driver and the coordinator.",
             },
         ),
         (
