@@ -312,5 +312,12 @@ REVERTS = {
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
+    "transaction_capacity_list": [
+        (
+            "consumer/leases/table_requests.py",
+            "        entries = capacity if isinstance(capacity, list) else [capacity]\n",
+            "        entries = [capacity]\n",
+        )
+    ],
     "none": [],
 }
