@@ -52,6 +52,9 @@ from simulation.directed import Directed
 from simulation.kernel import Kernel
 
 ENDPOINT = "https://dynamodb.us-east-1.amazonaws.com"
+# What DynamoDB answers a throttled request with: a table or partition over its capacity (provisioned
+# or on-demand), or the account's throughput limit.
+THROTTLING_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded")
 THROTTLES = frozenset(
     {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 )
@@ -275,7 +278,7 @@ class FaultyDynamoDB:
         if storm == "throttled" or (f.active and self.rng.random() < f.throttle_rate):
             self.injected["throttled"] += 1
             raise ServerError(
-                "ProvisionedThroughputExceededException",
+                self.rng.choice(THROTTLING_CODES),
                 "The level of configured provisioned throughput for the table was exceeded. "
                 "Consider increasing your provisioning level with the UpdateTable API.",
             )

@@ -8,8 +8,9 @@ shipper), the scheduler's pool and every shard's lanes run on the worker's
 :class:`~simulation.threads.SimThreads` — no loop is copied here. The real scheduler, shard
 consumers and checkpointer, the real metrics recorder, the real processors (function and class form,
 lanes, windows, the failure policy with retries, bisection and dead letters, the change-log sink)
-built by the product's own registry. The ports are the fault model's: the leases table
-(:mod:`simulation.faults`), the stream (:mod:`simulation.stream`: throttles, 500s, slow calls,
+built by the product's own registry, the product's own DynamoDB lease store. The ports are the
+fault model's: the leases tables' DynamoDB API (:mod:`simulation.faults`,
+:mod:`simulation.dynamodb_api`), the stream (:mod:`simulation.stream`: throttles, 500s, slow calls,
 expired iterators, trimmed data, splits and rollovers), S3 and the window-state table
 (:mod:`simulation.sinks`: writes that land and still fail). A chaos thread pauses workers (often
 past their fence), kills them, stops them gracefully and adds new ones. What the processors handled
