@@ -1,0 +1,96 @@
+"""The DynamoDB client model's own rules, on simulated time: botocore's standard retries under the
+leases client's config (consumer.runtime.clients.lease_client_timeouts), read timeouts, a process
+paused with a request in flight, writes that commit and still fail."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from consumer.runtime.clients import lease_client_timeouts
+from simulation.ddb_tables import Tables
+from simulation.dynamodb_api import FaultyDynamoDB
+from simulation.faults import Faults
+from simulation.kernel import Group, Kernel
+
+FAILOVER = 10_000
+PUT = {"TableName": "t", "Item": {"k": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(k)"}
+
+
+def run(
+    faults: Faults, body: Callable[[FaultyDynamoDB, Kernel], Any], seed: int = 1
+) -> tuple[Any, Tables, int]:
+    """``body`` on one simulated thread with a client on a fresh table; (its result or error, the
+    table, the simulated ms it took)."""
+    kernel = Kernel(1)
+    tables = Tables(kernel, {"leases": "leaseKey", "t": "k"}, "leases")
+    config = lease_client_timeouts(FAILOVER)
+    client = FaultyDynamoDB(
+        tables, kernel, faults, random.Random(seed), config=config, failover_millis=FAILOVER
+    )
+    found: list[Any] = []
+    start = kernel.now
+
+    def main() -> None:
+        try:
+            found.append(body(client, kernel))
+        except Exception as exc:  # the answer under test
+            found.append(exc)
+        found.append(kernel.now - start)
+
+    kernel.spawn("t", Group("w"), main)
+    kernel.run_until(kernel.now + 10 * FAILOVER)
+    kernel.shutdown()
+    return found[0], tables, found[1]
+
+
+def test_a_throttled_request_is_tried_four_times_with_backoff_then_raised() -> None:
+    error, tables, took = run(Faults(throttle_rate=1.0), lambda c, _: c.put_item(**PUT))
+    assert isinstance(error, ClientError)
+    assert error.response["Error"]["Code"] in (
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+    )
+    assert error.response["ResponseMetadata"]["RetryAttempts"] == 3
+    assert 0 < took <= 1_000 + 2_000 + 4_000  # rand * (1 + 2 + 4) s of backoff
+    assert tables.items["t"] == {}
+
+
+def test_a_request_queued_past_the_read_timeout_is_given_up_and_never_acted_on() -> None:
+    slow = Faults(latency_millis=1, tail_probability=1.0, tail_millis=FAILOVER)
+    error, tables, took = run(slow, lambda c, _: c.put_item(**PUT))
+    if isinstance(error, ReadTimeoutError):  # every attempt queued past 2 s (or answered past it)
+        assert took >= 4 * 2_000
+    assert took <= 4 * 2_000 + 25 * (1 + 2 + 4) + 50  # four attempts of at most 2 s, and backoffs
+
+
+def test_a_paused_process_reads_the_answer_that_arrived_meanwhile() -> None:
+    def body(client: FaultyDynamoDB, kernel: Kernel) -> Any:
+        group = kernel.current.group
+        group.paused_until = kernel.now + 5 * 2_000  # stopped right after sending, past its read timeout
+        return client.put_item(**PUT)
+
+    answer, tables, took = run(Faults(), body)
+    assert answer["ResponseMetadata"]["RetryAttempts"] == 0
+    assert took == 10_000 and "a" in tables.items["t"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_write_that_commits_and_fails_is_retried_into_its_own_write(seed: int) -> None:
+    """Answered 500 or not at all after the commit: botocore sends it again, and the retry meets the
+    item its first attempt wrote (the condition fails, ALL_OLD naming it) -- or, every attempt
+    failing, the caller sees the error with the write in the table."""
+    put = {**PUT, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    error, tables, _ = run(Faults(ambiguous_rate=1.0), lambda c, _: c.put_item(**put), seed)
+    assert tables.items["t"]["a"] == PUT["Item"]
+    assert isinstance(error, (ClientError, ReadTimeoutError))
+    if (
+        isinstance(error, ClientError)
+        and error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    ):
+        assert error.response["Item"] == PUT["Item"]
