@@ -94,3 +94,41 @@ def test_a_write_that_commits_and_fails_is_retried_into_its_own_write(seed: int)
         and error.response["Error"]["Code"] == "ConditionalCheckFailedException"
     ):
         assert error.response["Item"] == PUT["Item"]
+
+
+@pytest.mark.parametrize("page_bytes", [300, 1_000])
+def test_the_store_reads_the_same_snapshot_over_small_pages(page_bytes: int) -> None:
+    """The model's Scan pages are smaller than DynamoDB's 1 MB so that every history pages: the
+    store's snapshot over them is the one a single page gives."""
+    from consumer.leases.dynamodb import DynamoDBLeaseStore
+    from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
+
+    snapshots = []
+    for size in (page_bytes, 1 << 20):
+        kernel = Kernel(1)
+        tables = Tables(
+            kernel, {"leases": "leaseKey", "leases-workers": "workerId"}, "leases", page_bytes=size
+        )
+        config = lease_client_timeouts(FAILOVER)
+        client = FaultyDynamoDB(
+            tables, kernel, Faults(), random.Random(1), config=config, failover_millis=FAILOVER
+        )
+        store = DynamoDBLeaseStore(client, "leases")
+        found: list[Any] = []
+
+        def body(store: DynamoDBLeaseStore = store) -> None:
+            for i in range(30):
+                store.create_if_absent(
+                    Lease(f"shardId-{i:04d}", None, 0, ExtendedSequenceNumber("TRIM_HORIZON"))
+                )
+            for worker in ("a", "b", "c"):
+                store.heartbeat(Heartbeat(worker, 1, 1_000), None)
+            found.append((store.scan(), store.consumed.scans))
+
+        kernel.spawn("t", Group("w"), body)
+        kernel.run_until(kernel.now + FAILOVER)
+        kernel.shutdown()
+        snapshots.append(found[0])
+    (paged, pages), (whole, one) = snapshots
+    assert paged == whole and len(paged.leases) == 30 and len(paged.heartbeats) == 3
+    assert (one, pages > 4) == (2, True)  # one page per table, or many
