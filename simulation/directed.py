@@ -50,6 +50,7 @@ class Directed:
     )
     skip: int = 0  # let this many matching calls pass first (the second save of a flush, say)
     shard: str = ""  # only a checkpoint of this shard
+    table: str = ""  # "leases" or "workers": ``view_age_millis`` for the requests to that table only
     view_age_millis: int = 0
     commit_delay_millis: int = 0
     throttle: bool = False

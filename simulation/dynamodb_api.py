@@ -237,7 +237,7 @@ class FaultyDynamoDB:
         age = self.rng.randint(0, f.stale_scan_millis) if f.active and f.stale_scan_millis else 0
         fault = self.directed
         if fault is not None:
-            if fault.view_age_millis:
+            if fault.view_age_millis and self._aims_at(fault, request):
                 age = min(fault.view_age_millis, self.failover_millis)  # the model's bound
             if not self._spent:  # the call's first request, once
                 self._spent = True
@@ -271,6 +271,13 @@ class FaultyDynamoDB:
         if isinstance(outcome, ClientError):
             raise outcome
         return outcome
+
+    def _aims_at(self, fault: Directed, request: dict[str, Any]) -> bool:
+        """Whether ``fault`` is for this request's table (every table when it names none)."""
+        if not fault.table:
+            return True
+        leases = request.get("TableName") == self.tables.leases_table
+        return fault.table == ("leases" if leases else "workers")
 
     def _serve(self, operation: str, request: dict[str, Any], age: int, storm: str | None) -> dict[str, Any]:
         """The server's answer to one attempt: refused (throttled, failed) or acted on."""
