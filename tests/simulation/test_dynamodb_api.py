@@ -146,3 +146,22 @@ def test_the_store_reads_the_same_snapshot_over_small_pages(page_bytes: int) -> 
     (paged, pages), (whole, one) = snapshots
     assert paged == whole and len(paged.leases) == 30 and len(paged.heartbeats) == 3
     assert (one, pages > 4) == (2, True)  # one page per table, or many
+
+
+def test_the_model_is_configured_as_botocore_configures_the_leases_client() -> None:
+    """Attempts and timeouts as botocore resolves the product's own Config (its ``max_attempts``
+    counts retries: botocore makes one attempt more)."""
+    import boto3
+    from botocore.config import Config
+
+    real = boto3.client("dynamodb", region_name="us-east-1", config=Config(**lease_client_timeouts(FAILOVER)))
+    kernel = Kernel(1)
+    tables = Tables(kernel, {"leases": "leaseKey"}, "leases")
+    config = lease_client_timeouts(FAILOVER)
+    model = FaultyDynamoDB(
+        tables, kernel, Faults(), random.Random(1), config=config, failover_millis=FAILOVER
+    )
+    assert model.attempts == real.meta.config.retries["total_max_attempts"] == 4
+    assert model.read_millis == real.meta.config.read_timeout * 1000
+    assert model.connect_millis == real.meta.config.connect_timeout * 1000
+    assert real.meta.config.retries["mode"] == "standard"
