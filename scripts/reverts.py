@@ -312,5 +312,19 @@ REVERTS = {
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
+    "transaction_capacity_list": [
+        (
+            "consumer/leases/table_requests.py",
+            "        entries = capacity if isinstance(capacity, list) else [capacity]\n",
+            "        entries = [capacity]\n",
+        )
+    ],
+    "forced_take_only_overdue": [
+        (
+            "consumer/leases/machine/executing.py",
+            "    if lease.pending_owner == s.me and hand_over_overdue(lease, s.now.wall, s.timing):\n",
+            "    if lease.pending_owner == s.me and lease.pending_since is not None:\n",
+        )
+    ],
     "none": [],
 }

@@ -8,8 +8,9 @@ shipper), the scheduler's pool and every shard's lanes run on the worker's
 :class:`~simulation.threads.SimThreads` — no loop is copied here. The real scheduler, shard
 consumers and checkpointer, the real metrics recorder, the real processors (function and class form,
 lanes, windows, the failure policy with retries, bisection and dead letters, the change-log sink)
-built by the product's own registry. The ports are the fault model's: the leases table
-(:mod:`simulation.faults`), the stream (:mod:`simulation.stream`: throttles, 500s, slow calls,
+built by the product's own registry, the product's own DynamoDB lease store. The ports are the
+fault model's: the leases tables' DynamoDB API (:mod:`simulation.faults`,
+:mod:`simulation.dynamodb_api`), the stream (:mod:`simulation.stream`: throttles, 500s, slow calls,
 expired iterators, trimmed data, splits and rollovers), S3 and the window-state table
 (:mod:`simulation.sinks`: writes that land and still fail). A chaos thread pauses workers (often
 past their fence), kills them, stops them gracefully and adds new ones. What the processors handled
@@ -25,16 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.processing.window_state import InMemoryWindowStateStore
 from consumer.runtime.assembly import Parts, Ports
+from consumer.runtime.clients import lease_client_timeouts
 from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from consumer.runtime.worker import Worker
 from consumer.streams.reader import ShardReader
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from ground.settings import Settings
+from simulation.ddb_tables import Tables
 from simulation.directed import Directed, Script
-from simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
+from simulation.dynamodb_api import FaultyDynamoDB
+from simulation.faults import Faults, FaultyStore, pause_millis
 from simulation.kernel import Group, Kernel
 from simulation.processors import LEDGERS, Ledger
 from simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
@@ -124,7 +129,12 @@ class World:
         self.stream_faults = stream_faults or StreamFaults()
         self.sink_faults = sink_faults or SinkFaults()
         self.plan = plan or Plan({"processor": "simulation.processors:Recorder"})
-        self.table = RecordingStore(self.kernel)
+        self.table = Tables(
+            self.kernel,
+            {settings.leases_table_name: "leaseKey", settings.workers_table_name: "workerId"},
+            settings.leases_table_name,
+            page_bytes=faults.page_bytes,
+        )
         self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
         self.stream = SimStream(
             self.kernel,
@@ -181,7 +191,27 @@ class World:
         rng = random.Random(f"{self.seed}-{name}")
         group = Group(name)
         threads = SimThreads(self.kernel, group)
-        store = FaultyStore(self.table, self.kernel, self.faults, rng, worker_settings.failover_time_millis)
+        # The real recorder on the process's threads, shipping to memory (what ``consumer run`` does
+        # to the agent's port).
+        metrics = MetricsRecorder(
+            self.settings, name, InMemoryTransport(), clock, sample_process=False, threads=threads
+        )
+        # The product's DynamoDB store on a client configured as consumer.runtime.clients does.
+        client = FaultyDynamoDB(
+            self.table,
+            self.kernel,
+            self.faults,
+            rng,
+            config=lease_client_timeouts(worker_settings.lease_call_budget_millis),
+            failover_millis=worker_settings.failover_time_millis,
+        )
+        dynamodb = DynamoDBLeaseStore(
+            client,
+            self.settings.leases_table_name,
+            workers_table_name=self.settings.workers_table_name,
+            metrics=metrics,
+        )
+        store = FaultyStore(dynamodb, client, self.table, self.kernel)
         store.name, store.script = name, self.script
         source = FaultyStreamSource(self.stream, self.kernel, self.stream_faults, rng, store)
         s3 = FaultyS3(self.bucket, self.kernel, self.sink_faults, rng, name)
@@ -193,11 +223,6 @@ class World:
         )
         processors = build_processor_factory(
             self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
-        )
-        # The real recorder on the process's threads, shipping to memory (what ``consumer run`` does
-        # to the agent's port).
-        metrics = MetricsRecorder(
-            self.settings, name, InMemoryTransport(), clock, sample_process=False, threads=threads
         )
         ports = Ports(store, ShardReader(source, ARN), processors, metrics, clock, threads)
         worker = Worker(worker_settings, ports, worker_id=name, tune_gc=False, rng=rng)

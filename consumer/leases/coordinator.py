@@ -24,6 +24,7 @@ from consumer.leases.decisions import RoundPlan, Timing
 from consumer.leases.driver import LeaseListener, MachineDriver
 from consumer.leases.errors import LeaseConflictError
 from consumer.leases.machine.actions import Announce, Conversation, LeaseEventKind, Now
+from consumer.leases.machine.holdings import Holdings
 from consumer.leases.machine.machine import LeaseMachine
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.leases.store import LeaseStore
@@ -77,6 +78,12 @@ class LeaseCoordinator:
         self._take_now = threads.event()  # wakes the taker loop: the tables answer again
         self._threads_of = threads
         self._threads: list[Running] = []
+
+    @property
+    def holdings(self) -> Holdings:
+        """The machine's held leases, for tests and the simulator's directors to look at between
+        steps; the worker's own code goes through the methods below, one step at a time."""
+        return self.machine.state.holdings
 
     # ---------------------------------------------------------------------- the driver
 

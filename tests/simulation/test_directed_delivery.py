@@ -79,9 +79,7 @@ def number(world: World, index: int) -> int:
 
 def holder(world: World) -> SimWorker | None:
     """The worker that holds the shard now (by its own view)."""
-    return next(
-        (w for w in world.workers.values() if w.coordinator.machine.state.holdings.holds(SHARD)), None
-    )
+    return next((w for w in world.workers.values() if w.coordinator.holdings.holds(SHARD)), None)
 
 
 def wait_for(kernel: Kernel, condition: Callable[[], bool], step: int = 5) -> None:

@@ -43,7 +43,7 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
 
     def director(w: World) -> None:
         first = w.workers["w1"]
-        wait_for(w.kernel, lambda: first.coordinator.machine.state.holdings.count() == 2, step=100)
+        wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
         w.join()
         asked = None
         while asked is None:
@@ -123,7 +123,7 @@ def test_an_overdue_hand_over_never_releases_a_lease_past_records_its_lanes_hand
 
     def director(w: World) -> None:
         first = w.workers["w1"]
-        wait_for(w.kernel, lambda: first.coordinator.machine.state.holdings.count() == 2, step=100)
+        wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
         w.join()
         asked = None
         while asked is None:

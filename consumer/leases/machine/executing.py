@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from consumer.leases.decisions import RoundPlan
+from consumer.leases.decisions import RoundPlan, hand_over_overdue
 from consumer.leases.errors import LeaseConflictError, LeaseError, LeaseStoreUnavailableError
 from consumer.leases.machine.actions import (
     AskHandOver,
@@ -105,8 +105,10 @@ def _owner_still_dead(
     owner = lease.owner
     if owner is None or owner == s.me or owner not in snapshot.heartbeats:
         return True  # free, mine, or judged by KCL's counter rule (the take's condition covers it)
-    if lease.pending_owner == s.me and lease.pending_since is not None:
+    if lease.pending_owner == s.me and hand_over_overdue(lease, s.now.wall, s.timing):
         return True  # a forced take of an overdue hand-over: the owner stopped at its deadline
+    # Asked of it and not overdue yet, a lease is taken only from an owner that really is dead:
+    # the scan's two tables may be stale apart, the pending mark fresh and the row old.
     if owner not in checked:
         # Judge the row by the time the read was *sent*: the read happens at or after it, and an
         # answer that arrives late (a paused worker, a slow call) says nothing about the time

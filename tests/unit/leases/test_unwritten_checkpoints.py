@@ -205,7 +205,7 @@ def test_a_checkpoint_refused_because_a_hand_over_is_overdue_is_recorded_when_th
     store, clock = table("s1"), FakeClock()
     a = worker(store, clock, "a")
     a.checkpoint("s1", "100")
-    a.machine.state.holdings.ask_hand_over("s1", "b", clock.wall_millis() - 1)  # asked long ago: overdue now
+    a.holdings.ask_hand_over("s1", "b", clock.wall_millis() - 1)  # asked long ago: overdue now
     with pytest.raises(LeaseLostError, match="overdue"):
         a.checkpoint("s1", "200")
     a.release("s1")
