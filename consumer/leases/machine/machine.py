@@ -1,30 +1,22 @@
 """The lease machine's one face: every input the lease side takes, and the conversations it holds.
 
-Inputs, each a step at the time given by the last :meth:`LeaseMachine.tick`:
+Inputs, each a step at the time given by the last :meth:`LeaseMachine.tick`, and what comes out:
 
-================================  ===========================================================
-input                             what comes out
-================================  ===========================================================
-:meth:`heartbeat`                 a conversation: PutHeartbeat (again after a resync); leases
-                                  the fence or a removed row dropped announced ``lost``; the
-                                  row's hand-over requests marked; the taker woken after an
-                                  outage
-:meth:`take_round`                a conversation: ScanWorkers / Scan, Checkpoint (positions not
-                                  written yet), Get + Take (adoptions), Release (overdue
-                                  hand-overs), GetHeartbeat + Take (the plan's takes),
-                                  AskHandOver + RequestSteal, DeleteHeartbeat (dead rows);
-                                  ``taken`` / ``lost``; metrics
-:meth:`checkpoint`                a conversation: Checkpoint, up to three tries; ``lost`` /
-                                  ``finished``; raises LeaseLostError or CheckpointRefusedError
-:meth:`release`,                  a conversation: Checkpoint (a position not written yet), then
-:meth:`give_up_stalled`,          Release, a DealingView first while stopping; ``released`` /
-:meth:`delivery_ended`            ``lost``
-:meth:`redeal`, :meth:`retire`    a graceful stop's last steps: Release of leases dealt to
-                                  another stopper, DeleteHeartbeat of my row
-:meth:`delivery_started`,         no request: the state and its answers (the fence takes
-:meth:`may_process`, :meth:`held`,  effect at its deadline: an expired fence drops everything,
-:meth:`created`, ...              announced ``lost``)
-================================  ===========================================================
+- :meth:`~LeaseMachine.heartbeat`: PutHeartbeat (again after a resync); leases the fence or a removed
+  row dropped announced ``lost``; the row's hand-over requests marked; the taker woken after an outage.
+- :meth:`~LeaseMachine.take_round`: ScanWorkers or Scan; Checkpoint (positions not written yet);
+  Get + Take (adoptions); Release (overdue hand-overs); GetHeartbeat + Take (the plan's takes);
+  AskHandOver + RequestSteal; DeleteHeartbeat (rows long dead); ``taken`` / ``lost``; metrics.
+- :meth:`~LeaseMachine.checkpoint`: Checkpoint, up to three tries; ``lost`` / ``finished``; raises
+  LeaseLostError or CheckpointRefusedError.
+- :meth:`~LeaseMachine.release`, :meth:`~LeaseMachine.give_up_stalled`,
+  :meth:`~LeaseMachine.delivery_ended`: Checkpoint (a position not written yet), then Release, a
+  DealingView first while stopping; ``released`` / ``lost``.
+- :meth:`~LeaseMachine.redeal`, :meth:`~LeaseMachine.retire`: a graceful stop's last steps, a Release
+  of each lease dealt to another stopper, DeleteHeartbeat of my row.
+- :meth:`~LeaseMachine.delivery_started`, :meth:`~LeaseMachine.may_process`,
+  :meth:`~LeaseMachine.held`, :meth:`~LeaseMachine.created`, ...: no request, the state and its
+  answers (the fence takes effect at its deadline: past it, everything is dropped, announced ``lost``).
 
 Every step's notes (announcements, log lines, metrics, wake-ups, the round observer) are taken by
 the driver with :meth:`LeaseMachine.notes` and performed after the step, outside its lock.
