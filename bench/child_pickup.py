@@ -98,7 +98,7 @@ def _phase(stack: Stack, faults: dict[str, float | str] | None) -> list[float]:
     until = time.time()
     time.sleep(4 * stack.taker_millis / 1000 + 2)  # the last ends' children start
     if faults:
-        stack.emulator.control.set_faults(**{name: 0 for name in faults}, table_fault_tables="")
+        stack.emulator.control.set_faults(**{name: 0 for name in faults}, table_fault_tables="*")
     stack.check_workers()
     return _pickups(stack, since, until)
 
