@@ -308,7 +308,7 @@ REVERTS = {
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",
-            '        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None\n',
+            '        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None\n',
             '        return "SIGSTOP" if spans else None\n',
         )
     ],

@@ -121,7 +121,11 @@ class FleetEvents:
     _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
     _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
     _released_by: dict[str, str] = field(default_factory=dict)  # shard -> who last freed its lease
-    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> previous owner then
+    # shard -> how its previous owner stood over the ownership that just ended (fate_during)
+    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)
+    _released_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> its releaser's, likewise
+    _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
+    _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
 
     def paused(self, name: str, at: float) -> None:
         """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
@@ -133,16 +137,29 @@ class FleetEvents:
         if spans and spans[-1][1] == float("inf"):
             spans[-1] = (spans[-1][0], at)
 
-    def fate_at(self, name: str, at: float | None) -> str | None:
-        """How ``name`` stood at wall time ``at`` (None: now): ended by SIGKILL or SIGTERM for good, or
-        frozen by a pause that spans ``at``; None when it was running."""
+    def fate_during(self, name: str, since: float | None, until: float | None) -> str | None:
+        """How ``name`` stood over one ownership of a shard, from ``since`` to ``until`` (wall seconds;
+        None: unknown, from the start / now): ended by SIGKILL or SIGTERM for good, or frozen by a
+        pause within it -- a batch it processed before the pause may not have been checkpointed, and
+        the next owner delivers it again; None when it ran throughout. A pause before the ownership
+        began explains nothing of it."""
         ended = self.fate.get(name)
         if ended is not None:
             return ended
+        low = float("-inf") if since is None else since
+        high = float("inf") if until is None else until
         spans = self.pauses.get(name, [])
-        if at is None:
-            return "SIGSTOP" if spans and spans[-1][1] == float("inf") else None
-        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None
+        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None
+
+    def _begin_ownership(self, worker: str, shard: str, at: float | None) -> None:
+        self._holder[shard] = worker
+        self._owner_since[(worker, shard)] = at if at is not None else float("-inf")
+
+    def _fate_of_ownership(self, owner: str, shard: str, until: float | None) -> str | None:
+        if owner == NOBODY:
+            return None
+        name = process_name(owner)
+        return self.fate_during(name, self._owner_since.get((name, shard)), until)
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -162,12 +179,14 @@ class FleetEvents:
             shard, before = match.group(2), match.group(3)
             if before == NOBODY:
                 before = self._released_by.pop(shard, NOBODY)
+                fate = self._released_fate.pop(shard, None)
+            else:
+                fate = self._fate_of_ownership(before, shard, written)
             self.taken += 1
             self._previous_owner[shard] = before
-            self._taken_from_fate[shard] = (
-                None if before == NOBODY else self.fate_at(process_name(before), written)
-            )
+            self._taken_from_fate[shard] = fate
             self._took_at[(worker, shard)] = self._lines
+            self._begin_ownership(worker, shard, written)
             was = process_name(before)
             if self._fenced_at.get(was, -1) > self._took_at.get((was, shard), self._lines):
                 self._owner_fenced.add(shard)
@@ -183,9 +202,14 @@ class FleetEvents:
         elif match := _RELEASED_TO.match(message):
             shard = match.group(2)
             self._previous_owner[shard] = match.group(1)
+            self._taken_from_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
             self._owner_fenced.discard(shard)
         elif match := _RELEASED.match(message):
-            self._released_by[match.group(2)] = match.group(1)
+            shard = match.group(2)
+            self._released_by[shard] = match.group(1)
+            self._released_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
         elif match := _LOST.match(message):
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")
@@ -207,6 +231,8 @@ class FleetEvents:
             self._redelivered(worker, match.group(2), int(match.group(1)))
         elif match := _STARTED.match(message):
             self._took_at[(worker, match.group(1))] = self._lines
+            if self._holder.get(match.group(1)) != worker:  # handed over to it: a new ownership
+                self._begin_ownership(worker, match.group(1), written)
 
     def _redelivered(self, worker: str, shard: str, records: int) -> None:
         error = self._errors.get((worker, shard))
