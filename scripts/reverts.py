@@ -305,6 +305,13 @@ REVERTS = {
             "    return lines\n",
         )
     ],
+    "stalled_not_adopted_back": [
+        (
+            "consumer/leases/taker.py",
+            "            if seen.shard_id in avoided:\n                self._hand_on_stalled(seen.shard_id)\n                continue\n",
+            "",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",

@@ -279,8 +279,12 @@ class Taker:
         fence. Adopt each by taking it from myself, which moves the counter: a worker that judged me
         dead and sends its take late names the old counter and loses. Adopting on a read alone would
         let that late take succeed while I process the shard again."""
+        avoided = self._avoiding()
         for seen in snapshot.leases.values():
             if seen.owner != self.me or seen.finished or self.holdings.holds(seen.shard_id):
+                continue
+            if seen.shard_id in avoided:
+                self._hand_on_stalled(seen.shard_id)
                 continue
             sent_fence_at = self.holdings.fence_at()
             try:
@@ -531,10 +535,24 @@ class Taker:
             log.warning("worker %s: hand-over of %s overdue; releasing it", self.me, shard_id)
             self.release(shard_id)
 
-    def release_stalled(self, shard_id: str, counter: int | None = None) -> None:
-        """Give up a lease that stalled here, to the least loaded other live worker (relief), which
-        adopts it at its next round; free if there is none."""
-        to = relief(
+    def _hand_on_stalled(self, shard_id: str) -> None:
+        """A lease given up as stalled here whose release did not land (the table still names me):
+        release it again, never adopt it back while it is avoided."""
+        try:
+            current = self.store.get(shard_id)
+            if current is None or current.owner != self.me or current.finished:
+                return
+            to = self._relief(shard_id)
+            self.store.release(current, to)
+        except LeaseError as exc:
+            log.info("worker %s: stalled %s not released yet (%s); next round", self.me, shard_id, exc)
+            return
+        log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        if to is None:
+            self._left_free()
+
+    def _relief(self, shard_id: str) -> str | None:
+        return relief(
             self.me,
             self.latest,
             self.clock.wall_millis(),
@@ -542,7 +560,11 @@ class Taker:
             shard_id=shard_id,
             cap=self.settings.max_leases_for_worker,
         )
-        self.release(shard_id, counter, to=to)
+
+    def release_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        """Give up a lease that stalled here, to the least loaded other live worker (relief), which
+        adopts it at its next round; free if there is none."""
+        self.release(shard_id, counter, to=self._relief(shard_id))
 
     def release(self, shard_id: str, counter: int | None = None, *, to: str | None = None) -> None:
         """Give a lease up: to the thief that asked for it; while stopping, to a named survivor who
