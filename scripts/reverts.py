@@ -312,6 +312,13 @@ REVERTS = {
             "",
         )
     ],
+    "asked_wakes_consumer": [
+        (
+            "consumer/lifecycle/scheduler.py",
+            "                if shard_id not in self._in_flight:\n                    self._schedule(shard_id, now)\n",
+            "                pass\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",

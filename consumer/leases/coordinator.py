@@ -39,7 +39,7 @@ from ground.threads import SYSTEM_THREADS, Threads
 
 log = logging.getLogger("consumer.leases")
 
-LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+LeaseEventKind = Literal["taken", "lost", "released", "finished", "asked"]
 CHECKPOINT_ATTEMPTS = 3  # tries of one checkpoint (LeaseCoordinator.checkpoint)
 WRITTEN: Literal["written"] = "written"
 AGAIN: Literal["again"] = "again"
@@ -51,7 +51,9 @@ class LeaseEvent:
 
     ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
     taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
-    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless.
+    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless;
+    ``asked``: another worker asked for it -- its consumer hands it over after the batch in flight
+    (woken now, not after an idle back-off that may outlast the hand-over's deadline).
     """
 
     kind: LeaseEventKind
@@ -236,9 +238,18 @@ class LeaseCoordinator:
         self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
+            new = self.holdings.hand_over_deadline(request.shard_id) is None
             self.holdings.ask_hand_over(
                 request.shard_id, request.thief, self.taker.stop_by(request.at_wall_millis)
             )
+            if new and self.holdings.hand_over_deadline(request.shard_id) is not None:
+                log.info(
+                    "worker %s: %s asks for %s; handing it over after the batch in flight",
+                    self.worker_id,
+                    request.thief,
+                    request.shard_id,
+                )
+                self._notify_kind("asked", request.shard_id, None)
         return result.ok
 
     def take_round(self) -> RoundPlan | None:
