@@ -319,6 +319,13 @@ REVERTS = {
             "                pass\n",
         )
     ],
+    "quick_parent_polls": [
+        (
+            "consumer/lifecycle/polling.py",
+            "    if polls <= QUICK_PARENT_POLLS:\n",
+            "    if False:\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",
