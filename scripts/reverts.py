@@ -326,6 +326,13 @@ REVERTS = {
             "    if False:\n",
         )
     ],
+    "lineage_refusal_asks_again": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return 0\n',
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return None\n',
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",

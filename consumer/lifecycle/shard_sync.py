@@ -258,8 +258,10 @@ class ShardSyncer:
                 )
                 created += self._coordinator.create_leases([lease], generation)
         except LineageChangedError as exc:
-            log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
-            return None
+            # A cleanup landed between the generation read and the create: look again (the next try
+            # reads the generation and the parent afresh; a parent gone by then needs nothing).
+            log.info("children of %s: %s; asking again", parent_id, exc)
+            return 0
         except ThrottledError as exc:
             log.info("children of %s: DescribeStream throttled (asking again): %s", parent_id, exc)
             return THROTTLED
