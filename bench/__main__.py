@@ -31,6 +31,8 @@ BENCHMARKS: tuple[str, ...] = (
     "throughput",
     "memory",
     "failover",
+    "child_pickup",
+    "stall_move",
     "rebalance",
     "latency",
     "worker_cpu",

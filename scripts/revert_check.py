@@ -10,17 +10,18 @@ lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form o
 
     .venv/bin/python scripts/revert_check.py NAME FIRST_SEED COUNT     # e.g. consistent_reread 0 600
     .venv/bin/python scripts/revert_check.py NAME directed             # the directed histories
+    .venv/bin/python scripts/revert_check.py NAME tests PATH...        # chosen test files
     PROCS=1 FIRST=2 ...   # processes (default 2); stop after this many violating seeds (default 1)
     KIND=windows ...      # every seed with this processor form (a fix that matters for one form)
 
-The directed histories are tests/simulation/test_directed.py (the lease core's moments) and
-test_directed_delivery.py (delivery's): ``directed`` runs both in the reverted copy.
+The directed histories are tests/simulation/test_directed.py (the lease core's moments),
+test_directed_delivery.py and test_directed_hand_over.py (delivery's): ``directed`` runs them in the
+reverted copy. The fixes and their edits are in scripts/reverts.py.
 
 ``none`` reverts nothing: a sweep of the product itself. ``A+B`` reverts both A and B (a fix whose
 absence another defence covers fails only with that one reverted too).
 """
 
-# ruff: noqa: E501  (the entries quote lines of code as they stand)
 from __future__ import annotations
 
 import multiprocessing
@@ -32,271 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-REVERTS = {
-    "fence_at_deadline": [
-        (
-            "consumer/leases/holdings.py",
-            "            dropped = self._expire_locked(now_mono)\n            deadline = started_mono",
-            "            dropped: list[str] = []\n            deadline = started_mono",
-        )
-    ],
-    "consistent_reread": [
-        (
-            "consumer/leases/taker.py",
-            "            checked[owner] = seen_at is None or asked - seen_at > horizon",
-            "            checked[owner] = True",
-        )
-    ],
-    "ambiguous_heartbeat": [
-        (
-            "consumer/leases/liveness.py",
-            "            self.counter = row.counter if row is not None else None",
-            "            self.counter = None",
-        )
-    ],
-    "fence_full": [
-        (
-            "consumer/leases/holdings.py",
-            "        if self._held and (self._fence_at is None or now_mono >= self._fence_at):",
-            "        if False:",
-        ),
-        (
-            "consumer/leases/holdings.py",
-            "            return self._held.get(shard_id), dropped",
-            "            return (None if self._fence_at is None or now_mono >= self._fence_at else self._held.get(shard_id)), dropped",
-        ),
-    ],
-    "no_readopt_while_fenced": [
-        (
-            "consumer/leases/taker.py",
-            "                if self._fenced_now():\n                    return\n",
-            "",
-        ),
-        (
-            "consumer/leases/taker.py",
-            "            self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
-            "            self._reconcile(snapshot)\n            self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
-        ),
-    ],
-    "scan_before_list": [
-        (
-            "consumer/lifecycle/shard_sync.py",
-            "            generation = self._coordinator.lineage_generation()  # before the scan: module docstring\n            snapshot = self._coordinator.scan()  # before the listing: module docstring\n            shards = tuple(self._list_shards())\n",
-            "            shards = tuple(self._list_shards())\n            generation = self._coordinator.lineage_generation()\n            snapshot = self._coordinator.scan()\n",
-        )
-    ],
-    "lineage_through_leases": [
-        (
-            "consumer/streams/sync.py",
-            "        for child in sorted({*listed, *lease_children.get(current, ())}):",
-            "        for child in sorted({*listed}):",
-        )
-    ],
-    "cleanup_delay": [
-        (
-            "consumer/lifecycle/shard_sync.py",
-            "        return [s for s in candidates if scanned_at - self._finished_since.get(s, scanned_at) >= delay]",
-            "        return list(candidates)",
-        )
-    ],
-    "lineage_generation": [
-        (
-            "consumer/lifecycle/shard_sync.py",
-            '                created += self._coordinator.create_leases([lease], generation)\n            except LineageChangedError as exc:\n                log.info("shard sync: %s", exc)',
-            '                created += self._coordinator.create_leases([lease])\n            except LineageChangedError as exc:\n                log.info("shard sync: %s", exc)',
-        )
-    ],
-    "ownership_binding": [
-        (
-            "consumer/leases/coordinator.py",
-            "        if lease is None or (counter is not None and not self.holdings.within(shard_id, counter)):\n            return False",
-            "        if lease is None:\n            return False",
-        )
-    ],
-    "take_sent_deadline": [
-        (
-            "consumer/leases/holdings.py",
-            "            if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:",
-            "            if lease.finished or self._fence_at is None or now_mono >= self._fence_at:",
-        )
-    ],
-    "owner_judged_at_read": [
-        (
-            "consumer/leases/taker.py",
-            "            asked = self.clock.wall_millis()\n            beat = self.store.get_heartbeat(owner)\n",
-            "            beat = self.store.get_heartbeat(owner)\n            asked = self.clock.wall_millis()\n",
-        )
-    ],
-    "fenced_take_check": [
-        (
-            "consumer/leases/taker.py",
-            "        return self.holdings.fenced(self.clock.monotonic_millis())\n\n    def _take",
-            "        return False\n\n    def _take",
-        )
-    ],
-    "update_same_ownership": [
-        (
-            "consumer/leases/holdings.py",
-            "            if held is not None and held.counter == lease.counter:\n                self._held[lease.shard_id] = lease",
-            "            if held is not None:\n                self._held[lease.shard_id] = lease",
-        )
-    ],
-    "take_back_checkpoint_retry": [
-        (
-            "consumer/leases/coordinator.py",
-            "            return True\n        if held_now is None:\n",
-            "            return False\n        if held_now is None:\n",
-        )
-    ],
-    "absent_lease_not_lost": [
-        (
-            "consumer/leases/holdings.py",
-            "                if found is None:\n",
-            "                if found is None and False:\n",
-        ),
-        (
-            "consumer/leases/holdings.py",
-            "                if found.owner != me or found.counter != mine.counter:\n                    if found.counter < mine.counter:",
-            "                if found is None or found.owner != me or found.counter != mine.counter:\n                    if found is not None and found.counter < mine.counter:",
-        ),
-    ],
-    "record_before_release": [
-        (
-            "consumer/leases/taker.py",
-            "        lease = self._record_before_release(lease)\n",
-            "",
-        )
-    ],
-    # ---------------------------------------------------------------- delivery (issue 35)
-    "lanes_carry": [
-        (
-            "consumer/lifecycle/scheduler.py",
-            "        done = self._carried.pop(lease.shard_id, None)  # what this worker finished: module docstring\n",
-            "        done = None\n",
-        )
-    ],
-    "lanes_report": [
-        (
-            "consumer/processing/lanes.py",
-            "            if ahead:\n                self._finished_out_of_order(ahead)\n",
-            "",
-        )
-    ],
-    "lanes_buffer": [
-        (
-            "consumer/processing/function_processor.py",
-            "if int(r.sequence_number) > last and r.sequence_number not in ahead",
-            "if int(r.sequence_number) > last",
-        )
-    ],
-    "failed_batch_taken_back": [
-        (
-            "consumer/lifecycle/shard_consumer.py",
-            "            self.checkpointer.taken_back(before)  # delivered again later: not done until then\n",
-            "            pass\n",
-        )
-    ],
-    "taken_back_keeps_declared": [
-        (
-            "consumer/lifecycle/checkpointer.py",
-            "            known = [p for p in (previous, floor, self.declared) if p is not None]\n",
-            "            known = [p for p in (previous, floor) if p is not None]\n",
-        )
-    ],
-    "deferred_not_redelivered": [
-        (
-            "consumer/lifecycle/shard_consumer.py",
-            "                        declared=self.checkpointer.declared,\n",
-            "                        declared=None,\n",
-        )
-    ],
-    "held_lease_processed": [
-        (
-            "consumer/leases/holdings.py",
-            "            return [self._with_unwritten(lease) for lease in self._held.values()]\n",
-            "            return list(self._held.values())\n",
-        )
-    ],
-    "processed_same_ownership": [
-        (
-            "consumer/leases/holdings.py",
-            "        if not self._within_locked(lease.shard_id, known[0].counter):\n",
-            "        if known[0].counter != lease.counter:\n",
-        )
-    ],
-    "written_covers_only": [
-        (
-            "consumer/leases/holdings.py",
-            "            if known is not None and (position is None or not position < known[1]):\n",
-            "            if known is not None:\n",
-        )
-    ],
-    "window_versions_kept": [
-        (
-            "consumer/processing/windows.py",
-            "            if checkpoint(sequence_number) is False:\n",
-            "            checkpoint(sequence_number)\n            if False:\n",
-        )
-    ],
-    "overdue_position_noted": [
-        (
-            "consumer/leases/coordinator.py",
-            '            self.holdings.note_unwritten(lease, target)\n            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
-            '            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
-        )
-    ],
-    "window_start_keeps_later": [
-        (
-            "consumer/processing/windows.py",
-            "if checkpoint.isdigit() and v < start]",
-            "if v != start]",
-        )
-    ],
-    # Not a fix but the mechanism that covers lanes_buffer in the whole worker: the scheduler tells a
-    # consumer its lease is lost as soon as the fence drops it, before a take-back can land, so no
-    # consumer carries on with a buffer its lanes ran ahead of. Alone it is covered by lanes_buffer;
-    # lanes_buffer+reconcile_tells_lost fails the directed lanes history.
-    "reconcile_tells_lost": [
-        (
-            "consumer/lifecycle/scheduler.py",
-            "                if (mine is None or later) and not consumer.lease_lost_signalled:\n",
-            "                if False:\n",
-        )
-    ],
-    "adopted_take_back_resumes": [
-        (
-            "consumer/leases/coordinator.py",
-            "        elif held_now.counter == now.counter and not held_now.finished:\n",
-            "        elif False:\n",
-        )
-    ],
-    "free_lease_keeps_position": [
-        (
-            "consumer/leases/taker.py",
-            "                if now is not None and now.owner in (self.me, None) and not now.finished:\n",
-            "                if now is not None and now.owner == self.me:\n",
-        ),
-        (
-            "consumer/leases/taker.py",
-            "                unwritten = self.holdings.unwritten_for(got)\n",
-            "                unwritten = None\n",
-        ),
-    ],
-    "given_up_position_noted": [
-        (
-            "consumer/leases/coordinator.py",
-            "            if self.holdings.refused_after_letting_go(shard_id, target):\n",
-            "            if False:\n",
-        )
-    ],
-    "none": [],
-}
+from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this runs as a script)
 
 
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "simulation", "tests"):
+    for folder in ("ground", "consumer", "simulation", "tools", "tests"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
@@ -307,7 +50,11 @@ def prepare(name: str) -> Path:
     return target
 
 
-DIRECTED = ("tests/simulation/test_directed.py", "tests/simulation/test_directed_delivery.py")
+DIRECTED = (
+    "tests/simulation/test_directed.py",
+    "tests/simulation/test_directed_delivery.py",
+    "tests/simulation/test_directed_hand_over.py",
+)
 
 
 def one(seed: int) -> tuple[int, str | None]:
@@ -343,10 +90,32 @@ def directed(name: str, target: Path) -> int:
     return 0
 
 
+def tests(name: str, target: Path, paths: list[str]) -> int:
+    """Run the given test files (or node ids) in the reverted copy; print what broke."""
+    import subprocess
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(target)]
+    command += ["-o", "addopts=", "--tb=line", *(str(target / path) for path in paths)]
+    result = subprocess.run(
+        command,
+        check=False,
+        cwd=target,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+    )
+    for line in result.stdout.splitlines():
+        if line.startswith(("FAILED", "E   ")) or " passed" in line or " failed" in line:
+            print(f"[{name}] {line[:600]}")
+    return 0
+
+
 def main() -> int:
     name = sys.argv[1]
     if sys.argv[2] == "directed":
         return directed(name, prepare(name))
+    if sys.argv[2] == "tests":
+        return tests(name, prepare(name), sys.argv[3:])
     first, count = int(sys.argv[2]), int(sys.argv[3])
     procs, stop_after = int(os.environ.get("PROCS", "2")), int(os.environ.get("FIRST", "1"))
     sys.path.insert(0, str(prepare(name)))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,7 +39,7 @@ from ground.threads import SYSTEM_THREADS, Threads
 
 log = logging.getLogger("consumer.leases")
 
-LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+LeaseEventKind = Literal["taken", "lost", "released", "finished", "asked"]
 CHECKPOINT_ATTEMPTS = 3  # tries of one checkpoint (LeaseCoordinator.checkpoint)
 WRITTEN: Literal["written"] = "written"
 AGAIN: Literal["again"] = "again"
@@ -50,7 +51,9 @@ class LeaseEvent:
 
     ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
     taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
-    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless.
+    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless;
+    ``asked``: another worker asked for it -- its consumer hands it over after the batch in flight
+    (woken now, not after an idle back-off that may outlast the hand-over's deadline).
     """
 
     kind: LeaseEventKind
@@ -106,6 +109,7 @@ class LeaseCoordinator:
             expected_workers=expected_workers,
             on_round=on_round,
             threads=threads,
+            on_left_free=self._left_free,
         )
         self._stop = threading.Event()
         self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
@@ -201,6 +205,12 @@ class LeaseCoordinator:
                 return
             wait = self.liveness.next_wait_millis(self.heartbeat_once())
 
+    def _left_free(self) -> None:
+        """This worker left leases free for others: its row says so at once (Heartbeat.new_leases_at),
+        so every worker with room scans for them at its next round."""
+        self.liveness.new_leases_at = self._clock.wall_millis()
+        self._beat_now.set()
+
     def taker_wait_millis(self) -> int:
         return self.taker.wait_millis()
 
@@ -228,9 +238,18 @@ class LeaseCoordinator:
         self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
+            new = self.holdings.hand_over_deadline(request.shard_id) is None
             self.holdings.ask_hand_over(
                 request.shard_id, request.thief, self.taker.stop_by(request.at_wall_millis)
             )
+            if new and self.holdings.hand_over_deadline(request.shard_id) is not None:
+                log.info(
+                    "worker %s: %s asks for %s; handing it over after the batch in flight",
+                    self.worker_id,
+                    request.thief,
+                    request.shard_id,
+                )
+                self._notify_kind("asked", request.shard_id, None)
         return result.ok
 
     def take_round(self) -> RoundPlan | None:
@@ -261,6 +280,25 @@ class LeaseCoordinator:
 
     def handoff_requested(self, shard_id: str) -> bool:
         return self.holdings.handoff_requested(shard_id)
+
+    @contextmanager
+    def delivering(self, shard_id: str) -> Iterator[None]:
+        """Around a delivery of the shard's records to its processor. A hand-over that runs overdue
+        meanwhile does not release the lease under it (taker._release_overdue): the delivery's records
+        may be processed (lanes run ahead of the checkpoint) and their checkpoint, refused once the
+        hand-over is overdue, is noted; the release waits until the delivery has returned, then
+        records that position first, so the next owner starts after what was processed here instead
+        of delivering it again."""
+        self.holdings.delivering(shard_id, +1)
+        try:
+            yield
+        finally:
+            self.holdings.delivering(shard_id, -1)
+            # A fenced worker writes nothing: its leases are dropped (and taken by expiry), not
+            # released -- the delivery may return long after the deadline (a paused process).
+            self._expire()
+            if self.taker.hand_over_overdue(shard_id) and not self.holdings.being_delivered(shard_id):
+                self.taker.release_overdue([shard_id])
 
     def is_shard_finished(self, shard_id: str) -> bool:
         seen = self.taker.latest.leases.get(shard_id)
@@ -440,6 +478,17 @@ class LeaseCoordinator:
     def release(self, shard_id: str, counter: int | None = None) -> None:
         self.taker.release(shard_id, counter)
 
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        """A stalled shard (consumer.lifecycle.stalls): released for another worker to take; this
+        worker's taker leaves it alone for a stall timeout, so it does not come straight back here."""
+        timeout = self.settings.stall_timeout_millis or 0
+        self.taker.avoid(shard_id, self._clock.monotonic_millis() + timeout)
+        self._expire()  # fenced: dropped, never released
+        self.taker.release_stalled(shard_id, counter)
+
+    def shards_with_children(self) -> frozenset[str]:
+        return self.taker.shards_with_children()
+
     def release_all(self) -> None:
         for lease in self.holdings.leases():
             self.release(lease.shard_id)
@@ -487,8 +536,18 @@ class LeaseCoordinator:
 
     def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int:
         """Create each lease unless it exists; with ``generation``, only while no cleanup has
-        happened since it was read (raises LineageChangedError at the first that finds one)."""
-        return sum(1 for lease in leases if self.store.create_if_absent(lease, generation))
+        happened since it was read (raises LineageChangedError at the first that finds one). The
+        taker scans for what was created at once (Taker.created): a child waits for no interval."""
+        created: list[str] = []
+        try:
+            for lease in leases:
+                if self.store.create_if_absent(lease, generation):
+                    created.append(lease.shard_id)
+        finally:
+            if created:
+                self.taker.created(created)
+                self._take_now.set()
+        return len(created)
 
     def delete_finished(self, lease: Lease) -> None:
         self.store.delete_finished(lease)

@@ -156,63 +156,26 @@ def tie_rank(shard_id: str, worker_id: str) -> int:
     return zlib.crc32(f"{shard_id}\n{worker_id}".encode())
 
 
+def relief(
+    me: str, snapshot: Snapshot, now_wall: int, timing: Timing, *, shard_id: str, cap: int
+) -> str | None:
+    """Who takes over a shard that stalled here: the live worker, not stopping, below ``cap``, that
+    holds the fewest leases (ties by :func:`tie_rank`). Named in the release, it adopts the lease at
+    its next round even when it is at its share (a free lease would wait for a worker below it).
+    None when there is nobody: the lease is released free."""
+    live = live_workers(snapshot, now_wall, timing)
+    loads = {w: 0 for w in live if w != me and not snapshot.heartbeats[w].stopping}
+    for lease in snapshot.leases.values():
+        if not lease.finished and lease.owner in loads:
+            loads[lease.owner] += 1
+    ranked = sorted((n, -tie_rank(shard_id, w), w) for w, n in loads.items() if n < cap)
+    return ranked[0][2] if ranked else None
+
+
 def host_of(worker_id: str) -> str | None:
     """The host in a worker id of the usual shape ``[name@]host:pid:random`` (new_worker_id), else None."""
     rest = worker_id.split("@", 1)[-1]
     return rest.split(":", 1)[0] if rest.count(":") >= 2 else None
-
-
-def full_scan_reason(
-    *,
-    since_full_millis: int | None,
-    full_scan_interval_millis: int,
-    live_now: frozenset[str],
-    live_at_full: frozenset[str],
-    held_active: int,
-    held_after_plan: int,
-    last_plan: RoundPlan,
-    others_stopping: bool = False,
-    awaiting: bool = False,
-) -> str | None:
-    """Why this round must scan the whole leases table, or None when the workers table is enough.
-
-    A full scan costs reads in proportion to the table (about 375 read units for 10 000 leases);
-    the workers table costs a unit or two. Only a full scan shows what there is to take, so one is
-    made when something may have changed for this worker:
-
-    * ``first``: none made yet;
-    * ``interval``: ``full_scan_interval_millis`` passed (new leases from shard sync, a lease
-      released free, a Java KCL owner expiring: what no heartbeat row announces);
-    * ``workers``: the set of live workers changed — one died (its leases are to be taken within
-      the failover time), joined (balance), or stopped and handed its leases on (adopt them);
-    * ``handing``: another live worker is stopping gracefully (its heartbeat row says so): it is
-      about to hand its leases on, and the ones handed here are adopted at the next round;
-    * ``awaiting``: this worker asked for a hand-over that has not come yet: its owner hands it
-      over after the batch in flight, and it is adopted at the next round;
-    * ``wanting``: the last plan had work (takes, steals, sheds, hand-overs, expired leases) or left
-      this worker short of its share, or this worker holds fewer leases than when the plan was
-      carried out (one finished, was handed over or lost), or fewer than the scan named it owner
-      of (one to adopt): keep scanning every round until settled.
-
-    ``held_active``: unfinished leases held now; ``held_after_plan``: right after the last plan was
-    carried out; ``live_at_full``: live workers at the last full scan.
-    """
-    if since_full_millis is None:
-        return "first"
-    if since_full_millis >= full_scan_interval_millis:
-        return "interval"
-    if live_now != live_at_full:
-        return "workers"
-    if others_stopping:
-        return "handing"
-    if awaiting:
-        return "awaiting"
-    plan = last_plan
-    if plan.take or plan.steal or plan.shed or plan.hand_over or plan.expired or plan.short:
-        return "wanting"
-    if held_active < held_after_plan or held_after_plan < plan.mine:
-        return "wanting"  # one went since, or the table names me owner of one I do not hold (adopt)
-    return None
 
 
 def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
@@ -256,9 +219,11 @@ def plan_round(
     kcl_expired: frozenset[str] = frozenset(),
     rng: random.Random | None = None,
     keep: frozenset[str] = frozenset(),
+    avoid: frozenset[str] = frozenset(),
 ) -> RoundPlan:
     """This worker's round: what to take, steal, shed and hand over. ``keep``: leases that just moved
-    here, shed only after the others (a shard moved twice in a row pauses twice)."""
+    here, shed only after the others (a shard moved twice in a row pauses twice); ``avoid``: leases
+    this worker gave up because they stalled here, neither taken nor stolen for a while."""
     rng = rng or random.Random(0)
     live = live_workers(snapshot, now_wall, timing) | {me}
     active = [lease for lease in snapshot.leases.values() if not lease.finished]
@@ -316,7 +281,7 @@ def plan_round(
             lease for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)
         ]
         overdue = [lease for lease in asked if hand_over_overdue(lease, now_wall, timing)]
-        free = [lease for lease in pool if owner[lease.shard_id] is None]
+        free = [lease for lease in pool if owner[lease.shard_id] is None and lease.shard_id not in avoid]
         rng.shuffle(free)
         chosen = (overdue + free)[: max(0, room)]
         take.extend(chosen)
@@ -330,7 +295,10 @@ def plan_round(
             victims = [
                 lease
                 for lease in pool
-                if owner[lease.shard_id] in over and lease.pending_owner is None and lease.owner in live
+                if owner[lease.shard_id] in over
+                and lease.pending_owner is None
+                and lease.owner in live
+                and lease.shard_id not in avoid
             ]
             victims.sort(key=lambda lease: (-counts[lease.owner or ""], lease.shard_id))
             steal.extend(victims[: min(need, max_leases_to_steal)])

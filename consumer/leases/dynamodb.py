@@ -174,6 +174,8 @@ class DynamoDBLeaseStore:
                 return ()
             names = {f"#c{i}": hand_over_attribute(shard_id) for i, shard_id in enumerate(clear)}
             expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
+            if beat.new_leases_at:
+                expression += ", newLeasesAt = :new_leases"
             if beat.stopping:
                 expression += ", stopping = :stopping"
             removed = list(names) if beat.stopping else [*names, "stopping"]
@@ -190,6 +192,7 @@ class DynamoDBLeaseStore:
                     ":at": {"N": str(beat.at_wall_millis)},
                     ":count": {"N": str(beat.lease_count)},
                     **({":stopping": {"BOOL": True}} if beat.stopping else {}),
+                    **({":new_leases": {"N": str(beat.new_leases_at)}} if beat.new_leases_at else {}),
                 },
                 "ReturnValues": "ALL_NEW",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -51,6 +51,9 @@ class Holdings:
     # Checkpoint writes in flight from this process, per shard: the only other writer that can land
     # under my owner and counter, so recording an unwritten position waits until none is.
     _in_flight: dict[str, int] = field(default_factory=dict)
+    # Deliveries to the processor in progress, per shard (lanes included: a flush returns when every
+    # lane has stopped). An overdue hand-over waits for them before it releases the lease.
+    _delivering: dict[str, int] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- fence
 
@@ -274,6 +277,19 @@ class Holdings:
                 self._in_flight[shard_id] = count
             else:
                 self._in_flight.pop(shard_id, None)
+
+    def delivering(self, shard_id: str, delta: int) -> None:
+        """A delivery of ``shard_id``'s records to the processor starts (+1) or has returned (-1)."""
+        with self._lock:
+            count = self._delivering.get(shard_id, 0) + delta
+            if count:
+                self._delivering[shard_id] = count
+            else:
+                self._delivering.pop(shard_id, None)
+
+    def being_delivered(self, shard_id: str) -> bool:
+        with self._lock:
+            return bool(self._delivering.get(shard_id))
 
     def forget_unwritten(self, shard_id: str) -> None:
         with self._lock:

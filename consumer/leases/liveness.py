@@ -63,6 +63,9 @@ class Liveness:
         self._on_row: tuple[HandOverRequest, ...] = ()  # hand-over requests my row held last time
         self._stale_after = stale_request_millis
         self.stopping = False  # set by a graceful stop: every beat from then on says so on the row
+        # When this worker last left leases free for others (Heartbeat.new_leases_at), carried on
+        # every beat from then on: a reader compares it with what its last full scan saw.
+        self.new_leases_at = 0
 
     def next_wait_millis(self, last_ok: bool) -> int:
         """After a failed heartbeat, retry after a third of the interval: one throttled request must
@@ -92,7 +95,14 @@ class Liveness:
     def _attempt(self, started: int, resync_left: int) -> BeatResult:
         expected = self.counter
         now_wall = self._clock.wall_millis()
-        beat = Heartbeat(self._me, (expected or 0) + 1, now_wall, self._holdings.count(), self.stopping)
+        beat = Heartbeat(
+            self._me,
+            (expected or 0) + 1,
+            now_wall,
+            self._holdings.count(),
+            self.stopping,
+            self.new_leases_at,
+        )
         try:
             requests = self._store.heartbeat(beat, expected, self._settled(now_wall))
         except HeartbeatConflictError as exc:

@@ -14,7 +14,8 @@ parses as a lease by KCL's rules and the table's Scan ``ReturnedItemCount`` coun
 
 Liveness lives in a second, small table (the *workers table*, ``<leases table>-workers``, hash key
 ``workerId`` S): one heartbeat row per worker process (``workerId``, ``heartbeatCounter`` N,
-``heartbeatAt`` N wall-clock ms, ``leaseCount`` N) and — for an application starting at LATEST — one
+``heartbeatAt`` N wall-clock ms, ``leaseCount`` N, ``newLeasesAt`` N: when it last left leases free
+for others, so that they scan for them at once) and — for an application starting at LATEST — one
 marker row ``__app__#first-start`` (``claimedBy`` S, ``claimedAt`` N) written by the worker that did
 the first start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A
 thief that wants one of a worker's leases writes ``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``)
@@ -107,6 +108,10 @@ class Heartbeat:
     # The worker is stopping gracefully and will hand its leases on: the others scan the leases
     # table every round until it is gone, so they adopt what it hands them at once.
     stopping: bool = False
+    # Wall ms when this worker last left leases free for others (created a shard's children it did
+    # not take, or let a lease go to nobody): a worker whose last full scan predates it scans again
+    # at its next round instead of at the full-scan interval. 0: never.
+    new_leases_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +212,7 @@ def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
         at_wall_millis=_int(item, "heartbeatAt", key, required=True),
         lease_count=_int(item, "leaseCount", key),
         stopping=bool(_get(item, "stopping", "BOOL", key)),
+        new_leases_at=_int(item, "newLeasesAt", key),
     )
 
 
@@ -219,6 +225,8 @@ def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
     }
     if beat.stopping:
         item["stopping"] = {"BOOL": True}
+    if beat.new_leases_at:
+        item["newLeasesAt"] = {"N": str(beat.new_leases_at)}
     return item
 
 

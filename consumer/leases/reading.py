@@ -3,7 +3,7 @@
 A full scan of the leases table costs reads in proportion to the table (about 375 read units and
 0.3 s of CPU for 10 000 leases); the workers table costs a unit or two. :class:`RoundReader` keeps
 what decides between them — when the last full scan was made, who was alive then, what the last plan
-left to do — and asks :func:`~consumer.leases.decisions.full_scan_reason`. Kept apart from the taker
+left to do — and asks :func:`full_scan_reason`. Kept apart from the taker
 (which acts on what is read) so that the policy, and its state, are in one place.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from consumer.leases.decisions import RoundPlan, Timing, full_scan_reason, live_workers
+from consumer.leases.decisions import RoundPlan, Timing, live_workers
 from consumer.leases.model import Snapshot
 from consumer.leases.store import LeaseStore
 from consumer.telemetry.metrics import Metrics
@@ -20,6 +20,65 @@ from ground.clock import Clock
 from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.leases")
+
+
+def full_scan_reason(
+    *,
+    since_full_millis: int | None,
+    full_scan_interval_millis: int,
+    live_now: frozenset[str],
+    live_at_full: frozenset[str],
+    held_active: int,
+    held_after_plan: int,
+    last_plan: RoundPlan,
+    others_stopping: bool = False,
+    awaiting: bool = False,
+    new_leases: bool = False,
+) -> str | None:
+    """Why this round must scan the whole leases table, or None when the workers table is enough.
+
+    A full scan costs reads in proportion to the table (about 375 read units for 10 000 leases);
+    the workers table costs a unit or two. Only a full scan shows what there is to take, so one is
+    made when something may have changed for this worker:
+
+    * ``first``: none made yet;
+    * ``interval``: ``full_scan_interval_millis`` passed (new leases from shard sync, a lease
+      released free, a Java KCL owner expiring: what no heartbeat row announces);
+    * ``workers``: the set of live workers changed — one died (its leases are to be taken within
+      the failover time), joined (balance), or stopped and handed its leases on (adopt them);
+    * ``handing``: another live worker is stopping gracefully (its heartbeat row says so): it is
+      about to hand its leases on, and the ones handed here are adopted at the next round;
+    * ``awaiting``: this worker asked for a hand-over that has not come yet: its owner hands it
+      over after the batch in flight, and it is adopted at the next round;
+    * ``new leases``: leases were left free since the last full scan -- this worker created a
+      shard's children, or another worker's row says it left some free (``Heartbeat.new_leases_at``):
+      a child waits for no interval before somebody with room takes it;
+    * ``wanting``: the last plan had work (takes, steals, sheds, hand-overs, expired leases) or left
+      this worker short of its share, or this worker holds fewer leases than when the plan was
+      carried out (one finished, was handed over or lost), or fewer than the scan named it owner
+      of (one to adopt): keep scanning every round until settled.
+
+    ``held_active``: unfinished leases held now; ``held_after_plan``: right after the last plan was
+    carried out; ``live_at_full``: live workers at the last full scan.
+    """
+    if since_full_millis is None:
+        return "first"
+    if since_full_millis >= full_scan_interval_millis:
+        return "interval"
+    if live_now != live_at_full:
+        return "workers"
+    if others_stopping:
+        return "handing"
+    if awaiting:
+        return "awaiting"
+    if new_leases:
+        return "new leases"
+    plan = last_plan
+    if plan.take or plan.steal or plan.shed or plan.hand_over or plan.expired or plan.short:
+        return "wanting"
+    if held_active < held_after_plan or held_after_plan < plan.mine:
+        return "wanting"  # one went since, or the table names me owner of one I do not hold (adopt)
+    return None
 
 
 @dataclass
@@ -34,6 +93,13 @@ class RoundReader:
     live_at_full: frozenset[str] = field(default_factory=frozenset)  # live workers that scan showed
     held_after_plan: int = 0  # unfinished leases held right after the last plan was carried out
     handing: bool = False  # another live worker's row says it is stopping (the taker waits less)
+    # The newest Heartbeat.new_leases_at of another worker that the last full scan saw; a row
+    # showing a later one means leases were left free since (full_scan_reason).
+    new_leases_seen: int = 0
+    # Leases this worker created, as a running count (shard sync bumps it through the taker), and the
+    # count when the last full scan was sent: a difference means one may not have been scanned yet.
+    created: int = 0
+    created_at_full: int = 0
 
     def read(
         self, latest: Snapshot, held: int, last_plan: RoundPlan, awaiting: bool = False
@@ -45,7 +111,7 @@ class RoundReader:
         now = self.clock.monotonic_millis()
         since = None if self.full_at is None else now - self.full_at
 
-        def reason(live_now: frozenset[str], stopping: bool = False) -> str | None:
+        def reason(live_now: frozenset[str], stopping: bool = False, new_leases: bool = False) -> str | None:
             return full_scan_reason(
                 since_full_millis=since,
                 full_scan_interval_millis=self.settings.full_scan_interval_millis,
@@ -56,6 +122,7 @@ class RoundReader:
                 last_plan=last_plan,
                 others_stopping=stopping,
                 awaiting=awaiting,
+                new_leases=new_leases or self.created != self.created_at_full,
             )
 
         why = reason(self.live_at_full)
@@ -63,7 +130,7 @@ class RoundReader:
             workers = self.store.scan_workers()
             live = live_workers(workers, self.clock.wall_millis(), self.timing) | {self.me}
             self.handing = self._stopping(workers, live)
-            why = reason(live, self.handing)
+            why = reason(live, self.handing, self._newest_free(workers) > self.new_leases_seen)
             if why is None:
                 self.metrics.count("TakeLeases", "WorkerTableScans", 1)
                 # Leases as the last full scan saw them (what successor() counts and is_shard_finished
@@ -72,13 +139,20 @@ class RoundReader:
                     latest.leases, workers.heartbeats, latest.malformed, workers.first_start_claimed
                 )
                 return view, False
+        created = self.created  # read before the scan: a lease created while it runs is scanned for again
         snapshot = self.store.scan()
+        self.created_at_full = created
         self.full_at = self.clock.monotonic_millis()
+        self.new_leases_seen = max(self.new_leases_seen, self._newest_free(snapshot))
         self.live_at_full = live_workers(snapshot, self.clock.wall_millis(), self.timing) | {self.me}
         self.handing = self._stopping(snapshot, self.live_at_full)
         self.metrics.count("TakeLeases", "FullScans", 1)
         log.debug("worker %s: full scan (%s)", self.me, why)
         return snapshot, True
+
+    def _newest_free(self, view: Snapshot) -> int:
+        """When another worker last said it left leases free (0: none has)."""
+        return max((b.new_leases_at for w, b in view.heartbeats.items() if w != self.me), default=0)
 
     def _stopping(self, view: Snapshot, live: frozenset[str]) -> bool:
         return any(beat.stopping for w, beat in view.heartbeats.items() if w in live and w != self.me)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from consumer.leases.dealing import DealingView
@@ -27,6 +27,7 @@ from consumer.leases.decisions import (
     dead_heartbeats,
     live_workers,
     plan_round,
+    relief,
     successor,
 )
 from consumer.leases.errors import (
@@ -37,6 +38,7 @@ from consumer.leases.errors import (
 )
 from consumer.leases.holdings import Holdings
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
+from consumer.leases.not_taken import NotTaken
 from consumer.leases.reading import RoundReader
 from consumer.leases.shortfall import Shortfall
 from consumer.leases.store import LeaseStore
@@ -68,6 +70,9 @@ class Taker:
     expected_workers: int = 1
     # The locks of a lock held across a call to the tables (dealing.py): a simulation's own.
     threads: Threads = SYSTEM_THREADS
+    # Told when this worker leaves leases free for others (children it created and did not take, a
+    # lease released to nobody): the heartbeat row says so at once (Heartbeat.new_leases_at).
+    on_left_free: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         self.timing = Timing.of(self.settings)
@@ -78,6 +83,10 @@ class Taker:
         self.taking = True
         self._asked: dict[str, int] = {}  # hand-overs I asked for, and when (monotonic ms)
         self._taken_at: dict[str, int] = {}  # leases I took up lately, and when (monotonic ms)
+        self._created: set[str] = set()  # leases I created that no full scan of mine has shown yet
+        self._avoid: dict[str, int] = {}  # leases given up as stalled here, until when (monotonic ms)
+        self._children_of: tuple[Snapshot | None, frozenset[str]] = (None, frozenset())  # (scan, parents)
+        self.not_taken = NotTaken(self.me, self.settings, self.clock)
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
         self.shortfall = Shortfall(
             self.me,
@@ -115,7 +124,7 @@ class Taker:
 
     def round(self) -> RoundPlan | None:
         """One round: read who is alive, scan the leases table if something may need doing
-        (:func:`~consumer.leases.decisions.full_scan_reason`), and act on the plan. None when no plan
+        (:func:`~consumer.leases.reading.full_scan_reason`), and act on the plan. None when no plan
         was made (a failed read, a light round, fenced, or stopping)."""
         started = self.clock.monotonic_millis()
         self._observed(None, None)
@@ -163,13 +172,44 @@ class Taker:
             kcl_expired=self.kcl.observe(snapshot, self.clock.monotonic_millis()),
             rng=self.rng,
             keep=self._recently_taken(),
+            avoid=self._avoiding(),
         )
         self._execute(plan, snapshot)
+        self._left_created_free(snapshot)
         self._retire_dead_workers(self._forgiving(snapshot))
         self.last_plan = plan
         self.reader.held_after_plan = self._held()
         self._report(plan, snapshot, self.clock.monotonic_millis() - started)
         return plan
+
+    def created(self, shard_ids: Sequence[str]) -> None:
+        """Shard sync created these leases (a shard's children, or new shards): the next round scans
+        the whole table for them, instead of waiting for the full-scan interval, so a child starts
+        within a taking interval of its parent's end."""
+        self._created.update(shard_ids)
+        self.reader.created += 1
+
+    def _left_created_free(self, snapshot: Snapshot) -> None:
+        """Leases I created that this full scan shows free after my takes: I had no room for them, so
+        the others are told (on_left_free) rather than left to find them at their full-scan interval."""
+        shown = {s for s in set(self._created) if s in snapshot.leases}  # a copy: shard sync adds
+        free = [
+            s
+            for s in shown
+            if snapshot.leases[s].owner is None
+            and not snapshot.leases[s].finished
+            and not self.holdings.holds(s)
+        ]
+        self._created -= shown
+        if free:
+            self._left_free()
+
+    def _left_free(self) -> None:
+        if self.on_left_free is not None:
+            try:
+                self.on_left_free()
+            except Exception:  # telling the others is an optimisation; it never stops the lease loop
+                log.exception("worker %s: could not announce free leases", self.me)
 
     def note_recovery(self) -> None:
         """My reads or my heartbeat work again after failing: the tables were out for me too."""
@@ -217,6 +257,10 @@ class Taker:
         self.metrics.gauge("TakeLeases", "MalformedLeases", len(snapshot.malformed), "Count")
         if shortfall:
             self.shortfall.warn(plan)
+        cap = self.settings.max_leases_for_worker
+        room = plan.mine < cap and not self.holdings.fenced(self.clock.monotonic_millis())
+        left = self.not_taken.observe(snapshot, room, frozenset(self._avoid))
+        self.metrics.gauge("TakeLeases", "LeasesNotTaken", len(left), "Count")
 
     # ------------------------------------------------------------------------ reconcile
 
@@ -235,8 +279,12 @@ class Taker:
         fence. Adopt each by taking it from myself, which moves the counter: a worker that judged me
         dead and sends its take late names the old counter and loses. Adopting on a read alone would
         let that late take succeed while I process the shard again."""
+        avoided = self._avoiding()
         for seen in snapshot.leases.values():
             if seen.owner != self.me or seen.finished or self.holdings.holds(seen.shard_id):
+                continue
+            if seen.shard_id in avoided:
+                self._hand_on_stalled(seen.shard_id)
                 continue
             sent_fence_at = self.holdings.fence_at()
             try:
@@ -339,6 +387,24 @@ class Taker:
         self._taken_at[lease.shard_id] = self.clock.monotonic_millis()
         self.notify("taken", lease.shard_id, lease)
         return True
+
+    def avoid(self, shard_id: str, until_mono: int) -> None:
+        """Do not take or steal ``shard_id`` before ``until_mono``: it stalled here (give_up_stalled)."""
+        self._avoid[shard_id] = until_mono
+
+    def _avoiding(self) -> frozenset[str]:
+        now = self.clock.monotonic_millis()
+        self._avoid = {s: until for s, until in self._avoid.items() if now < until}
+        return frozenset(self._avoid)
+
+    def shards_with_children(self) -> frozenset[str]:
+        """Shards a lease of the latest full scan names as a parent (worked out once per scan)."""
+        latest = self.latest
+        seen, parents = self._children_of
+        if seen is not latest:
+            parents = frozenset(p for lease in latest.leases.values() for p in lease.parent_shard_ids)
+            self._children_of = (latest, parents)
+        return parents
 
     def _recently_taken(self) -> frozenset[str]:
         """Leases taken or handed to me within the last two taking intervals: a shed gives others up
@@ -452,19 +518,61 @@ class Taker:
         rather than leave them stranded (e.g. the thief died after asking). Done a margin after the
         deadline, when a live thief may force anyway."""
         now = self.clock.wall_millis()
-        live = live_workers(self.latest, now, self.timing)
-        for shard_id in self.holdings.overdue(now, self.settings.fence_margin_millis):
+        self.release_overdue(self.holdings.overdue(now, self.settings.fence_margin_millis))
+
+    def release_overdue(self, shard_ids: Sequence[str]) -> None:
+        """Release these overdue hand-overs -- except a lease whose records are being delivered: its
+        delivery may have processed records beyond the checkpoint (lanes run ahead of it), and a
+        release now would let the next owner deliver them again. The delivery stops at its next
+        record (may_process is false once overdue) and the release follows it
+        (LeaseCoordinator.delivering), recording the position it reached first."""
+        live = live_workers(self.latest, self.clock.wall_millis(), self.timing)
+        for shard_id in shard_ids:
+            if self.holdings.being_delivered(shard_id) or not self.holdings.holds(shard_id):
+                continue
             if self.holdings.thief(shard_id) not in live:
                 self.holdings.forget_thief(shard_id)  # the thief is gone: free it for anyone
             log.warning("worker %s: hand-over of %s overdue; releasing it", self.me, shard_id)
             self.release(shard_id)
 
-    def release(self, shard_id: str, counter: int | None = None) -> None:
+    def _hand_on_stalled(self, shard_id: str) -> None:
+        """A lease given up as stalled here whose release did not land (the table still names me):
+        release it again, never adopt it back while it is avoided."""
+        try:
+            current = self.store.get(shard_id)
+            if current is None or current.owner != self.me or current.finished:
+                return
+            to = self._relief(shard_id)
+            self.store.release(current, to)
+        except LeaseError as exc:
+            log.info("worker %s: stalled %s not released yet (%s); next round", self.me, shard_id, exc)
+            return
+        log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        if to is None:
+            self._left_free()
+
+    def _relief(self, shard_id: str) -> str | None:
+        return relief(
+            self.me,
+            self.latest,
+            self.clock.wall_millis(),
+            self.timing,
+            shard_id=shard_id,
+            cap=self.settings.max_leases_for_worker,
+        )
+
+    def release_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        """Give up a lease that stalled here, to the least loaded other live worker (relief), which
+        adopts it at its next round; free if there is none."""
+        self.release(shard_id, counter, to=self._relief(shard_id))
+
+    def release(self, shard_id: str, counter: int | None = None, *, to: str | None = None) -> None:
         """Give a lease up: to the thief that asked for it; while stopping, to a named survivor who
-        takes it up at its next round; else (a shed) free."""
-        lease, to = self.holdings.remove(shard_id, counter)
+        takes it up at its next round; to ``to`` when named; else (a shed) free."""
+        lease, asked_to = self.holdings.remove(shard_id, counter)
         if lease is None:
             return
+        to = asked_to or to
         if to is None and not lease.finished and not self.taking:
             # A thief that asked for it and is alive comes first: a lease handed to anybody else
             # would be handed on to it at once, and its shard would pause twice.
@@ -488,6 +596,8 @@ class Taker:
         log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
         if to is not None and not self.taking:
             self.dealing.handed(released)
+        if to is None and not released.finished:
+            self._left_free()
         self.notify("released", shard_id, released)
 
     def redeal_from_stoppers(self) -> None:

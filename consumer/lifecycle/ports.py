@@ -11,6 +11,7 @@ its own: the lifecycle drives :class:`consumer.processing.api.RecordProcessor` d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from consumer.leases.model import Lease, Snapshot
@@ -31,6 +32,11 @@ class LeaseOps(Protocol):
 
     def handoff_requested(self, shard_id: str) -> bool: ...
 
+    def delivering(self, shard_id: str) -> AbstractContextManager[None]:
+        """Held around each delivery of the shard's records to the processor: the lease is not
+        released under a delivery that has not returned (an overdue hand-over waits for it)."""
+        ...
+
     def is_shard_finished(self, shard_id: str) -> bool:
         """The shard's lease is at SHARD_END, or there is no lease (a missing parent is finished)."""
         ...
@@ -43,6 +49,15 @@ class LeaseOps(Protocol):
     def release(self, shard_id: str, counter: int | None = None) -> None:
         """Give the lease up after a graceful stop (checkpoint first); with ``counter``, only the
         ownership that began at it."""
+        ...
+
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        """Release a stalled shard's lease for another worker to take (this one does not take it
+        back for a stall timeout): consumer.lifecycle.stalls."""
+        ...
+
+    def shards_with_children(self) -> frozenset[str]:
+        """Shards some lease names as a parent, in the latest view of the leases table: they ended."""
         ...
 
 

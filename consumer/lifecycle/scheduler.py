@@ -40,6 +40,7 @@ from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
 from consumer.lifecycle.ports import LeaseOps, StreamReader
 from consumer.lifecycle.shard_consumer import ShardConsumer
+from consumer.lifecycle.stall_mover import StallMover
 from consumer.lifecycle.states import ShutdownReason
 from consumer.processing.api import ProcessorFactory
 from consumer.processing.redelivery import DoneSequences
@@ -92,7 +93,13 @@ class Scheduler:
         self._heap: list[tuple[int, int, str]] = []
         self._sequence = itertools.count()
         self._consumers: dict[str, ShardConsumer] = {}
-        self._in_flight: set[str] = set()
+        # Steps running, per shard: the consumer and when its step began (a stalled consumer is
+        # orphaned -- replaced by a new one -- while its step may still be running).
+        self._in_flight: dict[str, tuple[ShardConsumer, int]] = {}
+        self.stuck_calls = 0  # steps still running after the drain (run's end: see there)
+        self._stalls = StallMover(
+            leases=leases, settings=settings, clock=clock, metrics=self._metrics, threads=threads
+        )
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
         # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
         # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
@@ -105,11 +112,17 @@ class Scheduler:
         self._reconcile_failures = 0
         self._next_reconcile = 0
         self._changed = threading.Event()  # a lease change was announced: reconcile at the next turn
+        self._asked: set[str] = set()  # shards asked for since the last reconcile (step them now)
         subscribe = getattr(leases, "add_listener", None)
         if callable(subscribe):
             subscribe(self._lease_changed)
 
-    def _lease_changed(self, _event: object) -> None:
+    def _lease_changed(self, event: object) -> None:
+        if getattr(event, "kind", None) == "asked":
+            # A hand-over asked for: the shard's consumer steps now (it hands over after the batch
+            # in flight) rather than after its idle back-off, which may outlast the deadline.
+            with self._lock:
+                self._asked.add(str(getattr(event, "shard_id", "")))
         self._changed.set()
         self._wake.set()
 
@@ -140,6 +153,10 @@ class Scheduler:
                     self._ended.add(shard_id)
                     continue
                 self._start(lease, now)
+            asked, self._asked = self._asked, set()
+            for shard_id in asked & self._consumers.keys():
+                if shard_id not in self._in_flight:
+                    self._schedule(shard_id, now)
             for shard_id, consumer in self._consumers.items():
                 mine = held.get(shard_id)
                 later = (
@@ -213,16 +230,26 @@ class Scheduler:
                 consumer = self._consumers.get(shard_id)
                 if consumer is None or shard_id in self._in_flight:
                     continue
-                self._in_flight.add(shard_id)
+                self._in_flight[shard_id] = (consumer, now)
                 due.append(consumer)
         # Outside the lock: a future that is already done runs its callback right here.
         for consumer in due:
-            future = self._pool.submit(consumer.step)
+            future = self._pool.submit(self._stalls.stepping, consumer)
             future.add_done_callback(functools.partial(self._stepped, consumer))
 
     def _stepped(self, consumer: ShardConsumer, future: Future[int | None]) -> None:
         with self._lock:
-            self._in_flight.discard(consumer.shard_id)
+            running = self._in_flight.get(consumer.shard_id)
+            if running is not None and running[0] is consumer:
+                del self._in_flight[consumer.shard_id]
+            if self._consumers.get(consumer.shard_id) is not consumer:
+                # Orphaned: found stalled and released meanwhile (StallMover); whatever it returns
+                # or raises now is no longer this worker's business.
+                log.warning(
+                    "shard %s: the stalled call returned after its lease was released", consumer.shard_id
+                )
+                self._wake.set()
+                return
             try:
                 due = future.result()
             except BaseException as exc:  # a step raises only what ends the worker
@@ -262,8 +289,22 @@ class Scheduler:
         (seconds) nothing needs doing unless the wake event is set meanwhile."""
         self._wake.clear()  # before looking: a wake-up from now on ends the wait that follows
         self._reconcile_when_due()
+        self._move_stalled()
         self._dispatch_due()
         return self._next_wait_seconds()
+
+    def _move_stalled(self) -> None:
+        """Release the leases of stalled shards (consumer.lifecycle.stalls): their consumers are
+        orphaned here, so that this worker can start a new one if it takes the lease again."""
+        with self._lock:
+            running = {shard: started for shard, (_, started) in self._in_flight.items()}
+            consumers = dict(self._consumers)
+        for shard_id in self._stalls.due(consumers, running):
+            with self._lock:
+                consumer = self._consumers.pop(shard_id, None)
+                self._in_flight.pop(shard_id, None)
+            if consumer is not None:
+                self._stalls.move(consumer)
 
     def run(self, stop: Event, drain_millis: int | None = None) -> None:
         """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""
@@ -272,7 +313,11 @@ class Scheduler:
                 self._wake.wait(self.turn())
             self._drain(drain_millis if drain_millis is not None else self._settings.drain_millis)
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=False)
+            # A call that never returned (a stalled shard's, or one still running past the drain)
+            # cannot be stopped from Python: waiting for it would keep the worker from releasing
+            # its leases, so the pool is left behind (the process exits without it: stuck_calls).
+            self.stuck_calls = self._stalls.running()
+            self._pool.shutdown(wait=not self.stuck_calls, cancel_futures=bool(self.stuck_calls))
         if self._fatal is not None:
             raise self._fatal
 

@@ -263,16 +263,17 @@ class ShardConsumer:
             self.checkpointer.delivered(records[-1].sequence_number)
         started = self._clock.monotonic_millis()
         try:
-            self._processor.process_records(
-                ProcessRecordsInput(
-                    records,
-                    self.checkpointer,
-                    request.millis_behind_latest,
-                    self.shard,
-                    self._should_stop,
-                    self._lease_held,
+            with self._leases.delivering(self.shard_id):
+                self._processor.process_records(
+                    ProcessRecordsInput(
+                        records,
+                        self.checkpointer,
+                        request.millis_behind_latest,
+                        self.shard,
+                        self._should_stop,
+                        self._lease_held,
+                    )
                 )
-            )
         except Exception:
             self.checkpointer.taken_back(before)  # delivered again later: not done until then
             raise

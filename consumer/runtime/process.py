@@ -154,6 +154,7 @@ class WorkerProcess:
     targets: tuple[StreamTarget, ...]  # one per stream, in the order of streams:
     fleet: FleetFacts
     place: PlaceInFleet
+    stuck_calls: int = 0  # calls that never returned when run() ended (the caller exits without them)
 
     @classmethod
     def prepare(
@@ -248,6 +249,7 @@ class WorkerProcess:
                 return  # asked to stop while the tables did not answer: nothing was taken
             self.metrics.start()
             worker.run()
+            self.stuck_calls = worker.stuck_calls
         except (FatalStreamError, LeaseError) as exc:
             log.error("worker stopped: %s", exc)
             raise

@@ -121,4 +121,17 @@ class Worker:
             syncer.wake()
             sync_thread.join(timeout=5)
             children_thread.join(timeout=5)
+            if scheduler.stuck_calls:
+                log.warning(
+                    "worker %s: %d calls never returned (stalled shards' processors, or still running "
+                    "after the drain); their threads are left behind",
+                    self.worker_id,
+                    scheduler.stuck_calls,
+                )
             log.info("worker %s stopped", self.worker_id)
+
+    @property
+    def stuck_calls(self) -> int:
+        """Calls that never returned by the end of run(): a process must exit without joining their
+        threads (``consumer run`` does, after its telemetry is flushed)."""
+        return self.parts.scheduler.stuck_calls

@@ -24,6 +24,8 @@ class MeaningfulEvent(StrEnum):
     PARENT_NOT_CLOSED = "PARENT_NOT_CLOSED"
     RETRIES_EXHAUSTED = "RETRIES_EXHAUSTED"
     RECORDS_TRIMMED_LOST = "RECORDS_TRIMMED_LOST"
+    SHARD_STALLED = "SHARD_STALLED"
+    LEASES_NOT_TAKEN = "LEASES_NOT_TAKEN"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,23 @@ CATALOGUE: tuple[EventDescription, ...] = (
         logging.ERROR,
         "Records were trimmed from the stream (24 h retention) before this fleet read them: data loss.",
         "The fleet is too slow or was down too long: check MillisBehindLatest and scale out.",
+    ),
+    EventDescription(
+        MeaningfulEvent.SHARD_STALLED,
+        logging.ERROR,
+        "A shard's checkpoint did not move for worker.stall_timeout_millis while a call for it had not "
+        "returned (the line carries its stack) or it had ended without its reading reaching the end; "
+        "its lease was released so that another worker takes it.",
+        "Read the stack: a processor call that hangs (a downstream without a timeout), a record it "
+        "cannot handle (retried until an operator acts: fix it, or dead-letter it), or a stuck read. "
+        "Stalls that persist page (the stalled-shards alarm).",
+    ),
+    EventDescription(
+        MeaningfulEvent.LEASES_NOT_TAKEN,
+        logging.ERROR,
+        "Ready leases stayed free for worker.stall_timeout_millis although this worker had room.",
+        "Look for the lease's parents (a parent lease not finishing blocks its children) and for "
+        "taker errors in the same worker's log; `consumer leases` shows the table.",
     ),
 )
 
@@ -162,4 +181,29 @@ def log_trimmed_loss(
         shard=shard_id,
         resume_position=resume_position,
         on_trimmed=on_trimmed,
+    )
+
+
+def log_shard_stalled(logger: logging.Logger, shard_id: str, what: str, stack: str) -> None:
+    """A stalled shard released (consumer.lifecycle.stalls): always an ERROR, with the stuck call."""
+    where = f"; the stuck call:\n{stack}" if stack else "; no call of it is running"
+    _emit(
+        logger,
+        MeaningfulEvent.SHARD_STALLED,
+        logging.ERROR,
+        f"Shard {shard_id} stalled: {what}; releasing its lease so that another worker takes it{where}",
+        shard=shard_id,
+    )
+
+
+def log_leases_not_taken(logger: logging.Logger, shard_ids: list[str], free_millis: int) -> None:
+    """Ready leases left free although this worker could take more."""
+    shown = ", ".join(shard_ids[:5]) + (f" and {len(shard_ids) - 5} more" if len(shard_ids) > 5 else "")
+    _emit(
+        logger,
+        MeaningfulEvent.LEASES_NOT_TAKEN,
+        logging.ERROR,
+        f"{len(shard_ids)} ready leases stayed free for {free_millis / 1000:.0f} s although this worker "
+        f"had room: {shown}",
+        shards=shard_ids[:20],
     )

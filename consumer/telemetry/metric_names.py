@@ -21,6 +21,11 @@ the whole fleet adds to, so a plain CloudWatch alarm can combine it in metric ma
 metrics (an alarm cannot mix a Metrics Insights query with other metrics). The scaling alarms read
 three: ``RecordsProcessed`` (the fleet's throughput), ``LeaseTableScans`` (how many full scans the
 leases table's Scan ReturnedItemCount is spread over) and ``OpenShards`` (N as the stream has it).
+
+Shard-named series: a metric marked ``named_shard`` is published under ``[Operation, ShardId]``
+whatever ``metrics.shard_id_dimension`` says. It is rare (``StalledShards``: a shard found stalled),
+and an alarm on a Metrics Insights query grouped by ShardId then has each such shard as a
+contributor, so the page names the shard.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class MetricSpec:
     operation: str
     description: str
     fleet: bool = False  # also published without WorkerIdentifier (module docstring)
+    named_shard: bool = False  # always published with [Operation, ShardId] too (module docstring)
 
 
 # The demo's load generator publishes ``TableWrites`` under this operation, with its own
@@ -72,6 +78,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "RecordsSentToDeadLetter", "Count", S, SUM, "ProcessTask", "Records the retry policy gave up on."
     ),
     MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
+    MetricSpec(
+        "StalledShards",
+        "Count",
+        S,
+        SUM,
+        "ProcessTask",
+        "Shards found stalled and released (worker.stall_timeout_millis).",
+        fleet=True,
+        named_shard=True,
+    ),
     # --- per-key parallelism and tumbling windows (docs/processing.md)
     MetricSpec("LanesInFlight", "Count", S, MAX, "ProcessTask", "Lanes of one shard busy at once."),
     MetricSpec(
@@ -102,6 +118,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         LAST,
         "TakeLeases",
         "Ready shards no worker may take (at the cap).",
+    ),
+    MetricSpec(
+        "LeasesNotTaken",
+        "Count",
+        S,
+        LAST,
+        "TakeLeases",
+        "Ready leases left free past the stall timeout although workers had room.",
     ),
     MetricSpec("ShutdownsLeaseLost", "Count", S, SUM, "ShutdownTask", "Shard consumers stopped: LEASE_LOST."),
     MetricSpec(

@@ -10,7 +10,8 @@ a ``shard_id`` given, the document carries two dimension sets, ``[Operation, Wor
 ShardId]`` and ``[Operation, WorkerIdentifier]``, so the per-shard series exists *and* the
 aggregated series that dashboards and alarms use stays complete. Without it, shards are aggregated
 into one series per operation. A metric the catalogue marks ``fleet`` goes in a document of its own
-that also carries ``[Operation]``: one series the whole fleet adds to (metric_names.py).
+that also carries ``[Operation]``: one series the whole fleet adds to (metric_names.py); one marked
+``named_shard`` carries ``[Operation, ShardId]`` whatever the setting says (a stalled shard, named).
 
 With several streams (``streams:``) a figure recorded for a shard (its lease key namespaced by its
 stream, consumer/streams/namespace.py) also carries ``Stream`` (the table's name): one more set,
@@ -198,7 +199,8 @@ class MetricsRecorder:
             return
         _validate(operation, name, value, unit, spec.unit if spec is not None else None)
         stream = table_of(shard_id) if self._stream_dimension and shard_id is not None else None
-        key = (operation, shard_id if self._shard_dimension else None, stream)
+        named = spec is not None and spec.named_shard
+        key = (operation, shard_id if self._shard_dimension or named else None, stream)
         with self._lock:
             group = self._groups.setdefault(key, {})
             series = group.get(name)
@@ -251,11 +253,17 @@ class MetricsRecorder:
             dimension_sets.insert(-1, {**base, "Stream": stream})
         metrics: list[MetricValues] = []
         fleet: list[MetricValues] = []
+        named: list[MetricValues] = []
         for name, series in sorted(series_by_name.items()):
             if series.values():
                 spec = spec_for(name)
-                target = fleet if spec is not None and spec.fleet else metrics
+                if spec is not None and spec.named_shard and shard_id is not None:
+                    target = named
+                else:
+                    target = fleet if spec is not None and spec.fleet else metrics
                 target.append(MetricValues(name, series.unit, series.values()))
+        if not self._shard_dimension and shard_id is not None:
+            dimension_sets = [base]  # the key carries the shard only for named_shard metrics
         capped = sum(series.capped for series in series_by_name.values())
         if capped:
             metrics.append(MetricValues("MetricSamplesCapped", "Count", (float(capped),)))
@@ -265,6 +273,9 @@ class MetricsRecorder:
             if stream is not None:
                 fleet_sets.append({"Operation": operation, "Stream": stream})
             documents += build_documents(self._namespace, fleet_sets, fleet, timestamp)
+        if named and shard_id is not None:
+            named_sets = [{"Operation": operation, "ShardId": shard_id}, {"Operation": operation}, base]
+            documents += build_documents(self._namespace, named_sets, named, timestamp)
         return documents
 
     def wait_sent(self, timeout_seconds: float) -> bool:

@@ -85,7 +85,10 @@ class WorkerSettings(SettingsModel):
         description="Shortest time between the starts of two catch-up reads of one shard (KCL 3's minimum).",
     )
     parent_shard_poll_interval_millis: int = Field(
-        10_000, ge=100, description="How often a child shard re-checks whether its parents finished."
+        10_000,
+        ge=100,
+        description="How often a child shard re-checks whether its parents finished, after its first five "
+        "checks (every half taking interval: a parent that is just finishing starts its child within one).",
     )
     call_process_records_even_for_empty_record_list: bool = Field(
         False, description="Call the processor on empty batches (needed for time-based flushing)."
@@ -113,6 +116,15 @@ class WorkerSettings(SettingsModel):
     )
     max_worker_threads: int = Field(
         16, ge=1, le=512, description="Threads that fetch and process shards (not one per shard)."
+    )
+    stall_timeout_millis: int | None = Field(
+        300_000,
+        ge=1_000,
+        description="A shard is stalled when a call for it (the processor, lanes included, or a stream read) "
+        "has not returned, or it ended and its reading does not reach the end, while its checkpoint has "
+        "not moved, for this long: the worker logs the stuck call's stack, publishes StalledShards and "
+        "releases the lease so another worker takes it. Above the longest batch a processor may take, "
+        "retries included. None turns it off.",
     )
 
     @property

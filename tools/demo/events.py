@@ -8,8 +8,9 @@ held it before the current owner and which errors its owner saw. When the change
 records it had already landed (a redelivery), the redelivery is attributed to a cause:
 
 * the previous owner (the worker the lease was taken from, or the one that freed it: an overdue
-  hand-over releases it to nobody) was SIGKILLed or frozen (SIGSTOP) after processing a batch and
-  before checkpointing it — the only source of duplicates the product accepts;
+  hand-over releases it to nobody) was SIGKILLed, or frozen (SIGSTOP) when the lease was taken over,
+  after processing a batch and before checkpointing it — the only source of duplicates the product
+  accepts (a worker that released the lease was running then: its release records what it processed);
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 _TOOK = re.compile(r"^worker (\S+) took lease (\S+) from (\S+)$")
@@ -44,6 +46,31 @@ _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already land
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
 NOBODY = "(nobody)"
+
+
+def in_time_order(lines: list[str]) -> list[str]:
+    """Lines read from several workers' logs at once, by their timestamps (a line without one keeps
+    its place before the stamped ones): a take read before the release it followed, from another
+    worker's file, would be judged without the release."""
+
+    def stamp(line: str) -> str:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return ""
+        return str(entry.get("timestamp", "")) if isinstance(entry, dict) else ""
+
+    return sorted(lines, key=stamp)
+
+
+def _wall_seconds(stamp: object) -> float | None:
+    """A log line's ISO timestamp (consumer.telemetry.logs) as epoch seconds, or None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
 
 
 def process_name(worker_id: str) -> str:
@@ -70,11 +97,17 @@ class Redelivery:
 class FleetEvents:
     """Folds worker log lines into screen events and attributed redeliveries.
 
-    ``fate`` maps a process name to how the demo stopped it (``SIGKILL``, ``SIGSTOP``, ``SIGTERM``);
-    the demo updates it as it acts, before the lines that follow the act are read.
+    ``fate`` maps a process name to how the demo ended it (``SIGKILL``, ``SIGTERM``; a test may say
+    ``SIGSTOP`` for a process frozen throughout); the demo updates it as it acts, before the lines that
+    follow the act are read. A pause is not a fate: it lasts from :meth:`paused` to :meth:`resumed`,
+    and a take-over explains a redelivery by a pause only if the previous owner was frozen when the
+    taker's line was written -- a mark that outlived the SIGCONT would excuse any later redelivery
+    of that worker's shards.
     """
 
     fate: dict[str, str] = field(default_factory=dict)
+    # Per process, the wall-clock spans it was frozen (the end is infinite while it still is).
+    pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
     redeliveries: list[Redelivery] = field(default_factory=list)
     taken: int = 0
@@ -88,6 +121,45 @@ class FleetEvents:
     _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
     _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
     _released_by: dict[str, str] = field(default_factory=dict)  # shard -> who last freed its lease
+    # shard -> how its previous owner stood over the ownership that just ended (fate_during)
+    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)
+    _released_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> its releaser's, likewise
+    _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
+    _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
+
+    def paused(self, name: str, at: float) -> None:
+        """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
+        self.pauses.setdefault(name, []).append((at, float("inf")))
+
+    def resumed(self, name: str, at: float) -> None:
+        """The demo let ``name`` go on (SIGCONT) at ``at``: its pause mark ends there."""
+        spans = self.pauses.get(name)
+        if spans and spans[-1][1] == float("inf"):
+            spans[-1] = (spans[-1][0], at)
+
+    def fate_during(self, name: str, since: float | None, until: float | None) -> str | None:
+        """How ``name`` stood over one ownership of a shard, from ``since`` to ``until`` (wall seconds;
+        None: unknown, from the start / now): ended by SIGKILL or SIGTERM for good, or frozen by a
+        pause within it -- a batch it processed before the pause may not have been checkpointed, and
+        the next owner delivers it again; None when it ran throughout. A pause before the ownership
+        began explains nothing of it."""
+        ended = self.fate.get(name)
+        if ended is not None:
+            return ended
+        low = float("-inf") if since is None else since
+        high = float("inf") if until is None else until
+        spans = self.pauses.get(name, [])
+        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None
+
+    def _begin_ownership(self, worker: str, shard: str, at: float | None) -> None:
+        self._holder[shard] = worker
+        self._owner_since[(worker, shard)] = at if at is not None else float("-inf")
+
+    def _fate_of_ownership(self, owner: str, shard: str, until: float | None) -> str | None:
+        if owner == NOBODY:
+            return None
+        name = process_name(owner)
+        return self.fate_during(name, self._owner_since.get((name, shard)), until)
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -100,15 +172,21 @@ class FleetEvents:
         # processors' lines name it: the demo's shard ids are unique across its tables.
         message = _NAMESPACE.sub("", str(entry.get("message", "")))
         worker = process_name(str(entry.get("worker_id") or "?"))
+        written = _wall_seconds(entry.get("timestamp"))
         prefix = f"{stamp} " if stamp else ""
         self._lines += 1
         if match := _TOOK.match(message):
             shard, before = match.group(2), match.group(3)
             if before == NOBODY:
                 before = self._released_by.pop(shard, NOBODY)
+                fate = self._released_fate.pop(shard, None)
+            else:
+                fate = self._fate_of_ownership(before, shard, written)
             self.taken += 1
             self._previous_owner[shard] = before
+            self._taken_from_fate[shard] = fate
             self._took_at[(worker, shard)] = self._lines
+            self._begin_ownership(worker, shard, written)
             was = process_name(before)
             if self._fenced_at.get(was, -1) > self._took_at.get((was, shard), self._lines):
                 self._owner_fenced.add(shard)
@@ -117,16 +195,21 @@ class FleetEvents:
             self._errors.pop((worker, shard), None)
             if before != NOBODY and process_name(before) != worker:
                 self.taken_over += 1
-                how = self.fate.get(process_name(before), "still running: a hand-over or an expired lease")
+                how = self._taken_from_fate[shard] or "still running: a hand-over or an expired lease"
                 self.events.append(
                     f"{prefix}{worker} took {short_shard(shard)} over from {process_name(before)} ({how})"
                 )
         elif match := _RELEASED_TO.match(message):
             shard = match.group(2)
             self._previous_owner[shard] = match.group(1)
+            self._taken_from_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
             self._owner_fenced.discard(shard)
         elif match := _RELEASED.match(message):
-            self._released_by[match.group(2)] = match.group(1)
+            shard = match.group(2)
+            self._released_by[shard] = match.group(1)
+            self._released_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
         elif match := _LOST.match(message):
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")
@@ -148,11 +231,13 @@ class FleetEvents:
             self._redelivered(worker, match.group(2), int(match.group(1)))
         elif match := _STARTED.match(message):
             self._took_at[(worker, match.group(1))] = self._lines
+            if self._holder.get(match.group(1)) != worker:  # handed over to it: a new ownership
+                self._begin_ownership(worker, match.group(1), written)
 
     def _redelivered(self, worker: str, shard: str, records: int) -> None:
         error = self._errors.get((worker, shard))
         before = self._previous_owner.get(shard, NOBODY)
-        fate = self.fate.get(process_name(before)) if before != NOBODY else None
+        fate = self._taken_from_fate.get(shard) if before != NOBODY else None
         if error:
             cause, explained = f"{worker} retried a batch after an error: {error[:120]}", True
         elif fate in ("SIGKILL", "SIGSTOP"):

@@ -38,7 +38,7 @@ from emulator.testing import emulator_command, wait_until_ready
 from emulator.testing import stop as stop_emulator
 from ground.settings import Settings
 from tools.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
-from tools.demo.events import FleetEvents, LogTail, short_shard
+from tools.demo.events import FleetEvents, LogTail, in_time_order, short_shard
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import PREFILL_ITEMS, LoadGenerator, prefill
 from tools.demo.tables import SLOW_EVERY, SLOW_PROCESSOR, demo_tables, slow_streams_config
@@ -241,7 +241,7 @@ class Demo:
 
     def _read_logs(self, fleet: LocalFleet) -> None:
         stamp = f"t+{self._elapsed():.0f}s"
-        for line in self._tail.read([w.log_path for w in fleet.workers.values()]):
+        for line in in_time_order(self._tail.read([w.log_path for w in fleet.workers.values()])):
             self.events.feed(line, stamp)
 
     def _snapshot(self, fleet: LocalFleet, load: Loads) -> FleetSnapshot:
@@ -377,7 +377,7 @@ class Demo:
         failover = self.settings.worker.failover_time_millis / 1000
         relation = "longer" if action.seconds > failover else "shorter"
         for name in victims:
-            self.events.fate[name] = "SIGSTOP"
+            self.events.paused(name, time.time())
             fleet.pause(name)
             undo.append(Undo(self._elapsed() + action.seconds, f"resume:{name}"))
             self._note(
@@ -405,6 +405,7 @@ class Demo:
             name = item.what.split(":", 1)[1]
             if fleet.workers[name].alive:
                 fleet.resume(name)
+                self.events.resumed(name, time.time())
                 self._note(f"SIGCONT {name}")
         else:
             self.control.set_faults(**{name: self._baseline(name) for name in item.names})

@@ -51,6 +51,9 @@ def test_each_meaningful_message_lands_in_the_worker_group_with_context(
         thread.join()
         catalogue.log_parent_not_closed(logging.getLogger("consumer.streams"), "shardId-0004", "shardId-0003")
         catalogue.log_trimmed_loss(lifecycle, "shardId-0005", "000999", "TrimmedDataAccessException", "fail")
+        with shard_context("shardId-0006"):
+            catalogue.log_shard_stalled(lifecycle, "shardId-0006", "a call for it has not returned", "stack")
+        catalogue.log_leases_not_taken(logging.getLogger("consumer.leases"), ["shardId-0007"], 400_000)
         logging.getLogger("consumer.app").info("application says hello")
         logging.getLogger("my_processor").warning("user processor warns")
         logging.getLogger("botocore.endpoint").debug("botocore debug must not ship")
@@ -74,10 +77,14 @@ def test_each_meaningful_message_lands_in_the_worker_group_with_context(
     assert events[MeaningfulEvent.RETRIES_EXHAUSTED]["level"] == "ERROR"
     assert events[MeaningfulEvent.PARENT_NOT_CLOSED]["level"] == "WARNING"
     assert events[MeaningfulEvent.RECORDS_TRIMMED_LOST]["level"] == "ERROR"
+    assert events[MeaningfulEvent.SHARD_STALLED]["level"] == "ERROR"
+    assert events[MeaningfulEvent.SHARD_STALLED]["shard_id"] == "shardId-0006"
+    assert events[MeaningfulEvent.LEASES_NOT_TAKEN]["level"] == "ERROR"
     assert events[MeaningfulEvent.PARENT_NOT_CLOSED]["shard_id"] is None  # no context set: not invented
     assert {"timestamp", "level", "logger", "message", "worker_id", "shard_id"} <= set(lost)
 
     assert {line["logger"] for line in worker} <= {
+        "consumer.leases",
         "consumer.lifecycle",
         "consumer.processing",
         "consumer.streams",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -30,26 +31,86 @@ def test_take_over_from_a_killed_worker_explains_its_redelivery() -> None:
     assert "took 711-820af6c8 over from worker-1 (SIGKILL)" in events.events[0]
 
 
-def test_a_take_after_a_release_to_nobody_is_judged_by_the_releaser() -> None:
+def stamped(worker: str, message: str, at: float) -> str:
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return json.dumps(
+        {"level": "INFO", "message": message, "worker_id": f"{worker}@vm:1:ab", "timestamp": stamp}
+    )
+
+
+T0 = 1_800_000_000.0
+
+
+def test_a_pause_explains_only_the_take_over_that_ends_the_ownership_it_happened_in() -> None:
+    """The chaos judge marked a paused worker and never cleared the mark at SIGCONT, so every later
+    redelivery of that worker's shards counted as explained and could hide a replay (issue 46). A
+    pause explains a take-over only when it fell within the ownership the take-over ended (a batch
+    processed before it may not have been checkpointed); one before that ownership began explains
+    nothing of it."""
+    events = FleetEvents()
+    events.paused("worker-1", T0 + 10)
+    events.resumed("worker-1", T0 + 20)
+    within = "shardId-00000001795439612711-aaaaaaaa"
+    after = "shardId-00000001795439612711-bbbbbbbb"
+    for shard, since in ((within, T0), (after, T0 + 21)):
+        events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {shard} from (nobody)", since))
+        events.feed(
+            stamped("worker-2", f"worker worker-2@vm:1:ab took lease {shard} from worker-1@vm:9:cd", T0 + 25)
+        )
+        events.feed(
+            line("worker-2", f"changelog: 2 record(s) of shard {shard} already landed by an earlier delivery")
+        )
+    explained = {r.shard_id: r.explained for r in events.redeliveries}
+    assert explained == {within: True, after: False}
+    assert "worker-1 was stopped by SIGSTOP" in events.redeliveries[0].cause
+
+
+def test_a_hand_over_after_a_pause_within_the_ownership_explains_the_redelivery() -> None:
+    """Frozen mid-flush, the owner's lanes had handled records beyond one they had not: the
+    checkpoint cannot pass it, and the hand-over that follows the resume gives the next owner those
+    records again (chaos seed 103 of issue 46's ten, judged unexplained by a mark cleared at SIGCONT)."""
+    events = FleetEvents()
+    events.feed(stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from (nobody)", T0))
+    events.feed(stamped("worker-3", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0))
+    events.paused("worker-3", T0 + 5)
+    events.resumed("worker-3", T0 + 10)
+    events.feed(stamped("worker-3", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0 + 11))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD} to worker-2@vm:2:cd", T0 + 12)
+    )
+    events.feed(stamped("worker-2", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0 + 13))
+    events.feed(
+        line("worker-2", f"changelog: 29 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert events.redeliveries[0].explained, events.redeliveries[0].cause
+
+
+def test_a_take_after_a_release_to_nobody_is_judged_by_the_releasers_ownership() -> None:
     """An overdue hand-over frees the lease ("released lease S", no successor named): the next taker
-    reads "from (nobody)", and what it gets again was the releaser's, frozen before its checkpoint
-    (chaos seeds 1 and 2 of the dense-pause schedule with factor 10 called it unexplained)."""
+    reads "from (nobody)", and what it gets again is judged by the releaser's ownership. Frozen within
+    it, its lanes may have handled records the checkpoint could not cover; running throughout, its
+    release records what it processed, and a record given again is a defect."""
     released = [
-        line("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd"),
-        line("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}"),
-        line("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)"),
-        line("worker-2", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery"),
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0),
+        stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}", T0 + 30),
+        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {SHARD} from (nobody)", T0 + 31),
+        stamped(
+            "worker-2",
+            f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery",
+            T0 + 32,
+        ),
     ]
-    frozen, running = FleetEvents(fate={"worker-3": "SIGSTOP"}), FleetEvents()
+    frozen, running = FleetEvents(), FleetEvents()
+    frozen.paused("worker-3", T0 + 5)
+    frozen.resumed("worker-3", T0 + 29)
     for events in (frozen, running):
         for entry in released:
             events.feed(entry)
     assert frozen.redeliveries[0].explained
     assert "worker-3 was stopped by SIGSTOP" in frozen.redeliveries[0].cause
-    assert "took 711-820af6c8 over from worker-3" in frozen.events[-1]
-    # A running releaser's position is written by the release: a record given again is a defect.
     assert not running.redeliveries[0].explained
     assert "previous owner worker-3@vm:1:ab" in running.redeliveries[0].cause
+    assert "took 711-820af6c8 over from worker-3" in running.events[-1]
 
 
 def test_a_retry_after_an_error_explains_a_redelivery_by_the_same_worker() -> None:
@@ -159,3 +220,19 @@ def test_chaos_plan_has_every_kind_inside_the_load_window(seed: int, duration: f
     assert all(duration * 0.1 - 1e-3 <= a.at_seconds <= duration * 0.85 + 1e-3 for a in plan)
     assert [a.at_seconds for a in plan] == sorted(a.at_seconds for a in plan)
     assert plan == chaos_plan(seed, duration)
+
+
+def test_lines_read_from_several_logs_at_once_are_judged_in_time_order() -> None:
+    """A release in one worker's file and the take that followed it in another's, read in one poll:
+    file order put the take first, and the judge saw a take from nobody with no releaser."""
+    from tools.demo.events import in_time_order
+
+    take = stamped("worker-1", f"worker worker-1@vm:1:ab took lease {SHARD} from (nobody)", T0 + 1)
+    release = stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}", T0)
+    events = FleetEvents()
+    for entry in in_time_order([take, release]):
+        events.feed(entry)
+    events.feed(
+        line("worker-1", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert "previous owner worker-3@vm:1:ab" in events.redeliveries[0].cause

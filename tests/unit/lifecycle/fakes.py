@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from consumer.leases.model import Lease
@@ -174,6 +175,9 @@ class FlakyLeases:
         self._enter("handoff_requested")
         return self.inner.handoff_requested(shard_id)
 
+    def delivering(self, shard_id: str) -> AbstractContextManager[None]:
+        return self.inner.delivering(shard_id)
+
     def is_shard_finished(self, shard_id: str) -> bool:
         self._enter("is_shard_finished")
         return self.inner.is_shard_finished(shard_id)
@@ -185,3 +189,10 @@ class FlakyLeases:
     def release(self, shard_id: str, counter: int | None = None) -> None:
         self._enter("release")
         self.inner.release(shard_id, counter)
+
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        self._enter("release")
+        self.inner.give_up_stalled(shard_id, counter)
+
+    def shards_with_children(self) -> frozenset[str]:
+        return self.inner.shards_with_children()

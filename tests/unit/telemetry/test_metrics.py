@@ -66,6 +66,27 @@ def test_fleet_metrics_also_go_to_one_series_per_operation_for_the_scaling_alarm
     assert metric_sums(docs)["RecordsProcessed"] == 21
 
 
+@pytest.mark.parametrize("shard_dimension", [False, True])
+def test_a_stalled_shard_is_named_whatever_the_shard_dimension_says(shard_dimension: bool) -> None:
+    """StalledShards carries [Operation, ShardId]: the stalled-shards alarm groups a Metrics Insights
+    query by ShardId, so each stalled shard is a contributor and the page names it; the fleet sum
+    and the per-worker series are there too. Other metrics stay as the setting says."""
+    transport = InMemoryTransport()
+    rec = recorder(transport, shard_id_dimension=shard_dimension)
+    rec.count("ProcessTask", "StalledShards", 1, shard_id="shard-a")
+    rec.count("ProcessTask", "RecordsRetried", 2, shard_id="shard-a")
+    docs = flushed(rec, transport)
+    stalled = [d for d in docs if "StalledShards" in d]
+    assert len(stalled) == 1 and stalled[0]["ShardId"] == "shard-a"
+    assert stalled[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [  # type: ignore[index]
+        ["Operation", "ShardId"],
+        ["Operation"],
+        ["Operation", "WorkerIdentifier"],
+    ]
+    retried = [d for d in docs if "RecordsRetried" in d]
+    assert len(retried) == 1 and ("ShardId" in retried[0]) is shard_dimension
+
+
 def test_shard_dimension_adds_a_per_shard_set_and_keeps_the_aggregate_set() -> None:
     transport = InMemoryTransport()
     rec = recorder(transport, shard_id_dimension=True)
