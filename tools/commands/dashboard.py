@@ -46,11 +46,11 @@ def register(subparsers: Any) -> None:
 
 def _dashboard(args: argparse.Namespace) -> int:
     from consumer.runtime.clients import logs_client
-    from consumer.telemetry.dashboard import render
-    from consumer.telemetry.errors import TelemetryError
-    from consumer.telemetry.readback import points_of_all, read_jsonl, read_log_group
-    from consumer.telemetry.widgets import reference_lines, widgets_for
     from tools.commands import CommandError
+    from tools.dashboard.errors import DashboardError
+    from tools.dashboard.readback import points_of_all, read_jsonl, read_log_group
+    from tools.dashboard.render import render
+    from tools.dashboard.widgets import reference_lines, widgets_for
 
     settings = settings_from(args)
     try:
@@ -75,7 +75,7 @@ def _dashboard(args: argparse.Namespace) -> int:
             title=f"{settings.application_name} ({settings.env}) - from {source}",
             start_millis=args.start_millis,
         )
-    except TelemetryError as exc:
+    except DashboardError as exc:
         raise CommandError(str(exc)) from exc
     workers = len(rendered.workers)
     print(f"wrote {rendered.png} and {rendered.html} ({workers} workers, {len(documents)} documents)")

@@ -15,11 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from consumer.telemetry import prices
-from consumer.telemetry.dashboard import draw_widget, render, time_axis
-from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widgets import WORKER, Metric, Widget, reference_lines, widgets_for
 from ground.settings import load_settings
+from tools.dashboard import prices
+from tools.dashboard.readback import MetricPoint
+from tools.dashboard.render import draw_widget, render, time_axis
+from tools.dashboard.widgets import WORKER, Metric, Widget, reference_lines, widgets_for
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 START = 1_700_000_000_000

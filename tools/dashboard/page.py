@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumer.telemetry.metric_names import Aggregation, spec_for
-from consumer.telemetry.readback import MetricPoint
+from tools.dashboard.readback import MetricPoint
 
 UNEXPLAINED = "UNEXPLAINED"
 

@@ -1,4 +1,4 @@
-"""The shape of the dashboard's widgets (:mod:`consumer.telemetry.widgets` holds the list itself).
+"""The shape of the dashboard's widgets (:mod:`tools.dashboard.widgets` holds the list itself).
 
 Frozen dataclasses, no CDK or matplotlib import, read by both renderers:
 
@@ -12,7 +12,7 @@ Frozen dataclasses, no CDK or matplotlib import, read by both renderers:
 * :class:`Widget` -- a panel: title, unit, axis labels, metrics, formulas, reference lines, and a
   ``note`` shown with it on both dashboards.
 * :class:`Condition` -- a metric that exists only where a setting turns its feature on;
-  :func:`consumer.telemetry.widgets.widgets_for` leaves it out elsewhere and records why.
+  :func:`tools.dashboard.widgets.widgets_for` leaves it out elsewhere and records why.
 
 A panel never stays empty without saying why: every metric that can be missing carries its reason,
 and a panel whose metrics are all switched off in an environment says which setting did it.
@@ -106,7 +106,7 @@ class Metric:
 
     @property
     def per_second(self) -> bool:
-        """Counters (a Sum) are drawn as rates per second; see consumer/telemetry/widgets.py."""
+        """Counters (a Sum) are drawn as rates per second; see tools/dashboard/widgets.py."""
         return self.statistic == "Sum"
 
     @property

@@ -1,11 +1,11 @@
 """The dashboard's widgets as data: the one list the CloudWatch dashboard and ``consumer dashboard`` draw.
 
 Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widgets.py``) and the
-local PNG (``consumer/telemetry/dashboard.py``) would drift apart with a list each. Both render
+local PNG (``tools/dashboard/render.py``) would drift apart with a list each. Both render
 :data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
 ``make demo`` is the panel an operator reads in CloudWatch. It lives here, not in ``infra/``,
 because the worker package must never import the CDK layer; ``infra`` imports it. Its shape is
-in :mod:`consumer.telemetry.widget_model`.
+in :mod:`tools.dashboard.widget_model`.
 
 Rules, stated once here so both renderers follow them:
 
@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from consumer.telemetry import prices
-from consumer.telemetry.widget_model import (
+from ground.settings import Settings
+from tools.dashboard import prices
+from tools.dashboard.widget_model import (
     AGENT,
     LEASES_TABLE,
     LOAD_GENERATOR,
@@ -45,7 +46,6 @@ from consumer.telemetry.widget_model import (
     holds,
     why_off,
 )
-from ground.settings import Settings
 
 __all__ = [
     "AGENT",
