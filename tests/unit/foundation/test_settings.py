@@ -34,7 +34,7 @@ def test_environment_file_overrides_base() -> None:
     prod = load_settings("prod", REPO_CONFIG)
     assert base_only.table.billing_mode == "PAY_PER_REQUEST"
     assert prod.table.billing_mode == "PROVISIONED"
-    assert prod.worker.max_leases_for_worker == 11
+    assert prod.worker.max_leases_for_worker == 8
     # Keys the environment does not set come from base.yaml.
     assert prod.table.partition_key.name == "pk"
     assert prod.env == "prod"
