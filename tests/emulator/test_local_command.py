@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,14 @@ def test_local_write_twice_delivers_new_records_or_fails(tmp_path: Path) -> None
         assert "none of the 3 writes reached the stream of orders" in silent.stderr
     finally:
         assert _consumer(tmp_path, "down").returncode == 0
+
+
+def test_docs_name_the_state_file_and_the_exit_codes_status_uses() -> None:
+    """docs/emulator.md says where `up` records the emulator and which codes `status` exits with."""
+    from tools.local_aws import state_path
+
+    docs = (ROOT / "docs" / "emulator.md").read_text()
+    assert f"`{state_path('<env>')}`" in docs
+    status_line = next(line for line in docs.splitlines() if line.startswith("consumer local status"))
+    codes = {int(code) for code in re.findall(r"\b(\d)\b", status_line.split("#", 1)[1])}
+    assert codes == {ExitCode.OK, ExitCode.UNAVAILABLE}, status_line
