@@ -130,6 +130,8 @@ def panel_lines(
                 if metric.each and len(widget.metrics) > 1:
                     label = f"{metric.label} ({worker})"
                 found.append(Line(label, series, worker))
+        if metric.gaps and any(math.isnan(v) for line in found for v in line.series.values()):
+            notes.append(f"{metric.label}: {metric.gaps}")
         lines += found
         if found:
             continue

@@ -124,7 +124,7 @@ def render(
     figure.savefig(png, dpi=90)
     plt.close(figure)
     page = png.with_suffix(".html")
-    page.write_text(page_html(title, png.name, points, panels), encoding="utf-8")
+    page.write_text(page_html(title, png.name, points, panels, bucket_seconds), encoding="utf-8")
     return RenderedDashboard(png, page, workers, titles, tuple(panels))
 
 

@@ -137,6 +137,10 @@ WIDGETS: tuple[Widget, ...] = (
                 absent="only `consumer demo`'s load generator counts writes locally",
             ),
         ),
+        note="Records processed need not add up to the writes: a worker that is killed publishes nothing "
+        "for its last metrics period (metrics.flush_interval_seconds), so what it processed then is "
+        "missing here, and the records it processed but had not checkpointed are processed again by "
+        "the next holder and counted twice.",
     ),
     Widget(
         "Leases total vs 2N",
@@ -151,7 +155,15 @@ WIDGETS: tuple[Widget, ...] = (
                 dimensions=(("Operation", "Scan"),),
             ),
             Metric(WORKER, "TotalLeases", "Maximum", "leases seen by the workers"),
-            Metric(WORKER, "OpenShards", "Maximum", "open shards N (the sync leader's listing)"),
+            Metric(
+                WORKER,
+                "OpenShards",
+                "Maximum",
+                "open shards N (the sync leader's listing)",
+                gaps="only the shard-sync leader publishes it: when the leader stops (a kill, a lost "
+                "instance) the line breaks until another worker's heartbeat outlives the leader's "
+                "(worker.failover_time_millis) and it lists the stream",
+            ),
         ),
         (Reference.SCALE_OUT, Reference.PARTITIONS),
         note="Above 2N for less than {alarm_window} adds no instance: a rollover or a split holds parents "
