@@ -22,6 +22,7 @@ per publisher the totals of counters and the latest (and highest) value of gauge
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,20 @@ from tools.dashboard.series import (
 )
 from tools.dashboard.widgets import WIDGETS, Reference, ReferenceLine, Widget
 
+
+def panels_of(png: str | Path) -> list[str]:
+    """The panel titles a PNG drawn by :func:`render` names in its text (empty for any other PNG)."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        description = image.info.get("Description", "")
+    try:
+        panels = json.loads(description).get("panels", [])
+    except (ValueError, AttributeError):
+        return []
+    return [str(title) for title in panels]
+
+
 __all__ = [
     "OFF_SCALE_FACTOR",
     "PanelState",
@@ -56,6 +71,7 @@ __all__ = [
     "TimeAxis",
     "draw_widget",
     "fleet_workers",
+    "panels_of",
     "per_second",
     "render",
     "series_for",
@@ -121,7 +137,9 @@ def render(
     figure.tight_layout(rect=(0, 0, 1, 0.98))
     png = Path(out_png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(png, dpi=90)
+    # The panels' titles go into the PNG's own text (its Description), so that a picture kept in the
+    # docs can be checked against the panels the dashboard draws today (tests/unit/telemetry).
+    figure.savefig(png, dpi=90, metadata={"Title": title, "Description": json.dumps({"panels": titles})})
     plt.close(figure)
     page = png.with_suffix(".html")
     page.write_text(page_html(title, png.name, points, panels, bucket_seconds), encoding="utf-8")
