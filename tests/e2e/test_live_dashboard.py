@@ -151,7 +151,7 @@ def test_the_served_dashboard_draws_every_panel_live_in_a_browser(tmp_path: Path
         load = LoadGenerator(
             emu.client("dynamodb"),
             settings.table,
-            LoadSettings(writes_per_second=10, keys=30, seed=4, duration_seconds=40),
+            LoadSettings(writes_per_second=10, keys=30, seed=4, duration_seconds=15),
             tmp_path / "oracle.jsonl",
         )
         with (
@@ -161,7 +161,7 @@ def test_the_served_dashboard_draws_every_panel_live_in_a_browser(tmp_path: Path
         ):
             for _ in range(2):
                 fleet.start_worker()
-            writer = threading.Thread(target=load.run, args=(40,), daemon=True)
+            writer = threading.Thread(target=load.run, args=(15,), daemon=True)
             writer.start()
             driver.get(url)
             wait_for(lambda: processed(driver) > 0, 60, "the first records processed on the page")
