@@ -124,10 +124,10 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         live = live_dashboard(settings, args.dashboard_port)
         console.print(
-            f"live dashboard: {live.url} (the dashboard's panels and the lease table, updated every "
-            "2 s while the demo runs; it stops with the demo)",
+            f"live dashboard: {live.url} (panels and leases, until the demo ends)",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         outcome = Demo(
             settings,

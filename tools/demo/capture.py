@@ -20,6 +20,7 @@ _FRAME = re.compile(r"^t\+\s*\d+s\s+writes \d+")
 _EVENT = re.compile(r"^t\+\d+s ")
 _SPARK = re.compile(r"^\[(\d/\d|bootstrap)\] ")
 _VERDICT_ROW = re.compile(r"^│ .+ │ .+ │$")
+_VERDICT_TITLE = re.compile(r"^\s*verdict(: .*)?\s*$")
 _BOOTSTRAP = re.compile(r"^\d+ items written before the table had a stream")
 # Event lines whose occurrence depends on the timing of one run (who asked whom, which shard ended
 # when): a capture may show them and a test run may not.
@@ -32,16 +33,20 @@ def abridge(output: str) -> list[str]:
     lines = [line.rstrip() for line in output.splitlines()]
     frames = [line for line in lines if _FRAME.match(line)]
     kept = frames[-1:]
+    in_verdict = False  # the live view's tables have rows too: only the verdict's are kept
     for line in lines:
+        if _VERDICT_TITLE.match(line):
+            in_verdict = True
         if _FRAME.match(line):
             continue
+        row = in_verdict and _VERDICT_ROW.match(line) and "figure" not in line
         if (
-            _BOOTSTRAP.match(line)
+            row
+            or _BOOTSTRAP.match(line)
             or _EVENT.match(line)
             or _SPARK.match(line)
-            or _VERDICT_ROW.match(line)
             or line.startswith("VERDICT")
-        ) and "figure" not in line:
+        ):
             kept.append(line)
     return kept
 

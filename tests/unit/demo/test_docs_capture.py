@@ -32,10 +32,12 @@ OUTPUT = """\
 live dashboard: http://127.0.0.1:40123/ (the dashboard's panels ...)
 t+  1s  writes 40 (40/s)  delivered 0 (0/s)  backlog 40
 t+ 14s  writes 560 (40/s)  delivered 560 (40/s)  backlog 0
+│ worker-1 │ killed │ 0 │
 t+0s started 3 workers and the load (40 writes/s for 14 s)
 t+2s worker-2 asked worker-3 for 120-6307007d
 t+7s SIGKILL worker-1 (it held leases)
 [1/4] change log /tmp/x/changelog: 30 object(s) to read, 0 already merged
+                  verdict
 │ figure │ value │
 │ lost   │     0 │
 VERDICT: nothing lost, nothing reordered
@@ -45,7 +47,8 @@ VERDICT: nothing lost, nothing reordered
 def test_a_capture_is_stale_when_a_line_every_run_prints_changed_shape() -> None:
     kept = abridge(OUTPUT)
     assert kept[0].startswith("t+ 14s") and kept[-1].startswith("VERDICT") and "│ figure" not in "".join(kept)
-    assert "live dashboard" not in "".join(kept)
+    assert "live dashboard" not in "".join(kept) and "killed" not in "".join(kept)  # live view rows: not kept
+    assert "│ lost   │     0 │" in kept
     old = [
         "t+ 62s  writes 2400 (39/s)  delivered 2400 (39/s)  backlog 0",
         "t+30s SIGKILL worker-4 (it held leases)",
