@@ -119,7 +119,7 @@ def counters_note(points: Sequence[MetricPoint], period_seconds: float) -> str:
     return (
         f"Stopped publishing early: {who}. A worker killed there never flushed its last period (up to "
         f"{period_seconds:g} s of counts, metrics.flush_interval_seconds), so the totals below lack it; "
-        "records it had processed but not checkpointed were processed and counted again by another worker."
+        "any record it had processed but not checkpointed is processed, and counted, again by the next holder."
     )
 
 
