@@ -126,7 +126,7 @@ ROOMS: dict[str, Floors] = {
             {
                 "streams": "DynamoDB Streams: the source port, its adapter with the fast parser, the one "
                 "read-error tree, the shard graph, shard-sync planning, the stream target check.",
-                "telemetry": "Metrics (EMF) and their transports, logs, the dashboard's one widget list.",
+                "telemetry": "Metrics (EMF) and their transports, logs, health: what a worker publishes.",
             },
         ),
         (
@@ -166,6 +166,13 @@ ROOMS: dict[str, Floors] = {
         ),
     ),
     "tools": (
+        (
+            "views",
+            {
+                "dashboard": "The dashboard's one widget list (CloudWatch's too), drawn from EMF documents "
+                "read back: the PNG, its page and the live page `consumer dashboard --serve` serves.",
+            },
+        ),
         (
             "drivers",
             {
