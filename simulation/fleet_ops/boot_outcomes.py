@@ -6,10 +6,10 @@ what the two did about it: which CloudFormation signals were sent, whether the i
 itself Unhealthy, which systemd units were started (so whether a watchdog runs), and the exit
 status. Rather than restate the scripts, :func:`outcomes` runs them once per process:
 
-* the bootstrap's ``boot()`` under a temporary root with a recording host, a real archive and a
-  stand-in interpreter for the virtualenv, made to fail at one step at a time (a broken archive,
-  ``venv`` failing, the configuration unwritable, ``useradd``, the agent, ``systemctl``, workers
-  that never report), and ``deploy.bootstrap.main``'s own mapping of its result to an exit status;
+* the bootstrap's ``main`` under a temporary root with a recording host (in place of
+  ``SystemdHost``), a real archive and a stand-in interpreter for the virtualenv, made to fail at
+  one step at a time (a broken archive, ``venv`` failing, the configuration unwritable, ``useradd``,
+  the agent, ``systemctl``, workers that never report), its exit status as it maps it;
 * the user data under bash with stub commands on ``PATH`` (as tests/infra/test_boot_policy.py
   does), failing at the instance metadata, the packages, the download or the group's name, or
   running a bootstrap that exits with the status found above.
@@ -99,7 +99,8 @@ _FAILING_AT = {"user": "ensure_user", "agent": "start_agent", "units": "enable_a
 
 
 def _bootstrap(plan: Any, step: str | None, root: Path) -> tuple[int, RecordingHost]:
-    """deploy.bootstrap.boot failing at ``step``; (main's exit status, the host's record)."""
+    """``deploy.bootstrap.main`` failing at ``step`` (its host recorded, its virtualenv's interpreter a
+    stand-in); (its exit status, the host's record)."""
     from consumer.telemetry.health import HeartbeatFile
     from deploy import bootstrap
     from deploy.plan import Layout
@@ -133,16 +134,22 @@ def _bootstrap(plan: Any, step: str | None, root: Path) -> tuple[int, RecordingH
         plan = dataclasses.replace(plan, health_timeout_seconds=0)
     plan_file = root / "plan.json"
     plan_file.write_text(plan.to_json())
-    real_boot = bootstrap.boot
+    build_venv = bootstrap.build_venv
+    seams = {
+        "SystemdHost": lambda: host,  # the instance's own tools: recorded instead
+        "build_venv": lambda layout, _python: build_venv(layout, str(python)),  # the stand-in interpreter
+    }
+    real = {name: getattr(bootstrap, name) for name in seams}
     said = io.StringIO()  # the boot log (cloud-init's output on an instance)
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        result = bootstrap.boot(plan, layout, archive, host, python=str(python))
-        setattr(bootstrap, "boot", lambda *args, **kwargs: result)  # noqa: B010 (main's own mapping)
+        for name, seam in seams.items():
+            setattr(bootstrap, name, seam)
         try:
-            argv = ["--archive", str(archive), "--plan", str(plan_file), "--root", str(root)]
+            argv = ["--archive", str(archive), "--plan", str(plan_file), "--root", str(layout.root)]
             status = bootstrap.main(argv)
         finally:
-            setattr(bootstrap, "boot", real_boot)  # noqa: B010
+            for name, function in real.items():
+                setattr(bootstrap, name, function)
     return status, host
 
 
