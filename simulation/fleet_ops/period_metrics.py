@@ -5,7 +5,9 @@ The real recorder ships EMF documents through a background thread to the instanc
 simulator a worker's :class:`PeriodMetrics` keeps the same aggregates (per operation and name:
 counts summed, gauges their last value or, where the catalogue says, their maximum) and
 :meth:`flush` hands them over with the dimensions the recorder's documents carry (``Operation``
-and ``WorkerIdentifier``, plus ``Operation`` alone for a metric the catalogue marks ``fleet``).
+and ``WorkerIdentifier``, plus ``Operation`` alone for a metric the catalogue marks ``fleet``, and
+``Operation`` with ``ShardId`` for one it marks ``named_shard``). Per-shard series of
+``metrics.shard_id_dimension`` feed no alarm and are not kept.
 Timings (``.Time`` / ``.Success`` samples) feed no alarm and are not kept.
 tests/simulation/test_ops_stand_ins.py holds the aggregates to the real recorder's documents.
 """

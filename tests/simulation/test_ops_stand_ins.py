@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from consumer.telemetry.health import HeartbeatFile
+from consumer.telemetry.metric_names import spec_for
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from deploy import watchdog as watchdog_module
@@ -102,6 +103,8 @@ def test_period_metrics_are_what_the_real_recorder_ships() -> None:
         ("count", ("RenewAllLeases", "LostLeases", 2)),
         ("gauge", ("ShardSyncTask", "OpenShards", 44, "Count")),
     ]
+    if spec_for("StalledShards") is not None:  # a shard-named metric, where the catalogue has one
+        calls.append(("count", ("ProcessTask", "StalledShards", 1, "Count", "shardId-0004")))
     for method, arguments in calls:
         getattr(real, method)(*arguments)
         getattr(mine, method)(*arguments)
