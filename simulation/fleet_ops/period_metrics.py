@@ -20,15 +20,26 @@ from dataclasses import dataclass, field
 from consumer.telemetry.metric_names import Aggregation, spec_for
 
 
+Key = tuple[str, str, str]  # operation, metric, the shard a shard-named metric names ("" otherwise)
+
+
+def _named(name: str) -> bool:
+    return bool(getattr(spec_for(name), "named_shard", False))
+
+
 @dataclass
 class PeriodMetrics:
     worker_id: str
-    _values: dict[tuple[str, str], tuple[Aggregation, float]] = field(default_factory=dict)
+    _values: dict[Key, tuple[Aggregation, float]] = field(default_factory=dict)
+
+    @staticmethod
+    def _key(operation: str, name: str, shard_id: str | None) -> Key:
+        return (operation, name, (shard_id or "") if _named(name) else "")
 
     def count(
         self, operation: str, name: str, value: float = 1, unit: str = "Count", shard_id: str | None = None
     ) -> None:
-        key = (operation, name)
+        key = self._key(operation, name, shard_id)
         _, before = self._values.get(key, (Aggregation.SUM, 0.0))
         self._values[key] = (Aggregation.SUM, before + float(value))
 
@@ -39,7 +50,7 @@ class PeriodMetrics:
             if spec is not None and spec.aggregation is not Aggregation.SUM
             else Aggregation.LAST
         )
-        key = (operation, name)
+        key = self._key(operation, name, shard_id)
         if how is Aggregation.MAX and key in self._values:
             value = max(value, self._values[key][1])
         self._values[key] = (how, float(value))
@@ -48,10 +59,13 @@ class PeriodMetrics:
         return None
 
     def flush(self) -> Iterator[tuple[dict[str, str], str, float]]:
-        """(dimensions, metric, value) of the period just ended, one per series it goes to."""
+        """(dimensions, metric, value) of the period just ended, one per series it goes to: a
+        shard-named metric (the catalogue's ``named_shard``) also under [Operation, ShardId]."""
         values, self._values = self._values, {}
-        for (operation, name), (_, value) in sorted(values.items()):
+        for (operation, name, shard), (_, value) in sorted(values.items()):
             yield {"Operation": operation, "WorkerIdentifier": self.worker_id}, name, value
             spec = spec_for(name)
             if spec is not None and spec.fleet:
                 yield {"Operation": operation}, name, value
+            if shard:
+                yield {"Operation": operation, "ShardId": shard}, name, value
