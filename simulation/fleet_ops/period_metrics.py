@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from consumer.telemetry.metric_names import Aggregation, spec_for
 
-
 Key = tuple[str, str, str]  # operation, metric, the shard a shard-named metric names ("" otherwise)
 
 
