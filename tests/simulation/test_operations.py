@@ -20,7 +20,7 @@ from simulation.fleet_ops.slices import SLICE_KINDS
 
 DRAWN_KINDS = [kind for kind, _ in KINDS if kind != "load"] + ["tables", "tables", "boot"]
 # Slices of the data path (real workers): on 694e0be these rollovers had children wait for a full
-# scan (3.5 and 4.4 taking intervals), and these hangs were never moved.
+# scan (1.5 and 4.4 taking intervals), and these hangs were never moved.
 SLICE_SEEDS = {"rollover": (15, 16), "hung-processor": (11, 12), "hung-read": (11, 12)}
 FIRST_SEED = 1  # the long form starts at 1 000 000
 BLOCKS = 4
