@@ -5,8 +5,10 @@ period, evaluation periods, datapoints to alarm, threshold, comparison, missing 
 :mod:`simulation.cloudwatch` over the datapoints of its last evaluation window. The window slides
 with the evaluation minute (CloudWatch aligns periods; the model does not, which moves a breach by
 less than a period). Actions as CloudWatch takes them: a topic is notified on the transition into
-ALARM; a scaling policy is invoked at every evaluation while the alarm stays in ALARM (Auto Scaling
-actions are the one kind CloudWatch repeats), the group's cooldown deciding whether it acts.
+ALARM (``AlarmActions``) or into INSUFFICIENT_DATA (``InsufficientDataActions``); a new alarm starts
+in INSUFFICIENT_DATA and notifies nobody for it; a scaling policy is invoked at every evaluation while
+the alarm stays in ALARM (Auto Scaling actions are the one kind CloudWatch repeats), the group's
+cooldown deciding whether it acts. ``OKActions`` (no template has them) would not page.
 """
 
 from __future__ import annotations
@@ -32,12 +34,22 @@ class AlarmSpec:
     properties: dict[str, Any]
     reads: frozenset[tuple[str, str]]  # (namespace, metric) its queries read
     window: int  # seconds: evaluation periods x period
-    topics: tuple[str, ...]  # logical ids of the topics it notifies
+    topics: tuple[str, ...]  # logical ids of the topics it notifies on entering ALARM
     policies: tuple[str, ...]  # logical ids of the scaling policies it invokes
+    # Topics it notifies on entering INSUFFICIENT_DATA (its InsufficientDataActions): that state pages too.
+    insufficient_topics: tuple[str, ...] = ()
 
     @property
     def pages(self) -> bool:
-        return bool(self.topics)
+        return bool(self.topics or self.insufficient_topics)
+
+    def paging(self, state: str) -> bool:
+        """Whether entering ``state`` notifies somebody."""
+        return (
+            bool(self.topics)
+            if state == "ALARM"
+            else state == "INSUFFICIENT_DATA" and bool(self.insufficient_topics)
+        )
 
 
 def _period(properties: Mapping[str, Any]) -> int:
@@ -68,6 +80,7 @@ def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
     for logical, resource in sorted(templates.of_type("AWS::CloudWatch::Alarm").items()):
         props = resource["Properties"]
         actions = props.get("AlarmActions", [])
+        insufficient = props.get("InsufficientDataActions", [])
         specs.append(
             AlarmSpec(
                 logical,
@@ -77,6 +90,7 @@ def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
                 int(props["EvaluationPeriods"]) * _period(props),
                 tuple(a["Ref"] for a in actions if "Ref" in a),
                 tuple(a["Fn::GetAtt"][0] for a in actions if "Fn::GetAtt" in a),
+                tuple(a["Ref"] for a in insufficient if "Ref" in a),
             )
         )
     return specs
@@ -157,26 +171,39 @@ class AlarmBook:
             if state != before:
                 self.states[spec.name] = state
                 self.transitions.append(Transition(now, spec.name, state))
-                if state == "ALARM":
-                    for topic in spec.topics:
-                        self.notify(topic, spec, now)
+                for topic in (
+                    spec.topics
+                    if state == "ALARM"
+                    else spec.insufficient_topics
+                    if state == "INSUFFICIENT_DATA"
+                    else ()
+                ):
+                    self.notify(topic, spec, now)
             if state == "ALARM":
                 for policy in spec.policies:
                     self.invoke(policy, spec, now)
 
+    def state_at(self, name: str, at: float) -> str:
+        state = "INSUFFICIENT_DATA"
+        for t in self.transitions:
+            if t.alarm == name and t.at <= at:
+                state = t.state
+        return state
+
     def in_alarm(self) -> list[str]:
         return sorted(name for name, state in self.states.items() if state == "ALARM")
 
-    def alarm_spans(self, name: str, end: float) -> list[tuple[float, float]]:
-        """(from, to) of each stretch ``name`` spent in ALARM up to ``end``."""
+    def alarm_spans(self, spec: AlarmSpec, end: float) -> list[tuple[float, float]]:
+        """(from, to) of each stretch ``spec`` spent in a state it pages in (entered by a transition:
+        a new alarm starts in INSUFFICIENT_DATA without notifying anyone) up to ``end``."""
         spans: list[tuple[float, float]] = []
         began: float | None = None
         for t in self.transitions:
-            if t.alarm != name:
+            if t.alarm != spec.name:
                 continue
-            if t.state == "ALARM" and began is None:
+            if spec.paging(t.state) and began is None:
                 began = t.at
-            elif t.state != "ALARM" and began is not None:
+            elif not spec.paging(t.state) and began is not None:
                 spans.append((began, t.at))
                 began = None
         if began is not None:

@@ -41,13 +41,21 @@ TOLERANCE = 0.15  # the table's figures are "≈"
 ZONES = 2
 
 
+_TOTAL = re.compile(
+    r"\$\s*(\d[\d ,]*?)\s*(?:[–-]\s*\$?\s*(\d[\d ,]*?))?\s*(?:\*\*)?\s*(?:a month\s*)?at (\d+)"
+)
+
+
 def promised_totals(doc: Path = REPO / "docs" / "deploy.md") -> list[tuple[int, float]]:
-    """(instances, dollars a month) from the cost table's Total row, prod's column."""
+    """(instances, dollars a month) from the cost table's Total row, prod's column: ``≈ $A at M``
+    or, where the table gives a range, ``≈ $A–B at M`` (its upper end: what the table allows)."""
     text = doc.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| **Total"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    pairs = re.findall(r"\$\s*([\d ,]+?)\s*(?:\*\*)?\s*(?:a month\s*)?at (\d+)", cells[2])
-    found = [(int(n), float(amount.replace(" ", "").replace(",", ""))) for amount, n in pairs]
+    found = [
+        (int(n), float((high or low).replace(" ", "").replace(",", "")))
+        for low, high, n in _TOTAL.findall(cells[2])
+    ]
     if len(found) < 2:
         raise ValueError(
             f"the cost table's total for prod does not read as '$A at M instances': {cells[2]!r}"

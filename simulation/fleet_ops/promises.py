@@ -10,7 +10,8 @@
    deploy). A stretch that ends sooner (the fault went away) asks nothing.
 3. **Every alarm is OK at rest**: from the first deploy's completion (after :data:`REST_GRACE`)
    until the first fault, and from :data:`SETTLE_GRACE` after the last fault to the end: no alarm
-   that pages is in ALARM (a scaling alarm in ALARM is the group at work, judged by 5). **A single
+   is in a state it pages in (ALARM; INSUFFICIENT_DATA entered by a transition, where it has
+   InsufficientDataActions). A scaling alarm in ALARM is the group at work, judged by 5. **A single
    event pages nobody.**
 4. **Each real failure pages within its stated time**, and the page reaches a confirmed
    subscription: the fleet processing nothing for five minutes (ten minutes), a table throttling
@@ -174,11 +175,12 @@ def _alarms(fleet: Fleet, verdict: OpsVerdict) -> None:
     for spec in fleet.alarms.specs:
         if not spec.pages:
             continue  # a scaling alarm in ALARM is the group at work: judged by the scaling promise
-        for a, b in fleet.alarms.alarm_spans(spec.name, end):
+        for a, b in fleet.alarms.alarm_spans(spec, end):
             for r0, r1 in rest_windows(fleet):
                 if a < r1 and b > r0:
                     verdict.red_at_rest.append(
-                        f"{spec.name} in ALARM at rest from {_minutes(max(a, r0))} to {_minutes(min(b, r1))}"
+                        f"{spec.name} in {fleet.alarms.state_at(spec.name, a)} at rest from "
+                        f"{_minutes(max(a, r0))} to {_minutes(min(b, r1))}"
                     )
                     break
     for start, _, what in fleet.scenario.faults:

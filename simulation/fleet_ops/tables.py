@@ -73,7 +73,9 @@ class Table:
 
     def calm(self, t0: float, t1: float, minute_of: float, writes: bool = False) -> bool:
         """No outage and no capacity throttling (of reads, and of ``writes``) anywhere in [t0, t1]."""
-        if self.outages and any(o.start < t1 and o.end > t0 and o.kind != "one-throttle" for o in self.outages):
+        if self.outages and any(
+            o.start < t1 and o.end > t0 and o.kind != "one-throttle" for o in self.outages
+        ):
             return False
         first, last = int((t0 - minute_of) // 60), int((t1 - minute_of) // 60)
         for shares in (self.capacity_share, self.write_share) if writes else (self.capacity_share,):
