@@ -14,7 +14,7 @@ history ends at rest too. The faults (issue 46's list):
   met by an instance EC2 lost (its replacement boots), or by a deploy whose every boot fails;
 * ``workers``: one instance's workers crash-looping, or their taker loops wedged;
 * ``load``: the load rising tenfold for hours and falling back (scale-out to the maximum, scale-in
-  to the minimum);
+  to the minimum), in three histories of ten with a deploy while the group is scaled out;
 * ``follow``: the pipeline's follow jobs failing;
 * ``replace``: the fleet stack deleted and created again;
 * ``single``: one throttled request on the leases table at rest (nothing to page about);
@@ -143,6 +143,9 @@ def draw(seed: int, kind: str | None = None) -> Scenario:
         end = start + rng.uniform(4_000, 6_000)
         s.profile = [(start, 10.0), (end, 1.0)]
         s.faults.append((start, end, "load x10"))
+        if rng.random() < 0.3:  # a deploy while the group is scaled out
+            s.deploys.append((start + rng.uniform(0.6, 0.9) * (end - start), None, ""))
+            s.deploy_in_fault = True
     elif kind == "follow":  # after the first good job (the hourly schedule, the release uploaded)
         s.release_after = rng.uniform(300, 1_500)
         start += 3_600.0
@@ -208,10 +211,12 @@ def directed(name: str) -> Scenario:
         s.instance_faults.append(InstanceFault("tables", start, start + 1_500, 0.5))
         s.faults.append((start, start + 1_500, "one instance partitioned (tables)"))
         s.duration = start + 1_500 + SETTLE
-    elif name == "load-walk":
+    elif name in ("load-walk", "deploy-while-scaled-out"):
         s.peak_share, s.first_rollover = 0.9, start + 1_500.0
         s.profile = [(start, 10.0), (start + 5_000, 1.0)]
         s.faults.append((start, start + 5_000, "load x10"))
+        if name == "deploy-while-scaled-out":
+            s.deploys.append((start + 4_200, None, ""))
         s.kind = "load"
         s.duration = start + 5_000 + SETTLE + 5.5 * 3_600
     elif name == "fleet-stack-replaced":
@@ -236,5 +241,6 @@ DIRECTED = (
     "boot-fails-at-units",
     "instance-cut-off-from-tables",
     "load-walk",
+    "deploy-while-scaled-out",
     "fleet-stack-replaced",
 )
