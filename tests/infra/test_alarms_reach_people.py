@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from simulation.cloudwatch import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.alarm_walk import (
     alarms_of,
     publish_request,
@@ -29,7 +30,6 @@ from tests.infra.alarm_walk import (
     topic_policy,
     walk_alarm_actions,
 )
-from simulation.cloudwatch import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
 from tests.infra.fleet_metrics import FleetState, publish, scan_pages, steady_leases, steady_load
 from tests.infra.policy_model import decide
