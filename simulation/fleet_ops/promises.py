@@ -129,15 +129,16 @@ def _instances(fleet: Fleet, verdict: OpsVerdict) -> None:
         for stretch in machine.broken:
             stated = stated_seconds(fleet, stretch.why)
             until = end if stretch.end is None else min(stretch.end, end)
-            if replaced is not None and replaced >= stretch.start - 1:
+            done = replaced is not None and stretch.start - 1 <= replaced <= until + lag_allowed(fleet)
+            if done:
+                assert replaced is not None
                 taken = replaced - stretch.start
             elif until - stretch.start >= stated:
-                taken = until - stretch.start
+                taken = until - stretch.start  # broken that long, and not replaced meanwhile
             else:
-                continue
+                continue  # it came back before its stated time: nothing was owed
             verdict.replaced_over_stated = max(verdict.replaced_over_stated, taken / stated)
             if taken > stated:
-                done = replaced is not None and replaced >= stretch.start - 1
                 verdict.broken_not_replaced.append(
                     f"{member.instance_id} {stretch.why} from {_minutes(stretch.start)}: "
                     f"{'replaced after' if done else 'not replaced in'} {taken:.0f} s (stated {stated:.0f} s)"
