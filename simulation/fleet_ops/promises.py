@@ -98,9 +98,15 @@ def stated_seconds(fleet: Fleet, why: str) -> float:
     return lag_allowed(fleet)  # workers wedged, cut off from the tables
 
 
-def _replaced_at(machine: Machine) -> float | None:
+def _replaced_at(machine: Machine, start: float, until: float, look_back: float) -> float | None:
+    """When a broken stretch ended in the instance's replacement: marked Unhealthy during it (or
+    within the judgement's look-back after it), or leaving the group for any reason during it."""
     member = machine.member
-    found = [t for t in (member.unhealthy_at, member.terminating_at) if t is not None]
+    found = []
+    if member.unhealthy_at is not None and start - 1 <= member.unhealthy_at <= until + look_back:
+        found.append(member.unhealthy_at)
+    if member.terminating_at is not None and start - 1 <= member.terminating_at <= until:
+        found.append(member.terminating_at)
     return min(found) if found else None
 
 
@@ -125,13 +131,12 @@ def _instances(fleet: Fleet, verdict: OpsVerdict) -> None:
                 f"{member.instance_id} marked Unhealthy by {member.unhealthy_by} at {_minutes(member.unhealthy_at)} "
                 f"while not broken ({said})"
             )
-        replaced = _replaced_at(machine)
         for stretch in machine.broken:
             stated = stated_seconds(fleet, stretch.why)
             until = end if stretch.end is None else min(stretch.end, end)
-            done = replaced is not None and stretch.start - 1 <= replaced <= until + lag_allowed(fleet)
-            if done:
-                assert replaced is not None
+            replaced = _replaced_at(machine, stretch.start, until, lag_allowed(fleet))
+            done = replaced is not None
+            if replaced is not None:
                 taken = replaced - stretch.start
             elif until - stretch.start >= stated:
                 taken = until - stretch.start  # broken that long, and not replaced meanwhile
