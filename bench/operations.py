@@ -20,11 +20,16 @@ workers and the records they process at ``fleet.records_per_second_per_process``
 capacity, burst and outages (slow, throttled, refusing); the stream's rollovers; boot step durations;
 CloudWatch (simulation/cloudwatch.py: statistics, metric math, Metrics Insights, missing data); the
 follow jobs; the topic's subscription; prices (the cost table's own). One history in five is instead a
-slice of the data path run by the real worker (simulation/world.py): shard rollovers (children taken
-within a taking interval of their parent's end), a processor or a stream read that hangs (the shard
-moved within 1.2 x the stall timeout and paged), judged also by simulation/checker.py's promises (no
-loss, no re-delivery by one owner, order, progress). Seeds 1 000 000 and up; ``BENCH_SCALE`` scales
-the count (default 2 000).
+slice of the data path run by the real worker (simulation/world.py) at failover 3 s, as issue 46's
+own benches: shard rollovers (a child taken within one taking interval of the later of its parent's
+end and its lease's creation), a processor or a stream read that hangs on one shard in whichever
+worker runs it (each move of its lease within 1.2 x the 20 s stall timeout; a page within the stall
+timeout and the template's StalledShards alarm window), judged also by simulation/checker.py's
+promises (no loss, no re-delivery by one owner, order, progress). Stated replacement times, from the
+boot plan: a failed boot 120 s; workers never healthy health_timeout + 2 x (heartbeat_max_age + 5 s);
+a crash loop crash_loop_window + 10 s; wedged workers or an instance cut off from the tables
+2 x (heartbeat_max_age + 5 s); a host without network 300 s (EC2's status checks). Seeds 1 000 000
+and up; ``BENCH_SCALE`` scales the count (default 2 000).
 
 Rows: histories with any violation; instances marked Unhealthy while not broken; the slowest
 replacement of a broken instance over its stated time; alarms in ALARM at rest (each alarm and
