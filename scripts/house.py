@@ -76,7 +76,8 @@ PACKAGES: Floors = (
         "models",
         {
             "simulation": "Seeded models of the outside world (leases table, stream, sinks, simulated time "
-            "and threads) that run the product's own code, and the checker of its promises.",
+            "and threads; the deployed fleet: its group, instances, tables, alarms and bill) that run the "
+            "product's own code, and the checkers of its promises.",
         },
     ),
     (

@@ -25,10 +25,10 @@ from typing import Any
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.processing.window_state import InMemoryWindowStateStore
-from consumer.runtime.assembly import Parts, Ports, assemble
+from consumer.runtime.assembly import FleetFacts, Parts, Ports, assemble
 from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from consumer.streams.reader import ShardReader
-from consumer.telemetry.metrics import NullMetrics
+from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.settings import Settings
 from simulation.directed import Directed, Script
 from simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
@@ -103,8 +103,12 @@ class World:
         generations: int = 3,
         shards: dict[str, ShardSpec] | None = None,
         directed: tuple[Directed, ...] = (),
+        metrics_for: Callable[[str], Metrics] | None = None,
+        on_round_for: Callable[[str], Callable[[bool | None, str | None], None]] | None = None,
     ) -> None:
         self.seed = seed
+        self.metrics_for = metrics_for  # a worker's metrics (by its name); none recorded without
+        self.on_round_for = on_round_for  # who hears of a worker's lease-taking rounds (its heartbeat file)
         self.rng = random.Random(seed)
         self.kernel = Kernel(seed)
         self.settings = settings
@@ -158,9 +162,9 @@ class World:
             update={"processing": self.settings.processing.model_validate(processing)}
         )
 
-    def join(self) -> SimWorker:
+    def join(self, name: str | None = None) -> SimWorker:
         self._joined += 1
-        name = f"w{self._joined}"
+        name = name or f"w{self._joined}"
         worker_settings = self.settings.worker
         skew = self.rng.randint(
             -worker_settings.max_clock_skew_millis // 2, worker_settings.max_clock_skew_millis // 2
@@ -182,8 +186,10 @@ class World:
         processors = build_processor_factory(
             self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
         )
-        ports = Ports(store, ShardReader(source, ARN), processors, NullMetrics(), clock, threads)
-        parts = assemble(worker_settings, ports, name, rng=rng)
+        metrics = self.metrics_for(name) if self.metrics_for is not None else NullMetrics()
+        ports = Ports(store, ShardReader(source, ARN), processors, metrics, clock, threads)
+        facts = FleetFacts(on_round=self.on_round_for(name)) if self.on_round_for is not None else None
+        parts = assemble(worker_settings, ports, name, rng=rng, fleet=facts)
         store.fenced = parts.coordinator.fenced
         worker = SimWorker(name, group, parts, store, source, s3, SimEvent(self.kernel))
         self.workers[name] = worker

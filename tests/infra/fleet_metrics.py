@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from consumer.telemetry.metric_names import spec_for
 from ground.settings import Settings
 from infra.pipeline_follow import FRESHNESS_METRIC
-from tests.infra.cloudwatch_model import Datapoints
+from simulation.cloudwatch import Datapoints
 
 DYNAMODB = "AWS/DynamoDB"
 AUTOSCALING = "AWS/AutoScaling"

@@ -10,7 +10,7 @@
   a leases table of one page and of many, it crosses 2 exactly at 2N; walking the group with the
   scaling alarms never turns back.
 
-The evaluators are models (tests/infra/cloudwatch_model.py, policy_model.py); each test also shows
+The evaluators are models (simulation/cloudwatch.py, tests/infra/policy_model.py); each test also shows
 them failing where they should (the policy that shipped before, a figure that counts pages).
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from simulation.cloudwatch import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.alarm_walk import (
     alarms_of,
     publish_request,
@@ -29,7 +30,6 @@ from tests.infra.alarm_walk import (
     topic_policy,
     walk_alarm_actions,
 )
-from tests.infra.cloudwatch_model import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
 from tests.infra.fleet_metrics import FleetState, publish, scan_pages, steady_leases, steady_load
 from tests.infra.policy_model import decide
