@@ -24,6 +24,7 @@ from consumer.leases.errors import (
 )
 from consumer.leases.model import (
     LINEAGE_KEY,
+    ROUND_OK_ATTRIBUTE,
     ExtendedSequenceNumber,
     HandOverRequest,
     Heartbeat,
@@ -176,6 +177,8 @@ class DynamoDBLeaseStore:
             expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
             if beat.stopping:
                 expression += ", stopping = :stopping"
+            if beat.round_ok_at_wall_millis is not None:
+                expression += f", {ROUND_OK_ATTRIBUTE} = :roundOk"
             removed = list(names) if beat.stopping else [*names, "stopping"]
             if removed:
                 expression += " REMOVE " + ", ".join(removed)
@@ -190,6 +193,11 @@ class DynamoDBLeaseStore:
                     ":at": {"N": str(beat.at_wall_millis)},
                     ":count": {"N": str(beat.lease_count)},
                     **({":stopping": {"BOOL": True}} if beat.stopping else {}),
+                    **(
+                        {":roundOk": {"N": str(beat.round_ok_at_wall_millis)}}
+                        if beat.round_ok_at_wall_millis is not None
+                        else {}
+                    ),
                 },
                 "ReturnValues": "ALL_NEW",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

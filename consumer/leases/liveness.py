@@ -63,6 +63,14 @@ class Liveness:
         self._on_row: tuple[HandOverRequest, ...] = ()  # hand-over requests my row held last time
         self._stale_after = stale_request_millis
         self.stopping = False  # set by a graceful stop: every beat from then on says so on the row
+        # My last lease-taking round whose reads succeeded (wall ms), written on my row with every
+        # beat: the instances' watchdogs count me as fine by it (deploy/watchdog.py).
+        self.round_ok_at: int | None = None
+
+    def round_observed(self, ok: bool | None) -> None:
+        """The taker's round observer: a round whose reads succeeded is said on my next beat."""
+        if ok:
+            self.round_ok_at = self._clock.wall_millis()
 
     def next_wait_millis(self, last_ok: bool) -> int:
         """After a failed heartbeat, retry after a third of the interval: one throttled request must
@@ -92,7 +100,9 @@ class Liveness:
     def _attempt(self, started: int, resync_left: int) -> BeatResult:
         expected = self.counter
         now_wall = self._clock.wall_millis()
-        beat = Heartbeat(self._me, (expected or 0) + 1, now_wall, self._holdings.count(), self.stopping)
+        beat = Heartbeat(
+            self._me, (expected or 0) + 1, now_wall, self._holdings.count(), self.stopping, self.round_ok_at
+        )
         try:
             requests = self._store.heartbeat(beat, expected, self._settled(now_wall))
         except HeartbeatConflictError as exc:

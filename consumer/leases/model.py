@@ -14,12 +14,14 @@ parses as a lease by KCL's rules and the table's Scan ``ReturnedItemCount`` coun
 
 Liveness lives in a second, small table (the *workers table*, ``<leases table>-workers``, hash key
 ``workerId`` S): one heartbeat row per worker process (``workerId``, ``heartbeatCounter`` N,
-``heartbeatAt`` N wall-clock ms, ``leaseCount`` N) and — for an application starting at LATEST — one
-marker row ``__app__#first-start`` (``claimedBy`` S, ``claimedAt`` N) written by the worker that did
-the first start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A
-thief that wants one of a worker's leases writes ``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``)
-onto that worker's heartbeat row; the owner's next heartbeat (a put returning the old item) reads and
-clears it. Unknown attributes are kept out of the model and never written back.
+``heartbeatAt`` N wall-clock ms, ``leaseCount`` N, ``leaseRoundOkAt`` N wall-clock ms of its last
+lease-taking round whose reads succeeded, absent until one did or on a row an older version wrote)
+and — for an application starting at LATEST — one marker row ``__app__#first-start`` (``claimedBy``
+S, ``claimedAt`` N) written by the worker that did the first start, so that exactly one worker ever
+plans it (see ``consumer.lifecycle.shard_sync``). A thief that wants one of a worker's leases writes
+``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``) onto that worker's heartbeat row; the owner's
+next heartbeat (a put returning the old item) reads and clears it. Unknown attributes are kept out
+of the model and never written back.
 
 Rows an older version of this product wrote into the leases table (``__worker__#…``,
 ``__app__#first-start``) are skipped when the table is read (:data:`LEGACY_PREFIXES`).
@@ -107,6 +109,10 @@ class Heartbeat:
     # The worker is stopping gracefully and will hand its leases on: the others scan the leases
     # table every round until it is gone, so they adopt what it hands them at once.
     stopping: bool = False
+    # Wall time of the worker's last lease-taking round whose reads succeeded (None: none yet, or a
+    # worker too old to say). A row keeps being written while every leases-table read fails, so
+    # an instance's watchdog counts another worker as fine by this, not by ``at_wall_millis``.
+    round_ok_at_wall_millis: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +205,10 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     return item
 
 
+# The heartbeat row's attribute for ``Heartbeat.round_ok_at_wall_millis`` (deploy/watchdog.py reads it).
+ROUND_OK_ATTRIBUTE = "leaseRoundOkAt"
+
+
 def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
     key = _get(item, "workerId", "S", "?", required=True)
     return Heartbeat(
@@ -207,6 +217,7 @@ def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
         at_wall_millis=_int(item, "heartbeatAt", key, required=True),
         lease_count=_int(item, "leaseCount", key),
         stopping=bool(_get(item, "stopping", "BOOL", key)),
+        round_ok_at_wall_millis=_int(item, ROUND_OK_ATTRIBUTE, key) if ROUND_OK_ATTRIBUTE in item else None,
     )
 
 
@@ -219,6 +230,8 @@ def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
     }
     if beat.stopping:
         item["stopping"] = {"BOOL": True}
+    if beat.round_ok_at_wall_millis is not None:
+        item[ROUND_OK_ATTRIBUTE] = {"N": str(beat.round_ok_at_wall_millis)}
     return item
 
 
