@@ -74,8 +74,8 @@ class WorkersTableProbe:
       last lease-taking round with successful reads (``leaseRoundOkAt``) is younger than
       ``round_horizon_seconds`` (the age limit the watchdog holds its own workers to). The heartbeat
       alone says nothing about the leases table: a separate loop keeps writing it while every
-      leases-table round fails, and counting by it made every instance of a fleet whose leases table
-      alone failed blame itself. A row without ``leaseRoundOkAt`` (no round succeeded yet, or a
+      leases-table round fails, and counting by it would make every instance blame itself when the
+      leases table alone fails. A row without ``leaseRoundOkAt`` (no round succeeded yet, or a
       worker of an older release) is not counted as fine.
     * **The leases table** (``leases_table``): one item (an eventually consistent Scan with
       ``Limit`` 1, half a read unit). Refused, throttled or unreachable: the table every worker

@@ -24,7 +24,6 @@ from consumer.leases.errors import (
 )
 from consumer.leases.model import (
     LINEAGE_KEY,
-    ROUND_OK_ATTRIBUTE,
     ExtendedSequenceNumber,
     HandOverRequest,
     Heartbeat,
@@ -38,6 +37,7 @@ from consumer.leases.model import (
     heartbeat_to_item,
     lease_from_item,
     lease_to_item,
+    round_ok_values,
     snapshot_from_items,
 )
 from consumer.leases.table_requests import TRANSACTION_THROTTLING, ConsumedCapacity, TableRequests
@@ -174,11 +174,11 @@ class DynamoDBLeaseStore:
                 )
                 return ()
             names = {f"#c{i}": hand_over_attribute(shard_id) for i, shard_id in enumerate(clear)}
+            round_ok = round_ok_values(beat)
             expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
             if beat.stopping:
                 expression += ", stopping = :stopping"
-            if beat.round_ok_at_wall_millis is not None:
-                expression += f", {ROUND_OK_ATTRIBUTE} = :roundOk"
+            expression += ", leaseRoundOkAt = :roundOk" if round_ok else ""
             removed = list(names) if beat.stopping else [*names, "stopping"]
             if removed:
                 expression += " REMOVE " + ", ".join(removed)
@@ -193,11 +193,7 @@ class DynamoDBLeaseStore:
                     ":at": {"N": str(beat.at_wall_millis)},
                     ":count": {"N": str(beat.lease_count)},
                     **({":stopping": {"BOOL": True}} if beat.stopping else {}),
-                    **(
-                        {":roundOk": {"N": str(beat.round_ok_at_wall_millis)}}
-                        if beat.round_ok_at_wall_millis is not None
-                        else {}
-                    ),
+                    **round_ok,
                 },
                 "ReturnValues": "ALL_NEW",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

@@ -235,6 +235,12 @@ def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
     return item
 
 
+def round_ok_values(beat: Heartbeat) -> dict[str, Any]:
+    """``:roundOk`` for a heartbeat update that sets ``leaseRoundOkAt`` (empty: no good round yet)."""
+    at = beat.round_ok_at_wall_millis
+    return {} if at is None else {":roundOk": {"N": str(at)}}
+
+
 def first_start_item(worker_id: str, at_wall_millis: int) -> dict[str, Any]:
     return {
         "workerId": {"S": FIRST_START_KEY},
