@@ -107,7 +107,7 @@ class LeaseCoordinator:
             rng or random.Random(),
             capacity_advice=capacity_advice,
             expected_workers=expected_workers,
-            on_round=on_round,
+            on_round=self._round_observer(on_round),
             threads=threads,
             on_left_free=self._left_free,
         )
@@ -121,6 +121,18 @@ class LeaseCoordinator:
         self._view_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._listeners: list[LeaseListener] = []
+
+    def _round_observer(
+        self, outside: Callable[[bool | None, str | None], None] | None
+    ) -> Callable[[bool | None, str | None], None]:
+        """Each round's outcome to my heartbeat row (Liveness) and to ``outside`` (the heartbeat file)."""
+
+        def observed(ok: bool | None, error: str | None) -> None:
+            self.liveness.round_observed(ok)
+            if outside is not None:
+                outside(ok, error)
+
+        return observed
 
     # ---------------------------------------------------------------------- listeners
 

@@ -23,7 +23,6 @@ during which the instance is itself broken: what the checker holds replacements 
 from __future__ import annotations
 
 import functools
-import inspect
 import io
 import random
 import sys
@@ -113,14 +112,13 @@ def build_watchdog(
         stop=stop,
     )
     if plan.workers_table:
-        options = inspect.signature(WorkersTableProbe).parameters
-        extra: dict[str, Any] = {}
-        if "round_horizon_seconds" in options:
-            extra["round_horizon_seconds"] = plan.heartbeat_max_age_seconds
-        if "leases_table" in options:
-            extra["leases_table"] = getattr(plan, "leases_table", None)
         watchdog.peers = WorkersTableProbe(
-            dynamodb, plan.workers_table, host, plan.peer_horizon_seconds, **extra
+            dynamodb,
+            plan.workers_table,
+            host,
+            plan.peer_horizon_seconds,
+            round_horizon_seconds=plan.heartbeat_max_age_seconds,
+            leases_table=plan.leases_table,
         )
     return watchdog
 
