@@ -14,6 +14,10 @@ records it had already landed (a redelivery), the redelivery is attributed to a 
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
+* the previous owner's batch of the shard was in flight past the hand-over's deadline (the chaos
+  demo's slow processor sleeps longer than the failover time): the thief took the lease by force,
+  and what the batch's other lanes had landed beyond the checkpoint is delivered again -- a batch
+  longer than the failover time is outside what the product keeps free of duplicates;
 * the same worker retried a batch after an error (a failed checkpoint write, a throttled table);
 * anything else is *unexplained*, which the verdict treats as a failure.
 
@@ -45,7 +49,13 @@ _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already land
 # The namespace of a several-stream lease key: <account>:<table>:<stream creation epoch>:
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
+# The chaos demo's slow processor (slow.py): a batch of this shard is in flight this long.
+_SLOW = re.compile(r"^slow changelog: shard (\S+): a batch sleeps (\d+) ms$")
+SLOW_BATCH = "a slow batch"
 NOBODY = "(nobody)"
+# A slow batch explains a move that came within this long after it ended (the failover time and
+# the taker's round that acts on it, at the demo's 3 s failover).
+SLOW_MARGIN_SECONDS = 5.0
 
 
 def in_time_order(lines: list[str]) -> list[str]:
@@ -126,6 +136,7 @@ class FleetEvents:
     _released_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> its releaser's, likewise
     _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
     _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
+    _slow: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)  # slow batches
 
     def paused(self, name: str, at: float) -> None:
         """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
@@ -156,10 +167,23 @@ class FleetEvents:
         self._owner_since[(worker, shard)] = at if at is not None else float("-inf")
 
     def _fate_of_ownership(self, owner: str, shard: str, until: float | None) -> str | None:
+        """fate_during the owner's ownership of ``shard`` -- or, running throughout, SLOW_BATCH when a
+        batch of the shard was in flight there (the slow processor) at the end of that ownership: a
+        batch longer than the failover time outlasts a hand-over's deadline, the thief takes the
+        lease by force, and what the batch's other lanes landed was not checkpointed."""
         if owner == NOBODY:
             return None
         name = process_name(owner)
-        return self.fate_during(name, self._owner_since.get((name, shard)), until)
+        since = self._owner_since.get((name, shard))
+        fate = self.fate_during(name, since, until)
+        if fate is None and until is not None:
+            low = since if since is not None else float("-inf")
+            spans = self._slow.get((name, shard), [])
+            if any(
+                start >= low and start <= until and end >= until - SLOW_MARGIN_SECONDS for start, end in spans
+            ):
+                return SLOW_BATCH
+        return fate
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -229,6 +253,9 @@ class FleetEvents:
             self._errors[(worker, match.group(1))] = match.group(2)
         elif match := _LANDED.match(message):
             self._redelivered(worker, match.group(2), int(match.group(1)))
+        elif (match := _SLOW.match(message)) and written is not None:
+            spans = self._slow.setdefault((worker, match.group(1)), [])
+            spans.append((written, written + int(match.group(2)) / 1000))
         elif match := _STARTED.match(message):
             self._took_at[(worker, match.group(1))] = self._lines
             if self._holder.get(match.group(1)) != worker:  # handed over to it: a new ownership
@@ -244,6 +271,13 @@ class FleetEvents:
             cause = (
                 f"{process_name(before)} was stopped by {fate} after processing and before checkpointing; "
                 f"{worker} took the shard over"
+            )
+            explained = True
+        elif fate == SLOW_BATCH:
+            cause = (
+                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's deadline "
+                f"(the slow processor); {worker} took the shard over, and what the batch's other lanes "
+                "had landed was not checkpointed"
             )
             explained = True
         elif shard in self._owner_fenced and before != NOBODY:
