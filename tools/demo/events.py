@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -56,6 +56,10 @@ NOBODY = "(nobody)"
 # A slow batch explains a move that came within this long after it ended (the failover time and
 # the taker's round that acts on it, at the demo's 3 s failover).
 SLOW_MARGIN_SECONDS = 5.0
+# A fence said within this long after the take-over explains it (failover and the taker's round, at
+# the demo's 3 s failover, with a starved process's delay).
+FENCE_LATE_SECONDS = 10.0
+_SHARD_ID = re.compile(r"shardId-[0-9]+-[0-9a-f]+")
 
 
 def in_time_order(lines: list[str]) -> list[str]:
@@ -101,6 +105,8 @@ class Redelivery:
     records: int
     cause: str
     explained: bool
+    previous: str = NOBODY  # the process the shard came from
+    moved_at: float | None = None  # when it came (the take-over's, the release's or hand-over's line)
 
 
 @dataclass
@@ -137,6 +143,7 @@ class FleetEvents:
     _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
     _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
     _slow: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)  # slow batches
+    _moved_at: dict[str, float] = field(default_factory=dict)  # shard -> when it last changed hands
 
     def paused(self, name: str, at: float) -> None:
         """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
@@ -209,6 +216,8 @@ class FleetEvents:
             self.taken += 1
             self._previous_owner[shard] = before
             self._taken_from_fate[shard] = fate
+            if written is not None:
+                self._moved_at[shard] = written
             self._took_at[(worker, shard)] = self._lines
             self._begin_ownership(worker, shard, written)
             was = process_name(before)
@@ -229,6 +238,8 @@ class FleetEvents:
             self._taken_from_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
             self._holder.pop(shard, None)
             self._owner_fenced.discard(shard)
+            if written is not None:
+                self._moved_at[shard] = written
         elif match := _RELEASED.match(message):
             shard = match.group(2)
             self._released_by[shard] = match.group(1)
@@ -240,6 +251,7 @@ class FleetEvents:
         elif match := _DROPPED.match(message):
             if match.group(3).startswith("fenced"):
                 self._fenced_at[worker] = self._lines
+                self._fenced_late(worker, set(_SHARD_ID.findall(match.group(3))), written)
             self.lost += int(match.group(2))
             self.events.append(f"{prefix}{worker} dropped {match.group(2)} leases: {match.group(3)}")
         elif match := _ENDED.match(message):
@@ -289,7 +301,31 @@ class FleetEvents:
         else:
             cause = f"unexplained: previous owner {before}, fate {fate or 'running'}"
             explained = False
-        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained))
+        previous = process_name(before) if before != NOBODY else NOBODY
+        moved = self._moved_at.get(shard)
+        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained, previous, moved))
+
+    def _fenced_late(self, worker: str, shards: set[str], at: float | None) -> None:
+        """A worker says it fenced itself (a starved or frozen process finds out when it runs again):
+        a redelivery already judged unexplained, of a shard it dropped, that another worker took over
+        within a failover time before this line, was the fence's -- its heartbeats had stopped
+        landing before the take-over, the same window as a frozen process."""
+        if at is None:
+            return
+        for index, found in enumerate(self.redeliveries):
+            if (
+                not found.explained
+                and found.previous == worker
+                and found.shard_id in shards
+                and found.moved_at is not None
+                and found.moved_at <= at <= found.moved_at + FENCE_LATE_SECONDS
+            ):
+                self.redeliveries[index] = replace(
+                    found,
+                    cause=f"{worker} fenced itself (its heartbeats failed; it said so after {found.worker} "
+                    "took the shard over) after processing and before its checkpoint landed",
+                    explained=True,
+                )
 
     @property
     def duplicate_deliveries(self) -> int:

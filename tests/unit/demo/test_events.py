@@ -263,3 +263,27 @@ def test_a_batch_in_flight_past_the_hand_overs_deadline_explains_the_forced_take
     )
     assert events.redeliveries[0].explained and "slow processor" in events.redeliveries[0].cause
     assert not late.redeliveries[0].explained
+
+
+def test_a_fence_the_owner_says_after_the_take_over_explains_it() -> None:
+    """A starved owner's heartbeats stop landing; another worker takes its shard by expiry, and the
+    owner says it fenced itself only when it runs again, after the take-over (chaos seed 109 of issue
+    46's ten). The fence explains the redelivery; one said long after does not."""
+    events = FleetEvents()
+    events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)", T0))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0 + 3)
+    )
+    events.feed(
+        line("worker-3", f"changelog: 3 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert not events.redeliveries[0].explained
+    events.feed(
+        stamped(
+            "worker-1",
+            f"worker worker-1@vm:9:cd dropped 1 leases: fenced: no heartbeat succeeded within failover - margin "
+            f"({SHARD})",
+            T0 + 5,
+        )
+    )
+    assert events.redeliveries[0].explained and "fenced itself" in events.redeliveries[0].cause
