@@ -333,6 +333,13 @@ REVERTS = {
             '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return None\n',
         )
     ],
+    "scan_request_announced": [
+        (
+            "consumer/leases/taker.py",
+            "                self.asked(lease.shard_id, to)\n",
+            "                pass\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",

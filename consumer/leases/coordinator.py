@@ -250,18 +250,9 @@ class LeaseCoordinator:
         self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
-            new = self.holdings.hand_over_deadline(request.shard_id) is None
-            self.holdings.ask_hand_over(
-                request.shard_id, request.thief, self.taker.stop_by(request.at_wall_millis)
-            )
-            if new and self.holdings.hand_over_deadline(request.shard_id) is not None:
-                log.info(
-                    "worker %s: %s asks for %s; handing it over after the batch in flight",
-                    self.worker_id,
-                    request.thief,
-                    request.shard_id,
-                )
-                self._notify_kind("asked", request.shard_id, None)
+            deadline = self.taker.stop_by(request.at_wall_millis)
+            if self.holdings.ask_hand_over(request.shard_id, request.thief, deadline):
+                self.taker.asked(request.shard_id, request.thief)
         return result.ok
 
     def take_round(self) -> RoundPlan | None:

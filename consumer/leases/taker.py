@@ -473,7 +473,19 @@ class Taker:
             self.holdings.mark_shed(lease.shard_id)
         for lease, to in plan.hand_over:
             asked = lease.pending_since
-            self.holdings.ask_hand_over(lease.shard_id, to, None if asked is None else self.stop_by(asked))
+            if self.holdings.ask_hand_over(
+                lease.shard_id, to, None if asked is None else self.stop_by(asked)
+            ):
+                self.asked(lease.shard_id, to)
+
+    def asked(self, shard_id: str, thief: str | None) -> None:
+        """A thief's request for a lease I hold became known (on my heartbeat row, or as the lease's
+        pending owner in a scan, whichever came first): say so, and wake the shard's consumer (the
+        'asked' event), which hands the lease over after its batch in flight."""
+        log.info(
+            "worker %s: %s asks for %s; handing it over after the batch in flight", self.me, thief, shard_id
+        )
+        self.notify("asked", shard_id, None)
 
     def stop_by(self, asked_at_wall: int) -> int:
         """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -

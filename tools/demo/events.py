@@ -14,6 +14,10 @@ records it had already landed (a redelivery), the redelivery is attributed to a 
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
+* the previous owner's batch of the shard was in flight past the hand-over's deadline (the chaos
+  demo's slow processor sleeps longer than the failover time): the thief took the lease by force,
+  and what the batch's other lanes had landed beyond the checkpoint is delivered again -- a batch
+  longer than the failover time is outside what the product keeps free of duplicates;
 * the same worker retried a batch after an error (a failed checkpoint write, a throttled table);
 * anything else is *unexplained*, which the verdict treats as a failure.
 
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -45,7 +49,17 @@ _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already land
 # The namespace of a several-stream lease key: <account>:<table>:<stream creation epoch>:
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
+# The chaos demo's slow processor (slow.py): a batch of this shard is in flight this long.
+_SLOW = re.compile(r"^slow changelog: shard (\S+): a batch sleeps (\d+) ms$")
+SLOW_BATCH = "a slow batch"
 NOBODY = "(nobody)"
+# A slow batch explains a move that came within this long after it ended (the failover time and
+# the taker's round that acts on it, at the demo's 3 s failover).
+SLOW_MARGIN_SECONDS = 5.0
+# A fence said within this long after the take-over explains it (failover and the taker's round, at
+# the demo's 3 s failover, with a starved process's delay).
+FENCE_LATE_SECONDS = 10.0
+_SHARD_ID = re.compile(r"shardId-[0-9]+-[0-9a-f]+")
 
 
 def in_time_order(lines: list[str]) -> list[str]:
@@ -91,6 +105,8 @@ class Redelivery:
     records: int
     cause: str
     explained: bool
+    previous: str = NOBODY  # the process the shard came from
+    moved_at: float | None = None  # when it came (the take-over's, the release's or hand-over's line)
 
 
 @dataclass
@@ -126,6 +142,8 @@ class FleetEvents:
     _released_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> its releaser's, likewise
     _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
     _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
+    _slow: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)  # slow batches
+    _moved_at: dict[str, float] = field(default_factory=dict)  # shard -> when it last changed hands
 
     def paused(self, name: str, at: float) -> None:
         """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
@@ -156,10 +174,23 @@ class FleetEvents:
         self._owner_since[(worker, shard)] = at if at is not None else float("-inf")
 
     def _fate_of_ownership(self, owner: str, shard: str, until: float | None) -> str | None:
+        """fate_during the owner's ownership of ``shard`` -- or, running throughout, SLOW_BATCH when a
+        batch of the shard was in flight there (the slow processor) at the end of that ownership: a
+        batch longer than the failover time outlasts a hand-over's deadline, the thief takes the
+        lease by force, and what the batch's other lanes landed was not checkpointed."""
         if owner == NOBODY:
             return None
         name = process_name(owner)
-        return self.fate_during(name, self._owner_since.get((name, shard)), until)
+        since = self._owner_since.get((name, shard))
+        fate = self.fate_during(name, since, until)
+        if fate is None and until is not None:
+            low = since if since is not None else float("-inf")
+            spans = self._slow.get((name, shard), [])
+            if any(
+                start >= low and start <= until and end >= until - SLOW_MARGIN_SECONDS for start, end in spans
+            ):
+                return SLOW_BATCH
+        return fate
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -185,6 +216,8 @@ class FleetEvents:
             self.taken += 1
             self._previous_owner[shard] = before
             self._taken_from_fate[shard] = fate
+            if written is not None:
+                self._moved_at[shard] = written
             self._took_at[(worker, shard)] = self._lines
             self._begin_ownership(worker, shard, written)
             was = process_name(before)
@@ -205,6 +238,8 @@ class FleetEvents:
             self._taken_from_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
             self._holder.pop(shard, None)
             self._owner_fenced.discard(shard)
+            if written is not None:
+                self._moved_at[shard] = written
         elif match := _RELEASED.match(message):
             shard = match.group(2)
             self._released_by[shard] = match.group(1)
@@ -216,6 +251,7 @@ class FleetEvents:
         elif match := _DROPPED.match(message):
             if match.group(3).startswith("fenced"):
                 self._fenced_at[worker] = self._lines
+                self._fenced_late(worker, set(_SHARD_ID.findall(match.group(3))), written)
             self.lost += int(match.group(2))
             self.events.append(f"{prefix}{worker} dropped {match.group(2)} leases: {match.group(3)}")
         elif match := _ENDED.match(message):
@@ -229,6 +265,9 @@ class FleetEvents:
             self._errors[(worker, match.group(1))] = match.group(2)
         elif match := _LANDED.match(message):
             self._redelivered(worker, match.group(2), int(match.group(1)))
+        elif (match := _SLOW.match(message)) and written is not None:
+            spans = self._slow.setdefault((worker, match.group(1)), [])
+            spans.append((written, written + int(match.group(2)) / 1000))
         elif match := _STARTED.match(message):
             self._took_at[(worker, match.group(1))] = self._lines
             if self._holder.get(match.group(1)) != worker:  # handed over to it: a new ownership
@@ -246,6 +285,13 @@ class FleetEvents:
                 f"{worker} took the shard over"
             )
             explained = True
+        elif fate == SLOW_BATCH:
+            cause = (
+                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's deadline "
+                f"(the slow processor); {worker} took the shard over, and what the batch's other lanes "
+                "had landed was not checkpointed"
+            )
+            explained = True
         elif shard in self._owner_fenced and before != NOBODY:
             cause = (
                 f"{process_name(before)} fenced itself (its heartbeats failed) after processing and "
@@ -255,7 +301,31 @@ class FleetEvents:
         else:
             cause = f"unexplained: previous owner {before}, fate {fate or 'running'}"
             explained = False
-        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained))
+        previous = process_name(before) if before != NOBODY else NOBODY
+        moved = self._moved_at.get(shard)
+        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained, previous, moved))
+
+    def _fenced_late(self, worker: str, shards: set[str], at: float | None) -> None:
+        """A worker says it fenced itself (a starved or frozen process finds out when it runs again):
+        a redelivery already judged unexplained, of a shard it dropped, that another worker took over
+        within a failover time before this line, was the fence's -- its heartbeats had stopped
+        landing before the take-over, the same window as a frozen process."""
+        if at is None:
+            return
+        for index, found in enumerate(self.redeliveries):
+            if (
+                not found.explained
+                and found.previous == worker
+                and found.shard_id in shards
+                and found.moved_at is not None
+                and found.moved_at <= at <= found.moved_at + FENCE_LATE_SECONDS
+            ):
+                self.redeliveries[index] = replace(
+                    found,
+                    cause=f"{worker} fenced itself (its heartbeats failed; it said so after {found.worker} "
+                    "took the shard over) after processing and before its checkpoint landed",
+                    explained=True,
+                )
 
     @property
     def duplicate_deliveries(self) -> int:
