@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulation.cloudwatch import Datapoints, Key, alarm_state
-from simulation.fleet_ops.templates import Templates
+from simulation.fleet_ops.templates import Templates, _join
 
 KEEP_SECONDS = 3_600  # longer than any alarm's window (scale-in: 6 periods of 5 minutes)
 _INSIGHTS_FROM = re.compile(r"SELECT \w+\((\w+)\) FROM SCHEMA\(\"([^\"]+)\"")
@@ -75,6 +75,24 @@ def _reads(properties: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+def _topics(actions: list[Any], templates: Templates) -> tuple[str, ...]:
+    """The topics ``actions`` notify, by the logical id of the templates' topic they name (by
+    ``Ref``, or by an ARN ending in its ``TopicName``: a topic of the other stack); an ARN no
+    template's topic has (an imported topic, ``scaling.alarm_topic_arn``) stays the ARN's text."""
+    by_name = {
+        str(r["Properties"].get("TopicName")): k for k, r in templates.of_type("AWS::SNS::Topic").items()
+    }
+    found: list[str] = []
+    for action in actions:
+        if isinstance(action, dict) and "Ref" in action:
+            found.append(action["Ref"])
+            continue
+        arn = _join(action)
+        if ":sns:" in arn:
+            found.append(by_name.get(arn.rsplit(":", 1)[-1], arn))
+    return tuple(found)
+
+
 def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
     specs = []
     for logical, resource in sorted(templates.of_type("AWS::CloudWatch::Alarm").items()):
@@ -88,9 +106,9 @@ def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
                 props,
                 _reads(props),
                 int(props["EvaluationPeriods"]) * _period(props),
-                tuple(a["Ref"] for a in actions if "Ref" in a),
-                tuple(a["Fn::GetAtt"][0] for a in actions if "Fn::GetAtt" in a),
-                tuple(a["Ref"] for a in insufficient if "Ref" in a),
+                _topics(actions, templates),
+                tuple(a["Fn::GetAtt"][0] for a in actions if isinstance(a, dict) and "Fn::GetAtt" in a),
+                _topics(insufficient, templates),
             )
         )
     return specs

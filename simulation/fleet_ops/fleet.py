@@ -31,7 +31,7 @@ from simulation.fleet_ops.pipeline_jobs import Follow, Pager
 from simulation.fleet_ops.scenarios import Scenario
 from simulation.fleet_ops.stack import Stack
 from simulation.fleet_ops.stream import Stream
-from simulation.fleet_ops.tables import Table
+from simulation.fleet_ops.tables import Table, table_scaling
 from simulation.fleet_ops.workers import Timing, WorkerProcess
 
 TICK = 10.0  # the groups, the leases' moves and the processing (each watchdog keeps its own 5 s)
@@ -65,7 +65,9 @@ class Fleet:
                 if throughput
                 else (None, None)
             )
-            return Table(role, name, units[0], units[1], read_timeout=budget / 5)
+            made = Table(role, name, units[0], units[1], read_timeout=budget / 5)
+            made.scaling = table_scaling(templates, name)
+            return made
 
         self.leases_table = table("leases", settings.leases_table_name)
         self.workers_table = table("workers", settings.workers_table_name)
@@ -116,6 +118,8 @@ class Fleet:
         self.group_logical = group_logical
         self.group_props = group_resource["Properties"]
         self.bill = Bill(templates, launch["Properties"]["InstanceType"], 20, environment.totals)
+        destination = settings.processing.options.get("destination") if settings.processing.options else None
+        self.change_log = isinstance(destination, str) and destination.startswith("s3://")
         self.stack = Stack(templates, self._new_group, self._fleet_stack_created)
         self.machines: dict[str, Machine] = {}
         self.by_host: dict[str, Machine] = {}

@@ -58,7 +58,22 @@ def publish_minute(self: Fleet) -> None:
     self.store.prune(now)
     serving = sum(len(g.serving()) for g in self.stack.groups)
     emr = self.follow.billed(now - 60, now) if self.follow is not None else (0.0, 0.0)
-    self.bill.accrue(60.0, serving, len(alive), self.stream.open_shards, emr)
+    provisioned = (0.0, 0.0)
+    for table in (self.leases_table, self.workers_table):
+        provisioned = (
+            provisioned[0] + (table.read_units or 0.0),
+            provisioned[1] + (table.write_units or 0.0),
+        )
+    puts = self.stream.open_shards if self.change_log and self.processed_minute > 0 else 0.0
+    self.bill.accrue(
+        60.0,
+        serving,
+        len(alive),
+        self.stream.open_shards,
+        emr,
+        provisioned=provisioned,
+        change_log_puts=puts,
+    )
     if minute % 60 == 0:
         self.bill.close_hour(now - 3_600)
     current = self.stack.current
@@ -72,6 +87,7 @@ def publish_minute(self: Fleet) -> None:
             self.stream.lag(now),
             leases,
             self.stream.lost - self.lost_before,
+            self.stream.backlog,
         )
     )
     self.processed_minute = 0.0
