@@ -50,6 +50,19 @@ from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
 LIVENESS_PERIOD_SECONDS = 300
 # What one event must not page and a lasting one must: 3 of the last 5 one-minute periods.
 PERSIST_PERIODS, PERSIST_DATAPOINTS = 5, 3
+# Records written to the source table and none processed, every minute of five in a row. (A minute
+# with writes and no processing happens at rest too: a write late in a minute is read in the next.)
+STOPPED_MINUTES = 5
+STOPPED_EXPRESSION = "IF(FILL(writes, 0) > 0 AND FILL(processed, 0) < 1, 1, 0)"
+
+
+def stalled_shards_query(settings: Settings) -> str:
+    """StalledShards per shard (the workers publish it under [Operation, ShardId] too): a
+    multi-time-series alarm whose contributors, and so its notifications, are the stalled shards."""
+    return (
+        f'SELECT SUM(StalledShards) FROM SCHEMA("{settings.metrics_namespace}", Operation, ShardId) '
+        "WHERE Operation = 'ProcessTask' GROUP BY ShardId"
+    )
 
 
 @jsii.implements(cloudwatch.IAlarmAction)
@@ -189,23 +202,42 @@ class Monitoring(Construct):
                 evaluation_periods=3,
                 datapoints_to_alarm=2,
             ),
-            self._alarm(
+            self._insights_alarm(
                 "StalledShards",
                 f"{prefix}-stalled-shards",
-                "Workers found shards stalled (lease held, records waiting, checkpoint not moving: a "
-                "processor that hangs, an iterator that stopped) and released them, in 2 of 3 five-minute "
-                "periods: the stall follows the shard. The workers' ERROR line (SHARD_STALLED) names the shard and the stuck "
-                "call's stack.",
-                cloudwatch.Metric(
-                    namespace=settings.metrics_namespace,
-                    metric_name="StalledShards",
-                    dimensions_map={"Operation": "ProcessTask"},
-                    statistic="Sum",
-                    period=Duration.seconds(LIVENESS_PERIOD_SECONDS),
-                ),
+                "A shard was found stalled (lease held, records waiting, checkpoint not moving: a "
+                "processor that hangs, an iterator that stopped) and released, in 2 of 3 five-minute "
+                "periods: the stall follows the shard. One contributor per shard (GROUP BY ShardId): the "
+                "notification names it; the workers' ERROR line (SHARD_STALLED) has the stuck call's stack.",
+                stalled_shards_query(settings),
                 1,
+                period_seconds=LIVENESS_PERIOD_SECONDS,
                 evaluation_periods=3,
                 datapoints_to_alarm=2,
+            ),
+            self._insights_alarm(
+                "LeasesNotTaken",
+                f"{prefix}-leases-not-taken",
+                "Ready leases stayed free past worker.stall_timeout_millis although workers had room "
+                "(LeasesNotTaken), in 3 of 5 minutes: their shards are not processed and nothing else "
+                "takes them. The workers' ERROR line (LEASES_NOT_TAKEN) names them; `consumer leases` "
+                "shows their parents and owners.",
+                _insights(settings, "MAX", "LeasesNotTaken", "TakeLeases"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
+            ),
+            self._insights_alarm(
+                "LeaseTablesFailing",
+                f"{prefix}-lease-tables-failing",
+                "Workers' requests to the leases or workers table failed after their retries (HTTP 5xx, "
+                "timeouts, unreachable: LeaseTableErrors) in 3 of 5 minutes: rounds, heartbeats and "
+                "checkpoints fail. From every host: DynamoDB is failing (see its health dashboard); from "
+                "one host only: that host is cut off (its watchdog's peers replace it).",
+                _insights(settings, "SUM", "LeaseTableErrors", "LeaseTable"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._insights_alarm(
                 "DeadLetters",
@@ -260,6 +292,26 @@ class Monitoring(Construct):
             if settings.several_streams
             else []
         )
+        # The fleet processing nothing while its tables are written to: once per stream.
+        self.processing_alarms = [
+            self._alarm(
+                construct_id,
+                name,
+                description,
+                cloudwatch.MathExpression(
+                    expression=STOPPED_EXPRESSION,
+                    using_metrics={"processed": processed, "writes": writes},
+                    label="records written, none processed",
+                    period=Duration.seconds(60),
+                ),
+                1,
+                evaluation_periods=STOPPED_MINUTES,
+            )
+            for construct_id, name, description, processed, writes in self._processing_stopped(
+                settings, prefix, streams
+            )
+        ]
+        self.health_alarms += self.processing_alarms
         # Several streams: each stream's own lag, loss and dead-letter alarms (infra/stream_rows.py).
         self.stream_alarms = [
             self._insights_alarm(*alarm.arguments, period_seconds=alarm.period_seconds)
@@ -267,9 +319,9 @@ class Monitoring(Construct):
             for alarm in stream_alarms(settings, prefix, table)
         ]
         self.health_alarms += self.stream_alarms
-        # Not before the group has its boot signals: no deploy finds the liveness alarm red.
+        # Not before the group has its boot signals: no deploy finds the liveness alarms red.
         for alarm in self.health_alarms:
-            if alarm.node.id == "WorkersSilent":
+            if alarm.node.id == "WorkersSilent" or alarm in self.processing_alarms:
                 alarm.node.add_dependency(group)
         # Only what needs a person pages: the health alarms. The scaling alarms act on the group.
         for alarm in self.health_alarms:
@@ -289,6 +341,58 @@ class Monitoring(Construct):
             )
         )
         self.dashboard.add_widgets(*graphs)
+
+    @staticmethod
+    def _processing_stopped(
+        settings: Settings, prefix: str, streams: list[str]
+    ) -> list[tuple[str, str, str, cloudwatch.Metric, cloudwatch.Metric]]:
+        """(construct id, name, description, records processed, source-table writes) of each
+        processing-stopped alarm: the fleet's, or each stream's with several streams."""
+        period = Duration.seconds(60)
+
+        def metric(namespace: str, name: str, dimensions: dict[str, str]) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=namespace,
+                metric_name=name,
+                dimensions_map=dimensions,
+                statistic="Sum",
+                period=period,
+            )
+
+        what = (
+            f"in {STOPPED_MINUTES} minutes in a row: no worker processes (all fenced by failing tables, "
+            "crashed, without leases, or a deploy that handed over to workers that cannot take them). "
+            "See workers-silent, lease-tables-failing, leases-table-throttled and the group's activity."
+        )
+        if not streams:
+            return [
+                (
+                    "ProcessingStopped",
+                    f"{prefix}-processing-stopped",
+                    f"The source table {settings.table.source_table_name} was written to and the fleet "
+                    f"processed no record {what}",
+                    metric(settings.metrics_namespace, "RecordsProcessed", {"Operation": "ProcessTask"}),
+                    metric(
+                        DYNAMODB_NAMESPACE,
+                        "ConsumedWriteCapacityUnits",
+                        {"TableName": settings.table.source_table_name},
+                    ),
+                )
+            ]
+        return [
+            (
+                f"{re.sub(r'[^A-Za-z0-9]', '', table)}ProcessingStopped",
+                f"{prefix}-{table}-processing-stopped",
+                f"Stream {table}: its table was written to and the fleet processed none of its records {what}",
+                metric(
+                    settings.metrics_namespace,
+                    "RecordsProcessed",
+                    {"Operation": "ProcessTask", "Stream": table},
+                ),
+                metric(DYNAMODB_NAMESPACE, "ConsumedWriteCapacityUnits", {"TableName": table}),
+            )
+            for table in streams
+        ]
 
     def _policy(
         self, construct_id: str, group: autoscaling.AutoScalingGroup, step: int, cooldown_seconds: int

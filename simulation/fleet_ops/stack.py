@@ -54,6 +54,8 @@ class Stack:
     templates: Templates
     new_group: Callable[[str, int], Group]  # name, code version -> a group (launching nothing yet)
     on_created: Callable[[float], None]  # the stack's own resources (alarms, topic, schedule) exist anew
+    # The stack's create (or re-create) completed: what depends on the group is created.
+    on_group_created: Callable[[float], None] = lambda now: None
     groups: list[Group] = field(default_factory=list)
     current: Group | None = None  # the group the template's references name
     operation: Operation | None = None
@@ -138,6 +140,8 @@ class Stack:
         operation = self.operation
         assert operation is not None
         operation.outcome, operation.ended = "complete", now
+        if operation.kind == "create":
+            self.on_group_created(now)
         old, self.current = self.current, operation.group
         if old is not None and operation.kind == "update":
             old.delete(now)

@@ -137,6 +137,20 @@ class Table:
             return Answer(False, spent, "LeaseStoreUnavailableError: Read timeout on endpoint URL")
         return Answer(False, spent, "LeaseStoreThrottledError: ProvisionedThroughputExceededException")
 
+    def write_lands(self, t: float, minute: int, rng: random.Random) -> bool:
+        """Whether one conditional write at ``t`` (a lease taken; attempts included) succeeds: never
+        while the table refuses or answers past the read timeout; while it throttles, unless every
+        attempt is refused."""
+        outage = self.outage_at(t)
+        if outage is not None and (
+            outage.kind == "refusing" or (outage.kind == "slow" and outage.latency + 0.02 > self.read_timeout)
+        ):
+            return False
+        rate = self.write_share.get(minute, 0.0)
+        if outage is not None and outage.kind == "throttled":
+            rate = max(rate, outage.rate)
+        return not rate or rng.random() >= rate**ATTEMPTS
+
     def charge(self, minute: int, start: float, writes: float, rng: random.Random) -> None:
         """The minute's checkpoint writes (traffic the worker model does not make call by call):
         the attempts an outage or the capacity refuses count as throttle events."""
