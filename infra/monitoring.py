@@ -28,8 +28,6 @@ at a quarter of the stream's retention. docs/deploy.md states each alarm's time 
 
 from __future__ import annotations
 
-import re
-
 import jsii
 from aws_cdk import Duration
 from aws_cdk import aws_autoscaling as autoscaling
@@ -40,29 +38,24 @@ from constructs import Construct
 
 from ground.settings import Settings
 from infra.alarm_topic import alarm_name_prefix, alarm_topic_arn
-from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
+from infra.processing_alarms import (
+    STOPPED_EXPRESSION,
+    STOPPED_MINUTES,
+    processing_stopped,
+    scaling_expression,
+    stalled_shards_query,
+    table_metric,
+)
+from infra.scaling import AT_MAX_PERIODS, scaling_rules
 from infra.stream_rows import insights as _insights
 from infra.stream_rows import stream_alarms, stream_row
-from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
+from infra.widgets import dashboard_widgets, panel
 
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
 LIVENESS_PERIOD_SECONDS = 300
 # What one event must not page and a lasting one must: 3 of the last 5 one-minute periods.
 PERSIST_PERIODS, PERSIST_DATAPOINTS = 5, 3
-# Records written to the source table and none processed, every minute of five in a row. (A minute
-# with writes and no processing happens at rest too: a write late in a minute is read in the next.)
-STOPPED_MINUTES = 5
-STOPPED_EXPRESSION = "IF(FILL(writes, 0) > 0 AND FILL(processed, 0) < 1, 1, 0)"
-
-
-def stalled_shards_query(settings: Settings) -> str:
-    """StalledShards per shard (the workers publish it under [Operation, ShardId] too): a
-    multi-time-series alarm whose contributors, and so its notifications, are the stalled shards."""
-    return (
-        f'SELECT SUM(StalledShards) FROM SCHEMA("{settings.metrics_namespace}", Operation, ShardId) '
-        "WHERE Operation = 'ProcessTask' GROUP BY ShardId"
-    )
 
 
 @jsii.implements(cloudwatch.IAlarmAction)
@@ -105,7 +98,7 @@ class Monitoring(Construct):
             f"Leases per open shard >= {scaling.returned_item_count_multiplier:g} (leases-table Scan "
             f"ReturnedItemCount >= {scaling.returned_item_count_multiplier:g}N, N = the open shards the "
             "sync leader lists): the fleet is falling behind; adds one instance.",
-            self._scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
+            scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
             rules.multiplier,
         )
         self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
@@ -122,7 +115,7 @@ class Monitoring(Construct):
             f"throughput within {scaling.scale_in_max_utilization:.0%} and hold "
             f"{scaling.returned_item_count_multiplier:g}N leases: removes one "
             "instance, drained by the termination lifecycle hook.",
-            self._scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
+            scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
             1,
             evaluation_periods=scaling.scale_in_evaluation_periods,
         )
@@ -257,16 +250,10 @@ class Monitoring(Construct):
                     # without data would make the sum missing (no alarm while only writes throttle).
                     expression="FILL(reads, 0) + FILL(writes, 0) + FILL(workerReads, 0) + FILL(workerWrites, 0)",
                     using_metrics={
-                        "reads": self._leases_table_metric(settings.leases_table_name, "ReadThrottleEvents"),
-                        "writes": self._leases_table_metric(
-                            settings.leases_table_name, "WriteThrottleEvents"
-                        ),
-                        "workerReads": self._leases_table_metric(
-                            settings.workers_table_name, "ReadThrottleEvents"
-                        ),
-                        "workerWrites": self._leases_table_metric(
-                            settings.workers_table_name, "WriteThrottleEvents"
-                        ),
+                        "reads": table_metric(settings.leases_table_name, "ReadThrottleEvents"),
+                        "writes": table_metric(settings.leases_table_name, "WriteThrottleEvents"),
+                        "workerReads": table_metric(settings.workers_table_name, "ReadThrottleEvents"),
+                        "workerWrites": table_metric(settings.workers_table_name, "WriteThrottleEvents"),
                     },
                     label="leases-table throttle events",
                     period=Duration.seconds(60),
@@ -282,7 +269,7 @@ class Monitoring(Construct):
                 f"(fleet.max_instances) with leases still at {scaling.returned_item_count_multiplier:g}N "
                 f"for {AT_MAX_PERIODS} periods: the fleet is behind and scale-out can add no more; raise "
                 "fleet.max_instances (`consumer plan` sizes it).",
-                self._scaling_expression(rules, rules.at_max_expression, "at max and behind"),
+                scaling_expression(rules, rules.at_max_expression, "at max and behind"),
                 1,
                 evaluation_periods=AT_MAX_PERIODS,
             ),
@@ -307,7 +294,7 @@ class Monitoring(Construct):
                 1,
                 evaluation_periods=STOPPED_MINUTES,
             )
-            for construct_id, name, description, processed, writes in self._processing_stopped(
+            for construct_id, name, description, processed, writes in processing_stopped(
                 settings, prefix, streams
             )
         ]
@@ -342,58 +329,6 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(*graphs)
 
-    @staticmethod
-    def _processing_stopped(
-        settings: Settings, prefix: str, streams: list[str]
-    ) -> list[tuple[str, str, str, cloudwatch.Metric, cloudwatch.Metric]]:
-        """(construct id, name, description, records processed, source-table writes) of each
-        processing-stopped alarm: the fleet's, or each stream's with several streams."""
-        period = Duration.seconds(60)
-
-        def metric(namespace: str, name: str, dimensions: dict[str, str]) -> cloudwatch.Metric:
-            return cloudwatch.Metric(
-                namespace=namespace,
-                metric_name=name,
-                dimensions_map=dimensions,
-                statistic="Sum",
-                period=period,
-            )
-
-        what = (
-            f"in {STOPPED_MINUTES} minutes in a row: no worker processes (all fenced by failing tables, "
-            "crashed, without leases, or a deploy that handed over to workers that cannot take them). "
-            "See workers-silent, lease-tables-failing, leases-table-throttled and the group's activity."
-        )
-        if not streams:
-            return [
-                (
-                    "ProcessingStopped",
-                    f"{prefix}-processing-stopped",
-                    f"The source table {settings.table.source_table_name} was written to and the fleet "
-                    f"processed no record {what}",
-                    metric(settings.metrics_namespace, "RecordsProcessed", {"Operation": "ProcessTask"}),
-                    metric(
-                        DYNAMODB_NAMESPACE,
-                        "ConsumedWriteCapacityUnits",
-                        {"TableName": settings.table.source_table_name},
-                    ),
-                )
-            ]
-        return [
-            (
-                f"{re.sub(r'[^A-Za-z0-9]', '', table)}ProcessingStopped",
-                f"{prefix}-{table}-processing-stopped",
-                f"Stream {table}: its table was written to and the fleet processed none of its records {what}",
-                metric(
-                    settings.metrics_namespace,
-                    "RecordsProcessed",
-                    {"Operation": "ProcessTask", "Stream": table},
-                ),
-                metric(DYNAMODB_NAMESPACE, "ConsumedWriteCapacityUnits", {"TableName": table}),
-            )
-            for table in streams
-        ]
-
     def _policy(
         self, construct_id: str, group: autoscaling.AutoScalingGroup, step: int, cooldown_seconds: int
     ) -> autoscaling.CfnScalingPolicy:
@@ -405,37 +340,6 @@ class Monitoring(Construct):
             adjustment_type="ChangeInCapacity",
             scaling_adjustment=step,
             cooldown=str(cooldown_seconds),
-        )
-
-    @staticmethod
-    def _scaling_expression(rules: ScalingRules, expression: str, label: str) -> cloudwatch.MathExpression:
-        """One of the scaling rules' expressions over the metrics they name (infra/scaling.py)."""
-        period = Duration.seconds(rules.period_seconds)
-        return cloudwatch.MathExpression(
-            expression=expression,
-            using_metrics={
-                m.id: cloudwatch.Metric(
-                    namespace=m.namespace,
-                    metric_name=m.name,
-                    dimensions_map=dict(m.dimensions),
-                    statistic=m.statistic,
-                    period=period,
-                )
-                for m in rules.metrics
-                if re.search(rf"\b{m.id}\b", expression)
-            },
-            label=label,
-            period=period,
-        )
-
-    @staticmethod
-    def _leases_table_metric(table: str, name: str) -> cloudwatch.Metric:
-        return cloudwatch.Metric(
-            namespace=DYNAMODB_NAMESPACE,
-            metric_name=name,
-            dimensions_map={"TableName": table},
-            statistic="Sum",
-            period=Duration.seconds(60),
         )
 
     def _alarm(

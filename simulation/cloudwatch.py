@@ -10,8 +10,7 @@ CloudWatch's documented semantics:
   ``FILL(x, value | REPEAT)``; a datapoint missing in an operand is missing in the result, and so is
   a division by zero;
 * the Metrics Insights form the alarms use: ``SELECT FUNC(name) FROM SCHEMA("ns", k1, k2) WHERE k = 'v'``
-  over every series with exactly those dimension keys, optionally ``GROUP BY`` some of the keys
-  (``ORDER BY FUNC() ASC|DESC`` and ``LIMIT n`` keep that many groups);
+  over every series with exactly those dimension keys, optionally ``GROUP BY`` some of the keys;
 * the state over the last ``EvaluationPeriods`` periods (``DatapointsToAlarm`` of them breaching), a
   missing datapoint counted as ``TreatMissingData`` says;
 * a query with ``GROUP BY`` is a multi-time-series alarm: each group with data in the window is a
@@ -91,7 +90,7 @@ def statistic_series(
 
 _INSIGHTS = re.compile(
     r"^SELECT (\w+)\((\w+)\) FROM SCHEMA\(\"([^\"]+)\", ([\w, ]+)\) WHERE (\w+) = '([^']*)'"
-    r"(?: GROUP BY ([\w, ]+?))?(?: ORDER BY (\w+)\(\) (ASC|DESC))?(?: LIMIT (\d+))?$"
+    r"(?: GROUP BY ([\w, ]+?))?$"
 )
 
 
@@ -115,9 +114,7 @@ def insights_groups(
     match = _INSIGHTS.match(query.strip())
     if match is None:
         raise NotImplementedError(f"Metrics Insights query {query!r}")
-    function, name, namespace, keys, where_key, where_value, group_by, order, direction, limit = (
-        match.groups()
-    )
+    function, name, namespace, keys, where_key, where_value, group_by = match.groups()
     wanted = set(_keys(keys))
     grouping = _keys(group_by) if group_by else []
     if not set(grouping) <= wanted:
@@ -134,18 +131,7 @@ def insights_groups(
             pooled[tuple((k, values[k]) for k in grouping)].extend(points)
     stat = INSIGHTS_FUNCTIONS[function]
     groups = {group: statistic_series(points, stat, start, period, count) for group, points in pooled.items()}
-    if not grouping:
-        return {(): groups.get((), [None] * count)}
-    if order is not None:
-        if INSIGHTS_FUNCTIONS.get(order) is None:
-            raise NotImplementedError(f"ORDER BY {order}() in {query!r}")
-        # Metrics Insights orders the groups by the function over the whole queried range.
-        whole = {g: STATISTICS[INSIGHTS_FUNCTIONS[order]]([v for _, v in pooled[g]]) for g in groups}
-        ranked = sorted(groups, key=lambda g: whole[g], reverse=direction == "DESC")
-        groups = {g: groups[g] for g in ranked}
-    if limit is not None:
-        groups = dict(list(groups.items())[: int(limit)])
-    return groups
+    return groups if grouping else {(): groups.get((), [None] * count)}
 
 
 def insights_series(query: str, data: Datapoints, start: float, period: int, count: int) -> Series:
