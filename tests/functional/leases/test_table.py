@@ -167,6 +167,22 @@ def test_throttling_is_counted_as_a_metric_and_the_taker_backs_off() -> None:
     assert coordinator.taker_wait_millis() == WorkerSettings().taker_interval_millis
 
 
+def test_failed_table_requests_are_counted_apart_from_throttles() -> None:
+    """What the lease-tables-failing alarm reads: refusals (HTTP 5xx) and unreachable tables, not
+    throttles (leases-table-throttled reads DynamoDB's own throttle metrics)."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    metrics = RecordingMetrics()
+    store = DynamoDBLeaseStore(client, "app", metrics=metrics)
+    coordinator = LeaseCoordinator(store, "w", WorkerSettings(), FakeClock(), metrics=metrics)
+    stub = Stubber(client)
+    stub.add_client_error("scan", "InternalServerError", "Internal server error", 500)
+    stub.add_client_error("scan", "ProvisionedThroughputExceededException", "Rate exceeded", 400)
+    with stub:
+        assert coordinator.take_round() is None
+        assert coordinator.take_round() is None
+    assert metrics.counts["LeaseTableErrors"] == 1 and metrics.counts["LeaseTableThrottles"] == 1
+
+
 def test_consumed_capacity_is_counted_per_request(client: Any) -> None:
     metrics = RecordingMetrics()
     store = DynamoDBLeaseStore(client, "app", metrics=metrics)
