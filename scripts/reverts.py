@@ -382,5 +382,12 @@ REVERTS = {
             "            if False:\n",
         )
     ],
+    "forced_take_only_overdue": [
+        (
+            "consumer/leases/taker.py",
+            "        if lease.pending_owner == self.me and hand_over_overdue(lease, self.clock.wall_millis(), self.timing):\n",
+            "        if lease.pending_owner == self.me and lease.pending_since is not None:\n",
+        )
+    ],
     "none": [],
 }

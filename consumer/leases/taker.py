@@ -25,6 +25,7 @@ from consumer.leases.decisions import (
     RoundPlan,
     Timing,
     dead_heartbeats,
+    hand_over_overdue,
     live_workers,
     plan_round,
     relief,
@@ -427,8 +428,10 @@ class Taker:
         owner = lease.owner
         if owner is None or owner == self.me or owner not in snapshot.heartbeats:
             return True  # free, mine, or judged by KCL's counter rule (the take's condition covers it)
-        if lease.pending_owner == self.me and lease.pending_since is not None:
+        if lease.pending_owner == self.me and hand_over_overdue(lease, self.clock.wall_millis(), self.timing):
             return True  # a forced take of an overdue hand-over: the owner stopped at its deadline
+        # Asked of it and not overdue yet, a lease is taken only from an owner that really is dead:
+        # the scan's two tables may be stale apart, the pending mark fresh and the row old.
         if owner not in checked:
             # Judge the row by the time the read was *sent*: the read happens at or after it, and an
             # answer that arrives late (a paused worker, a slow call) says nothing about the time
