@@ -14,12 +14,15 @@ periods, sooner than that limit at the product's timings. Only members of the gr
 ``InService`` and ``Healthy`` and launched more than the boot's health deadline plus that limit ago
 count (a booting instance has no rows yet; rows of instances that left the group stay behind),
 matched to their rows by host name (the first label of the instance's private DNS name, which is
-what ``socket.gethostname()`` gives and what worker ids carry after ``@``). A silent member is
-marked Unhealthy by its peer, only once the peer's looks have read the table, with its own rows
-landing, for that limit without a break (after an outage that silenced everyone, instances come back
-a few rounds apart), and only while the members with a fresh row are at least as many as the silent
-ones: a failure that silences most of the fleet is not one instance's, and a watchdog that reads the
-table is never the one cut off.
+what ``socket.gethostname()`` gives and what worker ids carry after ``@``).
+
+A silent member is marked Unhealthy by its peer; so is a member, past the same settling time, with
+no row at all (its workers never reported, as when the instance's credentials are refused), once
+this instance's own name is found among the members, which proves the names match. Only once the
+peer's looks have read the table, with its own rows landing, for that limit without a break (after
+an outage that silenced everyone, instances come back a few rounds apart), and only while the
+members with a fresh row are at least as many as the silent ones: a failure that silences most of
+the fleet is not one instance's, and a watchdog that reads the table is never the one cut off.
 """
 
 from __future__ import annotations
@@ -76,26 +79,31 @@ def silent_member(
 ) -> Silent | None:
     """The member to mark Unhealthy (the longest silent), or None (module docstring for the rule)."""
     fresh = sum(1 for m in members if m.host in beats and now - beats[m.host] <= limit)
+    # A member with no row at all is silent too (its workers never reported), once this instance is
+    # among the members by host name: that proves the names match the rows' (else every peer
+    # would look silent).
+    matched = any(m.host == own_host for m in members)
+    last = {m.host: beats.get(m.host, m.launched + settle) for m in members}
     silent = sorted(
         (
             m
             for m in members
             if m.host != own_host
-            and m.host in beats
-            and now - beats[m.host] > limit
+            and (m.host in beats or matched)
+            and now - last[m.host] > limit
             and now - m.launched > settle
         ),
-        key=lambda m: beats[m.host],
+        key=lambda m: last[m.host],
     )
     if not silent or fresh < len(silent):
         return None
     first = silent[0]
-    return Silent(first, now - beats[first.host], fresh)
+    return Silent(first, now - last[first.host], fresh)
 
 
 class PeerLook:
-    """One look (module docstring): the workers table's rows, then, only when a host other than
-    this one is silent, the group's members and their host names. Any read failing: no verdict."""
+    """One look (module docstring): the workers table's rows and the group's members; EC2 is asked
+    only for the host name and launch time of a member not seen before. Any read failing: no verdict."""
 
     def __init__(
         self,
@@ -124,6 +132,7 @@ class PeerLook:
         # silenced everyone, the instances come back a few rounds apart).
         self._fine_since = 0.0
         self._last_look: float | None = None
+        self._known: dict[str, Member] = {}  # instance id -> its host and launch time (they never change)
 
     def __call__(self) -> Silent | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -142,8 +151,6 @@ class PeerLook:
                 self._fine_since = now  # my own rows are not landing: nobody's silence is judged
             if now - self._fine_since < self._limit:
                 return None  # a peer must have been silent while the table took this instance's rows
-            if not any(h != self._own and now - at > self._limit for h, at in beats.items()):
-                return None
             members = self._members()
         except (BotoCoreError, ClientError):
             self._last_look = None
@@ -170,16 +177,16 @@ class PeerLook:
             for i in g.get("Instances", [])
             if i.get("LifecycleState") == "InService" and i.get("HealthStatus") == "Healthy"
         ]
-        if not ids:
-            return []
-        answer = self._ec2.describe_instances(InstanceIds=ids)
-        return [
-            Member(
-                instance["InstanceId"],
-                str(instance.get("PrivateDnsName", "")).split(".", 1)[0],
-                instance["LaunchTime"].timestamp(),
-            )
-            for reservation in answer.get("Reservations", [])
-            for instance in reservation.get("Instances", [])
-            if instance.get("PrivateDnsName")
-        ]
+        unknown = [i for i in ids if i not in self._known]
+        if unknown:
+            answer = self._ec2.describe_instances(InstanceIds=unknown)
+            for reservation in answer.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    if instance.get("PrivateDnsName"):
+                        self._known[instance["InstanceId"]] = Member(
+                            instance["InstanceId"],
+                            str(instance["PrivateDnsName"]).split(".", 1)[0],
+                            instance["LaunchTime"].timestamp(),
+                        )
+        self._known = {i: m for i, m in self._known.items() if i in ids}
+        return [self._known[i] for i in ids if i in self._known]

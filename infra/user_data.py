@@ -146,8 +146,18 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
     retry = "--retry 10 --retry-connrefused --retry-delay 1"
     return [
         "set -euxo pipefail",
-        f'token=$(curl -sf {retry} -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-        f'instance_id=$(curl -sf {retry} -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id)',
+        # Without its id nothing below can signal or mark the instance: it powers off instead, and
+        # Auto Scaling's EC2 health check replaces an instance that is not running.
+        "metadata_lost() {",
+        '  echo "the instance metadata service did not answer: powering off for the group to replace '
+        'this instance" >&2',
+        "  shutdown -h now",
+        "  exit 1",
+        "}",
+        f'token=$(curl -sf {retry} -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300") '
+        "|| metadata_lost",
+        f'instance_id=$(curl -sf {retry} -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id) '
+        "|| metadata_lost",
         # Outside a deploy nobody hears the signal, and the watchdog that would judge the instance
         # never started: the group replaces it instead of keeping it InService without workers.
         "mark_unhealthy() {",

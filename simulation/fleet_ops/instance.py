@@ -56,6 +56,8 @@ STEP_SECONDS = {
 }
 BOOT_ORDER = tuple(s for s in USER_DATA_STEPS + BOOTSTRAP_STEPS if s != "workers")
 RESTART_SECONDS = 5.0
+# Auto Scaling's EC2 health check (periodic) finds a stopped instance not running.
+STOPPED_NOTICED_SECONDS = 60.0
 # EC2's status checks (every minute) mark a host without network impaired after two or three.
 EC2_IMPAIRED = (120.0, 180.0)
 
@@ -186,6 +188,12 @@ class Machine:
             self.site.signal(self.member, status)
         if self.outcome.unhealthy:
             self.site.set_unhealthy(self.member, "boot")
+        elif self.outcome.powered_off:  # stopped: Auto Scaling's next EC2 health check sees it
+            self.site.loop.after(STOPPED_NOTICED_SECONDS, self._stopped_noticed)
+
+    def _stopped_noticed(self) -> None:
+        if not self.gone:
+            self.site.set_unhealthy(self.member, "ec2")
 
     def _units_started(self) -> None:
         if self.gone:

@@ -205,3 +205,16 @@ def test_after_an_outage_that_silenced_everyone_the_slower_instances_are_not_mar
         assert watchdog.step(now)
         clock[0] += 5
     assert [c for c in fleet.calls if c[0] == "set_instance_health"] == []
+
+
+def test_a_member_whose_workers_never_reported_is_silent_once_the_names_are_known_to_match() -> None:
+    """Credentials refused on one instance: its workers never wrote a row. Judged like a silent host
+    from its launch plus the settling time, but only when this instance's own name is among the
+    members (else a naming mismatch would make every peer look silent)."""
+    members = [member(1), member(2), member(3)]
+    beats = {"ip-10-0-0-1": START - 1, "ip-10-0-0-3": START - 2}
+    found = silent_member(beats, members, own_host="ip-10-0-0-1", now=START, limit=LIMIT, settle=180)
+    assert found is not None and found.member == member(2)
+    assert silent_member(beats, members, own_host="i-0abc", now=START, limit=LIMIT, settle=180) is None
+    late = [member(1), member(2, launched=START - 180 - LIMIT + 10), member(3)]
+    assert silent_member(beats, late, own_host="ip-10-0-0-1", now=START, limit=LIMIT, settle=180) is None
