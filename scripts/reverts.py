@@ -389,5 +389,19 @@ REVERTS = {
             "        if lease.pending_owner == self.me and lease.pending_since is not None:\n",
         )
     ],
+    "metadata_lost_powers_off": [
+        (
+            "infra/user_data.py",
+            "        \"  shutdown -h now\",\n",
+            "",
+        )
+    ],
+    "peer_finds_never_reported": [
+        (
+            "deploy/peers.py",
+            "            and (m.host in beats or matched)\n",
+            "            and m.host in beats\n",
+        )
+    ],
     "none": [],
 }
