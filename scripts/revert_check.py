@@ -39,8 +39,13 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests"):
+    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for file in ("app.py", "cdk.json", "pyproject.toml"):
+        shutil.copy2(ROOT / file, target / file)
+    for built in ("node_modules", "var"):  # built artefacts: linked
+        if (ROOT / built).exists():
+            (target / built).symlink_to(ROOT / built)
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
         assert text.count(old) == 1, (

@@ -392,7 +392,7 @@ REVERTS = {
     "metadata_lost_powers_off": [
         (
             "infra/user_data.py",
-            "        \"  shutdown -h now\",\n",
+            '        "  shutdown -h now",\n',
             "",
         )
     ],
@@ -401,6 +401,35 @@ REVERTS = {
             "deploy/peers.py",
             "            and (m.host in beats or matched)\n",
             "            and m.host in beats\n",
+        )
+    ],
+    "health_from_both_tables": [
+        ("deploy/watchdog.py", "            and round_ok is not None\n", "            and True\n"),
+        (
+            "deploy/watchdog.py",
+            "            and now - int(round_ok) / 1000 <= self._round_horizon\n",
+            "            and True\n",
+        ),
+    ],
+    "failed_boot_marked": [
+        (
+            "infra/user_data.py",
+            "{SIGNALLED_FAILURE}) mark_unhealthy ;; ",
+            "{SIGNALLED_FAILURE}) ;; ",
+        )
+    ],
+    "scale_in_to_min": [
+        (
+            "infra/scaling.py",
+            'f"{self.multiplier:g} * {self.n}, 1, 0)"',
+            'f"{3 * self.multiplier:g} * {self.n}, 1, 0)"',
+        )
+    ],
+    "alarms_persist": [
+        (
+            "infra/monitoring.py",
+            "PERSIST_PERIODS, PERSIST_DATAPOINTS = 5, 3\n",
+            "PERSIST_PERIODS, PERSIST_DATAPOINTS = 1, 1\n",
         )
     ],
     "none": [],
