@@ -432,5 +432,12 @@ REVERTS = {
             "PERSIST_PERIODS, PERSIST_DATAPOINTS = 1, 1\n",
         )
     ],
+    "split_announced_at_creation": [
+        (
+            "consumer/leases/taker.py",
+            "        if len(pending) > self._room_for(pending, frozenset(self._ended_parents)):\n",
+            "        if False:\n",
+        )
+    ],
     "none": [],
 }

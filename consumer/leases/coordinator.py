@@ -545,11 +545,11 @@ class LeaseCoordinator:
         """Create each lease unless it exists; with ``generation``, only while no cleanup has
         happened since it was read (raises LineageChangedError at the first that finds one). The
         taker scans for what was created at once (Taker.created): a child waits for no interval."""
-        created: list[str] = []
+        created: list[Lease] = []
         try:
             for lease in leases:
                 if self.store.create_if_absent(lease, generation):
-                    created.append(lease.shard_id)
+                    created.append(lease)
         finally:
             if created:
                 self.taker.created(created)

@@ -85,6 +85,7 @@ class Taker:
         self._asked: dict[str, int] = {}  # hand-overs I asked for, and when (monotonic ms)
         self._taken_at: dict[str, int] = {}  # leases I took up lately, and when (monotonic ms)
         self._created: set[str] = set()  # leases I created that no full scan of mine has shown yet
+        self._ended_parents: set[str] = set()  # their parents, ended although the view may not show it yet
         self._avoid: dict[str, int] = {}  # leases given up as stalled here, until when (monotonic ms)
         self._stuck: frozenset[str] = frozenset()  # ... and those whose stalled call has not returned
         self._children_of: tuple[Snapshot | None, frozenset[str]] = (None, frozenset())  # (scan, parents)
@@ -184,12 +185,32 @@ class Taker:
         self._report(plan, snapshot, self.clock.monotonic_millis() - started)
         return plan
 
-    def created(self, shard_ids: Sequence[str]) -> None:
+    def created(self, leases: Sequence[Lease]) -> None:
         """Shard sync created these leases (a shard's children, or new shards): the next round scans
         the whole table for them, instead of waiting for the full-scan interval, so a child starts
-        within a taking interval of its parent's end."""
-        self._created.update(shard_ids)
+        within a taking interval of its parent's end. When this worker's share has no room for all
+        of them, the others are told at once (on_left_free), not after that round: their next
+        rounds, within a taking interval of the creation, scan for them too. (When it has room, it
+        takes them itself and nobody else pays a full scan.)"""
+        self._created.update(lease.shard_id for lease in leases)
+        self._ended_parents.update(parent for lease in leases for parent in lease.parent_shard_ids)
         self.reader.created += 1
+        pending = set(self._created)  # a copy: shard sync adds, one child at a time
+        if len(pending) > self._room_for(pending, frozenset(self._ended_parents)):
+            self._left_free()
+
+    def _room_for(self, created: set[str], ended: frozenset[str]) -> int:
+        """How many more leases this worker's fair share takes once ``created`` exist (``ended``:
+        their parents), by the latest view: KCL's ceiling of the unfinished leases over the live
+        workers, less what it holds."""
+        active = {s for s, lease in self.latest.leases.items() if not lease.finished and s not in ended}
+        active |= created
+        workers = live_workers(self.latest, self.clock.wall_millis(), self.timing) | {self.me}
+        ceiling = -(-len(active) // len(workers))
+        mine = sum(
+            1 for lease in self.holdings.leases() if lease.shard_id not in ended and not lease.finished
+        )
+        return min(ceiling, self.settings.max_leases_for_worker) - mine
 
     def _left_created_free(self, snapshot: Snapshot) -> None:
         """Leases I created that this full scan shows free after my takes: I had no room for them, so
@@ -203,6 +224,9 @@ class Taker:
             and not self.holdings.holds(s)
         ]
         self._created -= shown
+        self._ended_parents = {
+            p for p in self._ended_parents if p in snapshot.leases and not snapshot.leases[p].finished
+        }
         if free:
             self._left_free()
 
