@@ -98,7 +98,7 @@ def test_a_split_the_owner_has_room_for_only_in_part_is_announced_at_its_creatio
     within a taking interval of the creation, scan for them (the deployed fleet's model, seed
     1 000 045: a child taken 1.7 taking intervals after its parent's end, the announcement having
     waited for the owner's round)."""
-    clock, workers = _settled(("a", "b"), 4, max_leases_for_worker=2)
+    _, workers = _settled(("a", "b"), 4, max_leases_for_worker=2)
     owner = workers[0]
     parent = owner.held()[0].shard_id
     owner.checkpoint(parent, SHARD_END)
