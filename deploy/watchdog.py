@@ -31,6 +31,10 @@ from deploy.health import HealthJudge, PeerView, heartbeats
 from deploy.imds import metadata
 from deploy.plan import WORKER_UNIT, BootPlan, Layout
 
+# The heartbeat row's attribute of the worker's last good lease-taking round (wall ms); the worker
+# writes it (consumer.leases.model.ROUND_OK_ATTRIBUTE: the watchdog imports nothing of consumer).
+ROUND_OK_ATTRIBUTE = "leaseRoundOkAt"
+
 POLL_SECONDS = 5.0
 
 
@@ -62,36 +66,78 @@ def stop_workers() -> None:
 
 
 class WorkersTableProbe:
-    """The watchdog's own look at the fleet: one consistent Scan of the workers table (a few rows),
-    counting heartbeat rows of workers on *other* hosts younger than failover + skew. Worker ids
-    start ``<unit name>@<host>:``, so this host's own workers are told apart by the part after ``@``."""
+    """The watchdog's own look at the fleet and its tables, asked only while this instance's workers
+    look unwell.
 
-    def __init__(self, client: Any, table: str, host: str, horizon_seconds: float) -> None:
+    * **The workers table**: one consistent Scan (a row per worker), counting the workers on *other*
+      hosts that are fine: a heartbeat row younger than ``horizon_seconds`` (failover + skew) whose
+      last lease-taking round with successful reads (``leaseRoundOkAt``) is younger than
+      ``round_horizon_seconds`` (the age limit the watchdog holds its own workers to). The heartbeat
+      alone says nothing about the leases table: a separate loop keeps writing it while every
+      leases-table round fails, and counting by it would make every instance blame itself when the
+      leases table alone fails. A row without ``leaseRoundOkAt`` (no round succeeded yet, or a
+      worker of an older release) is not counted as fine.
+    * **The leases table** (``leases_table``): one item (an eventually consistent Scan with
+      ``Limit`` 1, half a read unit). Refused, throttled or unreachable: the table every worker
+      needs is failing, which is not this instance's fault.
+
+    Worker ids start ``<unit name>@<host>:``, so this host's own workers are told apart by the part
+    after ``@``."""
+
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        host: str,
+        horizon_seconds: float,
+        *,
+        round_horizon_seconds: float,
+        leases_table: str | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._client = client
+        self._clock = clock
         self._table = table
         self._host = host
         self._horizon = horizon_seconds
+        self._round_horizon = round_horizon_seconds
+        self._leases_table = leases_table
 
     def __call__(self) -> PeerView:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        now = time.time()
+        if self._leases_table is not None:
+            try:
+                self._client.scan(TableName=self._leases_table, Limit=1)
+            except (BotoCoreError, ClientError) as exc:
+                return PeerView(readable=False, error=f"leases table {self._leases_table}: {str(exc)[:200]}")
+        now = self._clock()
         fresh = 0
         request: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
         try:
             while True:
                 page = self._client.scan(**request)
                 for item in page.get("Items", []):
-                    worker = str(item.get("workerId", {}).get("S", ""))
-                    beat = item.get("heartbeatAt", {}).get("N")
-                    host = worker.split("@", 1)[1].split(":", 1)[0] if "@" in worker else ""
-                    if beat is not None and host != self._host and now - int(beat) / 1000 <= self._horizon:
-                        fresh += 1
+                    fresh += self._fine(item, now)
                 if "LastEvaluatedKey" not in page:
                     return PeerView(readable=True, fresh_peers=fresh)
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except (BotoCoreError, ClientError) as exc:
-            return PeerView(readable=False, error=str(exc)[:200])
+            return PeerView(readable=False, error=f"workers table {self._table}: {str(exc)[:200]}")
+
+    def _fine(self, item: dict[str, Any], now: float) -> bool:
+        """A worker of another host whose heartbeat and whose last good round are both recent."""
+        worker = str(item.get("workerId", {}).get("S", ""))
+        host = worker.split("@", 1)[1].split(":", 1)[0] if "@" in worker else ""
+        beat = item.get("heartbeatAt", {}).get("N")
+        round_ok = item.get(ROUND_OK_ATTRIBUTE, {}).get("N")
+        return (
+            host not in ("", self._host)
+            and beat is not None
+            and round_ok is not None
+            and now - int(beat) / 1000 <= self._horizon
+            and now - int(round_ok) / 1000 <= self._round_horizon
+        )
 
 
 @dataclass
@@ -198,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             plan.workers_table,
             socket.gethostname(),
             plan.peer_horizon_seconds,
+            round_horizon_seconds=plan.heartbeat_max_age_seconds,
+            leases_table=plan.leases_table,
         )
     while watchdog.step(time.time()):
         time.sleep(POLL_SECONDS)

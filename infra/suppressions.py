@@ -67,6 +67,13 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
         "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced).",
     )
     if isinstance(fleet, WorkerFleet):
+        size = fleet.size
+        _ack(
+            size,
+            "AwsSolutions-IAM5[Resource::*]",
+            "autoscaling:DescribeAutoScalingGroups supports no resource ARN; the function reads the "
+            "environment's group size at a deploy and changes nothing.",
+        )
         # The grant names the group by its generated name: a Ref to its logical id.
         group = fleet.signal_resource
         _ack(

@@ -305,10 +305,45 @@ REVERTS = {
             "    return lines\n",
         )
     ],
+    "stalled_not_adopted_back": [
+        (
+            "consumer/leases/taker.py",
+            "            if seen.shard_id in avoided:\n                self._hand_on_stalled(seen.shard_id)\n                continue\n",
+            "",
+        )
+    ],
+    "asked_wakes_consumer": [
+        (
+            "consumer/lifecycle/scheduler.py",
+            "                if shard_id not in self._in_flight:\n                    self._schedule(shard_id, now)\n",
+            "                pass\n",
+        )
+    ],
+    "quick_parent_polls": [
+        (
+            "consumer/lifecycle/polling.py",
+            "    if polls <= QUICK_PARENT_POLLS:\n",
+            "    if False:\n",
+        )
+    ],
+    "lineage_refusal_asks_again": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return 0\n',
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return None\n',
+        )
+    ],
+    "scan_request_announced": [
+        (
+            "consumer/leases/taker.py",
+            "                self.asked(lease.shard_id, to)\n",
+            "                pass\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",
-            '        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None\n',
+            '        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None\n',
             '        return "SIGSTOP" if spans else None\n',
         )
     ],

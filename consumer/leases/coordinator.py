@@ -39,7 +39,7 @@ from ground.threads import SYSTEM_THREADS, Running, Threads
 
 log = logging.getLogger("consumer.leases")
 
-LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+LeaseEventKind = Literal["taken", "lost", "released", "finished", "asked"]
 CHECKPOINT_ATTEMPTS = 3  # tries of one checkpoint (LeaseCoordinator.checkpoint)
 WRITTEN: Literal["written"] = "written"
 AGAIN: Literal["again"] = "again"
@@ -51,7 +51,9 @@ class LeaseEvent:
 
     ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
     taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
-    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless.
+    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless;
+    ``asked``: another worker asked for it -- its consumer hands it over after the batch in flight
+    (woken now, not after an idle back-off that may outlast the hand-over's deadline).
     """
 
     kind: LeaseEventKind
@@ -105,7 +107,7 @@ class LeaseCoordinator:
             rng or random.Random(),
             capacity_advice=capacity_advice,
             expected_workers=expected_workers,
-            on_round=on_round,
+            on_round=self._round_observer(on_round),
             threads=threads,
             on_left_free=self._left_free,
         )
@@ -120,6 +122,18 @@ class LeaseCoordinator:
         self._view_lock = threading.Lock()
         self._threads: list[Running] = []
         self._listeners: list[LeaseListener] = []
+
+    def _round_observer(
+        self, outside: Callable[[bool | None, str | None], None] | None
+    ) -> Callable[[bool | None, str | None], None]:
+        """Each round's outcome to my heartbeat row (Liveness) and to ``outside`` (the heartbeat file)."""
+
+        def observed(ok: bool | None, error: str | None) -> None:
+            self.liveness.round_observed(ok)
+            if outside is not None:
+                outside(ok, error)
+
+        return observed
 
     # ---------------------------------------------------------------------- listeners
 
@@ -235,9 +249,9 @@ class LeaseCoordinator:
         self._beat_failing = not result.ok
         self._announce_lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed")
         for request in result.requests:
-            self.holdings.ask_hand_over(
-                request.shard_id, request.thief, self.taker.stop_by(request.at_wall_millis)
-            )
+            deadline = self.taker.stop_by(request.at_wall_millis)
+            if self.holdings.ask_hand_over(request.shard_id, request.thief, deadline):
+                self.taker.asked(request.shard_id, request.thief)
         return result.ok
 
     def take_round(self) -> RoundPlan | None:

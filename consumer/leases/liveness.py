@@ -66,6 +66,14 @@ class Liveness:
         # When this worker last left leases free for others (Heartbeat.new_leases_at), carried on
         # every beat from then on: a reader compares it with what its last full scan saw.
         self.new_leases_at = 0
+        # My last lease-taking round whose reads succeeded (wall ms), written on my row with every
+        # beat: the instances' watchdogs count me as fine by it (deploy/watchdog.py).
+        self.round_ok_at: int | None = None
+
+    def round_observed(self, ok: bool | None) -> None:
+        """The taker's round observer: a round whose reads succeeded is said on my next beat."""
+        if ok:
+            self.round_ok_at = self._clock.wall_millis()
 
     def next_wait_millis(self, last_ok: bool) -> int:
         """After a failed heartbeat, retry after a third of the interval: one throttled request must
@@ -101,7 +109,8 @@ class Liveness:
             now_wall,
             self._holdings.count(),
             self.stopping,
-            self.new_leases_at,
+            new_leases_at=self.new_leases_at,
+            round_ok_at_wall_millis=self.round_ok_at,
         )
         try:
             requests = self._store.heartbeat(beat, expected, self._settled(now_wall))

@@ -280,8 +280,12 @@ class Taker:
         fence. Adopt each by taking it from myself, which moves the counter: a worker that judged me
         dead and sends its take late names the old counter and loses. Adopting on a read alone would
         let that late take succeed while I process the shard again."""
+        avoided = self._avoiding()
         for seen in snapshot.leases.values():
             if seen.owner != self.me or seen.finished or self.holdings.holds(seen.shard_id):
+                continue
+            if seen.shard_id in avoided:
+                self._hand_on_stalled(seen.shard_id)
                 continue
             sent_fence_at = self.holdings.fence_at()
             try:
@@ -472,7 +476,19 @@ class Taker:
             self.holdings.mark_shed(lease.shard_id)
         for lease, to in plan.hand_over:
             asked = lease.pending_since
-            self.holdings.ask_hand_over(lease.shard_id, to, None if asked is None else self.stop_by(asked))
+            if self.holdings.ask_hand_over(
+                lease.shard_id, to, None if asked is None else self.stop_by(asked)
+            ):
+                self.asked(lease.shard_id, to)
+
+    def asked(self, shard_id: str, thief: str | None) -> None:
+        """A thief's request for a lease I hold became known (on my heartbeat row, or as the lease's
+        pending owner in a scan, whichever came first): say so, and wake the shard's consumer (the
+        'asked' event), which hands the lease over after its batch in flight."""
+        log.info(
+            "worker %s: %s asks for %s; handing it over after the batch in flight", self.me, thief, shard_id
+        )
+        self.notify("asked", shard_id, None)
 
     def stop_by(self, asked_at_wall: int) -> int:
         """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -
@@ -534,10 +550,24 @@ class Taker:
             log.warning("worker %s: hand-over of %s overdue; releasing it", self.me, shard_id)
             self.release(shard_id)
 
-    def release_stalled(self, shard_id: str, counter: int | None = None) -> None:
-        """Give up a lease that stalled here, to the least loaded other live worker (relief), which
-        adopts it at its next round; free if there is none."""
-        to = relief(
+    def _hand_on_stalled(self, shard_id: str) -> None:
+        """A lease given up as stalled here whose release did not land (the table still names me):
+        release it again, never adopt it back while it is avoided."""
+        try:
+            current = self.store.get(shard_id)
+            if current is None or current.owner != self.me or current.finished:
+                return
+            to = self._relief(shard_id)
+            self.store.release(current, to)
+        except LeaseError as exc:
+            log.info("worker %s: stalled %s not released yet (%s); next round", self.me, shard_id, exc)
+            return
+        log.info("worker %s released lease %s%s", self.me, shard_id, f" to {to}" if to else "")
+        if to is None:
+            self._left_free()
+
+    def _relief(self, shard_id: str) -> str | None:
+        return relief(
             self.me,
             self.latest,
             self.clock.wall_millis(),
@@ -545,7 +575,11 @@ class Taker:
             shard_id=shard_id,
             cap=self.settings.max_leases_for_worker,
         )
-        self.release(shard_id, counter, to=to)
+
+    def release_stalled(self, shard_id: str, counter: int | None = None) -> None:
+        """Give up a lease that stalled here, to the least loaded other live worker (relief), which
+        adopts it at its next round; free if there is none."""
+        self.release(shard_id, counter, to=self._relief(shard_id))
 
     def release(self, shard_id: str, counter: int | None = None, *, to: str | None = None) -> None:
         """Give a lease up: to the thief that asked for it; while stopping, to a named survivor who

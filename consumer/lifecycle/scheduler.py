@@ -112,11 +112,17 @@ class Scheduler:
         self._reconcile_failures = 0
         self._next_reconcile = 0
         self._changed = threads.event()  # a lease change was announced: reconcile at the next turn
+        self._asked: set[str] = set()  # shards asked for since the last reconcile (step them now)
         subscribe = getattr(leases, "add_listener", None)
         if callable(subscribe):
             subscribe(self._lease_changed)
 
-    def _lease_changed(self, _event: object) -> None:
+    def _lease_changed(self, event: object) -> None:
+        if getattr(event, "kind", None) == "asked":
+            # A hand-over asked for: the shard's consumer steps now (it hands over after the batch
+            # in flight) rather than after its idle back-off, which may outlast the deadline.
+            with self._lock:
+                self._asked.add(str(getattr(event, "shard_id", "")))
         self._changed.set()
         self._wake.set()
 
@@ -147,6 +153,10 @@ class Scheduler:
                     self._ended.add(shard_id)
                     continue
                 self._start(lease, now)
+            asked, self._asked = self._asked, set()
+            for shard_id in asked & self._consumers.keys():
+                if shard_id not in self._in_flight:
+                    self._schedule(shard_id, now)
             for shard_id, consumer in self._consumers.items():
                 mine = held.get(shard_id)
                 later = (

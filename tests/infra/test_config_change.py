@@ -41,7 +41,11 @@ def test_worker_and_capacity_edits_reach_the_template(
     assert leases["ProvisionedThroughput"] == {"ReadCapacityUnits": 250, "WriteCapacityUnits": 300}
     (group,) = resources_of(edited.raw, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"]) == ("4", "20")
-    assert "DesiredCapacity" not in group  # desired_instances is a planning figure only
+    # Not desired_instances (a planning figure): the size the group runs at, read at each deploy.
+    assert (
+        set(group["DesiredCapacity"]) == {"Fn::GetAtt"}
+        and group["DesiredCapacity"]["Fn::GetAtt"][1] == "Size"
+    )
     assert group["LifecycleHookSpecificationList"][0]["HeartbeatTimeout"] == 300
     (alarm,) = [
         a for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm") if a["AlarmName"].endswith("-3N")

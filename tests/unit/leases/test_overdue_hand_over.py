@@ -79,3 +79,24 @@ def test_a_delivery_that_returns_after_the_fence_drops_the_lease_and_releases_no
     assert owner.held() == []
     lease = store.get(SHARD)
     assert lease.owner == "owner" and lease.counter == counter, "a fenced worker wrote to the lease"
+
+
+def test_a_request_seen_first_in_a_scan_wakes_the_shards_consumer_too() -> None:
+    """A thief's request reaches the owner two ways: on its heartbeat row, and as the lease's pending
+    owner in a scan. Whichever comes first must announce it ('asked': the consumer hands over now);
+    the scan's way did not, and a consumer in its idle back-off ran the hand-over overdue (chaos
+    seed 105 of issue 46's ten)."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    store.create_if_absent(Lease(SHARD, None, 0, ExtendedSequenceNumber("100")))
+    owner = LeaseCoordinator(store, "owner", SETTINGS, clock)
+    events: list[tuple[str, str]] = []
+    owner.add_listener(lambda event: events.append((event.kind, event.shard_id)))
+    owner.heartbeat_once()
+    owner.take_round()
+    thief = LeaseCoordinator(store, "thief", SETTINGS, clock)
+    thief.heartbeat_once()
+    store.request_steal(store.get(SHARD), "thief", clock.wall_millis())  # the lease's mark only
+    clock.advance(SETTINGS.full_scan_interval_millis)  # the owner's next round scans the table
+    owner.heartbeat_once()
+    owner.take_round()
+    assert ("asked", SHARD) in events

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -178,3 +179,45 @@ def test_a_processor_that_hangs_forever_on_one_shard_is_moved_and_the_others_go_
         hang.set()
         for coordinator in coordinators:
             coordinator.stop()
+
+
+def test_a_hand_over_request_wakes_an_idle_consumer_before_its_back_off_ends() -> None:
+    """A quiet shard's consumer backs off between empty reads up to max_idle_time_between_reads
+    (10 s by default), longer than a hand-over's deadline (failover - margin: 8 s). Asked for, it must
+    hand the lease over at once, not at its next read (issue 46: hand-overs ran overdue)."""
+    from consumer.leases.model import HandOverRequest
+
+    settings = FAST.model_copy(
+        update={"idle_time_between_reads_millis": 10_000, "max_idle_time_between_reads_millis": 10_000}
+    )
+    store = InMemoryLeaseStore()
+    stream = FakeStream()
+    stream.add("quiet", 1000, 0, closed=False)
+    store.create_if_absent(Lease("quiet", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    clock = SystemClock()
+    owner = LeaseCoordinator(store, "owner", settings, clock)
+    owner.start()
+    thief = LeaseCoordinator(store, "thief", settings, clock)
+    thief.heartbeat_once()
+    scheduler = Scheduler(
+        leases=owner,
+        reader=stream,
+        processor_factory=lambda _shard: RecordingProcessor(),
+        settings=settings,
+        clock=clock,
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        assert wait_for(lambda: "quiet" in scheduler.consumers())
+        wait_for(lambda: False, timeout=0.5)  # the consumer's first empty read: it backs off 10 s
+        store.ask_hand_over("owner", HandOverRequest("quiet", "thief", clock.wall_millis()))
+        asked = time.monotonic()
+        owner.heartbeat_once()  # brings the request, as the heartbeat loop would
+        assert wait_for(lambda: store.get("quiet").owner == "thief", timeout=8), "not handed over"
+        assert time.monotonic() - asked < 5, "handed over only after the idle back-off"
+    finally:
+        stop.set()
+        runner.join(timeout=10)
+        owner.stop()

@@ -14,12 +14,15 @@ CloudWatch's documented semantics:
 * the state over the last ``EvaluationPeriods`` periods (``DatapointsToAlarm`` of them breaching), a
   missing datapoint counted as ``TreatMissingData`` says.
 
-It is a model, so tests/infra also checks that it refuses what it does not know (an unknown function
-or statistic raises) rather than evaluating it wrongly.
+tests/infra evaluates the alarms over a healthy fleet's metrics with it, and the fleet model
+(simulation/fleet_ops) every minute of a history. It is a model, so tests/infra also checks that it
+refuses what it does not know (an unknown function or statistic raises) rather than evaluating it
+wrongly.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
@@ -110,7 +113,9 @@ def insights_series(query: str, data: Datapoints, start: float, period: int, cou
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?(?:e[+-]?\d+)?)|([A-Za-z_]\w*)|(<=|>=|==|!=|&&|\|\||[-+*/(),<>!]))")
 
 
-def _tokens(text: str) -> list[str]:
+@functools.cache
+def _tokens(text: str) -> tuple[str, ...]:
+    """The expression's tokens (cached: the fleet model evaluates one alarm every minute)."""
     found: list[str] = []
     position = 0
     while position < len(text):
@@ -121,7 +126,7 @@ def _tokens(text: str) -> list[str]:
             raise NotImplementedError(f"cannot read {text[position:]!r} in {text!r}")
         found.append(match.group(match.lastindex or 0))
         position = match.end()
-    return found
+    return tuple(found)
 
 
 def _elementwise(a: Series, b: Series, op: Callable[[float, float], float | None]) -> Series:
@@ -257,7 +262,7 @@ def evaluate_expression(text: str, variables: Mapping[str, Series], count: int) 
 
 # ------------------------------------------------------------------------------------------ alarms
 
-_COMPARE = {
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
     "GreaterThanOrEqualToThreshold": lambda v, t: v >= t,
     "GreaterThanThreshold": lambda v, t: v > t,
     "LessThanThreshold": lambda v, t: v < t,
