@@ -173,7 +173,7 @@ def test_a_checkpoint_refused_after_the_take_back_it_waited_through_is_where_the
     refused = Directed(
         "w1",
         "checkpoint",
-        20_000,  # the first checkpoint (a new fleet's worker takes its first lease after ~21 s)
+        20_000,  # a checkpoint 20 s in (the worker holds its lease from one taker interval after the start)
         thread="shard",
         throttle=True,
         pause_after_send_millis=FAILOVER + 2_000,
@@ -253,7 +253,7 @@ def test_an_owner_that_initializes_late_keeps_a_newer_owners_window_state() -> N
     checkpoint with the state saved with it — deleted, it would start the window empty and the final
     state would miss the records before. Fix: starting deletes only older versions
     (window_start_keeps_later; seed 6 174 of the third sweep)."""
-    late = Directed("w1", "Query", 20_000, pause_before_send_millis=40_000)
+    late = Directed("w1", "Query", 0, pause_before_send_millis=40_000)  # its first lease's initialize
     history = world(15, windows(), records=60, closes=90_000, directed=(late,))
 
     def director(w: World) -> None:
