@@ -243,6 +243,9 @@ REVERTS = {
             "        elif False:\n",
         )
     ],
+    # free_lease_keeps_position and given_up_position_noted: the overdue release now waits for the
+    # delivery, so no directed history has a lane's checkpoint come after it; their own test is
+    # tests/unit/leases/test_overdue_hand_over.py (revert_check.py NAME tests PATH).
     "free_lease_keeps_position": [
         (
             "consumer/leases/taker.py",
@@ -262,7 +265,7 @@ REVERTS = {
             "            if False:\n",
         )
     ],
-    # Issue 46
+    # Issue 46. overdue_waits_for_delivery's own test: tests/unit/leases/test_overdue_hand_over.py.
     "overdue_waits_for_delivery": [
         (
             "consumer/leases/taker.py",
