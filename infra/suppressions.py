@@ -61,10 +61,11 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     _ack(
         policy,
         "AwsSolutions-IAM5[Resource::*]",
-        "Three actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
-        "cloudwatch:namespace condition to the application's namespace, and two autoscaling reads: "
-        "DescribeAutoScalingInstances (an instance learns its group's name at boot) and "
-        "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced).",
+        "Four actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
+        "cloudwatch:namespace condition to the application's namespace, and three reads: "
+        "DescribeAutoScalingInstances (an instance learns its group's name at boot), "
+        "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced) and "
+        "ec2:DescribeInstances (the watchdog finds the host of a peer cut off from the tables).",
     )
     if isinstance(fleet, WorkerFleet):
         size = fleet.size

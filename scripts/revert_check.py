@@ -39,7 +39,7 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "simulation", "tools", "tests"):
+    for folder in ("ground", "consumer", "deploy", "simulation", "tools", "tests"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()

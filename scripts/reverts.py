@@ -350,6 +350,41 @@ REVERTS = {
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
+    "stuck_not_taken_back": [
+        (
+            "consumer/leases/taker.py",
+            "        return frozenset(self._avoid) | self._stuck\n",
+            "        return frozenset(self._avoid)\n",
+        )
+    ],
+    "stalled_call_spare_thread": [
+        (
+            "consumer/lifecycle/scheduler.py",
+            'self._pool = threads.pool(2 * settings.max_worker_threads, "shard")',
+            'self._pool = threads.pool(settings.max_worker_threads, "shard")',
+        )
+    ],
+    "stalled_recounted": [
+        (
+            "consumer/lifecycle/stall_mover.py",
+            "        self._count_still_stuck(now)\n",
+            "",
+        )
+    ],
+    "peer_marks_silent": [
+        (
+            "deploy/watchdog.py",
+            "            self._look_at_peers(now)\n",
+            "            pass\n",
+        )
+    ],
+    "peer_waits_after_outage": [
+        (
+            "deploy/peers.py",
+            "            if now - self._fine_since < self._limit:\n",
+            "            if False:\n",
+        )
+    ],
     "transaction_capacity_list": [
         (
             "consumer/leases/table_requests.py",

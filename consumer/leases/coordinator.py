@@ -480,13 +480,17 @@ class LeaseCoordinator:
     def release(self, shard_id: str, counter: int | None = None) -> None:
         self.taker.release(shard_id, counter)
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+    def give_up_stalled(self, shard_id: str, counter: int | None = None, *, stuck: bool = False) -> None:
         """A stalled shard (consumer.lifecycle.stalls): released for another worker to take; this
-        worker's taker leaves it alone for a stall timeout, so it does not come straight back here."""
+        worker's taker leaves it alone for a stall timeout, so it does not come straight back here,
+        and while ``stuck`` (its call here never returned: taking it again would hang another thread)."""
         timeout = self.settings.stall_timeout_millis or 0
-        self.taker.avoid(shard_id, self._clock.monotonic_millis() + timeout)
+        self.taker.avoid(shard_id, self._clock.monotonic_millis() + timeout, stuck=stuck)
         self._expire()  # fenced: dropped, never released
         self.taker.release_stalled(shard_id, counter)
+
+    def stalled_call_returned(self, shard_id: str) -> None:
+        self.taker.unstuck(shard_id)
 
     def shards_with_children(self) -> frozenset[str]:
         return self.taker.shards_with_children()

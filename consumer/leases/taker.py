@@ -86,6 +86,7 @@ class Taker:
         self._taken_at: dict[str, int] = {}  # leases I took up lately, and when (monotonic ms)
         self._created: set[str] = set()  # leases I created that no full scan of mine has shown yet
         self._avoid: dict[str, int] = {}  # leases given up as stalled here, until when (monotonic ms)
+        self._stuck: frozenset[str] = frozenset()  # ... and those whose stalled call has not returned
         self._children_of: tuple[Snapshot | None, frozenset[str]] = (None, frozenset())  # (scan, parents)
         self.not_taken = NotTaken(self.me, self.settings, self.clock)
         self.reader = RoundReader(self.store, self.me, self.settings, self.timing, self.clock, self.metrics)
@@ -260,7 +261,7 @@ class Taker:
             self.shortfall.warn(plan)
         cap = self.settings.max_leases_for_worker
         room = plan.mine < cap and not self.holdings.fenced(self.clock.monotonic_millis())
-        left = self.not_taken.observe(snapshot, room, frozenset(self._avoid))
+        left = self.not_taken.observe(snapshot, room, frozenset(self._avoid) | self._stuck)
         self.metrics.gauge("TakeLeases", "LeasesNotTaken", len(left), "Count")
 
     # ------------------------------------------------------------------------ reconcile
@@ -389,14 +390,21 @@ class Taker:
         self.notify("taken", lease.shard_id, lease)
         return True
 
-    def avoid(self, shard_id: str, until_mono: int) -> None:
-        """Do not take or steal ``shard_id`` before ``until_mono``: it stalled here (give_up_stalled)."""
+    def avoid(self, shard_id: str, until_mono: int, *, stuck: bool = False) -> None:
+        """Do not take or steal ``shard_id`` before ``until_mono``, nor while ``stuck`` until
+        :meth:`unstuck`: it stalled here (give_up_stalled)."""
         self._avoid[shard_id] = until_mono
+        if stuck:
+            self._stuck = self._stuck | {shard_id}  # rebound, never changed: read by the taker's thread
+
+    def unstuck(self, shard_id: str) -> None:
+        """The stalled call on ``shard_id`` returned: only its stall timeout keeps it avoided."""
+        self._stuck = self._stuck - {shard_id}
 
     def _avoiding(self) -> frozenset[str]:
         now = self.clock.monotonic_millis()
         self._avoid = {s: until for s, until in self._avoid.items() if now < until}
-        return frozenset(self._avoid)
+        return frozenset(self._avoid) | self._stuck
 
     def shards_with_children(self) -> frozenset[str]:
         """Shards a lease of the latest full scan names as a parent (worked out once per scan)."""
@@ -551,13 +559,15 @@ class Taker:
             self.release(shard_id)
 
     def _hand_on_stalled(self, shard_id: str) -> None:
-        """A lease given up as stalled here whose release did not land (the table still names me):
-        release it again, never adopt it back while it is avoided."""
+        """A lease given up as stalled here whose release did not land, or that another worker gave
+        up to me (the table names me): release it again, never adopt it back while it is avoided.
+        While its call here is stuck it goes free, not to a named worker: that one may have a call
+        stuck on it too and would hand it straight back."""
         try:
             current = self.store.get(shard_id)
             if current is None or current.owner != self.me or current.finished:
                 return
-            to = self._relief(shard_id)
+            to = None if shard_id in self._stuck else self._relief(shard_id)
             self.store.release(current, to)
         except LeaseError as exc:
             log.info("worker %s: stalled %s not released yet (%s); next round", self.me, shard_id, exc)

@@ -46,3 +46,4 @@ class Sample:
     lag: float
     leases: int
     lost: float  # records trimmed unprocessed this minute
+    backlog: float = 0.0  # records written and not processed yet

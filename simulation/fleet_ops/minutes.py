@@ -33,6 +33,11 @@ def publish_minute(self: Fleet) -> None:
     for table in (self.leases_table, self.workers_table):
         for name, dimensions, value in table.minute_metrics(minute - 1):
             self.store.put(DYNAMODB, name, dimensions, now - 30, value)
+    # The source table's writes (every record of the stream is one; items of 1 KB or less).
+    source = self.settings.table.source_table_name
+    self.store.put(
+        DYNAMODB, "ConsumedWriteCapacityUnits", {"TableName": source}, now - 30, self.stream.load(now) * 60
+    )
     for group in self.stack.groups:
         name = f"<{self.group_logical}>" if group is self.stack.current else group.name
         self.store.put(
@@ -58,7 +63,22 @@ def publish_minute(self: Fleet) -> None:
     self.store.prune(now)
     serving = sum(len(g.serving()) for g in self.stack.groups)
     emr = self.follow.billed(now - 60, now) if self.follow is not None else (0.0, 0.0)
-    self.bill.accrue(60.0, serving, len(alive), self.stream.open_shards, emr)
+    provisioned = (0.0, 0.0)
+    for table in (self.leases_table, self.workers_table):
+        provisioned = (
+            provisioned[0] + (table.read_units or 0.0),
+            provisioned[1] + (table.write_units or 0.0),
+        )
+    puts = self.stream.open_shards if self.change_log and self.processed_minute > 0 else 0.0
+    self.bill.accrue(
+        60.0,
+        serving,
+        len(alive),
+        self.stream.open_shards,
+        emr,
+        provisioned=provisioned,
+        change_log_puts=puts,
+    )
     if minute % 60 == 0:
         self.bill.close_hour(now - 3_600)
     current = self.stack.current
@@ -72,6 +92,7 @@ def publish_minute(self: Fleet) -> None:
             self.stream.lag(now),
             leases,
             self.stream.lost - self.lost_before,
+            self.stream.backlog,
         )
     )
     self.processed_minute = 0.0
@@ -85,8 +106,15 @@ def _flush_workers(self: Fleet, now: float, alive: list[WorkerProcess], leases: 
     leader = min((w.worker_id for w in live), default=None)
     cap = self.timing.cap
     unassigned = max(0, leases - cap * len(live)) if live else 0
+    stall = self.settings.worker.stall_timeout_millis
+    free_since = self.free_since
+    not_taken = (
+        max(0, leases - sum(w.leases for w in live))
+        if stall is not None and free_since is not None and now - free_since >= stall / 1000
+        else 0
+    )
     for worker in alive:
-        figures = worker.flush(worker.worker_id == leader, self.stream.open_shards, unassigned)
+        figures = worker.flush(worker.worker_id == leader, self.stream.open_shards, unassigned, not_taken)
         if self.by_host[worker.host].cut_off(now, "metrics"):
             continue  # the agent cannot ship them
         for operation, name, value in figures:

@@ -2,16 +2,19 @@
 happens inside the workers (simulation/world.py assembles them as the product does, on simulated
 threads and time).
 
-* ``rollover``: shards that end and hand over to children, generation after generation. Promise:
-  a child's lease is taken within one taking interval of its parent's end (docs/leases.md), or of
-  its creation when the children lookup (paced by the DescribeStream budget) comes later.
+* ``rollover``: shards that end and hand over to children, generation after generation. Promise: a
+  child's lease is taken within one taking interval of its parent's end (docs/leases.md), or of its
+  creation when the children lookup (paced by the DescribeStream budget) comes later.
 * ``hung-processor``: from a moment on, the processor never returns on one shard, in whichever
   worker runs it (bench/stall_move.py's hang: the stall follows the shard).
 * ``hung-read``: likewise one shard's GetRecords.
-  Promise for both: after each hang the shard's lease moves to another worker within 1.2 x the
-  stall timeout, and a page comes within the stall timeout and the paging alarm's window (the
-  template's alarm on ``StalledShards``, if it has one: else nothing pages). The hung shard itself
-  cannot finish; every other promise holds for it and for the others.
+  Promise for both: after each hang the shard's lease moves within 1.2 x the stall timeout to
+  another worker, while one has no call stuck on it (no worker takes back a shard whose call there
+  never returned: it would hang a second thread), and a page naming the shard comes within the
+  stall timeout and the paging alarm's window (the template's alarm on ``StalledShards``, grouped
+  by ShardId so that its notification names each stalled shard: an alarm on the fleet's series
+  names none). The hung shard itself cannot finish; every other promise holds for it and for the
+  others.
 
 The stall timeout is :data:`STALL_SECONDS` (the slice sets ``worker.stall_timeout_millis`` when the
 product has it; the promise scales with it). Every slice is also judged by the lease and delivery
@@ -127,8 +130,10 @@ def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None
         shards=shards,
         metrics_for=metrics_for,
     )
-    pages: list[tuple[float, str]] = []
-    book = AlarmBook(specs, store, lambda topic, spec, now: pages.append((now, spec.name)), lambda *a: None)
+    pages: list[tuple[float, str, str]] = []  # when, which alarm, what it names
+    book = AlarmBook(
+        specs, store, lambda topic, spec, now, names: pages.append((now, spec.name, names)), lambda *a: None
+    )
     hang: dict[str, Any] = {}
     verdict = OpsVerdict()
     kernel = world.kernel
@@ -138,6 +143,7 @@ def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None
 
     def minutes() -> None:
         book.create(wall())
+        book.group_created(wall())  # the slice's fleet is running from the start
         while True:
             kernel.sleep(60_000)
             now = wall()
@@ -228,7 +234,7 @@ def _judge_pickup(world: World, settings: Any, verdict: OpsVerdict) -> None:
 def _judge_stall(
     world: World,
     hang: dict[str, Any],
-    pages: list[tuple[float, str]],
+    pages: list[tuple[float, str, str]],
     verdict: OpsVerdict,
     *,
     length: int,
@@ -243,7 +249,13 @@ def _judge_stall(
     stall = STALL_SECONDS * 1000
     end = start + length
     worst = 0.0
+    seen = [worker for worker, _ in hangs]
+    twice = sorted({worker for worker in seen if seen.count(worker) > 1})
+    if twice:
+        verdict.data.append(f"{shard} taken back and hung again by {twice}, whose calls on it were stuck")
     for worker, since in hangs:
+        if not set(world.workers) - {w for w, t in hangs if t <= since}:
+            continue  # every worker has a call stuck on it: nobody takes it again (the page says so)
         moved = [t for t, owner in owners if t > since and owner not in (None, worker)]
         took = (moved[0] if moved else end) - since
         if not moved and took <= 1.2 * stall:
@@ -258,8 +270,10 @@ def _judge_stall(
     verdict.stall_moved_over_timeout = worst
     first = WALL0 + (hangs[0][1] - start) / 1000
     stated = STALL_SECONDS + window + 60
-    if not any(first <= at <= first + stated for at, _ in pages):
+    timely = [(at, names) for at, _, names in pages if first <= at <= first + stated]
+    if not any(f"ShardId={shard}" in names.split("; ") for _, names in timely):
+        said = f" (pages named: {[n for _, n in timely]})" if timely else ""
         verdict.unpaged_failures.append(
-            f"{shard} hung from {(hangs[0][1] - start) / 1000:.0f} s ({len(hangs)} hang(s)): no page within "
-            f"{stated:.0f} s (the stall timeout and the StalledShards alarm's window)"
+            f"{shard} hung from {(hangs[0][1] - start) / 1000:.0f} s ({len(hangs)} hang(s)): no page naming it "
+            f"within {stated:.0f} s (the stall timeout and the StalledShards alarm's window){said}"
         )

@@ -1,10 +1,13 @@
 """The fleet stack's operations as CloudFormation runs them on the group the template declares.
 
-* **create**: the group starts at its minimum; the stack completes once the creation policy's count
-  of SUCCESS signals (``ResourceSignal.Count``) arrived within its timeout; a FAILURE signal, or
-  the timeout, fails it.
+* **create**: the group starts at its ``DesiredCapacity`` (:meth:`Stack.starting_size`: the template's
+  figure, the answer of its ``Custom::FleetSize`` resource -- the real handler of
+  infra/fleet_size_handler.py, asking the model's groups --, or the minimum without one); the stack
+  completes once the creation policy's count of SUCCESS signals (``ResourceSignal.Count``) arrived
+  within its timeout; a FAILURE signal, or the timeout, fails it.
 * **update that replaces the group** (``AutoScalingReplacingUpdate``, what a deploy of new code
-  is): a new group beside the old one, at the template's minimum, under the same creation policy;
+  is): the custom resource asked again (the group changed), then a new group beside the old one, at
+  that size, under the same creation policy;
   once it completes, the group's references (the scaling policies and alarms) name the new group
   and the old one is deleted (its instances leave through the lifecycle hook). If the new group
   fails, the rollback deletes it and keeps the old one, waiting for no signal.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from simulation.fleet_ops.group import Group, Member
 from simulation.fleet_ops.templates import Templates
@@ -50,6 +54,8 @@ class Stack:
     templates: Templates
     new_group: Callable[[str, int], Group]  # name, code version -> a group (launching nothing yet)
     on_created: Callable[[float], None]  # the stack's own resources (alarms, topic, schedule) exist anew
+    # The stack's create (or re-create) completed: what depends on the group is created.
+    on_group_created: Callable[[float], None] = lambda now: None
     groups: list[Group] = field(default_factory=list)
     current: Group | None = None  # the group the template's references name
     operation: Operation | None = None
@@ -70,11 +76,28 @@ class Stack:
         operation = Operation(kind, group, now, now + self.signal_timeout, self.signals_needed, version)
         self.operation = operation
         self.operations.append(operation)
-        group.desired = group.minimum
+        group.desired = self.starting_size("Create" if kind != "update" else "Update")
         group.tick(now)
         if operation.needed == 0:
             self._complete(now)
         return operation
+
+    def starting_size(self, request: str) -> int:
+        """The new group's DesiredCapacity, as CloudFormation resolves it before creating the group."""
+        logical, group = self.templates.one("AWS::AutoScaling::AutoScalingGroup")
+        props = group["Properties"]
+        desired = props.get("DesiredCapacity")
+        if desired is None:
+            return int(props["MinSize"])
+        if isinstance(desired, dict) and "Fn::GetAtt" in desired:
+            resource = self.templates.resources[desired["Fn::GetAtt"][0]]
+            if resource["Type"] != "Custom::FleetSize":
+                raise NotImplementedError(f"DesiredCapacity from {resource['Type']}")
+            from infra.fleet_size_handler import answer
+
+            event = {"RequestType": request, "ResourceProperties": resource["Properties"]}
+            return int(answer(event, _GroupsByTag(self, logical))["Size"])
+        return int(desired)
 
     def create(self, now: float) -> Operation:
         self.on_created(now)
@@ -117,6 +140,8 @@ class Stack:
         operation = self.operation
         assert operation is not None
         operation.outcome, operation.ended = "complete", now
+        if operation.kind == "create":
+            self.on_group_created(now)
         old, self.current = self.current, operation.group
         if old is not None and operation.kind == "update":
             old.delete(now)
@@ -136,3 +161,24 @@ class Stack:
             if operation.kind == kind and operation.outcome == "complete":
                 return operation.ended
         return None
+
+
+class _GroupsByTag:
+    """``describe_auto_scaling_groups`` as the custom resource's function calls it (by the tags
+    CloudFormation puts on a stack's groups): the model's groups that are not being deleted."""
+
+    def __init__(self, stack: Stack, logical_id: str) -> None:
+        self._stack = stack
+        self._logical_id = logical_id
+
+    def describe_auto_scaling_groups(self, *, Filters: list[dict[str, Any]], **_: Any) -> dict[str, Any]:  # noqa: N803
+        wanted = {f["Name"]: f["Values"] for f in Filters}
+        if wanted.get("tag:aws:cloudformation:logical-id") != [self._logical_id]:
+            return {"AutoScalingGroups": []}
+        return {
+            "AutoScalingGroups": [
+                {"AutoScalingGroupName": g.name, "DesiredCapacity": g.desired}
+                for g in self._stack.groups
+                if not g.deleting
+            ]
+        }

@@ -47,11 +47,12 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
                 assert "*" not in name, statement
         if "*" in resources:
             # Reads that take no resource ARN: the boot's question for its group's name, the
-            # watchdog's one-replacement-at-a-time check, and the group's size read at a deploy
-            # (infra/fleet_size.py, alone in its function's role).
+            # watchdog's one-replacement-at-a-time check and its peers' host names, and the group's
+            # size read at a deploy (infra/fleet_size.py, alone in its function's role).
             if set(actions) <= {
                 "autoscaling:DescribeAutoScalingInstances",
                 "autoscaling:DescribeAutoScalingGroups",
+                "ec2:DescribeInstances",
             }:
                 continue
             # PutMetricData takes no resource ARN; it must then be pinned to our namespace.

@@ -63,3 +63,8 @@ def test_a_capture_is_stale_when_a_line_every_run_prints_changed_shape() -> None
         "[4/4] pointer var/snapshot/CURRENT -> version 000001 (262 items)"
     ]
     assert shape("t+3s worker-12 asked worker-3 for 120-c33cc60b") == "t+#s worker-# asked worker-# for #-#"
+    # A worker killed mid-write leaves a temporary file the pipeline names and ignores (CI's run did).
+    ignored = (
+        "[1/4] change log var/changelog: 727 object(s) to read, 0 already merged, 1 other file(s) ignored"
+    )
+    assert shape(ignored) == shape("[1/4] change log var/changelog: 30 object(s) to read, 0 already merged")
