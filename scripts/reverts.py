@@ -243,10 +243,7 @@ REVERTS = {
             "        elif False:\n",
         )
     ],
-    # free_lease_keeps_position and given_up_position_noted: the overdue release now waits for the
-    # delivery, so no directed history has a lane's checkpoint come after it; their own test is
-    # tests/unit/leases/test_overdue_hand_over.py (revert_check.py NAME tests PATH).
-    "free_lease_keeps_position": [
+    "free_lease_keeps_position": [  # own test (no directed history reaches it): tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/taker.py",
             "                if now is not None and now.owner in (self.me, None) and not now.finished:\n",
@@ -258,7 +255,7 @@ REVERTS = {
             "                unwritten = None\n",
         ),
     ],
-    "given_up_position_noted": [
+    "given_up_position_noted": [  # own test: tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/coordinator.py",
             "            if self.holdings.refused_after_letting_go(shard_id, target):\n",
