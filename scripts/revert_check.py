@@ -15,8 +15,8 @@ lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form o
     KIND=windows ...      # every seed with this processor form (a fix that matters for one form)
 
 The directed histories are tests/simulation/test_directed.py (the lease core's moments),
-test_directed_delivery.py and test_directed_hand_over.py (delivery's): ``directed`` runs them in the
-reverted copy. The fixes and their edits are in scripts/reverts.py.
+test_directed_delivery.py and test_directed_hand_over.py (delivery's), test_directed_store.py (the
+DynamoDB store's): ``directed`` runs them in the reverted copy. The fixes and their edits are in scripts/reverts.py.
 
 ``none`` reverts nothing: a sweep of the product itself. ``A+B`` reverts both A and B (a fix whose
 absence another defence covers fails only with that one reverted too).
@@ -59,6 +59,7 @@ DIRECTED = (
     "tests/simulation/test_directed.py",
     "tests/simulation/test_directed_delivery.py",
     "tests/simulation/test_directed_hand_over.py",
+    "tests/simulation/test_directed_store.py",
 )
 
 

@@ -243,7 +243,7 @@ REVERTS = {
             "        elif False:\n",
         )
     ],
-    "free_lease_keeps_position": [
+    "free_lease_keeps_position": [  # own test (no directed history reaches it): tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/taker.py",
             "                if now is not None and now.owner in (self.me, None) and not now.finished:\n",
@@ -255,14 +255,14 @@ REVERTS = {
             "                unwritten = None\n",
         ),
     ],
-    "given_up_position_noted": [
+    "given_up_position_noted": [  # own test: tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/coordinator.py",
             "            if self.holdings.refused_after_letting_go(shard_id, target):\n",
             "            if False:\n",
         )
     ],
-    # Issue 46
+    # Issue 46. overdue_waits_for_delivery's own test: tests/unit/leases/test_overdue_hand_over.py.
     "overdue_waits_for_delivery": [
         (
             "consumer/leases/taker.py",
@@ -380,6 +380,13 @@ REVERTS = {
             "deploy/peers.py",
             "            if now - self._fine_since < self._limit:\n",
             "            if False:\n",
+        )
+    ],
+    "transaction_capacity_list": [
+        (
+            "consumer/leases/table_requests.py",
+            "        entries = capacity if isinstance(capacity, list) else [capacity]\n",
+            "        entries = [capacity]\n",
         )
     ],
     "forced_take_only_overdue": [

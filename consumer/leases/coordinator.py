@@ -35,7 +35,7 @@ from consumer.streams.pacing import FleetPosition
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
-from ground.threads import SYSTEM_THREADS, Threads
+from ground.threads import SYSTEM_THREADS, Running, Threads
 
 log = logging.getLogger("consumer.leases")
 
@@ -111,15 +111,16 @@ class LeaseCoordinator:
             threads=threads,
             on_left_free=self._left_free,
         )
-        self._stop = threading.Event()
-        self._beat_now = threading.Event()  # wakes the heartbeat loop before its interval is up
-        self._take_now = threading.Event()  # wakes the taker loop: the tables answer again
+        self._stop = threads.event()
+        self._beat_now = threads.event()  # wakes the heartbeat loop before its interval is up
+        self._take_now = threads.event()  # wakes the taker loop: the tables answer again
+        self._threads_of = threads
         self._beat_failing = False
         self._expected_workers = expected_workers
         self._view: tuple[str, ...] = ()
         self._view_since = clock.monotonic_millis()
         self._view_lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[Running] = []
         self._listeners: list[LeaseListener] = []
 
     def _round_observer(
@@ -183,9 +184,7 @@ class LeaseCoordinator:
         self.heartbeat_once()
         self.take_round()
         for name, target in (("heartbeat", self._heartbeat_loop), ("taker", self._taker_loop)):
-            thread = threading.Thread(target=target, name=f"lease-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._threads.append(self._threads_of.start(f"lease-{name}", target))
 
     def stop_taking(self) -> None:
         """Graceful stop, first step: take nothing more (shed leases are handed off by the lifecycle),

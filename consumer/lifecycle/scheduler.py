@@ -121,7 +121,7 @@ class Scheduler:
         self._start_failures: dict[str, tuple[int, int]] = {}
         self._reconcile_failures = 0
         self._next_reconcile = 0
-        self._changed = threading.Event()  # a lease change was announced: reconcile at the next turn
+        self._changed = threads.event()  # a lease change was announced: reconcile at the next turn
         self._asked: set[str] = set()  # shards asked for since the last reconcile (step them now)
         subscribe = getattr(leases, "add_listener", None)
         if callable(subscribe):

@@ -16,7 +16,6 @@ import os
 import random
 import signal
 import socket
-import threading
 import uuid
 from types import FrameType
 
@@ -53,7 +52,8 @@ class Worker:
         self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
         self.parts: Parts = assemble(settings, ports, self.worker_id, rng=rng, fleet=fleet)
         self._metrics = ports.metrics
-        self._stop = threading.Event()
+        self._threads = ports.threads
+        self._stop = ports.threads.event()
         self._started = False
 
     @property
@@ -102,17 +102,9 @@ class Worker:
         self._started = True
         if self._stop.is_set():
             coordinator.stop_taking()
-        sync_thread = threading.Thread(
-            target=syncer.run,
-            args=(self._stop, self.settings.taker_interval_millis),
-            name="shard-sync",
-            daemon=True,
-        )
-        sync_thread.start()
-        children_thread = threading.Thread(
-            target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True
-        )
-        children_thread.start()
+        first_listing = self.settings.taker_interval_millis
+        sync_thread = self._threads.start("shard-sync", lambda: syncer.run(self._stop, first_listing))
+        children_thread = self._threads.start("shard-children", lambda: syncer.run_children(self._stop))
         try:
             scheduler.run(self._stop, drain_millis=self.settings.drain_millis)
         finally:
