@@ -5,6 +5,8 @@ longer matches stops the check with an AssertionError naming it, so drift is lou
 # ruff: noqa: E501  (the entries quote lines of code as they stand)
 from __future__ import annotations
 
+from reverts_fleet import FLEET_REVERTS  # scripts/ is on sys.path when revert_check runs
+
 REVERTS = {
     "fence_at_deadline": [
         (
@@ -347,41 +349,6 @@ REVERTS = {
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
-    "stuck_not_taken_back": [
-        (
-            "consumer/leases/taker.py",
-            "        return frozenset(self._avoid) | self._stuck\n",
-            "        return frozenset(self._avoid)\n",
-        )
-    ],
-    "stalled_call_spare_thread": [
-        (
-            "consumer/lifecycle/scheduler.py",
-            'self._pool = threads.pool(2 * settings.max_worker_threads, "shard")',
-            'self._pool = threads.pool(settings.max_worker_threads, "shard")',
-        )
-    ],
-    "stalled_recounted": [
-        (
-            "consumer/lifecycle/stall_mover.py",
-            "        self._count_still_stuck(now)\n",
-            "",
-        )
-    ],
-    "peer_marks_silent": [
-        (
-            "deploy/watchdog.py",
-            "            self._look_at_peers(now)\n",
-            "            pass\n",
-        )
-    ],
-    "peer_waits_after_outage": [
-        (
-            "deploy/peers.py",
-            "            if now - self._fine_since < self._limit:\n",
-            "            if False:\n",
-        )
-    ],
     "transaction_capacity_list": [
         (
             "consumer/leases/table_requests.py",
@@ -396,49 +363,6 @@ REVERTS = {
             "        if lease.pending_owner == self.me and lease.pending_since is not None:\n",
         )
     ],
-    "metadata_lost_powers_off": [
-        (
-            "infra/user_data.py",
-            '        "  shutdown -h now",\n',
-            "",
-        )
-    ],
-    "peer_finds_never_reported": [
-        (
-            "deploy/peers.py",
-            "            and (m.host in beats or matched)\n",
-            "            and m.host in beats\n",
-        )
-    ],
-    "health_from_both_tables": [
-        ("deploy/watchdog.py", "            and round_ok is not None\n", "            and True\n"),
-        (
-            "deploy/watchdog.py",
-            "            and now - int(round_ok) / 1000 <= self._round_horizon\n",
-            "            and True\n",
-        ),
-    ],
-    "failed_boot_marked": [
-        (
-            "infra/user_data.py",
-            "{SIGNALLED_FAILURE}) mark_unhealthy ;; ",
-            "{SIGNALLED_FAILURE}) ;; ",
-        )
-    ],
-    "scale_in_to_min": [
-        (
-            "infra/scaling.py",
-            'f"{self.multiplier:g} * {self.n}, 1, 0)"',
-            'f"{3 * self.multiplier:g} * {self.n}, 1, 0)"',
-        )
-    ],
-    "alarms_persist": [
-        (
-            "infra/monitoring.py",
-            "PERSIST_PERIODS, PERSIST_DATAPOINTS = 5, 3\n",
-            "PERSIST_PERIODS, PERSIST_DATAPOINTS = 1, 1\n",
-        )
-    ],
     "split_announced_at_creation": [
         (
             "consumer/leases/taker.py",
@@ -446,5 +370,6 @@ REVERTS = {
             "        if False:\n",
         )
     ],
+    **FLEET_REVERTS,
     "none": [],
 }
