@@ -26,7 +26,7 @@ from simulation.fleet_ops.group import Group, Member
 from simulation.fleet_ops.heartbeat_files import Filesystem, standing_in
 from simulation.fleet_ops.instance import Machine
 from simulation.fleet_ops.leasing import balance, process
-from simulation.fleet_ops.minutes import publish_minute
+from simulation.fleet_ops.minutes import publish_minute, ship_period
 from simulation.fleet_ops.pipeline_jobs import Follow, Pager
 from simulation.fleet_ops.scenarios import Scenario
 from simulation.fleet_ops.stack import Stack
@@ -309,8 +309,9 @@ class Fleet:
         for worker in machine.workers.values():
             self.loop.after(self.rng.uniform(1.0, 3.0), functools.partial(self._exited, worker))
 
-    @staticmethod
-    def _exited(worker: WorkerProcess) -> None:
+    def _exited(self, worker: WorkerProcess) -> None:
+        if worker.alive:  # a graceful stop ships the last period (MetricsRecorder.stop)
+            ship_period(self, worker, self.loop.now, leader=False)
         worker.alive = False
 
     # ------------------------------------------------ Surroundings (what workers' calls meet)

@@ -101,7 +101,6 @@ def publish_minute(self: Fleet) -> None:
 
 def _flush_workers(self: Fleet, now: float, alive: list[WorkerProcess], leases: int) -> None:
     """Each worker's period, as its recorder flushes it (lost when its host cannot ship it)."""
-    namespace = self.settings.metrics_namespace
     live = [w for w in alive if w.row_fresh(now)]
     leader = min((w.worker_id for w in live), default=None)
     cap = self.timing.cap
@@ -114,9 +113,19 @@ def _flush_workers(self: Fleet, now: float, alive: list[WorkerProcess], leases: 
         else 0
     )
     for worker in alive:
-        figures = worker.flush(worker.worker_id == leader, self.stream.open_shards, unassigned, not_taken)
-        if self.by_host[worker.host].cut_off(now, "metrics"):
-            continue  # the agent cannot ship them
+        ship_period(
+            self, worker, now, leader=worker.worker_id == leader, unassigned=unassigned, not_taken=not_taken
+        )
+
+
+def ship_period(
+    self: Fleet, worker: WorkerProcess, now: float, *, leader: bool, unassigned: int = 0, not_taken: int = 0
+) -> None:
+    """One worker's period as its recorder flushes it: every minute, and once more when it stops
+    gracefully (MetricsRecorder.stop flushes the last period); lost when its host cannot ship it."""
+    namespace = self.settings.metrics_namespace
+    figures = worker.flush(leader, self.stream.open_shards, unassigned, not_taken)
+    if not self.by_host[worker.host].cut_off(now, "metrics"):
         for operation, name, value in figures:
             self.store.put(
                 namespace,
