@@ -75,7 +75,9 @@ def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
     console.rule(title)
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     output = (result.stdout + result.stderr).strip()
-    console.print(output[-4000:], markup=False, highlight=False)
+    # Not wrapped at the console's width: a step's line (a long change-log path, say) stays one line,
+    # as the step printed it, for whoever reads or compares the output (docs/demo.md's capture).
+    console.print(output[-4000:], markup=False, highlight=False, soft_wrap=True)
     return result.returncode, output
 
 
@@ -178,7 +180,7 @@ def _demo(args: argparse.Namespace) -> int:
     events = outcome.events
     console.rule("events")
     for line in events.events:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
     unexplained = [r for r in events.redeliveries if not r.explained]
     verdicts = outcome.verdicts or (("", outcome.verdict),)
     for name, verdict in verdicts:
