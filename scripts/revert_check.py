@@ -39,7 +39,7 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config"):
+    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config", "docs"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for file in ("app.py", "cdk.json", "pyproject.toml"):
         shutil.copy2(ROOT / file, target / file)

@@ -2,7 +2,6 @@
 peers, the boot, the alarms and scaling, stalled shards), in the form of scripts/reverts.py: each
 one's name, and the edits that undo it in a copy of the tree."""
 
-
 from __future__ import annotations
 
 FLEET_REVERTS = {

@@ -299,3 +299,43 @@ def test_a_hand_over_request_wakes_an_idle_consumer_before_its_back_off_ends() -
         stop.set()
         runner.join(timeout=10)
         owner.stop()
+
+
+def test_a_stalled_call_that_never_returns_is_counted_again_every_stall_timeout() -> None:
+    """A shard given up while its call was stuck may end free and avoided by every worker it hung in:
+    nothing finds it stalled again, so the worker keeps counting it in StalledShards every stall
+    timeout until the call returns, and the stalled-shards alarm stays in ALARM (it went quiet after
+    the first burst of moves in the deployed fleet's model)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from consumer.lifecycle.stall_mover import StallMover
+    from ground.clock import FakeClock
+    from ground.threads import SYSTEM_THREADS
+
+    counted: list[tuple[Any, ...]] = []
+    given_up: list[tuple[str, bool]] = []
+    leases = SimpleNamespace(
+        give_up_stalled=lambda shard, counter=None, *, stuck=False: given_up.append((shard, stuck)),
+        shards_with_children=frozenset,
+    )
+    metrics = SimpleNamespace(count=lambda *args, **kwargs: counted.append((*args, kwargs.get("shard_id"))))
+    clock = FakeClock()
+    mover = StallMover(
+        leases=leases,  # type: ignore[arg-type]
+        settings=FAST.model_copy(update={"stall_timeout_millis": 10_000}),
+        clock=clock,
+        metrics=metrics,  # type: ignore[arg-type]
+        threads=SYSTEM_THREADS,
+    )
+    mover.move(SimpleNamespace(shard_id="s1", counter=3, lease_lost=lambda: None), stuck=True)  # type: ignore[arg-type]
+    assert given_up == [("s1", True)] and len(counted) == 1
+    for _ in range(35):  # 35 s of looks, one a second
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert counted == [("ProcessTask", "StalledShards", 1, "s1")] * 4  # the move, then at 10, 20, 30 s
+    mover.returned("s1")
+    for _ in range(25):
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert len(counted) == 4  # the call returned: no longer counted
