@@ -104,11 +104,9 @@ class Fleet(Recording):
         return {"Reservations": [{"Instances": instances}]}
 
 
-def run(tmp_path: Path, fleet: Fleet, seconds: float, cut_off_at: float) -> float | None:
-    """The watchdog of i-1 polling every 5 s, its own workers fine; i-2's rows stop at ``cut_off_at``.
-    Returns when i-2 was marked Unhealthy."""
-    layout, p = Layout(tmp_path), plan(workers_table=WORKERS)
-    clock = [START]
+def looking_watchdog(layout: Layout, fleet: Fleet, clock: list[float]) -> Watchdog:
+    """The watchdog of i-1 (host ip-10-0-0-1), its peer look on ``fleet`` at ``clock``'s time."""
+    p = plan(workers_table=WORKERS)
     watchdog = Watchdog(
         p,
         layout,
@@ -122,6 +120,14 @@ def run(tmp_path: Path, fleet: Fleet, seconds: float, cut_off_at: float) -> floa
     watchdog.peer_look = peer_look(
         p, fleet, fleet, fleet, "ip-10-0-0-1.eu-west-1.compute.internal", clock=lambda: clock[0]
     )
+    return watchdog
+
+
+def run(tmp_path: Path, fleet: Fleet, seconds: float, cut_off_at: float) -> float | None:
+    """The watchdog of i-1 polling every 5 s, its own workers fine; i-2's rows stop at ``cut_off_at``.
+    Returns when i-2 was marked Unhealthy."""
+    layout, clock = Layout(tmp_path), [START]
+    watchdog = looking_watchdog(layout, fleet, clock)
     while clock[0] < START + seconds:
         now = clock[0]
         for unit in ("1", "2"):
@@ -178,21 +184,9 @@ def test_a_peer_whose_rows_the_workers_retired_is_still_found(tmp_path: Path) ->
 def test_after_an_outage_that_silenced_everyone_the_slower_instances_are_not_marked(tmp_path: Path) -> None:
     """The tables refused everyone for 10 minutes; this instance is back first, the others a minute
     and two later: every peer's row was older than the limit when this one's looks resumed."""
-    layout, p = Layout(tmp_path), plan(workers_table=WORKERS)
-    clock = [START]
+    layout, clock = Layout(tmp_path), [START]
     fleet = Fleet({"ip-10-0-0-2": START - 600, "ip-10-0-0-3": START - 600})
-    watchdog = Watchdog(
-        p,
-        layout,
-        fleet,
-        "i-1",
-        HealthJudge(p, started=START - 3600, grace_seconds=600),
-        lifecycle_state=lambda: "InService",
-        restarts=lambda: 0,
-        stop=lambda: None,
-    )
-    look = peer_look(p, fleet, fleet, fleet, "ip-10-0-0-1", clock=lambda: clock[0])
-    watchdog.peer_look = look
+    watchdog = looking_watchdog(layout, fleet, clock)
     while clock[0] < START + 900:
         now = clock[0]
         for unit in ("1", "2"):
