@@ -73,7 +73,9 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             size,
             "AwsSolutions-IAM5[Resource::*]",
             "autoscaling:DescribeAutoScalingGroups supports no resource ARN; the function reads the "
-            "environment's group size at a deploy and changes nothing.",
+            "environment's group size at a deploy, and sets the desired capacity only of groups "
+            "tagged with this stack's name (a ResourceTag condition: the group's generated name is "
+            "not known before it exists).",
         )
         # The grant names the group by its generated name: a Ref to its logical id.
         group = fleet.signal_resource

@@ -83,4 +83,11 @@ FLEET_REVERTS = {
             "PERSIST_PERIODS, PERSIST_DATAPOINTS = 1, 1\n",
         )
     ],
+    "scale_out_carried_over_deploy": [
+        (
+            "infra/fleet_size_handler.py",
+            "    if not older:  # no replacement",
+            "    if True:  # no replacement",
+        )
+    ],
 }

@@ -8,8 +8,9 @@
 * **update that replaces the group** (``AutoScalingReplacingUpdate``, what a deploy of new code
   is): the custom resource asked again (the group changed), then a new group beside the old one, at
   that size, under the same creation policy;
-  once it completes, the group's references (the scaling policies and alarms) name the new group
-  and the old one is deleted (its instances leave through the lifecycle hook). If the new group
+  once it completes, the group's references (the scaling policies and alarms) name the new group,
+  its ``Custom::FleetSizeCarried`` resource (the same real handler) sets it to the size the old one
+  reached meanwhile, and the old one is deleted (its instances leave through the lifecycle hook). If the new group
   fails, the rollback deletes it and keeps the old one, waiting for no signal.
 * **replacement** of the whole fleet stack (delete, then create: docs/deploy.md calls it
   replaceable): every group deleted, the stack's alarms, topic and schedule created anew.
@@ -144,8 +145,21 @@ class Stack:
             self.on_group_created(now)
         old, self.current = self.current, operation.group
         if old is not None and operation.kind == "update":
+            self._carry(operation.group, now)
             old.delete(now)
         self.operation = None
+
+    def _carry(self, group: Group, now: float) -> None:
+        """The ``Custom::FleetSizeCarried`` resource's update, which depends on the scaling policies and
+        alarms: CloudFormation runs it once they name the new group, before the old one is deleted."""
+        carried = [r for r in self.templates.resources.values() if r["Type"] == "Custom::FleetSizeCarried"]
+        if not carried:
+            return
+        from infra.fleet_size_handler import answer
+
+        logical, _ = self.templates.one("AWS::AutoScaling::AutoScalingGroup")
+        properties = {**carried[0]["Properties"], "GroupName": group.name}
+        answer({"RequestType": "Update", "ResourceProperties": properties}, _GroupsByTag(self, logical, now))
 
     def _fail(self, now: float, why: str) -> None:
         operation = self.operation
@@ -167,9 +181,10 @@ class _GroupsByTag:
     """``describe_auto_scaling_groups`` as the custom resource's function calls it (by the tags
     CloudFormation puts on a stack's groups): the model's groups that are not being deleted."""
 
-    def __init__(self, stack: Stack, logical_id: str) -> None:
+    def __init__(self, stack: Stack, logical_id: str, now: float = 0.0) -> None:
         self._stack = stack
         self._logical_id = logical_id
+        self._now = now
 
     def describe_auto_scaling_groups(self, *, Filters: list[dict[str, Any]], **_: Any) -> dict[str, Any]:  # noqa: N803
         wanted = {f["Name"]: f["Values"] for f in Filters}
@@ -182,3 +197,10 @@ class _GroupsByTag:
                 if not g.deleting
             ]
         }
+
+    def set_desired_capacity(self, **request: Any) -> None:
+        """As the carried resource's function calls it (it always passes HonorCooldown=False)."""
+        name, size = request["AutoScalingGroupName"], int(request["DesiredCapacity"])
+        (group,) = [g for g in self._stack.groups if g.name == name and not g.deleting]
+        group.desired = size
+        group.tick(self._now)

@@ -66,6 +66,7 @@ KEPT_TYPES = {
     "AWS::ApplicationAutoScaling::ScalableTarget",
     "AWS::ApplicationAutoScaling::ScalingPolicy",
     "Custom::FleetSize",
+    "Custom::FleetSizeCarried",
     "AWS::Logs::LogGroup",
     "AWS::S3::Bucket",
     "AWS::CloudWatch::Dashboard",

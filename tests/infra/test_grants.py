@@ -55,6 +55,13 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
                 "ec2:DescribeInstances",
             }:
                 continue
+            # The new group's size after a replacing update: only this stack's groups, by tag.
+            if actions == ["autoscaling:SetDesiredCapacity"]:
+                tag = statement["Condition"]["StringEquals"][
+                    "autoscaling:ResourceTag/aws:cloudformation:stack-name"
+                ]
+                assert tag == list(synth.stacks)[-1], statement
+                continue
             # PutMetricData takes no resource ARN; it must then be pinned to our namespace.
             assert actions == ["cloudwatch:PutMetricData"], statement
             assert statement["Condition"] == {
