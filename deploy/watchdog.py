@@ -66,6 +66,27 @@ def stop_workers() -> None:
         print(f"could not stop the workers: {exc}", file=sys.stderr, flush=True)
 
 
+def agent_flush_seconds(plan: BootPlan) -> float:
+    """Twice the CloudWatch agent's log flush interval (``force_flush_interval``, 5 s by default)."""
+    logs = plan.agent_config.get("logs", {})
+    interval = logs.get("force_flush_interval", 5) if isinstance(logs, dict) else 5
+    return 2.0 * float(interval)
+
+
+def hand_off(
+    plan: BootPlan, *, stop: Callable[[], None] = stop_workers, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Stop the workers, then give the agent time to ship what they sent last.
+
+    Each stopping worker sends its last EMF document (the final period's checkpoints, released
+    leases and the shutdown itself) to the agent, which buffers logs up to its flush interval;
+    completing the lifecycle action right away would let the instance terminate with that document
+    still in the agent's buffer, and the dashboard and alarms would miss the hand-over's last minute.
+    """
+    stop()
+    sleep(agent_flush_seconds(plan))
+
+
 class WorkersTableProbe:
     """The watchdog's own look at the fleet and its tables, asked only while this instance's workers
     look unwell.
@@ -297,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         instance_id,
         HealthJudge(plan, started=time.time(), grace_seconds=plan.health_timeout_seconds),
         restarts=lambda: systemd_restarts(plan.unit_names()),
+        stop=lambda: hand_off(plan, stop=stop_workers, sleep=time.sleep),
     )
     if plan.workers_table:
         dynamodb = boto3.client("dynamodb", region_name=plan.region, config=quick)
