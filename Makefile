@@ -26,7 +26,7 @@ TEST_WORKERS ?= 3
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup java wheelhouse lock demo test check lint typecheck bench synth clean
+.PHONY: help setup java browser wheelhouse lock demo test check lint typecheck bench synth clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,7 +51,10 @@ $(NODE_STAMP): package.json package-lock.json
 java:  ## make sure a Java 17+ runtime is present (Spark needs it)
 	@./scripts/ensure-java.sh
 
-setup: $(STAMP) $(SPARK35_STAMP) $(NODE_STAMP) java wheelhouse  ## create/refresh .venv (and .venv-spark35), the local CDK CLI, Java and the wheelhouse (idempotent)
+browser:  ## make sure Debian's chromium and chromium-driver are present (the live dashboard's browser test)
+	@./scripts/ensure-browser.sh
+
+setup: $(STAMP) $(SPARK35_STAMP) $(NODE_STAMP) java browser wheelhouse  ## create/refresh .venv (and .venv-spark35), node_modules (CDK CLI, uPlot), Java, Chromium and the wheelhouse (idempotent)
 
 # The instances' wheels, downloaded once per lock into var/wheels/ (synth ships them in the asset).
 wheelhouse: $(STAMP)  ## download the lock's wheels for the instances (deploy/requirements.lock)

@@ -23,6 +23,7 @@ BENCHMARKS: tuple[str, ...] = (
     "rolling_deploy",
     "taker_scale",
     "whole_worker",
+    "operations",
     "spark_snapshot",
     "pipeline_table",
     "lake_freshness",

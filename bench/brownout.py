@@ -22,6 +22,13 @@ leases and workers tables answer every call with throttling, then with HTTP 500,
   (the slowest key), over the taker interval (goal <= 1);
 - records lost: acknowledged writes never delivered (goal 0); duplicates are counted and shown.
 
+With ``leases_only_failovers``, once every key delivers again, the leases table alone fails the same
+way (throttling, then HTTP 500) while the workers table answers: the heartbeat loops go on writing
+their rows while every lease-taking round fails. Instances marked Unhealthy during it (goal 0): a
+watchdog that counted other instances' workers as fine by their heartbeat rows alone blamed its own
+instance here, every instance of the fleet (the outage lasts 3 x the age limit; the old rule fired
+at about twice the limit after the first failing round).
+
 With ``control``, one worker is then frozen (SIGSTOP) for 2.5 x the age limit while the others are
 fine: its instance must be marked Unhealthy (the watchdog still blames the instance's own failure,
 once it has lasted an age limit past the limit with the others fine).
@@ -95,6 +102,9 @@ class Outcome:
     marked_in_outage: list[str]
     marked_in_control: list[str]
     excused: list[str]
+    marked_in_leases_outage: list[str]
+    excused_in_leases_outage: list[str]
+    leases_outage_seconds: float
     resume_seconds: float
     taker_seconds: float
     outage_seconds: float
@@ -126,6 +136,7 @@ def start_instances(
             health_timeout_seconds=0,
             heartbeat_max_age_seconds=max_age_seconds,
             workers_table=stack.settings.workers_table_name,
+            leases_table=stack.settings.leases_table_name,
             peer_horizon_seconds=(worker.failover_time_millis + worker.max_clock_skew_millis) / 1000,
         )
         instance = Instance(f"inst-{k}", layout, plan)
@@ -159,7 +170,12 @@ def watch(
     horizon = fleet[0].plan.peer_horizon_seconds
     for instance in fleet:
         probe = WorkersTableProbe(
-            stack.emulator.client("dynamodb"), stack.settings.workers_table_name, instance.name, horizon
+            stack.emulator.client("dynamodb"),
+            stack.settings.workers_table_name,
+            instance.name,
+            horizon,
+            round_horizon_seconds=instance.plan.heartbeat_max_age_seconds,
+            leases_table=stack.settings.leases_table_name,
         )
         watchdog = ListeningWatchdog(
             instance.plan,
@@ -203,6 +219,17 @@ def resumed_after(stack: Stack, keys: list[str], since: float, timeout: float) -
     return max(first.values()) - since
 
 
+def fail_tables(stack: Stack, tables: str, seconds: float) -> None:
+    """The tables named (comma-separated) throttle every call for half of ``seconds``, then answer
+    HTTP 500 for the other half; the source table and the stream are left alone."""
+    control_api = stack.emulator.control
+    control_api.set_faults(table_fault_tables=tables, table_throttle_rate=1.0, table_error_rate=0.0)
+    time.sleep(seconds / 2)
+    control_api.set_faults(table_throttle_rate=0.0, table_error_rate=1.0)
+    time.sleep(seconds / 2)
+    control_api.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
+
+
 def brownout(
     *,
     name: str,
@@ -214,6 +241,7 @@ def brownout(
     writes_per_second: float,
     control: bool,
     rollover_seconds: int = 86_400,
+    leases_only_failovers: float = 0,
 ) -> Outcome:
     worker = {
         "failover_time_millis": failover_millis,
@@ -237,19 +265,24 @@ def brownout(
         writer = stack.writer(writes_per_second, threads=2).start()
         keys = keys_covering(stack.partitions, stack.seed)
         outage = outage_failovers * failover_millis / 1000
+        leases_outage = leases_only_failovers * failover_millis / 1000
+        leases_window = (0.0, 0.0)
+        marked_in_leases_outage: list[str] = []
         try:
             time.sleep(2 * failover_millis / 1000)
-            control_api = stack.emulator.control
             tables = f"{stack.settings.leases_table_name},{stack.settings.workers_table_name}"
-            control_api.set_faults(table_fault_tables=tables, table_throttle_rate=1.0)
-            time.sleep(outage / 2)
-            control_api.set_faults(table_throttle_rate=0.0, table_error_rate=1.0)
-            time.sleep(outage / 2)
-            control_api.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
+            fail_tables(stack, tables, outage)
             lifted = time.time()
             resume = resumed_after(stack, keys, lifted, 30 * failover_millis / 1000)
             time.sleep(2 * failover_millis / 1000)
             marked_in_outage = [i for i, _ in group.marked]
+            if leases_outage:
+                began_leases = time.time()
+                fail_tables(stack, stack.settings.leases_table_name, leases_outage)
+                resumed_after(stack, keys, time.time(), 30 * failover_millis / 1000)
+                time.sleep(2 * failover_millis / 1000)
+                leases_window = (began_leases, time.time())
+                marked_in_leases_outage = [i for i, _ in group.marked][len(marked_in_outage) :]
             if control:
                 victim = fleet[0].workers[0]
                 stack.fleet.pause(victim)
@@ -267,11 +300,18 @@ def brownout(
         for d in deliveries:
             duplicates += (d.shard, d.seq) in seen
             seen.add((d.shard, d.seq))
-        excused = [m for i in fleet if i.watchdog for _, m in i.watchdog.heard if m.startswith("not blamed")]
+        heard = [
+            (t, m) for i in fleet if i.watchdog for t, m in i.watchdog.heard if m.startswith("not blamed")
+        ]
+        first, second = leases_window
+        before = len(marked_in_outage) + len(marked_in_leases_outage)
         return Outcome(
             marked_in_outage=marked_in_outage,
-            marked_in_control=[i for i, _ in group.marked][len(marked_in_outage) :],
-            excused=excused,
+            marked_in_control=[i for i, _ in group.marked][before:],
+            excused=[m for t, m in heard if not first <= t <= second],
+            marked_in_leases_outage=marked_in_leases_outage,
+            excused_in_leases_outage=[m for t, m in heard if first <= t <= second],
+            leases_outage_seconds=leases_outage,
             resume_seconds=resume,
             taker_seconds=stack.taker_millis / 1000,
             outage_seconds=outage,
@@ -294,6 +334,7 @@ def run() -> list[Ratio]:
         writes_per_second=48,
         control=True,
         rollover_seconds=20,
+        leases_only_failovers=12,
     )
     print(
         f"outage {outcome.outage_seconds:.0f} s on the leases and workers tables; instances marked Unhealthy "
@@ -306,18 +347,40 @@ def run() -> list[Ratio]:
         f"{outcome.deliveries} deliveries, {outcome.duplicates} delivered twice, {len(outcome.lost)} lost; "
         f"control (a worker frozen while the others are fine): marked {outcome.marked_in_control}"
     )
+    print(
+        f"then the leases table alone refusing for {outcome.leases_outage_seconds:.0f} s (the workers table "
+        f"answering): instances marked Unhealthy during it: {outcome.marked_in_leases_outage or 'none'}; "
+        f"watchdogs saw and did not blame: {len(outcome.excused_in_leases_outage)} time(s), e.g. "
+        f"{outcome.excused_in_leases_outage[:1]}"
+    )
     if outcome.problems:
         print(f"ERROR lines in worker logs ({len(outcome.problems)}): {outcome.problems[:5]}")
     method = (
         "6 consumer run processes on the emulator as 3 instances with the real watchdog; leases and workers "
         f"tables refusing 100 % for {outcome.outage_seconds:.0f} s (6 x failover 6 s), rollovers every 20 s"
     )
-    if not outcome.excused or outcome.marked_in_control[:1] != ["inst-0"]:
+    if (
+        not outcome.excused
+        or not outcome.excused_in_leases_outage
+        or outcome.marked_in_control[:1] != ["inst-0"]
+    ):
         raise RuntimeError(
-            f"the scenario proved nothing: excused {outcome.excused[:1]}, control marked {outcome.marked_in_control}"
+            f"the scenario proved nothing: excused {outcome.excused[:1]} and "
+            f"{outcome.excused_in_leases_outage[:1]}, control marked {outcome.marked_in_control}"
         )
+    leases_method = (
+        "the same fleet, then the leases table alone throttling and answering HTTP 500 for "
+        f"{outcome.leases_outage_seconds:.0f} s (12 x failover; 3 x the watchdog's age limit) while the "
+        "workers table answers"
+    )
     return [
         at_most("brownout_instances_marked_unhealthy", (float(len(outcome.marked_in_outage)),), 0, method),
+        at_most(
+            "brownout_leases_table_only_instances_marked_unhealthy",
+            (float(len(outcome.marked_in_leases_outage)),),
+            0,
+            leases_method,
+        ),
         lost_writes_ratio("brownout_lost_records", outcome.lost),
         at_most(
             "brownout_resume_over_taker_interval",

@@ -34,9 +34,20 @@ from deploy.plan import WATCHDOG_UNIT, BootPlan, Layout
 from deploy.units import unit_files
 
 INSTALL_FILE = "install.txt"
-# The exit status that tells the user data "FAILURE was signalled already" (any other failure
-# status, e.g. a traceback's 1 before boot() ran, makes the user data signal FAILURE itself).
+BOOTED = 0
+# Exit statuses that tell the user data "FAILURE was signalled already". Outside a deploy nobody
+# hears that signal, so something must also end an instance that cannot work:
+# * SIGNALLED_FAILURE: a step before the watchdog runs failed (unpack, virtualenv, configuration,
+#   user, agent, systemctl): nothing on the instance will ever judge it, so the user data marks it
+#   Unhealthy and the group replaces it;
+# * SIGNALLED_WATCHDOG_JUDGES: everything started but the workers did not all report a good round
+#   within the health timeout: the watchdog runs by then and judges the instance from there on, by
+#   rules that tell its own failure (crash loop, stalled or failing workers while others are fine)
+#   from the fleet's (a DynamoDB outage, when replacing instances helps nothing).
+# Any other failure status (a traceback's 1 before boot() ran) makes the user data signal FAILURE
+# and mark the instance Unhealthy itself.
 SIGNALLED_FAILURE = 3
+SIGNALLED_WATCHDOG_JUDGES = 4
 
 
 def unpack(archive: Path, layout: Layout) -> None:
@@ -107,6 +118,11 @@ def _signal(host: Host, plan: BootPlan, status: str, reason: str) -> None:
 
 def boot(plan: BootPlan, layout: Layout, archive: Path, host: Host, python: str = sys.executable) -> bool:
     """The whole boot; True when every worker reported healthy (SUCCESS was signalled)."""
+    return run_boot(plan, layout, archive, host, python) == BOOTED
+
+
+def run_boot(plan: BootPlan, layout: Layout, archive: Path, host: Host, python: str = sys.executable) -> int:
+    """The whole boot; its exit status: :data:`BOOTED` (SUCCESS signalled), or which FAILURE."""
     started = time.time()
     try:
         unpack(archive, layout)
@@ -118,17 +134,17 @@ def boot(plan: BootPlan, layout: Layout, archive: Path, host: Host, python: str 
         host.enable_and_start([*plan.unit_names(), WATCHDOG_UNIT])
     except Exception as exc:  # whatever broke, CloudFormation hears of it now, not at its timeout
         _signal(host, plan, "FAILURE", f"boot failed: {type(exc).__name__}: {exc}")
-        return False
+        return SIGNALLED_FAILURE
     if wait_for_healthy(plan, layout, started):
         _signal(host, plan, "SUCCESS", f"{plan.worker_processes} worker(s) healthy")
-        return True
+        return BOOTED
     _signal(
         host,
         plan,
         "FAILURE",
         f"workers not healthy within {plan.health_timeout_seconds} s (no lease-taking round reported)",
     )
-    return False
+    return SIGNALLED_WATCHDOG_JUDGES
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = BootPlan.from_json(args.plan.read_text())
     if args.group_name:
         plan = dataclasses.replace(plan, group_name=args.group_name)
-    return 0 if boot(plan, Layout(args.root), args.archive, SystemdHost()) else SIGNALLED_FAILURE
+    return run_boot(plan, Layout(args.root), args.archive, SystemdHost())
 
 
 if __name__ == "__main__":

@@ -11,15 +11,18 @@ apart two things that used to look the same:
 Neither is blamed on the instance by itself. A DynamoDB brownout makes every worker of the fleet
 fail its rounds at once, and marking every instance unhealthy replaced the whole fleet with
 instances that failed the same way (while the churn deepened the throttling). So the judge asks
-how the rest of the fleet is doing (:class:`PeerView`, the watchdog's own read of the workers
-table) and blames the instance only when the failure is its own:
+how the rest of the fleet is doing (:class:`PeerView`, the watchdog's own read of both tables,
+``deploy.watchdog.WorkersTableProbe``) and blames the instance only when the failure is its own:
 
 * its processes crash-loop (``crash_loop_restarts`` systemd restarts within the window);
-* its workers fail or stall while workers on other instances are fine (fresh heartbeat rows);
-* its loops stalled while the workers table answers the watchdog (nothing outside is failing).
+* its workers fail or stall while workers on other instances are fine: their heartbeat rows are
+  fresh *and* say that their last lease-taking round succeeded within the age limit (a heartbeat
+  alone is written by another loop, which goes on while every leases-table round fails);
+* its loops stalled while both tables answer the watchdog (nothing outside is failing).
 
-When the watchdog cannot read the workers table either, or nobody on any instance is fine, the
-failure is the fleet's: nothing is marked (the watchdog says so once). The bootstrap waits on
+When the watchdog cannot read the leases table or the workers table either, or nobody on any
+instance is fine, the failure is the fleet's: nothing is marked (the watchdog says so once). So
+either table failing alone, or both, replaces nothing. The bootstrap waits on
 :func:`fresh_workers` (a successful round since boot). Standard library only: the bootstrap runs
 before the virtualenv's packages are in use.
 """
@@ -112,8 +115,9 @@ def wait_for_healthy(
 
 @dataclass(frozen=True)
 class PeerView:
-    """What the watchdog's own read of the workers table found: whether it answered, and how many
-    workers on other instances have a heartbeat row younger than failover + skew."""
+    """What the watchdog's own read of the tables found: whether both answered (``error`` names the
+    one that did not), and how many workers on other instances are fine (a heartbeat row younger than
+    failover + skew, and a lease-taking round that succeeded within the age limit)."""
 
     readable: bool
     fresh_peers: int = 0
@@ -143,7 +147,7 @@ class HealthJudge:
     grace_seconds: float
     _restarts: deque[tuple[float, int]] = field(default_factory=deque)
     # Since when the watchdog's look at the fleet has shown, without a break, other instances'
-    # workers fine / the workers table answering (reset when it did not, or all was well).
+    # workers fine / both tables answering (reset when they did not, or all was well).
     _peers_fine_since: float | None = None
     _answering_since: float | None = None
 
@@ -188,8 +192,8 @@ class HealthJudge:
         if not view.readable:
             self._peers_fine_since = self._answering_since = None
             return Judgement(
-                excused=f"{seen}; the workers table does not answer this instance's watchdog either "
-                f"({view.error}): a dependency failing, not this instance",
+                excused=f"{seen}; the leases or workers table does not answer this instance's watchdog "
+                f"either ({view.error}): a dependency failing, not this instance",
                 why_excused="dependency",
             )
         # Others must have been fine (the table answering) for a whole age limit while mine were not:
@@ -207,7 +211,7 @@ class HealthJudge:
             )
         self._peers_fine_since = None
         if stalled and not failing and now - self._answering_since >= limit:
-            return Judgement(f"{seen}, while the workers table answers")
+            return Judgement(f"{seen}, while the leases and workers tables answer")
         return Judgement(
             excused=f"{seen}; no worker on any other instance is fine either: the fleet shares the failure",
             why_excused="fleet",

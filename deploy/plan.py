@@ -44,9 +44,13 @@ class BootPlan:
     crash_loop_window_seconds: int = 300
     streams_endpoint_url: str | None = None
     # The watchdog reads the workers table to tell a fleet-wide failure from this instance's own: a
-    # heartbeat row younger than this (failover + skew) is a worker that is fine.
+    # worker of another instance is fine when its heartbeat row is younger than this (failover +
+    # skew) and the last lease-taking round it had succeed (the row's ``leaseRoundOkAt``) younger
+    # than ``heartbeat_max_age_seconds``. It also reads one item of the leases table: a table that
+    # refuses the watchdog too is a dependency failing, not this instance.
     workers_table: str | None = None
     peer_horizon_seconds: float = 10.5
+    leases_table: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)

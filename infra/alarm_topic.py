@@ -14,11 +14,18 @@ CloudWatch cannot publish to a topic encrypted with AWS's own SNS key, whose pol
 
 ``scaling.alarm_topic_arn`` names an existing topic instead; its policy is its owner's to set
 (docs/deploy.md says which statement it needs).
+
+**In the stateful stack.** The topic, its e-mail subscription and its key live in the data stack
+(``<app>-<env>-data``), the one that is never replaced: in the fleet stack, a replacement would
+take a new topic whose subscription nobody had confirmed (pages reaching nobody until someone did)
+and leave its retained key behind. The topic has a name (``<app>-<env>-alarms``), and the fleet stack refers to it
+by that name's ARN (:func:`alarm_topic_arn`), as it refers to the tables, so no export ties the two
+stacks together.
 """
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -35,6 +42,23 @@ def alarm_name_prefix(settings: Settings) -> str:
     return f"{settings.application_name}-{settings.env}"
 
 
+def alarm_topic_name(settings: Settings) -> str:
+    return f"{alarm_name_prefix(settings)}-alarms"
+
+
+def alarm_topic_arn(scope: Construct, settings: Settings) -> str | None:
+    """The topic the environment's alarms notify, as the fleet stack names it: the configured one,
+    or the data stack's by its name (None: the environment pages nobody)."""
+    scaling = settings.scaling
+    if scaling.alarm_topic_arn:
+        return scaling.alarm_topic_arn
+    if not scaling.alarm_topic_email:
+        return None
+    return Stack.of(scope).format_arn(
+        service="sns", resource=alarm_topic_name(settings), arn_format=ArnFormat.NO_RESOURCE_NAME
+    )
+
+
 def alarm_source_conditions(scope: Construct, settings: Settings) -> dict[str, dict[str, str]]:
     """CloudWatch acting for this account's alarms of this environment only."""
     stack = Stack.of(scope)
@@ -48,17 +72,16 @@ def alarm_source_conditions(scope: Construct, settings: Settings) -> dict[str, d
 
 
 class AlarmTopic(Construct):
-    """``topic`` (None when the environment pages nobody) and ``key`` (when the topic is encrypted)."""
+    """In the data stack: ``topic`` (None unless the stack creates one: ``scaling.alarm_topic_email``
+    without ``scaling.alarm_topic_arn``) and ``key`` (when the topic is encrypted; retained where the
+    environment retains its data)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, retain: bool) -> None:
         super().__init__(scope, construct_id)
         scaling = settings.scaling
-        self.topic: sns.ITopic | None = None
+        self.topic: sns.Topic | None = None
         self.key: kms.Key | None = None
-        if scaling.alarm_topic_arn:
-            self.topic = sns.Topic.from_topic_arn(self, "Imported", scaling.alarm_topic_arn)
-            return
-        if not scaling.alarm_topic_email:
+        if scaling.alarm_topic_arn or not scaling.alarm_topic_email:
             return
         conditions = alarm_source_conditions(self, settings)
         if scaling.alarm_topic_encrypted:
@@ -67,6 +90,8 @@ class AlarmTopic(Construct):
                 "Key",
                 description=f"{alarm_name_prefix(settings)} alarm topic",
                 enable_key_rotation=True,
+                removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+                pending_window=Duration.days(7),
             )
             self.key.add_to_resource_policy(
                 iam.PolicyStatement(
@@ -80,6 +105,7 @@ class AlarmTopic(Construct):
         topic = sns.Topic(
             self,
             "Topic",
+            topic_name=alarm_topic_name(settings),
             display_name=f"{alarm_name_prefix(settings)} alarms",
             enforce_ssl=True,
             master_key=self.key,

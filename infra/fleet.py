@@ -17,7 +17,10 @@ instance whose workers later crash-loop or go silent is marked Unhealthy by its 
 replaced.
 
 A replaced group needs a new name, so CloudFormation names it; an instance learns its group's name
-at boot (the user data asks Auto Scaling) for the watchdog's lifecycle calls.
+at boot (the user data asks Auto Scaling) for the watchdog's lifecycle calls. The new group starts
+at the size the old one runs at (:mod:`infra.fleet_size`), not at ``min_instances``: the old group
+is deleted once ``min_instances`` of the new one's instances signalled, the others booting beside
+them.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from constructs import Construct
 
 from ground.settings import Settings
 from infra.asset import staged_asset
+from infra.fleet_size import FleetSize
 from infra.user_data import SIGNAL_TIMEOUT_MINUTES, BootParameters, boot_script
 
 ROOT_VOLUME_GB = 20
@@ -218,8 +222,8 @@ class WorkerFleet(Construct):
             vpc=vpc,
             vpc_subnets=subnets,
             launch_template=self.launch_template,
-            # No desired capacity: the group starts at min_capacity and the scaling alarms own its
-            # size, so a deploy never resets a scaled-out fleet to a configured number.
+            # No configured desired capacity: the scaling alarms own the size, and each deploy keeps
+            # the size the group runs at (DesiredCapacity from infra/fleet_size.py, set below).
             min_capacity=fleet.min_instances,
             max_capacity=fleet.max_instances,
             # GroupInServiceInstances feeds the group-at-max alarm (monitoring.py).
@@ -239,15 +243,43 @@ class WorkerFleet(Construct):
         group_resource = self.group.node.default_child
         assert isinstance(group_resource, autoscaling.CfnAutoScalingGroup)
         # Part of the group, so a replacement group has it from its first instance on.
-        group_resource.lifecycle_hook_specification_list = [
-            autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
-                lifecycle_hook_name=self.lifecycle_hook_name,
-                lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
-                heartbeat_timeout=fleet.lifecycle_hook_timeout_seconds,
-                default_result="CONTINUE",
-            )
-        ]
+        hook = autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+            lifecycle_hook_name=self.lifecycle_hook_name,
+            lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+            heartbeat_timeout=fleet.lifecycle_hook_timeout_seconds,
+            default_result="CONTINUE",
+        )
+        group_resource.lifecycle_hook_specification_list = [hook]
         self.signal_resource = Stack.of(self).resolve(group_resource.logical_id)
+        # The size the group runs at now, read at each deploy that changes the group (the scaling
+        # alarms own it; infra/fleet_size.py). Last: it watches every property set above.
+        self.size = FleetSize(
+            self,
+            "Size",
+            group=group_resource,
+            min_size=fleet.min_instances,
+            max_size=fleet.max_instances,
+            watched={
+                "HealthCheckType": group_resource.health_check_type,
+                "LaunchTemplate": {
+                    "LaunchTemplateId": self.launch_template.launch_template_id,
+                    "Version": self.launch_template.latest_version_number,
+                },
+                "LifecycleHookSpecificationList": [
+                    {
+                        "DefaultResult": hook.default_result,
+                        "HeartbeatTimeout": hook.heartbeat_timeout,
+                        "LifecycleHookName": hook.lifecycle_hook_name,
+                        "LifecycleTransition": hook.lifecycle_transition,
+                    }
+                ],
+                "MaxSize": str(fleet.max_instances),
+                "MetricsCollection": [{"Granularity": "1Minute"}],
+                "MinSize": str(fleet.min_instances),
+                "VPCZoneIdentifier": group_resource.vpc_zone_identifier,
+            },
+        )
+        group_resource.desired_capacity = self.size.size
         user_data.add_commands(
             *boot_script(
                 settings,

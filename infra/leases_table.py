@@ -2,9 +2,10 @@
 
 The Java KCL creates its leases table at 10/10 provisioned capacity, which KCL users report is often
 too low: a throttled leases table is how a fleet loses leases. Here the capacity is a deployed,
-reviewed setting (``worker.initial_lease_table_*_capacity`` or on-demand), optionally auto-scaled,
-and the worker adopts the table because ``DynamoDBLeaseStore.ensure_table`` describes before it
-creates. The key schema is KCL's (``leaseKey`` S), so a table written by KCL can be adopted too.
+reviewed setting (``worker.initial_lease_table_*_capacity`` or on-demand), and a provisioned table
+is always auto-scaled (:func:`capacity_bounds`), and the worker adopts the table because
+``DynamoDBLeaseStore.ensure_table`` describes before it creates. The key schema is KCL's
+(``leaseKey`` S), so a table written by KCL can be adopted too.
 
 Beside it, the *workers table* (``workerId`` S) holds the workers' heartbeat rows and the first-start
 marker, so that the leases table holds KCL leases only (docs/leases.md says why and what it costs).
@@ -16,13 +17,57 @@ never used, and docs/deploy.md's cost table said on-demand.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from ground.settings import WorkerSettings
+from ground.settings import Settings, WorkerSettings
+
+
+@dataclass(frozen=True)
+class CapacityBounds:
+    """Auto scaling of a provisioned leases table: each capacity between its floor and its ceiling."""
+
+    read_floor: int
+    read_ceiling: int
+    write_floor: int
+    write_ceiling: int
+
+
+def capacity_bounds(settings: Settings) -> CapacityBounds | None:
+    """How far the provisioned leases table may scale (None: on demand, nothing to scale).
+
+    Floors: ``worker.initial_lease_table_*_capacity``. Ceilings: ``scaling.lease_table_max_capacity``
+    when set; otherwise what `consumer plan` figures the table needs with the group at
+    ``fleet.max_instances`` (``lease_table_read_units``, ``lease_table_write_units``: heartbeats,
+    checkpoints and scans), plus, for writes, a rollover's burst (a child lease created and a parent's
+    last checkpoint for each of the N partitions), at the target utilization. A fixed capacity is
+    sized for a steady fleet: prod's 100 WCU leave no room for the ~88 a rollover of its 44 partitions
+    asks on top of its checkpoints.
+    """
+    worker, scaling = settings.worker, settings.scaling
+    if worker.lease_table_billing_mode != "PROVISIONED":
+        return None
+    read_floor, write_floor = (
+        worker.initial_lease_table_read_capacity,
+        worker.initial_lease_table_write_capacity,
+    )
+    if scaling.lease_table_max_capacity is not None:
+        ceiling = scaling.lease_table_max_capacity
+        return CapacityBounds(read_floor, max(read_floor, ceiling), write_floor, max(write_floor, ceiling))
+    from tools.planning import make_plan
+
+    fleet = settings.fleet.model_copy(update={"desired_instances": settings.fleet.max_instances})
+    plan = make_plan(settings.model_copy(update={"fleet": fleet}))
+    n = settings.table.expected_partitions()[0]
+    target = scaling.lease_table_target_utilization_percent / 100
+    reads = math.ceil(plan.value("lease_table_read_units") / target)
+    writes = math.ceil((plan.value("lease_table_write_units") + 2 * n) / target)
+    return CapacityBounds(read_floor, max(read_floor, reads), write_floor, max(write_floor, writes))
 
 
 class LeasesTable(Construct):
@@ -38,7 +83,7 @@ class LeasesTable(Construct):
         workers_name: str,
         settings: WorkerSettings,
         protect: bool,
-        auto_scale_max_capacity: int | None,
+        bounds: CapacityBounds | None,
         target_utilization_percent: int,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -46,15 +91,13 @@ class LeasesTable(Construct):
         self.workers_table = self._table(
             "Workers", workers_name, "workerId", settings, protect, on_demand=True
         )
-        provisioned = settings.lease_table_billing_mode == "PROVISIONED"
-        if provisioned and auto_scale_max_capacity is not None:
-            for table in (self.table,):
-                for scaling, floor in (
-                    (table.auto_scale_read_capacity, settings.initial_lease_table_read_capacity),
-                    (table.auto_scale_write_capacity, settings.initial_lease_table_write_capacity),
-                ):
-                    capacity = scaling(min_capacity=floor, max_capacity=max(floor, auto_scale_max_capacity))
-                    capacity.scale_on_utilization(target_utilization_percent=target_utilization_percent)
+        if bounds is not None:
+            for scaling, floor, ceiling in (
+                (self.table.auto_scale_read_capacity, bounds.read_floor, bounds.read_ceiling),
+                (self.table.auto_scale_write_capacity, bounds.write_floor, bounds.write_ceiling),
+            ):
+                capacity = scaling(min_capacity=floor, max_capacity=ceiling)
+                capacity.scale_on_utilization(target_utilization_percent=target_utilization_percent)
 
     def _table(
         self,

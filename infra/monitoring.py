@@ -1,4 +1,4 @@
-"""Log groups, the seed-003 dashboard, its 2N scale-out alarm, and the alarms beyond the seed.
+"""The seed-003 dashboard, its 2N scale-out alarm, and the alarms beyond the seed.
 
 The scaling alarms (infra/scaling.py has their rules and why) act on the group only: scale-out is
 the seed's rule exactly (leases >= 2N for one period adds one instance), with leases read from the
@@ -6,61 +6,56 @@ leases table's Scan ReturnedItemCount whatever its pages and N as the stream has
 removes one instance only while the fleet without it would still be fine. Neither pages anybody:
 the group doing its job is not news.
 
-The health alarms page through the alarm topic (infra/alarm_topic.py: ``scaling.alarm_topic_arn``
-or ``scaling.alarm_topic_email``; required where ``scaling.require_alarm_topic`` and outside local
-and dev), and so does the group at its maximum while leases are still at 2N. The liveness alarm
-watches a gauge every live worker publishes at each lease-taking round (``NumWorkers``, whether or
-not records flow) and treats missing data as breaching: silence there means no worker is running.
-The other alarms treat it as not breaching: lag is only published with records (an idle stream
-reports nothing), and counters only when their event happens. tests/infra follows every action to
-its topic, policy and key, and evaluates every alarm over the metrics of a healthy fleet.
+The health alarms page through the alarm topic (infra/alarm_topic.py, in the data stack:
+``scaling.alarm_topic_arn`` or ``scaling.alarm_topic_email``; required where
+``scaling.require_alarm_topic`` and outside local and dev), and so does the group at its maximum
+while leases are still at 2N. The liveness alarm watches a gauge every live worker publishes at each
+lease-taking round (``NumWorkers``, whether or not records flow) and treats missing data as
+breaching: silence there means no worker is running. The other alarms treat it as not breaching: lag
+is only published with records (an idle stream reports nothing), and counters only when their event
+happens. tests/infra follows every action to its topic, policy and key, and evaluates every alarm
+over the metrics of a healthy fleet.
+
+**Quiet at rest, on a fresh deploy and on one event; paging when it lasts.** The liveness alarm is
+created only once the group is (its creation waits for the boot signals, sent once the workers took
+part in a round) and needs two silent periods, so a first deploy never finds it red. What one event
+does not make a problem (a lease lost to a pause, a throttled request that the retry absorbed, a
+shortfall while a rollover settles, telemetry dropped at a stop, one stalled shard moved) pages
+when it lasts: 3 of 5 minutes, or 2 of 3 five-minute periods. What is a problem at the first event
+pages at once: records lost to trimming, records sent to the dead letter (each needs a person), lag
+at a quarter of the stream's retention. docs/deploy.md states each alarm's time to page.
 """
 
 from __future__ import annotations
 
-import re
-
 import jsii
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ground.settings import Settings
-from infra.alarm_topic import AlarmTopic, alarm_name_prefix
-from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
+from infra.alarm_topic import alarm_name_prefix, alarm_topic_arn
+from infra.processing_alarms import (
+    STOPPED_EXPRESSION,
+    STOPPED_MINUTES,
+    processing_stopped,
+    scaling_expression,
+    stalled_shards_query,
+    table_metric,
+)
+from infra.scaling import AT_MAX_PERIODS, scaling_rules
 from infra.stream_rows import insights as _insights
 from infra.stream_rows import stream_alarms, stream_row
-from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
+from infra.widgets import dashboard_widgets, panel
 
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
 LIVENESS_PERIOD_SECONDS = 300
-
-
-def log_group_arn(scope: Construct, name: str) -> str:
-    """The ARN of log group ``name`` in the stack of ``scope`` (its account, region, partition)."""
-    return Stack.of(scope).format_arn(
-        service="logs", resource="log-group", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
-    )
-
-
-class LogGroups(Construct):
-    """The lease-worker and application log groups (and the agent's EMF group), with retention."""
-
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, retain: bool) -> None:
-        super().__init__(scope, construct_id)
-        self.names = (settings.worker_log_group, settings.application_log_group, settings.metrics_log_group)
-        self.arns: list[str] = []
-        for logical, name in zip(("LeaseWorker", "Application", "Metrics"), self.names, strict=True):
-            group = logs.CfnLogGroup(
-                self, logical, log_group_name=name, retention_in_days=settings.logs.retention_days
-            )
-            group.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
-            self.arns.append(log_group_arn(self, name))
+# What one event must not page and a lasting one must: 3 of the last 5 one-minute periods.
+PERSIST_PERIODS, PERSIST_DATAPOINTS = 5, 3
 
 
 @jsii.implements(cloudwatch.IAlarmAction)
@@ -91,8 +86,9 @@ class Monitoring(Construct):
         prefix = alarm_name_prefix(settings)
         rules = scaling_rules(settings, group_name)
         self.rules = rules
-        self.alarm_topic = AlarmTopic(self, "Alarms", settings=settings)
-        self.topic: sns.ITopic | None = self.alarm_topic.topic
+        # The topic lives in the data stack (infra/alarm_topic.py); here it is named by its ARN.
+        arn = alarm_topic_arn(self, settings)
+        self.topic: sns.ITopic | None = sns.Topic.from_topic_arn(self, "AlarmTopic", arn) if arn else None
 
         # -- the seed's alarm: leases >= multiplier x N adds exactly one instance
         self.scale_out_policy = self._policy("ScaleOutPolicy", group, +1, scaling.period_seconds)
@@ -102,7 +98,7 @@ class Monitoring(Construct):
             f"Leases per open shard >= {scaling.returned_item_count_multiplier:g} (leases-table Scan "
             f"ReturnedItemCount >= {scaling.returned_item_count_multiplier:g}N, N = the open shards the "
             "sync leader lists): the fleet is falling behind; adds one instance.",
-            self._scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
+            scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
             rules.multiplier,
         )
         self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
@@ -116,9 +112,10 @@ class Monitoring(Construct):
             f"{prefix}-leases-near-N",
             f"For {scaling.scale_in_evaluation_periods} periods the group is above its minimum, caught up "
             f"(leases <= {scaling.scale_in_multiplier:g}N) and one instance fewer could carry the "
-            f"throughput within {scaling.scale_in_max_utilization:.0%} and hold 6N leases: removes one "
+            f"throughput within {scaling.scale_in_max_utilization:.0%} and hold "
+            f"{scaling.returned_item_count_multiplier:g}N leases: removes one "
             "instance, drained by the termination lifecycle hook.",
-            self._scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
+            scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
             1,
             evaluation_periods=scaling.scale_in_evaluation_periods,
         )
@@ -139,11 +136,12 @@ class Monitoring(Construct):
             self._insights_alarm(
                 "WorkersSilent",
                 f"{prefix}-workers-silent",
-                "No worker reported its lease-taking round for five minutes (missing data breaches): the "
-                "fleet is down, crash-looping or cannot send metrics.",
+                "No worker reported its lease-taking round for two five-minute periods in a row (missing "
+                "data breaches): the fleet is down, crash-looping or cannot send metrics.",
                 _insights(settings, "MAX", "NumWorkers", "TakeLeases"),
                 1,
                 period_seconds=LIVENESS_PERIOD_SECONDS,
+                evaluation_periods=2,
                 comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 missing=cloudwatch.TreatMissingData.BREACHING,
             ),
@@ -158,18 +156,23 @@ class Monitoring(Construct):
                 "CapacityShortfall",
                 f"{prefix}-ready-shards-unassigned",
                 "Ready shards stay unprocessed after the fleet had time to join, because every worker holds "
-                "worker.max_leases_for_worker leases: raise it, or fleet.max_instances (the workers log a "
-                "WARN with `consumer plan`'s figures).",
+                "worker.max_leases_for_worker leases, in 3 of 5 minutes: raise it, or fleet.max_instances "
+                "(the workers log a WARN with `consumer plan`'s figures).",
                 _insights(settings, "MAX", "ReadyLeasesUnassigned", "TakeLeases"),
                 1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._insights_alarm(
                 "LostLeases",
                 f"{prefix}-leases-lost",
                 "Workers lost leases at renewal (another worker took them, or renewals were too slow: "
-                "throttling, long batches, clock skew); the shards were handed over mid-batch.",
+                "throttling, long batches, clock skew) in 3 of 5 minutes; the shards were handed over "
+                "mid-batch.",
                 _insights(settings, "SUM", "LostLeases", "RenewAllLeases"),
                 1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._insights_alarm(
                 "TelemetrySendFailures",
@@ -184,10 +187,50 @@ class Monitoring(Construct):
             self._insights_alarm(
                 "TelemetryDropped",
                 f"{prefix}-telemetry-dropped",
-                "Workers dropped metric documents or log events (queue full or send failed at shutdown).",
+                "Workers dropped metric documents or log events (queue full, or send failed at shutdown) in "
+                "2 of 3 five-minute periods: dashboards and alarms miss what they dropped.",
                 _insights(settings, "SUM", "TelemetryDropped", "Telemetry"),
                 1,
                 period_seconds=LIVENESS_PERIOD_SECONDS,
+                evaluation_periods=3,
+                datapoints_to_alarm=2,
+            ),
+            self._insights_alarm(
+                "StalledShards",
+                f"{prefix}-stalled-shards",
+                "A shard was found stalled (lease held, records waiting, checkpoint not moving: a "
+                "processor that hangs, an iterator that stopped) and released, in 2 of 3 five-minute "
+                "periods: the stall follows the shard. One contributor per shard (GROUP BY ShardId): the "
+                "notification names it; the workers' ERROR line (SHARD_STALLED) has the stuck call's stack.",
+                stalled_shards_query(settings),
+                1,
+                period_seconds=LIVENESS_PERIOD_SECONDS,
+                evaluation_periods=3,
+                datapoints_to_alarm=2,
+            ),
+            self._insights_alarm(
+                "LeasesNotTaken",
+                f"{prefix}-leases-not-taken",
+                "Ready leases stayed free past worker.stall_timeout_millis although workers had room "
+                "(LeasesNotTaken), in 3 of 5 minutes: their shards are not processed and nothing else "
+                "takes them. The workers' ERROR line (LEASES_NOT_TAKEN) names them; `consumer leases` "
+                "shows their parents and owners.",
+                _insights(settings, "MAX", "LeasesNotTaken", "TakeLeases"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
+            ),
+            self._insights_alarm(
+                "LeaseTablesFailing",
+                f"{prefix}-lease-tables-failing",
+                "Workers' requests to the leases or workers table failed after their retries (HTTP 5xx, "
+                "timeouts, unreachable: LeaseTableErrors) in 3 of 5 minutes: rounds, heartbeats and "
+                "checkpoints fail. From every host: DynamoDB is failing (see its health dashboard); from "
+                "one host only: that host is cut off (its watchdog's peers replace it).",
+                _insights(settings, "SUM", "LeaseTableErrors", "LeaseTable"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._insights_alarm(
                 "DeadLetters",
@@ -199,25 +242,25 @@ class Monitoring(Construct):
             self._alarm(
                 "LeasesTableThrottled",
                 f"{prefix}-leases-table-throttled",
-                "The leases or workers table throttles: workers lose leases. Raise its capacity.",
+                "The leases or workers table throttled requests in 3 of 5 minutes: workers fail their "
+                "rounds and checkpoints, and may lose leases. Raise its capacity (or its auto scaling's "
+                "maximum, scaling.lease_table_max_capacity).",
                 cloudwatch.MathExpression(
-                    expression="reads + writes + workerReads + workerWrites",
+                    # DynamoDB publishes a throttle metric only in minutes with throttles: an operand
+                    # without data would make the sum missing (no alarm while only writes throttle).
+                    expression="FILL(reads, 0) + FILL(writes, 0) + FILL(workerReads, 0) + FILL(workerWrites, 0)",
                     using_metrics={
-                        "reads": self._leases_table_metric(settings.leases_table_name, "ReadThrottleEvents"),
-                        "writes": self._leases_table_metric(
-                            settings.leases_table_name, "WriteThrottleEvents"
-                        ),
-                        "workerReads": self._leases_table_metric(
-                            settings.workers_table_name, "ReadThrottleEvents"
-                        ),
-                        "workerWrites": self._leases_table_metric(
-                            settings.workers_table_name, "WriteThrottleEvents"
-                        ),
+                        "reads": table_metric(settings.leases_table_name, "ReadThrottleEvents"),
+                        "writes": table_metric(settings.leases_table_name, "WriteThrottleEvents"),
+                        "workerReads": table_metric(settings.workers_table_name, "ReadThrottleEvents"),
+                        "workerWrites": table_metric(settings.workers_table_name, "WriteThrottleEvents"),
                     },
                     label="leases-table throttle events",
                     period=Duration.seconds(60),
                 ),
                 1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._alarm(
                 "GroupAtMax",
@@ -226,7 +269,7 @@ class Monitoring(Construct):
                 f"(fleet.max_instances) with leases still at {scaling.returned_item_count_multiplier:g}N "
                 f"for {AT_MAX_PERIODS} periods: the fleet is behind and scale-out can add no more; raise "
                 "fleet.max_instances (`consumer plan` sizes it).",
-                self._scaling_expression(rules, rules.at_max_expression, "at max and behind"),
+                scaling_expression(rules, rules.at_max_expression, "at max and behind"),
                 1,
                 evaluation_periods=AT_MAX_PERIODS,
             ),
@@ -236,6 +279,26 @@ class Monitoring(Construct):
             if settings.several_streams
             else []
         )
+        # The fleet processing nothing while its tables are written to: once per stream.
+        self.processing_alarms = [
+            self._alarm(
+                construct_id,
+                name,
+                description,
+                cloudwatch.MathExpression(
+                    expression=STOPPED_EXPRESSION,
+                    using_metrics={"processed": processed, "writes": writes},
+                    label="records written, none processed",
+                    period=Duration.seconds(60),
+                ),
+                1,
+                evaluation_periods=STOPPED_MINUTES,
+            )
+            for construct_id, name, description, processed, writes in processing_stopped(
+                settings, prefix, streams
+            )
+        ]
+        self.health_alarms += self.processing_alarms
         # Several streams: each stream's own lag, loss and dead-letter alarms (infra/stream_rows.py).
         self.stream_alarms = [
             self._insights_alarm(*alarm.arguments, period_seconds=alarm.period_seconds)
@@ -243,6 +306,10 @@ class Monitoring(Construct):
             for alarm in stream_alarms(settings, prefix, table)
         ]
         self.health_alarms += self.stream_alarms
+        # Not before the group has its boot signals: no deploy finds the liveness alarms red.
+        for alarm in self.health_alarms:
+            if alarm.node.id == "WorkersSilent" or alarm in self.processing_alarms:
+                alarm.node.add_dependency(group)
         # Only what needs a person pages: the health alarms. The scaling alarms act on the group.
         for alarm in self.health_alarms:
             if self.topic is not None:
@@ -275,37 +342,6 @@ class Monitoring(Construct):
             cooldown=str(cooldown_seconds),
         )
 
-    @staticmethod
-    def _scaling_expression(rules: ScalingRules, expression: str, label: str) -> cloudwatch.MathExpression:
-        """One of the scaling rules' expressions over the metrics they name (infra/scaling.py)."""
-        period = Duration.seconds(rules.period_seconds)
-        return cloudwatch.MathExpression(
-            expression=expression,
-            using_metrics={
-                m.id: cloudwatch.Metric(
-                    namespace=m.namespace,
-                    metric_name=m.name,
-                    dimensions_map=dict(m.dimensions),
-                    statistic=m.statistic,
-                    period=period,
-                )
-                for m in rules.metrics
-                if re.search(rf"\b{m.id}\b", expression)
-            },
-            label=label,
-            period=period,
-        )
-
-    @staticmethod
-    def _leases_table_metric(table: str, name: str) -> cloudwatch.Metric:
-        return cloudwatch.Metric(
-            namespace=DYNAMODB_NAMESPACE,
-            metric_name=name,
-            dimensions_map={"TableName": table},
-            statistic="Sum",
-            period=Duration.seconds(60),
-        )
-
     def _alarm(
         self,
         construct_id: str,
@@ -315,6 +351,7 @@ class Monitoring(Construct):
         threshold: float,
         *,
         evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
         comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
@@ -327,6 +364,7 @@ class Monitoring(Construct):
             threshold=threshold,
             comparison_operator=comparison,
             evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
             treat_missing_data=missing,
         )
 
@@ -340,6 +378,7 @@ class Monitoring(Construct):
         *,
         period_seconds: int = 60,
         evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
         comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
@@ -353,6 +392,7 @@ class Monitoring(Construct):
             expression,
             threshold,
             evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
             comparison=comparison,
             missing=missing,
         )

@@ -14,7 +14,9 @@ The emulator's environment (``endpoint_url``) is never deployed and needs none o
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 from ground.settings import Settings
 from infra.errors import InfraConfigError
@@ -74,40 +76,61 @@ def alarms_must_page(settings: Settings) -> bool:
     return settings.scaling.require_alarm_topic or settings.env not in DISPOSABLE_ENVIRONMENTS
 
 
-def per_account_problems(settings: Settings) -> list[str]:
+def variable_for(key: str) -> str:
+    """The ``CONSUMER_*`` variable that sets ``key`` (``fleet.ami_id``: ``CONSUMER_FLEET__AMI_ID``)."""
+    return "CONSUMER_" + "__".join(part.upper() for part in key.split("."))
+
+
+def per_account_problems(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
     """``"<key> <what is wrong>"`` for each per-account value a deployable environment lacks or
-    carries as an example; empty for the emulator's environment."""
+    carries as an example, naming the ``CONSUMER_*`` variable an example came from (it overrides the
+    file, so the file is not where to fix it); empty for the emulator's environment."""
     if settings.endpoint_url is not None:
         return []
+    environ = os.environ if environ is None else environ
+
+    def example(key: str, value: object) -> str:
+        variable = variable_for(key)
+        where = f" (set by {variable})" if environ.get(variable) else ""
+        return f"{key} {value} is an example{where}"
+
     problems: list[str] = []
     if settings.account is None:
         problems.append("account is missing")
     elif example_account(settings.account):
-        problems.append(f"account {settings.account} is an example")
+        problems.append(example("account", settings.account))
     if "region" not in settings.model_fields_set:
         problems.append("region is missing")
     ami_id = settings.fleet.ami_id
     if ami_id is None:
         problems.append("fleet.ami_id is missing")
     elif example_ami(ami_id):
-        problems.append(f"fleet.ami_id {ami_id} is an example")
+        problems.append(example("fleet.ami_id", ami_id))
     scaling = settings.scaling
     if alarms_must_page(settings) and not scaling.has_alarm_topic:
         problems.append("scaling.alarm_topic_arn or scaling.alarm_topic_email is missing")
     if scaling.alarm_topic_email is not None and example_address(scaling.alarm_topic_email):
-        problems.append(f"scaling.alarm_topic_email {scaling.alarm_topic_email} is an example")
+        problems.append(example("scaling.alarm_topic_email", scaling.alarm_topic_email))
     if _arn_of_example_account(scaling.alarm_topic_arn):
-        problems.append(f"scaling.alarm_topic_arn {scaling.alarm_topic_arn} is an example")
+        problems.append(example("scaling.alarm_topic_arn", scaling.alarm_topic_arn))
     if _arn_of_example_account(settings.table.existing_stream_arn):
-        problems.append(f"table.existing_stream_arn {settings.table.existing_stream_arn} is an example")
+        problems.append(example("table.existing_stream_arn", settings.table.existing_stream_arn))
     return problems
 
 
-def require_per_account_values(settings: Settings) -> None:
-    """Stop the synth with one line when :func:`per_account_problems` finds anything."""
-    problems = per_account_problems(settings)
-    if problems:
-        raise PerAccountValueError(
-            f"env {settings.env} cannot deploy: {'; '.join(problems)}. Set them in "
-            f"config/{settings.env}.yaml (or as CONSUMER_* variables): {DOCS_SECTION}"
-        )
+def require_per_account_values(settings: Settings, environ: Mapping[str, str] | None = None) -> None:
+    """Stop the synth with one line when :func:`per_account_problems` finds anything, saying where to
+    fix each: the environment's file, or the variable that set it."""
+    problems = per_account_problems(settings, environ)
+    if not problems:
+        return
+    from_variables = [p for p in problems if "(set by CONSUMER_" in p]
+    if len(from_variables) == len(problems):
+        fix = "Change those variables (they override the files)"
+    else:
+        fix = f"Set them in config/{settings.env}.yaml (or as CONSUMER_* variables)"
+        if from_variables:
+            fix += "; a value set by a variable overrides the file: change the variable"
+    raise PerAccountValueError(
+        f"env {settings.env} cannot deploy: {'; '.join(problems)}. {fix}: {DOCS_SECTION}"
+    )

@@ -11,7 +11,9 @@ and an alarm on its freshness.
   role, nothing else.
 * **The alarm**: ``LakeFreshnessSeconds`` (which ``follow`` sends after every run,
   :mod:`pipeline.freshness`) above ``pipeline.freshness_seconds`` at its maximum for three minutes
-  in a row, or missing (no ``follow`` is running, or none commits): it notifies the alarm topic.
+  in a row (ALARM), or missing for three minutes once it was reported (INSUFFICIENT_DATA: the
+  ``follow`` that ran stopped, or commits nothing): both notify the alarm topic. A new stack stays
+  in INSUFFICIENT_DATA, without a page, until the first ``follow`` reports.
 """
 
 from __future__ import annotations
@@ -108,7 +110,12 @@ class FollowOnEmr(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=FRESHNESS_PERIODS,
             datapoints_to_alarm=FRESHNESS_PERIODS,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            # Missing data is INSUFFICIENT_DATA, and that state pages too: a follow that stops
+            # reporting pages within three minutes, while a new stack, whose first follow runs only
+            # once `submit follow --release` uploaded it, stays in the INSUFFICIENT_DATA every alarm
+            # starts in (no state change, no page) instead of paging from the first deploy.
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
         )
         if alarm_topic is not None:
             self.freshness_alarm.add_alarm_action(cloudwatch_actions.SnsAction(alarm_topic))
+            self.freshness_alarm.add_insufficient_data_action(cloudwatch_actions.SnsAction(alarm_topic))

@@ -189,6 +189,21 @@ def glue_statement(settings: Settings) -> iam.PolicyStatement:
     )
 
 
+def changelog_expiration(settings: Settings) -> list[s3.LifecycleRule]:
+    """``pipeline.changelog_expiration_days``: change-log objects expire that long after they land
+    (then go as noncurrent versions do); nothing else in the bucket (snapshots, stats, dead letters)."""
+    days = settings.pipeline.changelog_expiration_days
+    destination = settings.processing.options.get("destination")
+    if days is None or not isinstance(destination, str) or not destination.startswith("s3://"):
+        return []
+    _, prefix = s3_location(destination, "processing.options.destination")
+    return [
+        s3.LifecycleRule(
+            id="expire-change-log", prefix=f"{prefix}/" if prefix else None, expiration=Duration.days(days)
+        )
+    ]
+
+
 class ChangeLogBucket(Construct):
     """``bucket``: where the workers' change log lands and the Spark job reads and writes."""
 
@@ -209,7 +224,8 @@ class ChangeLogBucket(Construct):
                     noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
                     expired_object_delete_marker=True,
                     abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
+                ),
+                *changelog_expiration(settings),
             ],
             # Disposable environments: emptied (every version) and removed with the stack.
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,

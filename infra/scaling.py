@@ -19,9 +19,18 @@ capacity suggests scales on its real N.
 instance. **Scale-in** removes one only when the fleet without it would still be fine: above the
 group's minimum, caught up (``leases <= scale_in_multiplier x N``), the throughput within
 ``scale_in_max_utilization`` of what one instance fewer plans for
-(``fleet.records_per_second_per_process``), and one instance fewer still able to hold the 6N
-shards `consumer plan` sizes for. A fleet at the size its load calls for therefore never scales in,
-and a scale-out (taken when leases reached 2N, far from caught up) is never undone at once.
+(``fleet.records_per_second_per_process``), and one instance fewer still able to hold
+``multiplier x N`` leases (every worker at ``worker.max_leases_for_worker``): every lease that exists
+now (at most ``scale_in_multiplier x N``) with the headroom of a whole rollover, up to the line where
+scale-out would add the instance back. A fleet at the size its load calls for therefore never scales
+in, a scale-out (taken when leases reached 2N, far from caught up) is never undone at once, and a
+fleet whose load went back to rest returns to ``min_instances`` whenever the minimum can hold 2N.
+
+Not the 6N shards `consumer plan` sizes the *readable* backlog for (24 h of rollovers): only one
+generation per partition is ready at a time (the rest wait for their parents and are balanced
+apart), and a backlog shows as leases rising to 2N, which scales out. Held to 6N, prod (N = 44, 4
+processes of 11 leases) could never go below 6 instances, and a scale-out from its minimum of 3
+would be permanent.
 
 **Group at its maximum** pages only when scale-out wants more and can add none: at the maximum and
 at 2N for three periods. A fleet steady at its maximum is healthy.
@@ -37,8 +46,6 @@ DYNAMODB_NAMESPACE = "AWS/DynamoDB"
 AUTOSCALING_NAMESPACE = "AWS/AutoScaling"
 # The group at its maximum and still at 2N for this many periods pages (scale-out can add nothing).
 AT_MAX_PERIODS = 3
-# `consumer plan` sizes the fleet to hold this many times N (24 h of 4 h rollovers still readable).
-PLANNED_SHARDS_PER_PARTITION = 6
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ class ScalingRules:
             f" AND {throughput} <= {self.scale_in_max_utilization:g} * {fewer} * "
             f"{self.processes * self.records_per_process:g}"
             f" AND {fewer} * {self.processes * self.leases_per_process} >= "
-            f"{PLANNED_SHARDS_PER_PARTITION} * {self.n}, 1, 0)"
+            f"{self.multiplier:g} * {self.n}, 1, 0)"
         )
 
     @property

@@ -1,5 +1,5 @@
-"""Two stacks per environment: the stateful one (tables, log groups, the pipeline's bucket) and the
-stateless one (fleet, grants, monitoring), which depends on it.
+"""Two stacks per environment: the stateful one (tables, log groups, the pipeline's bucket, the alarm
+topic) and the stateless one (fleet, grants, monitoring), which depends on it.
 
 The stateless stack ``<app>-<env>`` can be replaced, rolled back or deleted freely; the stateful
 stack ``<app>-<env>-data`` holds what must survive that. The stateless stack refers to the stateful
@@ -16,9 +16,11 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from ground.settings import Settings
+from infra.alarm_topic import AlarmTopic
 from infra.fleet import FLEET_AZS, WorkerFleet
-from infra.leases_table import LeasesTable
-from infra.monitoring import LogGroups, Monitoring, log_group_arn
+from infra.leases_table import LeasesTable, capacity_bounds
+from infra.log_groups import LogGroups, log_group_arn
+from infra.monitoring import Monitoring
 from infra.nag import apply_nag
 from infra.per_account import DISPOSABLE_ENVIRONMENTS
 from infra.permissions import worker_statements
@@ -58,7 +60,8 @@ def source_id(index: int, table_name: str) -> str:
 
 
 class StatefulStack(Stack):
-    """Source table (created or imported), leases and workers tables, log groups, pipeline bucket."""
+    """Source table (created or imported), leases and workers tables, log groups, pipeline bucket, and
+    the alarm topic with its subscription and key."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
         self.settings = settings
@@ -87,7 +90,7 @@ class StatefulStack(Stack):
             workers_name=settings.workers_table_name,
             settings=settings.worker,
             protect=protect,
-            auto_scale_max_capacity=settings.scaling.lease_table_max_capacity,
+            bounds=capacity_bounds(settings),
             target_utilization_percent=settings.scaling.lease_table_target_utilization_percent,
         )
         self.window_state: WindowStateTable | None = None
@@ -100,6 +103,8 @@ class StatefulStack(Stack):
                 protect=protect,
             )
         self.log_groups = LogGroups(self, "Logs", settings=settings, retain=protect)
+        # Never replaced with the fleet: a new topic would need its subscription confirmed again.
+        self.alarm_topic = AlarmTopic(self, "Alarms", settings=settings, retain=protect)
         self.changelog: ChangeLogBucket | None = None
         if needs_changelog_bucket(settings):  # the workers write an s3:// change log, or EMR runs
             self.changelog = ChangeLogBucket(self, "Pipeline", settings=settings, retain=protect)
@@ -180,6 +185,13 @@ class ConsumerStack(Stack):
         self.worker_policy.attach_to_role(self.fleet.role)
         self.monitoring = Monitoring(
             self, "Monitoring", settings=settings, group=self.fleet.group, group_name=self.fleet.group_name
+        )
+        monitoring = self.monitoring
+        self.fleet.size.after(
+            monitoring.scale_out_policy,
+            monitoring.scale_in_policy,
+            monitoring.scale_out_alarm,
+            monitoring.scale_in_alarm,
         )
         self.pipeline: PipelineResources | None = None
         if settings.pipeline.emr_serverless:

@@ -7,10 +7,12 @@ a replacing update names a new one, so no template can say it), writes the boot 
 downloaded archive with that name. Everything else (virtualenv from the asset's locked
 wheelhouse with no index, agent configuration, systemd units, the wait for healthy workers and
 the CloudFormation signal) is Python in the repository, tested on a developer's machine
-(``tests/infra/test_boot.py``). A failure before the bootstrap runs (dnf, the download) signals
-FAILURE from the shell's ERR trap, so no path through boot leaves the creation policy waiting
-for its timeout without a word, and marks the instance Unhealthy, so that outside a deploy (a
-scale-out, where nobody hears the signal and the watchdog never started) the group replaces it.
+(``tests/infra/test_boot_policy.py``, ``tests/e2e/test_instance_boot.py``). A failure before the
+bootstrap runs (dnf, the download) signals FAILURE from the shell's ERR trap, so no path through
+boot leaves the creation policy waiting for its timeout without a word, and marks the instance
+Unhealthy, so that outside a deploy (a scale-out, where nobody hears the signal and the watchdog
+never started) the group replaces it. So does every failure of the bootstrap before the watchdog
+starts (it signals, and exits with ``SIGNALLED_FAILURE``); once the watchdog runs, it judges.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from deploy.bootstrap import SIGNALLED_FAILURE
+from deploy.bootstrap import SIGNALLED_FAILURE, SIGNALLED_WATCHDOG_JUDGES
 from deploy.plan import STREAMS_ENDPOINT_VARIABLE, BootPlan, Layout
 from ground.settings import Settings
 from infra.errors import InfraConfigError
@@ -33,8 +35,12 @@ INSTALL_ROOT = str(INSTANCE.install_root)
 SOURCE_DIR = str(INSTANCE.source_dir)
 ASSET_ARCHIVE = f"{INSTALL_ROOT}/asset.zip"
 PLAN_SOURCE = "/etc/consumer-boot.json"
-# Leave the hook this long after the units stopped to complete the lifecycle action itself.
-_STOP_MARGIN_SECONDS = 15
+# The CloudWatch agent ships buffered logs (the workers' EMF documents) this often; the watchdog's
+# hand-off waits twice this after the units stopped (deploy.watchdog.hand_off).
+AGENT_FLUSH_INTERVAL_SECONDS = 5
+# Leave the hook this long after the units stopped: the agent's wait, then the watchdog's poll and
+# its call completing the lifecycle action.
+_STOP_MARGIN_SECONDS = 15 + 2 * AGENT_FLUSH_INTERVAL_SECONDS
 # From boot to the bootstrap's verdict: dnf, the download, the virtualenv, and the workers' first
 # lease-taking rounds. The creation policy's timeout is this plus a margin.
 HEALTH_TIMEOUT_SECONDS = 600
@@ -105,6 +111,7 @@ def agent_config(settings: Settings) -> dict[str, object]:
                 "emf": {"service_address": agent_listener(settings)},
             },
             "log_stream_name": "{instance_id}",
+            "force_flush_interval": AGENT_FLUSH_INTERVAL_SECONDS,
         },
     }
 
@@ -125,6 +132,7 @@ def boot_plan(settings: Settings, boot: BootParameters) -> BootPlan:
         heartbeat_max_age_seconds=heartbeat_max_age_seconds(settings),
         streams_endpoint_url=boot.streams_endpoint_url,
         workers_table=settings.workers_table_name,
+        leases_table=settings.leases_table_name,
         peer_horizon_seconds=(settings.worker.failover_time_millis + settings.worker.max_clock_skew_millis)
         / 1000,
     )
@@ -138,17 +146,33 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
         raise ValueError("the boot plan contains the heredoc marker")
     region = settings.region
     imds = "http://169.254.169.254/latest"
+    # Without its id an instance can neither signal nor be marked: the metadata service is asked
+    # again rather than once.
+    retry = "--retry 10 --retry-connrefused --retry-delay 1"
     return [
         "set -euxo pipefail",
-        f'token=$(curl -sf -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-        f'instance_id=$(curl -sf -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id)',
+        # Without its id nothing below can signal or mark the instance: it powers off instead, and
+        # Auto Scaling's EC2 health check replaces an instance that is not running.
+        "metadata_lost() {",
+        '  echo "the instance metadata service did not answer: powering off for the group to replace '
+        'this instance" >&2',
+        "  shutdown -h now",
+        "  exit 1",
+        "}",
+        f'token=$(curl -sf {retry} -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300") '
+        "|| metadata_lost",
+        f'instance_id=$(curl -sf {retry} -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id) '
+        "|| metadata_lost",
+        # Outside a deploy nobody hears the signal, and the watchdog that would judge the instance
+        # never started: the group replaces it instead of keeping it InService without workers.
+        "mark_unhealthy() {",
+        f'  aws autoscaling set-instance-health --instance-id "$instance_id" --health-status Unhealthy '
+        f"--no-should-respect-grace-period --region {region} || true",
+        "}",
         "signal_failure() {",
         f"  aws cloudformation signal-resource --stack-name {boot.stack_name} --logical-resource-id "
         f'{boot.signal_resource} --unique-id "$instance_id" --status FAILURE --region {region} || true',
-        # Outside a deploy nobody hears the signal, and the watchdog that would judge the instance
-        # never started: the group replaces it instead of keeping it InService without workers.
-        f'  aws autoscaling set-instance-health --instance-id "$instance_id" --health-status Unhealthy '
-        f"--region {region} || true",
+        "  mark_unhealthy",
         "}",
         # Until the bootstrap runs (it signals for itself), any failing line signals FAILURE.
         "trap signal_failure ERR",
@@ -168,7 +192,10 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
         "status=0",
         f"PYTHONPATH={ASSET_ARCHIVE} python3.11 -m deploy.bootstrap --archive {ASSET_ARCHIVE} "
         f'--plan {PLAN_SOURCE} --group-name "$group_name" --root / || status=$?',
-        # 3: the bootstrap signalled FAILURE itself; another failure: it could not, so signal here.
-        f'if [ "$status" -ne 0 ] && [ "$status" -ne {SIGNALLED_FAILURE} ]; then signal_failure; fi',
+        # The bootstrap's verdict (deploy/bootstrap.py): 0 booted; SIGNALLED_FAILURE before the
+        # watchdog ran: mark; SIGNALLED_WATCHDOG_JUDGES: the watchdog runs and judges; anything else
+        # died before it could signal: signal and mark here.
+        f'case "$status" in 0|{SIGNALLED_WATCHDOG_JUDGES}) ;; {SIGNALLED_FAILURE}) mark_unhealthy ;; '
+        "*) signal_failure ;; esac",
         'exit "$status"',
     ]

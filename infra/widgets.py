@@ -1,6 +1,6 @@
-"""The dashboard's one widget list (:mod:`consumer.telemetry.widgets`) in CloudWatch terms.
+"""The dashboard's one widget list (:mod:`tools.dashboard.widgets`) in CloudWatch terms.
 
-The list itself, and the rules both dashboards follow, live in ``consumer/telemetry/widgets.py`` so
+The list itself, and the rules both dashboards follow, live in ``tools/dashboard/widgets.py`` so
 that ``consumer dashboard`` draws it too without importing the CDK layer. This module only resolves
 it for one environment -- namespaces, table names, the dimensions every metric carries, thresholds --
 (:func:`dashboard_widgets`) and turns each resolved widget into a CloudWatch graph
@@ -27,7 +27,8 @@ from typing import cast
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from consumer.telemetry.widgets import (
+from ground.settings import Settings
+from tools.dashboard.widgets import (
     AGENT,
     LEASES_TABLE,
     SOURCE_TABLE,
@@ -40,7 +41,6 @@ from consumer.telemetry.widgets import (
     reference_lines,
     widgets_for,
 )
-from ground.settings import Settings
 
 DASHBOARD_PERIOD_SECONDS = 60
 DYNAMODB_NAMESPACE = "AWS/DynamoDB"
@@ -116,7 +116,7 @@ def resolve_metric(metric: Metric, settings: Settings) -> ResolvedMetric:
     elif metric.source is SOURCE_TABLE:
         namespace = DYNAMODB_NAMESPACE
         dimensions["TableName"] = settings.table.existing_table_name or settings.table.name
-    else:  # pragma: no cover - every Source of consumer.telemetry.widgets is handled above
+    else:  # pragma: no cover - every Source of tools.dashboard.widgets is handled above
         raise AssertionError(metric.source)
     per = metric.source.per
     return ResolvedMetric(

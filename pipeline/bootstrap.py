@@ -129,7 +129,8 @@ def check_export_age(
     taken = dt.datetime.fromtimestamp(manifest.export_time, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     raise ExportTooOldError(
         f"{export_uri.rstrip('/')}: the export is from {taken}, {age_hours:.0f} h ago; the stream keeps "
-        f"{retention_hours:g} h, so the changes between the export and then are in neither. Take a new "
+        f"{retention_hours:g} h, so the changes made from {taken} until {age_hours - retention_hours:.0f} h "
+        "ago are neither in the export nor still in the stream, and the snapshot would miss them. Take a new "
         "export while the fleet runs (`aws dynamodb export-table-to-point-in-time --export-format "
         "DYNAMODB_JSON ...`) and bootstrap from it, or bootstrap from a scan (leave out --export)"
     )

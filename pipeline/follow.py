@@ -54,6 +54,35 @@ class FollowResult:
     maintenance: list[MaintenanceResult] = field(default_factory=list)
 
 
+class IdleQuiet:
+    """A run's progress lines, as ``follow`` shows them: a run that found nothing new (its listing
+    line and its "up to date" line, exactly two) says nothing, and ``follow`` says once that it is
+    waiting; any other run's lines pass, each at most two lines late. So an idle follow does not
+    print two lines every poll and bury the runs that did something."""
+
+    HELD = 2
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.held: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.held.append(line)
+        if len(self.held) > self.HELD:
+            self.flush()
+
+    def flush(self) -> None:
+        for line in self.held:
+            self.progress(line)
+        self.held = []
+
+    def end_run(self, result: SnapshotResult | None) -> None:
+        """After a run: drop an idle run's two lines, pass any other run's."""
+        if result is not None and result.up_to_date and len(self.held) <= self.HELD:
+            self.held = []
+        self.flush()
+
+
 def poll_seconds(freshness: float) -> float:
     """How long an up-to-date loop waits before listing again: a tenth of the freshness, 1 to 10 s."""
     return max(1.0, min(10.0, freshness / 10))
@@ -83,19 +112,30 @@ def follow(
     poll = poll_seconds(config.freshness_seconds)
     done = FollowResult()
     last_maintenance = clock()
+    lines = IdleQuiet(progress)
+    idle = False
     while not stop():
         try:
-            result = run_snapshot(spark, settings, store=store, progress=progress, tables=tables)
+            result = run_snapshot(spark, settings, store=store, progress=lines, tables=tables)
+            lines.end_run(result)
         except (ConcurrentRunError, HalfCommittedError) as exc:
+            lines.end_run(None)
             done.retried += 1
             progress(f"[follow] {exc}")
             continue
         except PipelineError as exc:  # e.g. malformed lines beyond the tolerance: a person must act
+            lines.end_run(None)
             done.failed += 1
             progress(f"[follow] error: {exc}; trying again in {poll:.0f} s")
             sleep(poll)
             continue
         committed = clock()
+        if result.up_to_date and not idle:
+            progress(
+                f"[follow] up to date ({result.objects_already_merged} object(s) merged): listing the "
+                f"change log every {poll:g} s until new objects land"
+            )
+        idle = result.up_to_date
         if result.up_to_date:
             report(0.0)
         else:

@@ -93,8 +93,7 @@ def add_follow_arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace, settings: Settings, master: str | None) -> int:
     """Run one job in a fresh session; the exit code is non-zero when verify finds a difference."""
     if args.job == "maintain":  # PyIceberg and PyArrow only: no Spark session to start
-        result = maintain(snapshot_tables(settings), Policy.of(settings.pipeline), progress=_say)
-        _say(result.line())
+        maintain(snapshot_tables(settings), Policy.of(settings.pipeline), progress=_say)  # says its line
         return 0
     spark = build_session_for(master, verbose=bool(getattr(args, "verbose", False)))
     try:

@@ -76,7 +76,8 @@ PACKAGES: Floors = (
         "models",
         {
             "simulation": "Seeded models of the outside world (leases table, stream, sinks, simulated time "
-            "and threads) that run the product's own code, and the checker of its promises.",
+            "and threads; the deployed fleet: its group, instances, tables, alarms and bill) that run the "
+            "product's own code, and the checkers of its promises.",
         },
     ),
     (
@@ -126,7 +127,7 @@ ROOMS: dict[str, Floors] = {
             {
                 "streams": "DynamoDB Streams: the source port, its adapter with the fast parser, the one "
                 "read-error tree, the shard graph, shard-sync planning, the stream target check.",
-                "telemetry": "Metrics (EMF) and their transports, logs, the dashboard's one widget list.",
+                "telemetry": "Metrics (EMF) and their transports, logs, health: what a worker publishes.",
             },
         ),
         (
@@ -167,6 +168,13 @@ ROOMS: dict[str, Floors] = {
         ),
     ),
     "tools": (
+        (
+            "views",
+            {
+                "dashboard": "The dashboard's one widget list (CloudWatch's too), drawn from EMF documents "
+                "read back: the PNG, its page and the live page `consumer dashboard --serve` serves.",
+            },
+        ),
         (
             "drivers",
             {

@@ -39,8 +39,13 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "simulation", "tools", "tests"):
+    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config", "docs"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for file in ("app.py", "cdk.json", "pyproject.toml"):
+        shutil.copy2(ROOT / file, target / file)
+    for built in ("node_modules", "var"):  # built artefacts: linked
+        if (ROOT / built).exists():
+            (target / built).symlink_to(ROOT / built)
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
         assert text.count(old) == 1, (
@@ -73,22 +78,7 @@ def one(seed: int) -> tuple[int, str | None]:
 
 def directed(name: str, target: Path) -> int:
     """Run the directed histories (:data:`DIRECTED`) in the reverted copy; print which broke."""
-    import subprocess
-
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(target)]
-    command += ["-o", "addopts=", "--tb=line", *(str(target / path) for path in DIRECTED)]
-    result = subprocess.run(
-        command,
-        check=False,
-        cwd=target,
-        env={**os.environ, "PYTHONPATH": str(target)},
-        capture_output=True,
-        text=True,
-    )
-    for line in result.stdout.splitlines():
-        if line.startswith(("FAILED", "E   AssertionError")) or " passed" in line or " failed" in line:
-            print(f"[{name}] {line[:600]}")
-    return 0
+    return tests(name, target, list(DIRECTED))
 
 
 def tests(name: str, target: Path, paths: list[str]) -> int:

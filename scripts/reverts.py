@@ -5,6 +5,8 @@ longer matches stops the check with an AssertionError naming it, so drift is lou
 # ruff: noqa: E501  (the entries quote lines of code as they stand)
 from __future__ import annotations
 
+from reverts_fleet import FLEET_REVERTS  # scripts/ is on sys.path when revert_check runs
+
 REVERTS = {
     "fence_at_deadline": [
         (
@@ -243,7 +245,7 @@ REVERTS = {
             "    elif False:\n",
         ),
     ],
-    "free_lease_keeps_position": [
+    "free_lease_keeps_position": [  # own test (no directed history reaches it): tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/machine/taking.py",
             "            if now is not None and now.owner in (s.me, None) and not now.finished:\n",
@@ -255,14 +257,14 @@ REVERTS = {
             "            unwritten = None\n",
         ),
     ],
-    "given_up_position_noted": [
+    "given_up_position_noted": [  # own test: tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/machine/checkpoints.py",
             "    if s.holdings.refused_after_letting_go(shard_id, target):\n",
             "    if False:\n",
         ),
     ],
-    # Issue 46
+    # Issue 46. overdue_waits_for_delivery's own test: tests/unit/leases/test_overdue_hand_over.py.
     "overdue_waits_for_delivery": [
         (
             "consumer/leases/machine/letting_go.py",
@@ -305,10 +307,45 @@ REVERTS = {
             "    return lines\n",
         )
     ],
+    "stalled_not_adopted_back": [
+        (
+            "consumer/leases/machine/taking.py",
+            "        if seen.shard_id in avoided:\n            yield from hand_on_stalled(s, seen.shard_id)\n            continue\n",
+            "",
+        )
+    ],
+    "asked_wakes_consumer": [
+        (
+            "consumer/lifecycle/scheduler.py",
+            "                if shard_id not in self._in_flight:\n                    self._schedule(shard_id, now)\n",
+            "                pass\n",
+        )
+    ],
+    "quick_parent_polls": [
+        (
+            "consumer/lifecycle/polling.py",
+            "    if polls <= QUICK_PARENT_POLLS:\n",
+            "    if False:\n",
+        )
+    ],
+    "lineage_refusal_asks_again": [
+        (
+            "consumer/lifecycle/shard_sync.py",
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return 0\n',
+            '            log.info("children of %s: %s; asking again", parent_id, exc)\n            return None\n',
+        )
+    ],
+    "scan_request_announced": [
+        (
+            "consumer/leases/machine/executing.py",
+            "            s.hand_over_asked(lease.shard_id, to)\n",
+            "            pass\n",
+        )
+    ],
     "pause_mark_cleared": [
         (
             "tools/demo/events.py",
-            '        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None\n',
+            '        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None\n',
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
@@ -326,5 +363,13 @@ REVERTS = {
             "    if lease.pending_owner == s.me and lease.pending_since is not None:\n",
         )
     ],
+    "split_announced_at_creation": [
+        (
+            "consumer/leases/machine/taking.py",
+            "    if len(s.created) > _room_for(s, s.created, frozenset(s.ended_parents)):\n",
+            "    if False:\n",
+        )
+    ],
+    **FLEET_REVERTS,
     "none": [],
 }

@@ -28,12 +28,12 @@ from typing import Any
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.processing.window_state import InMemoryWindowStateStore
-from consumer.runtime.assembly import Parts, Ports
+from consumer.runtime.assembly import FleetFacts, Parts, Ports
 from consumer.runtime.clients import lease_client_timeouts
 from consumer.runtime.processors import ProcessingClients, build_processor_factory
 from consumer.runtime.worker import Worker
 from consumer.streams.reader import ShardReader
-from consumer.telemetry.metrics import MetricsRecorder
+from consumer.telemetry.metrics import Metrics, MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from ground.settings import Settings
 from simulation.ddb_tables import Tables
@@ -75,7 +75,7 @@ class SimWorker:
     store: FaultyStore
     source: FaultyStreamSource
     s3: FaultyS3
-    metrics: MetricsRecorder
+    metrics: Metrics  # the real recorder, or what the history's metrics_for gave
     stopped: bool = False  # Worker.run returned: its graceful stop is over
 
     @property
@@ -120,8 +120,12 @@ class World:
         generations: int = 3,
         shards: dict[str, ShardSpec] | None = None,
         directed: tuple[Directed, ...] = (),
+        metrics_for: Callable[[str], Metrics] | None = None,
+        on_round_for: Callable[[str], Callable[[bool | None, str | None], None]] | None = None,
     ) -> None:
         self.seed = seed
+        self.metrics_for = metrics_for  # a worker's metrics (by its name); the real recorder's without
+        self.on_round_for = on_round_for  # who hears of a worker's lease-taking rounds (its heartbeat file)
         self.rng = random.Random(seed)
         self.kernel = Kernel(seed)
         self.settings = settings
@@ -180,9 +184,9 @@ class World:
             update={"processing": self.settings.processing.model_validate(processing)}
         )
 
-    def join(self) -> SimWorker:
+    def join(self, name: str | None = None) -> SimWorker:
         self._joined += 1
-        name = f"w{self._joined}"
+        name = name or f"w{self._joined}"
         worker_settings = self.settings.worker
         skew = self.rng.randint(
             -worker_settings.max_clock_skew_millis // 2, worker_settings.max_clock_skew_millis // 2
@@ -192,9 +196,13 @@ class World:
         group = Group(name)
         threads = SimThreads(self.kernel, group)
         # The real recorder on the process's threads, shipping to memory (what ``consumer run`` does
-        # to the agent's port).
-        metrics = MetricsRecorder(
-            self.settings, name, InMemoryTransport(), clock, sample_process=False, threads=threads
+        # to the agent's port), unless the history reads the worker's metrics itself.
+        metrics: Metrics = (
+            self.metrics_for(name)
+            if self.metrics_for is not None
+            else MetricsRecorder(
+                self.settings, name, InMemoryTransport(), clock, sample_process=False, threads=threads
+            )
         )
         # The product's DynamoDB store on a client configured as consumer.runtime.clients does.
         client = FaultyDynamoDB(
@@ -225,7 +233,8 @@ class World:
             self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
         )
         ports = Ports(store, ShardReader(source, ARN), processors, metrics, clock, threads)
-        worker = Worker(worker_settings, ports, worker_id=name, tune_gc=False, rng=rng)
+        facts = FleetFacts(on_round=self.on_round_for(name)) if self.on_round_for is not None else None
+        worker = Worker(worker_settings, ports, worker_id=name, tune_gc=False, rng=rng, fleet=facts)
         store.fenced = worker.coordinator.fenced
         sim = SimWorker(name, group, worker, store, source, s3, metrics)
         self.workers[name] = sim
@@ -238,12 +247,15 @@ class World:
     def _main(self, worker: SimWorker) -> None:
         """What ``consumer run`` does (consumer.runtime.process): metrics, then the worker until it
         is stopped, then the last metrics."""
-        worker.metrics.start()
+        recorder = worker.metrics if isinstance(worker.metrics, MetricsRecorder) else None
+        if recorder is not None:
+            recorder.start()
         try:
             worker.worker.run()
         finally:
             worker.stopped = True
-            worker.metrics.stop()
+            if recorder is not None:
+                recorder.stop()
 
     def stop_gracefully(self, worker: SimWorker) -> None:
         """SIGTERM: the worker's own handler (Worker.request_stop); its run() drains and releases."""

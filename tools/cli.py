@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -99,7 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.FAILED
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return _closed_pipe()
+    try:
+        sys.stdout.flush()  # a closed pipe shows here when the last lines sat in the buffer
+    except BrokenPipeError:
+        return _closed_pipe()
     return code
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``| head``): say nothing more. stdout points at /dev/null so
+    that the interpreter's own flush at exit does not print a second traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return ExitCode.CLOSED_PIPE
 
 
 if __name__ == "__main__":

@@ -164,8 +164,10 @@ def _key_value(key: KeyAttribute, text: str, number: int) -> dict[str, str]:
     return {"S": text}
 
 
-def sample_item(settings: Settings, number: int) -> dict[str, Any]:
-    """Item ``number`` in the source table's key schema (low-level attribute values)."""
+def sample_item(settings: Settings, number: int, written_at: str = "") -> dict[str, Any]:
+    """Item ``number`` in the source table's key schema (low-level attribute values). ``written_at``
+    makes each run's items new values: DynamoDB Streams records no change for an item written again
+    as it was, so a second `local write` of the same items would otherwise deliver nothing."""
     table = settings.table
     item: dict[str, Any] = {
         table.partition_key.name: _key_value(table.partition_key, f"item-{number}", number)
@@ -174,13 +176,17 @@ def sample_item(settings: Settings, number: int) -> dict[str, Any]:
         item[table.sort_key.name] = _key_value(table.sort_key, "v1", 1)
     item["quantity"] = {"N": str(number)}
     item["written_by"] = {"S": "consumer local write"}
+    if written_at:
+        item["written_at"] = {"S": written_at}
     return item
 
 
-def write_sample_items(settings: Settings, dynamodb: Any, count: int, first: int = 1) -> list[dict[str, Any]]:
+def write_sample_items(
+    settings: Settings, dynamodb: Any, count: int, first: int = 1, written_at: str = ""
+) -> list[dict[str, Any]]:
     """Put ``count`` sample items into the source table; returns them."""
     name = settings.table.existing_table_name or settings.table.name
-    items = [sample_item(settings, number) for number in range(first, first + count)]
+    items = [sample_item(settings, number, written_at) for number in range(first, first + count)]
     for item in items:
         dynamodb.put_item(TableName=name, Item=item)
     return items
@@ -261,6 +267,16 @@ def another_environments_emulator(settings: Settings, directory: Path = STATE_DI
 
 
 # ------------------------------------------------------------------ waiting for a worker
+
+
+def stream_positions(shards: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Each shard's last sequence number (None: no record yet), from the emulator's shard table."""
+    return {str(row["shardId"]): row.get("lastSequenceNumber") for row in shards if not row.get("removed")}
+
+
+def records_arrived(before: Mapping[str, str | None], after: Mapping[str, str | None]) -> bool:
+    """Did any shard take a record between the two readings (a new shard with a record counts)?"""
+    return any(last is not None and before.get(shard) != last for shard, last in after.items())
 
 
 def shards_behind(shards: list[dict[str, Any]], leases: Mapping[str, Any]) -> list[str]:

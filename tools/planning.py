@@ -218,12 +218,28 @@ def make_plan(settings: Settings) -> Plan:
     )
     smallest = max(1, fleet.min_instances) * processes_per_instance
     cap = worker.max_leases_for_worker
+    if cap < UNBOUNDED:
+        add(
+            "leases_held_at_min_instances",
+            cap * smallest,
+            "leases",
+            "max_leases_for_worker x min_instances x worker_processes_per_instance: the smallest fleet "
+            "holds N to keep up and 2N through a rollover; a backlog of up to 6N shards is taken "
+            "generation by generation (parents first), so 6N at once is not needed",
+        )
     if cap < low:
         warnings.append(f"max_leases_for_worker {cap} < N/M = {low}: the fleet cannot hold every open shard")
     elif cap * smallest < n:
         warnings.append(
             f"max_leases_for_worker {cap} x {smallest} worker processes at fleet.min_instances = {cap * smallest} "
             f"< N = {n}: the smallest fleet cannot hold every open shard"
+        )
+    elif cap * smallest < 2 * n:
+        warnings.append(
+            f"max_leases_for_worker {cap} x {smallest} worker processes at fleet.min_instances = {cap * smallest} "
+            f"< 2N = {2 * n}: the smallest fleet cannot hold a rollover's parents and children, so every "
+            f"rollover waits for the parents to finish; raise max_leases_for_worker to "
+            f"{math.ceil(2 * n / smallest)} or fleet.min_instances"
         )
     elif high < cap < UNBOUNDED:
         notes.append(

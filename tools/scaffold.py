@@ -231,6 +231,17 @@ def _lambda_processing(name: str) -> str:
     function_name: {name.replace("_", "-")}
     memory_limit_in_mb: 128
     timeout_seconds: 60
+  # A record the handler can never process must not hold up its shard: a failing batch is retried
+  # (split to find the one record), and a record still failing after 3 retries goes to the dead
+  # letter below, with its error, before the checkpoint moves past it. Without a dead letter it would
+  # be retried until someone acts (Lambda would drop it: MaximumRetryAttempts).
+  retry:
+    max_retry_attempts: 3
+    base_backoff_millis: 100
+    max_backoff_millis: 2000
+  dead_letter:
+    type: local
+    uri: var/{name}-dead-letter
 """
 
 

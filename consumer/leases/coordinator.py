@@ -225,10 +225,14 @@ class LeaseCoordinator:
     def release(self, shard_id: str, counter: int | None = None) -> None:
         self.drive(lambda machine: machine.release(shard_id, counter))
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+    def give_up_stalled(self, shard_id: str, counter: int | None = None, *, stuck: bool = False) -> None:
         """A stalled shard (consumer.lifecycle.stalls): released for another worker to take; this
-        worker's taker leaves it alone for a stall timeout, so it does not come straight back here."""
-        self.drive(lambda machine: machine.give_up_stalled(shard_id, counter))
+        worker's taker leaves it alone for a stall timeout, so it does not come straight back here,
+        and while ``stuck`` (its call here never returned: taking it again would hang another thread)."""
+        self.drive(lambda machine: machine.give_up_stalled(shard_id, counter, stuck=stuck))
+
+    def stalled_call_returned(self, shard_id: str) -> None:
+        self._step(lambda machine: machine.stalled_call_returned(shard_id))
 
     def shards_with_children(self) -> frozenset[str]:
         return self._step(LeaseMachine.shards_with_children)
@@ -261,13 +265,13 @@ class LeaseCoordinator:
     def create_leases(self, leases: Sequence[Lease], generation: int | None = None) -> int:
         """Create each lease unless it exists; with ``generation``, only while no cleanup has
         happened since it was read (raises LineageChangedError at the first that finds one). The
-        next round scans for what was created, at once (LeaseMachine.created): a child waits for no
-        interval."""
-        created: list[str] = []
+        next round scans for what was created, at once, and the others are told when this worker has
+        no room for it all (LeaseMachine.created): a child waits for no interval."""
+        created: list[Lease] = []
         try:
             for lease in leases:
                 if self.store.create_if_absent(lease, generation):
-                    created.append(lease.shard_id)
+                    created.append(lease)
         finally:
             if created:
                 self._step(lambda machine: machine.created(created))

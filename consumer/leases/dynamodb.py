@@ -34,6 +34,7 @@ from consumer.leases.model import (
     hand_over_requests,
     hand_over_value,
     heartbeat_from_item,
+    heartbeat_sets,
     heartbeat_to_item,
     lease_from_item,
     lease_to_item,
@@ -173,11 +174,8 @@ class DynamoDBLeaseStore:
                 )
                 return ()
             names = {f"#c{i}": hand_over_attribute(shard_id) for i, shard_id in enumerate(clear)}
-            expression = "SET heartbeatCounter = :counter, heartbeatAt = :at, leaseCount = :count"
-            if beat.new_leases_at:
-                expression += ", newLeasesAt = :new_leases"
-            if beat.stopping:
-                expression += ", stopping = :stopping"
+            sets, values = heartbeat_sets(beat)
+            expression = "SET " + ", ".join(sets)
             removed = list(names) if beat.stopping else [*names, "stopping"]
             if removed:
                 expression += " REMOVE " + ", ".join(removed)
@@ -186,14 +184,7 @@ class DynamoDBLeaseStore:
                 "Key": {"workerId": {"S": beat.worker_id}},
                 "UpdateExpression": expression,
                 "ConditionExpression": conditions.HEARTBEAT_MINE,
-                "ExpressionAttributeValues": {
-                    ":expected": {"N": str(expected_counter)},
-                    ":counter": {"N": str(beat.counter)},
-                    ":at": {"N": str(beat.at_wall_millis)},
-                    ":count": {"N": str(beat.lease_count)},
-                    **({":stopping": {"BOOL": True}} if beat.stopping else {}),
-                    **({":new_leases": {"N": str(beat.new_leases_at)}} if beat.new_leases_at else {}),
-                },
+                "ExpressionAttributeValues": {":expected": {"N": str(expected_counter)}, **values},
                 "ReturnValues": "ALL_NEW",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 "ReturnConsumedCapacity": "TOTAL",

@@ -14,13 +14,15 @@ parses as a lease by KCL's rules and the table's Scan ``ReturnedItemCount`` coun
 
 Liveness lives in a second, small table (the *workers table*, ``<leases table>-workers``, hash key
 ``workerId`` S): one heartbeat row per worker process (``workerId``, ``heartbeatCounter`` N,
-``heartbeatAt`` N wall-clock ms, ``leaseCount`` N, ``newLeasesAt`` N: when it last left leases free
-for others, so that they scan for them at once) and — for an application starting at LATEST — one
-marker row ``__app__#first-start`` (``claimedBy`` S, ``claimedAt`` N) written by the worker that did
-the first start, so that exactly one worker ever plans it (see ``consumer.lifecycle.shard_sync``). A
-thief that wants one of a worker's leases writes ``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``)
-onto that worker's heartbeat row; the owner's next heartbeat (a put returning the old item) reads and
-clears it. Unknown attributes are kept out of the model and never written back.
+``heartbeatAt`` N wall-clock ms, ``leaseCount`` N, ``leaseRoundOkAt`` N wall-clock ms of its last
+lease-taking round whose reads succeeded, absent until one did or on a row an older version wrote;
+``newLeasesAt`` N: when it last left leases free for others, so that they scan for them at once)
+and — for an application starting at LATEST — one marker row ``__app__#first-start`` (``claimedBy``
+S, ``claimedAt`` N) written by the worker that did the first start, so that exactly one worker ever
+plans it (see ``consumer.lifecycle.shard_sync``). A thief that wants one of a worker's leases writes
+``handOver#<shard id>`` (S: ``"<wall ms> <thief>"``) onto that worker's heartbeat row; the owner's
+next heartbeat (a put returning the old item) reads and clears it. Unknown attributes are kept out
+of the model and never written back.
 
 Rows an older version of this product wrote into the leases table (``__worker__#…``,
 ``__app__#first-start``) are skipped when the table is read (:data:`LEGACY_PREFIXES`).
@@ -112,6 +114,10 @@ class Heartbeat:
     # not take, or let a lease go to nobody): a worker whose last full scan predates it scans again
     # at its next round instead of at the full-scan interval. 0: never.
     new_leases_at: int = 0
+    # Wall time of the worker's last lease-taking round whose reads succeeded (None: none yet, or a
+    # worker too old to say). A row keeps being written while every leases-table read fails, so
+    # an instance's watchdog counts another worker as fine by this, not by ``at_wall_millis``.
+    round_ok_at_wall_millis: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +210,10 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
     return item
 
 
+# The heartbeat row's attribute for ``Heartbeat.round_ok_at_wall_millis`` (deploy/watchdog.py reads it).
+ROUND_OK_ATTRIBUTE = "leaseRoundOkAt"
+
+
 def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
     key = _get(item, "workerId", "S", "?", required=True)
     return Heartbeat(
@@ -213,6 +223,7 @@ def heartbeat_from_item(item: Mapping[str, Any]) -> Heartbeat:
         lease_count=_int(item, "leaseCount", key),
         stopping=bool(_get(item, "stopping", "BOOL", key)),
         new_leases_at=_int(item, "newLeasesAt", key),
+        round_ok_at_wall_millis=_int(item, ROUND_OK_ATTRIBUTE, key) if ROUND_OK_ATTRIBUTE in item else None,
     )
 
 
@@ -227,7 +238,30 @@ def heartbeat_to_item(beat: Heartbeat) -> dict[str, Any]:
         item["stopping"] = {"BOOL": True}
     if beat.new_leases_at:
         item["newLeasesAt"] = {"N": str(beat.new_leases_at)}
+    if beat.round_ok_at_wall_millis is not None:
+        item[ROUND_OK_ATTRIBUTE] = {"N": str(beat.round_ok_at_wall_millis)}
     return item
+
+
+def heartbeat_sets(beat: Heartbeat) -> tuple[list[str], dict[str, Any]]:
+    """The SET clauses and values of a heartbeat update: the beat, and the optional attributes it
+    has (``stopping``, ``newLeasesAt``, ``leaseRoundOkAt`` -- absent ones are left as they are)."""
+    sets = ["heartbeatCounter = :counter", "heartbeatAt = :at", "leaseCount = :count"]
+    values: dict[str, Any] = {
+        ":counter": {"N": str(beat.counter)},
+        ":at": {"N": str(beat.at_wall_millis)},
+        ":count": {"N": str(beat.lease_count)},
+    }
+    if beat.stopping:
+        sets.append("stopping = :stopping")
+        values[":stopping"] = {"BOOL": True}
+    if beat.new_leases_at:
+        sets.append("newLeasesAt = :new_leases")
+        values[":new_leases"] = {"N": str(beat.new_leases_at)}
+    if beat.round_ok_at_wall_millis is not None:
+        sets.append(f"{ROUND_OK_ATTRIBUTE} = :roundOk")
+        values[":roundOk"] = {"N": str(beat.round_ok_at_wall_millis)}
+    return sets, values
 
 
 def first_start_item(worker_id: str, at_wall_millis: int) -> dict[str, Any]:

@@ -281,6 +281,10 @@ class TableRequests:
                     f"{op} {key}: {kind} {table} is throttling ({code}); raise its capacity "
                     "(worker.initial_lease_table_*_capacity or on-demand, see `consumer plan`)"
                 ) from exc
+            self._metrics.count("LeaseTable", "LeaseTableErrors", 1)
             raise LeaseStoreUnavailableError(f"{op} {key} on {kind} {table} failed: {code}: {exc}") from exc
         except BotoCoreError as exc:
+            # Refused, timed out or unreachable: DynamoDB's own metrics see none of it (a request
+            # that never arrived), so the workers count it for the lease-tables-failing alarm.
+            self._metrics.count("LeaseTable", "LeaseTableErrors", 1)
             raise LeaseStoreUnavailableError(f"{op} {key}: {kind} {table} unreachable: {exc}") from exc

@@ -17,6 +17,9 @@ costs; how fast a shard that is behind is read decides how soon it catches up. T
 With the defaults (1 s, doubling to 10 s) a shard that stays empty is polled every 10 s after 15 s
 of silence: at about 0.35–0.75 ms of CPU per empty poll that is under 0.1 ms of CPU per second of
 wall time; the price is that its first record after the silence waits up to 10 s.
+
+A child waiting on its parent (WAITING_ON_PARENT_SHARDS) checks again every half taking interval at
+first, then every ``parent_shard_poll_interval_millis`` (:func:`parent_poll_wait`).
 """
 
 from __future__ import annotations
@@ -51,3 +54,21 @@ def next_read_delay(
     longest = max(idle, settings.max_idle_time_between_reads_millis)
     doublings = min(max(empty_polls - 1, 0), _MAX_DOUBLINGS)
     return min(longest, idle << doublings)
+
+
+# A child found waiting on its parent checks again every half taking interval this many times, then
+# every parent_shard_poll_interval_millis (parent_poll_wait).
+QUICK_PARENT_POLLS = 5
+
+
+def parent_poll_wait(polls: int, settings: WorkerSettings) -> int:
+    """How long a child waits before checking its parents again, after ``polls`` checks that found one
+    unfinished. A child leased before its parent ended (a listing that ran between the parent's close
+    and its end) usually waits for a parent that is just finishing: checked every half taking
+    interval at first, it starts within one of the parent's end, not parent_shard_poll_interval
+    (KCL's 10 s) later. A parent that is far behind would keep those checks going (a consistent read
+    each), so after QUICK_PARENT_POLLS the child waits the configured interval."""
+    quick = max(settings.taker_interval_millis // 2, 1)
+    if polls <= QUICK_PARENT_POLLS:
+        return min(quick, settings.parent_shard_poll_interval_millis)
+    return settings.parent_shard_poll_interval_millis

@@ -51,9 +51,13 @@ class LeaseOps(Protocol):
         ownership that began at it."""
         ...
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
+    def give_up_stalled(self, shard_id: str, counter: int | None = None, *, stuck: bool = False) -> None:
         """Release a stalled shard's lease for another worker to take (this one does not take it
-        back for a stall timeout): consumer.lifecycle.stalls."""
+        back for a stall timeout, nor while ``stuck``: its call here has not returned, until
+        :meth:`stalled_call_returned`): consumer.lifecycle.stalls."""
+
+    def stalled_call_returned(self, shard_id: str) -> None:
+        """The call a stalled shard was released under has returned: the shard may come back."""
         ...
 
     def shards_with_children(self) -> frozenset[str]:

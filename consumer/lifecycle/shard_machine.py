@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from consumer.leases.errors import LeaseLostError
 from consumer.lifecycle.failures import MAX_BACKOFF_MILLIS, backoff_millis, first_malformed, outage_cap_millis
-from consumer.lifecycle.polling import next_read_delay
+from consumer.lifecycle.polling import next_read_delay, parent_poll_wait
 from consumer.lifecycle.shard_actions import (
     Action,
     CheckParents,
@@ -100,6 +100,7 @@ class ShardMachine:
     delivered_through: str | None = None  # the last record handed to the processor
     backoff_failures: int = 0
     empty_polls: int = 0  # empty answers in a row (adaptive polling: consumer/lifecycle/polling.py)
+    parent_polls: int = 0  # parent checks that found a parent unfinished (parent_poll_wait)
     read_started: int = 0  # when the last GetRecords was asked for
     gone_since: int | None = None  # when the shard was first found missing (ShardNotFound)
     already_ended: bool = False  # the lease was at SHARD_END when this consumer started
@@ -248,7 +249,8 @@ class ShardMachine:
             self.backoff_failures = 0
             if outcome.pending:
                 self._go(E.PARENTS_PENDING)
-                return Wait(now + self.settings.parent_shard_poll_interval_millis)
+                self.parent_polls += 1
+                return Wait(now + parent_poll_wait(self.parent_polls, self.settings))
             self._go(E.PARENTS_DONE)
             return Wait(now)
         if isinstance(request, Initialize):

@@ -63,8 +63,10 @@ from ground.threads import SYSTEM_THREADS, Event, Threads
 log = logging.getLogger("consumer.lifecycle")
 
 THROTTLED = -1  # sync_children: the lookup was refused for throttling (ask again, not a try)
-# Waits before asking again for the children of an ended shard that DescribeStream does not show yet.
-CHILD_RETRY_MILLIS = (1_000, 2_000, 4_000, 8_000, 16_000)
+# Waits before asking again for the children of an ended shard that DescribeStream does not show yet
+# (its view lags the shard's end by moments): short first, since a child waits on each; every try
+# still waits for this worker's slot of the fleet's DescribeStream timetable.
+CHILD_RETRY_MILLIS = (250, 500, 1_000, 2_000, 4_000, 8_000, 16_000)
 # After the children showed, one more look this much later (a sibling of a split shown late).
 CHILD_CONFIRM_MILLIS = 5_000
 
@@ -258,8 +260,10 @@ class ShardSyncer:
                 )
                 created += self._coordinator.create_leases([lease], generation)
         except LineageChangedError as exc:
-            log.info("children of %s: %s; the fleet's next listing plans them", parent_id, exc)
-            return None
+            # A cleanup landed between the generation read and the create: look again (the next try
+            # reads the generation and the parent afresh; a parent gone by then needs nothing).
+            log.info("children of %s: %s; asking again", parent_id, exc)
+            return 0
         except ThrottledError as exc:
             log.info("children of %s: DescribeStream throttled (asking again): %s", parent_id, exc)
             return THROTTLED

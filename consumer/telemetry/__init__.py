@@ -1,4 +1,4 @@
-"""Observability: EMF metrics, the two CloudWatch log groups, and the local dashboard.
+"""Observability: EMF metrics and the two CloudWatch log groups (the dashboard is drawn by tools.dashboard).
 
 * ``metrics.MetricsRecorder`` - thread-safe aggregation, flushed as EMF on a timer.
 * ``transports`` / ``shipper`` - where the documents go, without ever blocking the worker.
@@ -6,5 +6,4 @@
 * ``context`` - worker id and shard id attached to every log line.
 * ``catalogue`` - the meaningful log messages (LEASE_LOST, refused checkpoint, ...).
 * ``metric_names`` - every metric's name, unit, level and aggregation.
-* ``widgets`` / ``readback`` / ``dashboard`` - the dashboard, in CloudWatch and as a local PNG.
 """

@@ -2,7 +2,7 @@
 
 Telemetry must never take a worker down, so most transport failures are absorbed (a WARN and a
 counter). These exceptions are for the cases a person has to fix: a metric with a bad name or unit,
-a transport that cannot be configured, a dashboard source that holds no metrics.
+a transport that cannot be configured.
 """
 
 from __future__ import annotations
@@ -18,7 +18,3 @@ class MetricsError(TelemetryError, ValueError):
 
 class TransportError(TelemetryError):
     """A metrics transport could not deliver; the shipper turns this into a WARN and a counter."""
-
-
-class DashboardError(TelemetryError):
-    """The dashboard could not be rendered (no metrics found, unreadable source)."""

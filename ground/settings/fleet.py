@@ -142,8 +142,10 @@ class ScalingSettings(SettingsModel):
         None,
         ge=1,
         description=(
-            "CDK: auto-scale the provisioned leases table's read and write capacity between "
-            "worker.initial_lease_table_*_capacity and this. Default empty: fixed capacity."
+            "CDK: the most a provisioned leases table auto-scales to, reads and writes, from "
+            "worker.initial_lease_table_*_capacity. Default empty: what `consumer plan` figures the table "
+            "needs with the group at fleet.max_instances, plus a rollover's burst of writes, at "
+            "lease_table_target_utilization_percent."
         ),
     )
     lease_table_target_utilization_percent: int = Field(

@@ -41,9 +41,41 @@ def available_environments(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping names a key twice: YAML says keys are unique, and PyYAML would keep the later value
+    without a word, so a setting edited in one place could be silently overridden in another."""
+
+    def __init__(self, key: str, first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__(f"key {key!r} written twice")
+        self.key, self.first, self.second = key, first, second
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key written twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise DuplicateKeyError(str(key), seen[key], key_node.start_mark)
+            if isinstance(key, str | int | float | bool):
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
+    except DuplicateKeyError as exc:
+        first = f"line {exc.first.line + 1}, column {exc.first.column + 1}"
+        message = (
+            f"key {exc.key!r} is written twice (first at {first}); YAML keys are unique and the later "
+            "value would silently win: keep one"
+        )
+        raise ConfigError(
+            [Problem(str(path), "", message, line=exc.second.line + 1, column=exc.second.column + 1)]
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([_syntax_problem(path, exc)]) from exc
     if data is None:

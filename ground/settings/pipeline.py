@@ -97,6 +97,17 @@ class PipelineSettings(SettingsModel):
             "LakeFreshnessSeconds stays above freshness_seconds or stops arriving."
         ),
     )
+    changelog_expiration_days: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "CDK: delete change-log objects (under processing.options.destination in the change-log "
+            "bucket) this many days after they land, by an S3 lifecycle rule. Default empty: kept, and "
+            "the bucket grows by the GB of changes each month (docs/deploy.md, cost). The snapshot keeps "
+            "its own state; only a rebuild from the log's start (snapshot --full) needs what expired, and "
+            "bootstrap from a table export replaces it."
+        ),
+    )
     emr_work_uri: str | None = Field(
         None,
         description=(

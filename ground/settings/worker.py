@@ -85,7 +85,10 @@ class WorkerSettings(SettingsModel):
         description="Shortest time between the starts of two catch-up reads of one shard (KCL 3's minimum).",
     )
     parent_shard_poll_interval_millis: int = Field(
-        10_000, ge=100, description="How often a child shard re-checks whether its parents finished."
+        10_000,
+        ge=100,
+        description="How often a child shard re-checks whether its parents finished, after its first five "
+        "checks (every half taking interval: a parent that is just finishing starts its child within one).",
     )
     call_process_records_even_for_empty_record_list: bool = Field(
         False, description="Call the processor on empty batches (needed for time-based flushing)."

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_port, wait_for
+from tools.dashboard.render import panels_of
+from tools.demo.capture import captured, stale_lines
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -61,8 +63,14 @@ def run_demo(tmp_path: Path, duration: int, *extra: str) -> str:
     # The events are printed once (the live view's last frame leaves its events panel out).
     first_event = next(line for line in output.splitlines() if line.startswith("t+0s started "))
     assert output.count(first_event) == 1, output[-6000:]
+    # The live dashboard is served while the demo runs, and the demo says where.
+    assert re.search(r"^live dashboard: http://127\.0\.0\.1:\d+/ ", output, re.MULTILINE), output[:2000]
     if spark:
         assert "0 missing, 0 extra, 0 stale" in output
+        # docs/demo.md's capture and docs/dashboard.png are still what the demo prints and draws.
+        capture = captured((REPO / "docs" / "demo.md").read_text(encoding="utf-8"))
+        assert stale_lines(capture, output.splitlines()) == [], "docs/demo.md: run scripts/capture_demo.py"
+        assert panels_of(tmp_path / "demo" / "dashboard.png") == panels_of(REPO / "docs" / "dashboard.png")
         # Items written before the table had a stream reach the snapshot only through the bootstrap:
         # verify's 0 missing above counts them.
         assert "200 items written before the table had a stream" in output

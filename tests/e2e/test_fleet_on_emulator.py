@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from consumer.telemetry.readback import points_of_all, read_log_group, read_log_messages
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
 from tests.e2e.trimmed_under_workers import trim_under_live_workers
 from tests.support import wait_for
+from tools.dashboard.readback import points_of_all, read_log_group, read_log_messages
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
-from consumer.telemetry.readback import read_log_group
 from emulator.testing import RunningEmulator, running_emulator
 from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
 from tests.e2e.fast_settings import FAST_WORKER_YAML, TELEMETRY_TO_LOGS_YAML
 from tests.support import wait_for
+from tools.dashboard.readback import read_log_group
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import LoadGenerator
 from tools.demo.verdict import judge, read_changelog, read_oracle

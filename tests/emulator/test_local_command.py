@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,12 @@ CONFIG = Path(__file__).resolve().parents[2] / "config"
 ROOT = CONFIG.parent
 
 
-def _consumer(cwd: Path, *args: str, unbuffered: bool = False) -> subprocess.CompletedProcess[str]:
+def _consumer(
+    cwd: Path, *args: str, unbuffered: bool = False, endpoint: str = ""
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    if endpoint:  # the emulator `up --port 0` started, not config/local.yaml's port
+        env["CONSUMER_ENDPOINT_URL"] = endpoint
     if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
     return subprocess.run(
@@ -111,3 +116,76 @@ def test_ready_line_survives_a_reader_that_already_left() -> None:
             process.wait()
     assert process.returncode == 0, err.decode()
     assert b"still running" in err
+
+
+def test_local_write_twice_delivers_new_records_or_fails(tmp_path: Path) -> None:
+    """The same `local write` twice: the second writes new values (its records reach the stream and
+    a worker gets them); on a table without a stream, it exits non-zero saying none arrived, never
+    "processed"."""
+    from emulator.control import EmulatorControl
+    from tools.local_aws import stream_positions
+
+    up = _consumer(tmp_path, "up", "--env", "local", "--config-dir", str(CONFIG), "--port", "0")
+    try:
+        assert up.returncode == 0, up.stderr
+        endpoint = json.loads((tmp_path / "var" / "emulator-local.json").read_text())["endpoint"]
+        control = EmulatorControl(endpoint)
+
+        def records() -> int:
+            shards = control.shards("orders")
+            return len([s for s in stream_positions(shards).values() if s is not None])
+
+        def last_positions() -> dict[str, str | None]:
+            return stream_positions(control.shards("orders"))
+
+        write = ("write", "--env", "local", "--config-dir", str(CONFIG), "--count", "3", "--wait", "0")
+        first = _consumer(tmp_path, *write, endpoint=endpoint)
+        assert first.returncode == 0, first.stderr
+        after_first = last_positions()
+        second = _consumer(tmp_path, *write, endpoint=endpoint)
+        assert second.returncode == 0, second.stderr
+        after_second = last_positions()
+        moved = [s for s, last in after_second.items() if last is not None and after_first.get(s) != last]
+        assert moved and records() >= 1, (after_first, after_second)
+        assert "written_at" in second.stdout
+        # No worker runs: waiting for one fails, naming the shards behind, instead of "processed".
+        waited = _consumer(tmp_path, *write[:-1], "2", endpoint=endpoint)
+        assert waited.returncode == ExitCode.FAILED, waited.stdout
+        assert "processed:" not in waited.stdout and "not processed within 2 s" in waited.stderr
+        # A table without a stream: the writes change the table, but no record arrives.
+        dynamodb = boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        dynamodb.delete_table(TableName="orders")
+        dynamodb.create_table(
+            TableName="orders",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        silent = _consumer(tmp_path, *write, endpoint=endpoint)
+        assert silent.returncode == ExitCode.FAILED, silent.stdout + silent.stderr
+        assert "none of the 3 writes reached the stream of orders" in silent.stderr
+    finally:
+        assert _consumer(tmp_path, "down").returncode == 0
+
+
+def test_docs_name_the_state_file_and_the_exit_codes_status_uses() -> None:
+    """docs/emulator.md says where `up` records the emulator and which codes `status` exits with."""
+    from tools.local_aws import state_path
+
+    docs = (ROOT / "docs" / "emulator.md").read_text()
+    assert f"`{state_path('<env>')}`" in docs
+    status_line = next(line for line in docs.splitlines() if line.startswith("consumer local status"))
+    codes = {int(code) for code in re.findall(r"\b(\d)\b", status_line.split("#", 1)[1])}
+    assert codes == {ExitCode.OK, ExitCode.UNAVAILABLE}, status_line

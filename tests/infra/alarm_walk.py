@@ -45,22 +45,40 @@ def topic_policy(synth: Synthesized, topic_logical: str) -> dict[str, Any]:
     return dict(resolved(synth, found[0]))
 
 
+def topic_of(synth: Synthesized, action: Any) -> str:
+    """The logical id of the topic an alarm action names: by reference in its own stack, or by
+    the ARN of a topic another stack of the environment creates (the data stack's, by its name)."""
+    if isinstance(action, dict) and set(action) == {"Ref"}:
+        return str(action["Ref"])
+    arn = resolved(synth, action)
+    found = [
+        logical
+        for logical, resource in synth.raw["Resources"].items()
+        if resource["Type"] == "AWS::SNS::Topic" and resolved(synth, {"Ref": logical}) == arn
+    ]
+    assert len(found) == 1, f"{arn}: no topic of the environment has this ARN"
+    return found[0]
+
+
 def walk_alarm_actions(synth: Synthesized) -> list[str]:
-    """Follow every alarm action of ``synth``: a scaling policy must act on the group; a topic's
-    policy must let CloudWatch publish for this alarm (and refuse plain text, another account's and
-    another application's alarms), and its key, if any, must let CloudWatch use it for this alarm
-    only. Returns the names of the alarms that page (one entry per topic action)."""
+    """Follow every alarm action of ``synth`` (and every INSUFFICIENT_DATA action): a scaling policy
+    must act on the group; a topic's policy must let CloudWatch publish for this alarm (and refuse
+    plain text, another account's and another application's alarms), and its key, if any, must let
+    CloudWatch use it for this alarm only. Returns the names of the alarms that page (one entry per
+    topic alarm action)."""
     resources = synth.raw["Resources"]
     paged: list[str] = []
     for name, alarm in alarms_of(synth).items():
-        for action in alarm.get("AlarmActions", []):
+        actions = [(a, True) for a in alarm.get("AlarmActions", [])]
+        actions += [(a, False) for a in alarm.get("InsufficientDataActions", [])]
+        for action, on_alarm in actions:
             if "Fn::GetAtt" in action:
                 policy = resources[action["Fn::GetAtt"][0]]
                 assert policy["Type"] == "AWS::AutoScaling::ScalingPolicy", name
                 group = policy["Properties"]["AutoScalingGroupName"]["Ref"]
                 assert resources[group]["Type"] == "AWS::AutoScaling::AutoScalingGroup", name
                 continue
-            topic_logical = action["Ref"]
+            topic_logical = topic_of(synth, action)
             topic = resources[topic_logical]
             assert topic["Type"] == "AWS::SNS::Topic", name
             topic_arn = resolved(synth, {"Ref": topic_logical})
@@ -96,5 +114,6 @@ def walk_alarm_actions(synth: Synthesized) -> list[str]:
                     assert (
                         decide(key_policy, Request(CLOUDWATCH, None, kms_action, key_arn, {})) == "no allow"
                     )
-            paged.append(name)
+            if on_alarm:
+                paged.append(name)
     return paged

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from consumer.telemetry.metric_names import spec_for
 from ground.settings import Settings
 from infra.pipeline_follow import FRESHNESS_METRIC
-from tests.infra.cloudwatch_model import Datapoints
+from simulation.cloudwatch import Datapoints
 
 DYNAMODB = "AWS/DynamoDB"
 AUTOSCALING = "AWS/AutoScaling"
@@ -62,7 +62,17 @@ def scan_pages(leases: int) -> list[int]:
     return [min(per_page, leases - i * per_page) for i in range(pages)] if leases else [0]
 
 
-def publish(settings: Settings, state: FleetState, group_name: str, minutes: int = 120) -> Datapoints:
+def publish(
+    settings: Settings,
+    state: FleetState,
+    group_name: str,
+    minutes: int = 120,
+    *,
+    first_minute: int = 0,
+    lake: bool = True,
+) -> Datapoints:
+    """Minutes ``first_minute`` to ``minutes`` of the fleet's metrics (a fresh deploy starts late);
+    ``lake``: a ``follow`` reports the snapshot's freshness (none runs before its first release)."""
     data = Datapoints()
     namespace = settings.metrics_namespace
     worker = settings.worker
@@ -72,7 +82,7 @@ def publish(settings: Settings, state: FleetState, group_name: str, minutes: int
     own_scans = max(1, 60_000 // worker.full_scan_interval_millis)
     leader_scans = own_scans + max(1, 60_000 // worker.shard_sync_interval_millis)
     scans_per_minute = own_scans * (processes - 1) + leader_scans
-    times = [minute * 60.0 + 30.0 for minute in range(minutes)]
+    times = [minute * 60.0 + 30.0 for minute in range(first_minute, minutes)]
 
     def worker_metric(worker_id: str, name: str, value: float) -> None:
         """One datapoint a minute from this worker (and into the fleet series when the catalogue
@@ -103,6 +113,15 @@ def publish(settings: Settings, state: FleetState, group_name: str, minutes: int
         leases_table,
         [(at + scan * 0.1, count) for at in times for scan in range(scans_per_minute) for count in pages],
     )
+    # The source table's writes: a record of the stream each (items of 1 KB or less).
+    for view in settings.per_stream():
+        source = {"TableName": view.table.source_table_name}
+        data.extend(
+            DYNAMODB,
+            "ConsumedWriteCapacityUnits",
+            source,
+            [(at, state.records_per_second * 60) for at in times],
+        )
     workers_table = {"Operation": "Scan", "TableName": settings.workers_table_name}
     data.extend(DYNAMODB, "ReturnedItemCount", workers_table, [(at, processes) for at in times])
     data.extend(
@@ -111,8 +130,25 @@ def publish(settings: Settings, state: FleetState, group_name: str, minutes: int
         {"AutoScalingGroupName": group_name},
         [(at, state.instances) for at in times],
     )
-    lake = {"Table": settings.table.name}
-    data.extend(
-        namespace, FRESHNESS_METRIC, lake, [(at, settings.pipeline.freshness_seconds / 2) for at in times]
-    )
+    if lake:
+        table = {"Table": settings.table.name}
+        data.extend(
+            namespace,
+            FRESHNESS_METRIC,
+            table,
+            [(at, settings.pipeline.freshness_seconds / 2) for at in times],
+        )
     return data
+
+
+def worker_event(
+    settings: Settings, data: Datapoints, name: str, minutes: list[int], value: float = 1.0
+) -> None:
+    """One worker publishes ``name`` (a catalogue metric) in each of ``minutes``, as the fleet does."""
+    spec = spec_for(name)
+    assert spec is not None, name
+    points = [(minute * 60.0 + 45.0, value) for minute in minutes]
+    worker = {"Operation": spec.operation, "WorkerIdentifier": "ip-10-0-0-9-1@host:1:abc"}
+    data.extend(settings.metrics_namespace, name, worker, points)
+    if spec.fleet:
+        data.extend(settings.metrics_namespace, name, {"Operation": spec.operation}, points)

@@ -39,7 +39,8 @@ def resolve(
     def arn(logical: str) -> str:
         kind = resources[logical]["Type"]
         if kind == "AWS::SNS::Topic":
-            return f"arn:{partition}:sns:{region}:{account}:{logical}"
+            name = resources[logical].get("Properties", {}).get("TopicName", logical)
+            return f"arn:{partition}:sns:{region}:{account}:{name}"
         if kind == "AWS::KMS::Key":
             return f"arn:{partition}:kms:{region}:{account}:key/{logical}"
         raise NotImplementedError(f"ARN of a {kind}")

@@ -10,7 +10,7 @@
   a leases table of one page and of many, it crosses 2 exactly at 2N; walking the group with the
   scaling alarms never turns back.
 
-The evaluators are models (tests/infra/cloudwatch_model.py, policy_model.py); each test also shows
+The evaluators are models (simulation/cloudwatch.py, tests/infra/policy_model.py); each test also shows
 them failing where they should (the policy that shipped before, a figure that counts pages).
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from simulation.cloudwatch import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.alarm_walk import (
     alarms_of,
     publish_request,
@@ -29,9 +30,15 @@ from tests.infra.alarm_walk import (
     topic_policy,
     walk_alarm_actions,
 )
-from tests.infra.cloudwatch_model import Datapoints, alarm_series, alarm_state, statistic_series
 from tests.infra.conftest import ENVIRONMENTS, Synthesized
-from tests.infra.fleet_metrics import FleetState, publish, scan_pages, steady_leases, steady_load
+from tests.infra.fleet_metrics import (
+    FleetState,
+    publish,
+    scan_pages,
+    steady_leases,
+    steady_load,
+    worker_event,
+)
 from tests.infra.policy_model import decide
 
 pytestmark = pytest.mark.infra
@@ -204,3 +211,163 @@ def test_scaling_never_oscillates_over_fleet_sizes_loads_and_lease_counts(
             assert len(moves) <= 1 and path[-1] == path[-2], (leases, n, load, path)
     assert any(step(2 * 44, 44, 0.0, s) == 1 for s in sizes)  # the walk does move
     assert any(step(44, 44, 0.0, s) == -1 for s in sizes)
+
+
+def test_the_group_walks_from_min_to_max_under_ten_times_the_load_and_back_to_min_at_rest(
+    synth: Synthesized,
+) -> None:
+    """The template's own scaling alarms over a fleet whose load rises tenfold (it falls behind:
+    ended parents and their waiting children hold the leases table at 2N) and then falls back to rest
+    (caught up: the open shards and a few finished ones). The group goes to its maximum one instance
+    per alarm, and back to its minimum, never turning in between. The scale-in rule of 694e0be asked
+    one instance fewer to hold 6N leases: prod (N = 44, 4 processes x 11 leases) stopped at 6."""
+    alarms = alarms_of(synth)
+    settings = synth.settings
+    fleet, n = settings.fleet, settings.table.expected_partitions()[0]
+    low, high = max(fleet.min_instances, 1), fleet.max_instances
+    rest = steady_load(settings, low) / 2  # a load the minimum carries with the scale-in rule's headroom
+
+    def step(state: FleetState) -> int:
+        data = publish(settings, state, _group_name(synth), MINUTES)
+        out = alarm_state(_scale_out(synth), data, 0, MINUTES * 60) == "ALARM"
+        scale_in = alarm_state(alarms["leases-near-N"], data, 0, MINUTES * 60) == "ALARM"
+        assert not (out and scale_in), state
+        return 1 if out and state.instances < high else -1 if scale_in and state.instances > low else 0
+
+    path = [low]
+    for _ in range(high - low + 2):  # the load ten times what the minimum is sized for
+        path.append(path[-1] + step(FleetState(path[-1], 2 * n, n, 10 * rest)))
+    assert path[-1] == high, path
+    for _ in range(high - low + 2):  # back at rest
+        path.append(path[-1] + step(FleetState(path[-1], steady_leases(n), n, rest)))
+    assert path[-1] == low, path
+    turns = [b - a for a, b in itertools.pairwise(path) if b != a]
+    assert turns == [1] * (high - low) + [-1] * (high - low), path
+
+
+# ---------------------------------------------- quiet at rest, on a deploy, on one event; paging on a lasting one
+
+# Minutes from the start of a lasting failure to ALARM (docs/deploy.md's alarm table says the same),
+# and how the failure shows in the metrics.
+START = 20  # minutes of a healthy fleet before the failure
+
+
+def _failing(synth: Synthesized, alarm: str, minutes: list[int]) -> Datapoints:
+    """A healthy fleet whose ``alarm``'s failure happens in each of ``minutes``."""
+    settings = synth.settings
+    fleet = settings.fleet
+    n = settings.table.expected_partitions()[0]
+    state = FleetState(
+        fleet.min_instances or 1, steady_leases(n), n, steady_load(settings, fleet.min_instances or 1)
+    )
+    end = max(minutes) + 1 if minutes else START
+    if alarm == "workers-silent":  # every worker gone from START on
+        return publish(settings, state, _group_name(synth), START)
+    data = publish(settings, state, _group_name(synth), max(end, START + 20), lake=alarm != "lake-freshness")
+    namespace = settings.metrics_namespace
+    at = [(m * 60.0 + 45.0) for m in minutes]
+    if alarm == "lake-freshness":
+        keep = publish(settings, state, _group_name(synth), START)  # the follow reports until it stops
+        data.points.update({k: v for k, v in keep.points.items() if k[1] == "LakeFreshnessSeconds"})
+    elif alarm == "leases-table-throttled":
+        table = {"TableName": settings.leases_table_name}
+        data.extend("AWS/DynamoDB", "WriteThrottleEvents", table, [(t, 4.0) for t in at])
+    elif alarm == "stalled-shards":  # by shard: the alarm's contributors
+        shard = {"Operation": "ProcessTask", "ShardId": "shardId-00000001700000000000-0001"}
+        data.extend(namespace, "StalledShards", shard, [(t, 1.0) for t in at])
+    elif alarm == "processing-stopped":  # the source table still written to, nothing processed
+        for key in [k for k in data.points if k[1] == "RecordsProcessed"]:
+            data.points[key] = [(t, v) for t, v in data.points[key] if int(t // 60) not in minutes]
+    else:
+        metric = {
+            "leases-lost": "LostLeases",
+            "ready-shards-unassigned": "ReadyLeasesUnassigned",
+            "telemetry-dropped": "TelemetryDropped",
+            "telemetry-send-failures": "TelemetrySendFailures",
+            "records-lost-to-trimming": "RecordsTrimmedLost",
+            "dead-letters": "RecordsSentToDeadLetter",
+            "leases-not-taken": "LeasesNotTaken",
+            "lease-tables-failing": "LeaseTableErrors",
+        }[alarm]
+        worker_event(settings, data, metric, minutes)
+    return data
+
+
+# alarm -> (minutes a lasting failure takes to page, whether one event alone may page)
+PAGES = {
+    "workers-silent": (10, False),
+    "leases-lost": (3, False),
+    "leases-table-throttled": (3, False),
+    "ready-shards-unassigned": (3, False),
+    "telemetry-dropped": (10, False),
+    "telemetry-send-failures": (10, False),
+    "stalled-shards": (10, False),
+    "leases-not-taken": (3, False),
+    "lease-tables-failing": (3, False),
+    "processing-stopped": (5, False),
+    "lake-freshness": (3, False),
+    "records-lost-to-trimming": (1, True),
+    "dead-letters": (1, True),
+}
+
+
+def test_every_paging_alarm_has_a_stated_time_to_page(synth: Synthesized) -> None:
+    paging = {
+        name
+        for name, alarm in alarms_of(synth).items()
+        if not any("Fn::GetAtt" in a for a in alarm.get("AlarmActions", []))
+    }
+    # The two left out: a lag of a quarter of the retention pages in its 5-minute period; the group
+    # at its maximum and still behind, in 3 scaling periods.
+    assert paging <= {*PAGES, "lag-near-retention", "group-at-max"}, paging
+
+
+def _period_minutes(definition: dict[str, Any]) -> int:
+    if "Period" in definition:
+        return int(definition["Period"]) // 60
+    periods = {
+        int(q.get("Period") or q.get("MetricStat", {}).get("Period") or 0) for q in definition["Metrics"]
+    }
+    return max(periods) // 60
+
+
+def test_on_a_fresh_deploy_no_alarm_is_red(synth: Synthesized) -> None:
+    """The stacks were just created: the group exists (its creation waited for the boot signals, the
+    workers' first rounds), the workers have reported for two minutes, no ``follow`` has run yet."""
+    fleet = synth.settings.fleet
+    n = synth.settings.table.expected_partitions()[0]
+    size = max(fleet.min_instances, 1)
+    data = publish(
+        synth.settings,
+        FleetState(size, steady_leases(n), n, steady_load(synth.settings, size)),
+        _group_name(synth),
+        MINUTES,
+        first_minute=MINUTES - 2,
+        lake=False,
+    )
+    states = {name: alarm_state(alarm, data, 0, MINUTES * 60) for name, alarm in alarms_of(synth).items()}
+    assert "ALARM" not in states.values(), states
+    if "lake-freshness" in states:  # the state every alarm starts in: no change, no page
+        assert states["lake-freshness"] == "INSUFFICIENT_DATA"
+
+
+@pytest.mark.parametrize("alarm", sorted(PAGES))
+def test_one_event_does_not_page_and_a_lasting_failure_pages_in_the_stated_time(
+    synthesized: dict[str, Synthesized], alarm: str
+) -> None:
+    prod = synthesized["prod"]
+    definition = alarms_of(prod)[alarm]
+    within, at_once = PAGES[alarm]
+    period = _period_minutes(definition)
+    lasting = list(range(START, START + within))
+    paging_state = "INSUFFICIENT_DATA" if alarm == "lake-freshness" else "ALARM"
+    if alarm == "lake-freshness":
+        assert definition["InsufficientDataActions"] == definition["AlarmActions"]
+    data = _failing(prod, alarm, lasting)
+    assert alarm_state(definition, data, 0, (START + within) * 60) == paging_state, alarm
+    assert alarm_state(definition, data, 0, (START + within - period) * 60) == "OK", alarm
+    if alarm in ("workers-silent", "lake-freshness"):
+        return
+    once = _failing(prod, alarm, [START])
+    later = [alarm_state(definition, once, 0, (START + m) * 60) for m in range(period, 15, period)]
+    assert ("ALARM" in later) == at_once, (alarm, later)

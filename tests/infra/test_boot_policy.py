@@ -108,10 +108,12 @@ def test_signal_and_health_permissions_are_scoped(synth: Synthesized) -> None:
     assert not any(s["Resource"] == "*" for s in statements if "autoscaling:SetInstanceHealth" in _actions(s))
     # The one question at boot, read-only (Describe calls take no resource).
     (describe,) = [s for s in statements if "autoscaling:DescribeAutoScalingInstances" in _actions(s)]
-    # Two reads that take no resource ARN: the boot's group name, the watchdog's one-at-a-time check.
+    # Reads that take no resource ARN: the boot's group name, the watchdog's one-at-a-time check and
+    # its peers' host names (deploy/peers.py).
     assert set(_actions(describe)) == {
         "autoscaling:DescribeAutoScalingInstances",
         "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstances",
     }
     assert describe["Resource"] == "*"
 
@@ -255,7 +257,8 @@ FAILURE_SIGNAL = [
     "aws cloudformation signal-resource --stack-name app-stack --logical-resource-id FleetGroupASG "
     "--unique-id i-0stub --status FAILURE --region eu-west-1",
     # Outside a deploy nobody hears the signal: the group replaces the instance instead.
-    "aws autoscaling set-instance-health --instance-id i-0stub --health-status Unhealthy --region eu-west-1",
+    "aws autoscaling set-instance-health --instance-id i-0stub --health-status Unhealthy "
+    "--no-should-respect-grace-period --region eu-west-1",
 ]
 
 
@@ -340,7 +343,7 @@ def test_the_bootstrap_writes_the_group_name_into_the_plan_the_watchdog_reads(
     plan_file = tmp_path / "boot.json"
     plan_file.write_text(boot_plan_of(synthesized["dev"].raw).to_json())
     seen: list[BootPlan] = []
-    monkeypatch.setattr(bootstrap, "boot", lambda plan, layout, archive, host: seen.append(plan) or True)
+    monkeypatch.setattr(bootstrap, "run_boot", lambda plan, layout, archive, host: seen.append(plan) or 0)
     argv = ["--archive", str(tmp_path / "a.zip"), "--plan", str(plan_file), "--root", str(tmp_path)]
     assert bootstrap.main([*argv, "--group-name", "app-stack-FleetGroup-1A2B"]) == 0
     assert seen[0].group_name == "app-stack-FleetGroup-1A2B"

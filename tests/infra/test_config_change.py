@@ -41,7 +41,11 @@ def test_worker_and_capacity_edits_reach_the_template(
     assert leases["ProvisionedThroughput"] == {"ReadCapacityUnits": 250, "WriteCapacityUnits": 300}
     (group,) = resources_of(edited.raw, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"]) == ("4", "20")
-    assert "DesiredCapacity" not in group  # desired_instances is a planning figure only
+    # Not desired_instances (a planning figure): the size the group runs at, read at each deploy.
+    assert (
+        set(group["DesiredCapacity"]) == {"Fn::GetAtt"}
+        and group["DesiredCapacity"]["Fn::GetAtt"][1] == "Size"
+    )
     assert group["LifecycleHookSpecificationList"][0]["HeartbeatTimeout"] == 300
     (alarm,) = [
         a for a in resources_of(edited.raw, "AWS::CloudWatch::Alarm") if a["AlarmName"].endswith("-3N")
@@ -49,7 +53,8 @@ def test_worker_and_capacity_edits_reach_the_template(
     assert alarm["Threshold"] == 3  # leases per open shard
     plan = boot_plan_of(edited.raw)
     assert plan.unit_names()[-1] == "consumer-worker@6" and len(plan.unit_names()) == 6
-    assert "TimeoutStopSec=285" in instance_units(edited.raw)["consumer-worker@.service"]
+    # The hook's 300 s less the agent's flush wait (2 x 5 s) and 15 s to complete the action.
+    assert "TimeoutStopSec=275" in instance_units(edited.raw)["consumer-worker@.service"]
     # Creation waits for the new minimum's signals.
     (group_resource,) = [
         r for r in edited.raw["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"

@@ -1,15 +1,20 @@
 """docs/deploy.md's cost table against the templates it prices (dev's and prod's shipped shapes).
 
 The rows a template decides are computed here from the synthesized resources and the prices the
-table itself states in its Assumption column: the instance type and count, the NAT gateways, the
-interface endpoints, and the leases and workers tables' billing and capacity. The table once said
-the workers table was on-demand while the template provisioned it at 100 RCU + 100 WCU; a change to
-either side now fails this test until the other follows. Figures that depend on traffic (metrics,
-logs, stream reads) are estimates the templates cannot check.
+table itself states in its Assumption column: the instance type and count, the NAT gateways and
+their public IPv4 addresses, the interface endpoints (hourly and per GB), the leases table's
+auto-scaled capacity range and the workers table's billing, the hours the EMR schedule runs
+``follow`` (its rate and the job's length, priced from the driver alone to the application's
+capacity cap), the change log's requests (one object per batch and shard) and its lifecycle. Each
+total must be the sum of its column. The table once said the workers table was on-demand while the
+template provisioned it, and priced the hourly EMR job "per job run"; a change to either side now
+fails this test until the other follows. Figures that depend on traffic (metrics, logs, stream
+reads) are estimates the templates cannot check.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -25,12 +30,25 @@ COLUMNS = {"dev": 1, "prod": 2}
 
 def cost_table() -> tuple[list[str], dict[str, list[str]]]:
     """(header cells, row name -> cells) of the table under "Into an empty account"."""
+    header, rows, _ = _table()
+    return header, rows
+
+
+def _table() -> tuple[list[str], dict[str, list[str]], list[str]]:
     text = (REPO / "docs" / "deploy.md").read_text()
     section = text[text.index("### Into an empty account") :]
     lines = section[section.index("| Resource |") :].splitlines()
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("|")]
-    header, _, *body = rows[: next(i for i, r in enumerate(rows) if r[0].startswith("**Total"))]
-    return header, {row[0]: row for row in body}
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    end = next(i for i, r in enumerate(rows) if r[0].startswith("**Total"))
+    header, _, *body = rows[:end]
+    return header, {row[0]: row for row in body}, [cell.strip("*") for cell in rows[end]]
+
+
+TOTALS = _table()[2]
 
 
 def dollars(amount: float) -> str:
@@ -85,31 +103,140 @@ def test_the_cost_table_prices_what_the_templates_create(
         assert len(zones) == 1
         (count,) = zones
         hourly = prices(endpoints[3], "/h")[0]
-        assert (
-            endpoints[column]
-            == f"{len(interface)} × {count} zones: {dollars(len(interface) * count * hourly * HOURS)}"
-        )
+        assert endpoints[column] == (
+            f"{len(interface)} × {count} zones: {dollars(len(interface) * count * hourly * HOURS)}, "
+            f"plus ${prices(endpoints[3], '/GB processed')[0]:g} per GB"
+        ), endpoints[column]
+        assert prices(endpoints[3], "/GB processed") == [0.01]
     else:
         assert endpoints[column] == "none"
 
-    tables = rows["Leases + workers tables"]
+    leases_row = rows["Leases table"]
     leases = _table_billing(synth, synth.settings.leases_table_name)
     if "ProvisionedThroughput" in leases:
         read, write = (
             leases["ProvisionedThroughput"]["ReadCapacityUnits"],
             leases["ProvisionedThroughput"]["WriteCapacityUnits"],
         )
-        rcu, wcu = prices(tables[3], "/RCU-h")[0], prices(tables[3], "/WCU-h")[0]
-        assert tables[column].startswith(
-            f"leases {read} RCU + {write} WCU provisioned: {dollars((read * rcu + write * wcu) * HOURS)}"
-        ), tables[column]
+        ceiling = {
+            t["ScalableDimension"].rsplit(":", 1)[1]: int(t["MaxCapacity"])
+            for t in resources_of(synth.raw, "AWS::ApplicationAutoScaling::ScalableTarget")
+            if t["ScalableDimension"].startswith("dynamodb:table:")
+        }
+        floors = {
+            t["ScalableDimension"].rsplit(":", 1)[1]: int(t["MinCapacity"])
+            for t in resources_of(synth.raw, "AWS::ApplicationAutoScaling::ScalableTarget")
+            if t["ScalableDimension"].startswith("dynamodb:table:")
+        }
+        assert floors == {"ReadCapacityUnits": read, "WriteCapacityUnits": write}  # scaled from the floor
+        rcu, wcu = prices(leases_row[3], "/RCU-h")[0], prices(leases_row[3], "/WCU-h")[0]
+        top_read, top_write = ceiling["ReadCapacityUnits"], ceiling["WriteCapacityUnits"]
+        assert leases_row[column] == (
+            f"{read} RCU + {write} WCU, auto-scaled up to {top_read} RCU + {top_write} WCU: "
+            f"{dollars((read * rcu + write * wcu) * HOURS)} "
+            f"(at most {dollars((top_read * rcu + top_write * wcu) * HOURS)})"
+        ), leases_row[column]
     else:
         assert leases["BillingMode"] == "PAY_PER_REQUEST"
-        assert tables[column].startswith("leases on demand"), tables[column]
+        assert leases_row[column].startswith("on demand"), leases_row[column]
     workers = _table_billing(synth, synth.settings.workers_table_name)
     assert workers["BillingMode"] == "PAY_PER_REQUEST" and "ProvisionedThroughput" not in workers
-    assert "workers on demand" in tables[column], tables[column]
+    assert rows["Workers table"][column].startswith("on demand"), rows["Workers table"][column]
 
-    emr = rows["EMR Serverless (`pipeline.emr_serverless`)"]
-    has_emr = bool(resources_of(synth.raw, "AWS::EMRServerless::Application"))
-    assert (emr[column] != "–") == has_emr
+    ipv4 = rows["Public IPv4 (the NAT gateways' Elastic IPs)"]
+    addresses = len(resources_of(synth.raw, "AWS::EC2::EIP"))
+    assert addresses == gateways
+    assert ipv4[column] == f"{addresses}: {dollars(addresses * prices(ipv4[3], '/h')[0] * HOURS)}", ipv4[
+        column
+    ]
+
+    changelog_requests(synth, rows["Change-log bucket: requests"], column)
+    changelog_storage(synth, rows["Change-log bucket: storage"], column)
+
+    emr = rows["EMR Serverless `follow` (`pipeline.emr_serverless`, `pipeline.emr_follow`)"]
+    schedules = resources_of(synth.raw, "AWS::Scheduler::Schedule")
+    if not schedules:
+        assert emr[column] == "–"
+    else:
+        follow_hours(synth, emr, column, schedules)
+
+    total = cost_total(rows, header, column)
+    assert total is not None
+
+
+def follow_hours(synth: Synthesized, row: list[str], column: int, schedules: list[dict[str, Any]]) -> None:
+    """The schedule starts a job every ``rate`` minutes that runs ``--minutes``: job-hours a month,
+    priced from the driver alone to the application's cap (the template's MaximumCapacity)."""
+    (schedule,) = schedules
+    every = int(re.fullmatch(r"rate\((\d+) minutes\)", schedule["ScheduleExpression"]).group(1))  # type: ignore[union-attr]
+    request = schedule["Target"]["Input"]
+    text = request if isinstance(request, str) else json.dumps(request)
+    runs = int(re.search(r'\\?"--minutes\\?",\s*\\?"(\d+)', text).group(1))  # type: ignore[union-attr]
+    hours = HOURS * runs / every
+    (application,) = resources_of(synth.raw, "AWS::EMRServerless::Application")
+    cap = application["MaximumCapacity"]
+    vcpu, memory = int(cap["Cpu"].split()[0]), int(cap["Memory"].split()[0])
+    per_vcpu, per_gb = prices(row[3], " per vCPU-hour")[0], prices(row[3], " per GB-hour")[0]
+    assert f"(4 vCPU / 16 GB, ${4 * per_vcpu + 16 * per_gb:.2f}/h)" in row[3]
+    assert f"({vcpu} vCPU / {memory} GB, ${vcpu * per_vcpu + memory * per_gb:.2f}/h)" in row[3]
+    low, high = (hours * (c * per_vcpu + g * per_gb) for c, g in ((4, 16), (vcpu, memory)))
+    expected = f"{round(hours)} job-hours (a {runs}-minute job started every {every} minutes): "
+    assert row[column] == expected + f"{dollars(low)}–{dollars(high).lstrip('$')}", row[column]
+
+
+def changelog_requests(synth: Synthesized, row: list[str], column: int) -> None:
+    """One PUT per batch and shard, a batch every poll while records flow (N shards)."""
+    if not resources_of(synth.raw, "AWS::S3::Bucket"):
+        assert row[column] == "–"
+        return
+    settings = synth.settings
+    n = settings.table.expected_partitions()[0]
+    poll = settings.worker.idle_time_between_reads_millis / 1000
+    assert settings.processing.batching.max_window_millis == 0  # a batch every poll
+    puts = n * HOURS * 3600 / poll
+    price = prices(row[3], " per 1 000 PUTs")[0]
+    shards = "shard" if n == 1 else "shards"
+    where = f"on N = {n} {shards}" if n == 1 else f"on each of N = {n} {shards}"
+    assert row[column] == f"one batch a second {where}: {dollars(puts / 1000 * price)}", row[column]
+
+
+def changelog_storage(synth: Synthesized, row: list[str], column: int) -> None:
+    """The lifecycle the template gives the change log: kept (grows), or expired after N days."""
+    rules = [
+        rule
+        for bucket in resources_of(synth.raw, "AWS::S3::Bucket")
+        for rule in bucket.get("LifecycleConfiguration", {}).get("Rules", [])
+        if rule.get("Id") == "expire-change-log"
+    ]
+    days = synth.settings.pipeline.changelog_expiration_days
+    if days is None:
+        assert rules == [] and row[column] == "grows: kept", row[column]
+    else:
+        assert [r["ExpirationInDays"] for r in rules] == [days]
+        assert row[column] == f"expires after {days} days", row[column]
+
+
+def _first_dollars(cell: str) -> tuple[float, float]:
+    """The cell's figure at the group's minimum: its first amount, and a range's upper end."""
+    found = re.search(r"\$([\d ]+(?:\.\d+)?)(?:–([\d ]+))?", cell)
+    if found is None:
+        return 0.0, 0.0
+    low = float(found.group(1).replace(" ", ""))
+    high = float(found.group(2).replace(" ", "")) if found.group(2) else low
+    return low, high
+
+
+def cost_total(rows: dict[str, list[str]], header: list[str], column: int) -> tuple[float, float]:
+    """The column's total is the sum of its rows (the source table's and the storage that grows left
+    out), at the group's minimum, low and high, within a dollar a row of rounding."""
+    counted = [name for name in rows if not name.startswith("Source table")]
+    low = sum(_first_dollars(rows[name][column])[0] for name in counted)
+    high = sum(_first_dollars(rows[name][column])[1] for name in counted)
+    total_low, total_high = _first_dollars(TOTALS[column])
+    assert abs(total_low - low) <= len(counted) and abs(total_high - high) <= len(counted), (
+        header[column],
+        low,
+        high,
+        TOTALS[column],
+    )
+    return low, high

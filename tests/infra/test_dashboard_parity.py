@@ -1,5 +1,5 @@
 """The CloudWatch dashboard and ``consumer dashboard`` draw the same widgets: the one list of
-consumer/telemetry/widgets.py, in its order, with its titles, in every environment."""
+tools/dashboard/widgets.py, in its order, with its titles, in every environment."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from consumer.telemetry.dashboard import render
-from consumer.telemetry.readback import points_of_all, read_jsonl
-from consumer.telemetry.widgets import WIDGETS, reference_lines, widgets_for
 from tests.functional.telemetry.fleet_sim import simulate
 from tests.infra.conftest import ENVIRONMENTS, Synthesized, dashboard_body
+from tools.dashboard.readback import points_of_all, read_jsonl
+from tools.dashboard.render import render
+from tools.dashboard.widgets import WIDGETS, reference_lines, widgets_for
 
 pytestmark = pytest.mark.infra
 

@@ -111,6 +111,7 @@ def test_every_documented_deployment_command_runs_as_written(command: str, clone
     status, output = run(argv, clone, environ, answer=answer)
     if argv[0] == "make":
         assert status == 0, f"{command}:\n{output[-4000:]}"
+        assert "feature flags are not configured" not in output, f"{command}:\n{output[-4000:]}"
         templates = sorted((clone / "cdk.out").glob("*.template.json"))
         assert len(templates) == 2, f"{command}: {templates}"
         lint = subprocess.run([CFN_LINT, *map(str, templates)], capture_output=True, text=True, check=False)

@@ -52,6 +52,11 @@ NOT_PHYSICAL = {
     ("AWS::EC2::VPCEndpoint", "ServiceName"),  # the AWS service it reaches
     ("AWS::SNS::Topic", "DisplayName"),  # shown in notifications, not unique
     ("AWS::IAM::Policy", "PolicyName"),  # inline policy: its name is scoped to the role
+    # Unique per scalable target (the leases table's read or write capacity).
+    ("AWS::ApplicationAutoScaling::ScalingPolicy", "PolicyName"),
+    ("Custom::FleetSize", "StackName"),  # the stack it reads the group of
+    ("Custom::FleetSizeCarried", "StackName"),
+    ("Custom::FleetSizeCarried", "GroupName"),  # the group it sets (a Ref)
 }
 
 

@@ -125,3 +125,21 @@ def test_a_bucket_the_stack_names_carries_the_account_and_the_region(tmp_path: P
     )
     with pytest.raises(InfraConfigError, match=r"is not an S3 bucket name"):
         build_app("dev", config_dir=config, outdir=tmp_path / "out")
+
+
+def test_an_example_set_by_a_variable_names_the_variable_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = deployable_config(tmp_path)
+    monkeypatch.setenv("CONSUMER_ACCOUNT", "123456789012")
+    message = _refusal(config, "prod", tmp_path)
+    assert message == (
+        "env prod cannot deploy: account 123456789012 is an example (set by CONSUMER_ACCOUNT). "
+        f"Change those variables (they override the files): {DOCS_SECTION}"
+    )
+    assert "config/prod.yaml" not in message
+    # Beside a value missing from the file: both places are named.
+    edit_yaml(config / "prod.yaml", {"fleet.ami_id": None})
+    message = _refusal(config, "prod", tmp_path)
+    assert "account 123456789012 is an example (set by CONSUMER_ACCOUNT); fleet.ami_id is missing" in message
+    assert "Set them in config/prod.yaml" in message and "change the variable" in message

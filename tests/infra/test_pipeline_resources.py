@@ -213,7 +213,10 @@ def test_prod_keeps_follow_running_on_emr_and_alarms_on_its_freshness(
     assert granted == {"emr-serverless:StartJobRun", "iam:PassRole"}
     (alarm,) = [a for a in resources_of(prod.raw, "AWS::CloudWatch::Alarm") if a.get("MetricName") == METRIC]
     assert alarm["Threshold"] == prod.settings.pipeline.freshness_seconds
-    assert alarm["TreatMissingData"] == "breaching" and alarm["Statistic"] == "Maximum"
+    # Missing data is INSUFFICIENT_DATA, which pages as ALARM does: a follow that stopped pages, a new
+    # stack whose first follow has not run yet stays in the state it starts in (no page).
+    assert alarm["TreatMissingData"] == "missing" and alarm["Statistic"] == "Maximum"
+    assert alarm["InsufficientDataActions"] == alarm["AlarmActions"] and len(alarm["AlarmActions"]) == 1
     assert alarm["Namespace"] == prod.settings.metrics_namespace
     dev = synthesized["dev"]
     assert not resources_of(dev.raw, "AWS::Scheduler::Schedule")  # no EMR there, nothing to schedule
@@ -247,10 +250,23 @@ def test_devs_bucket_is_emptied_and_removed_on_destroy_and_prods_retained(
     _, kept = _bucket(prod)
     assert (kept["DeletionPolicy"], kept["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert resources_of(prod.raw, "Custom::S3AutoDeleteObjects") == []
-    assert not [r for r in resources_of(prod.raw, "AWS::Lambda::Function")]
+    data_stack = prod.stacks[f"{prod.settings.application_name}-prod-data"]
+    assert not [r for r in data_stack["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     # dev's stacks carry no termination protection (destroy may proceed); prod's both do.
     for synth, protected in ((dev, False), (prod, True)):
         manifest = json.loads((synth.assembly_dir / "manifest.json").read_text())
         for name in synth.stacks:
             properties = manifest["artifacts"][name]["properties"]
             assert bool(properties.get("terminationProtection")) is protected, name
+
+
+def test_the_change_log_expires_only_when_configured(synthesized: dict[str, Synthesized]) -> None:
+    """``pipeline.changelog_expiration_days``: a rule on the change log's prefix only (the snapshot,
+    stats and dead letters beside it are kept); none by default (docs/deploy.md prices the growth)."""
+    from infra.pipeline_resources import changelog_expiration
+
+    prod = synthesized["prod"]
+    assert changelog_expiration(prod.settings) == []
+    pipeline = prod.settings.pipeline.model_copy(update={"changelog_expiration_days": 90})
+    (rule,) = changelog_expiration(prod.settings.model_copy(update={"pipeline": pipeline}))
+    assert (rule.id, rule.prefix, rule.expiration.to_days()) == ("expire-change-log", "changes/", 90)

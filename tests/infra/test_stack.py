@@ -86,12 +86,47 @@ def test_prod_leases_capacity_is_not_kcl_default(synthesized: dict[str, Synthesi
     assert leases["ProvisionedThroughput"] == {"ReadCapacityUnits": 100, "WriteCapacityUnits": 100}
 
 
+@pytest.mark.parametrize("env", ["local", "prod"])
+def test_a_provisioned_leases_table_scales_to_what_the_largest_fleet_and_a_rollover_ask(
+    env: str, synthesized: dict[str, Synthesized]
+) -> None:
+    """From the configured capacity up to `consumer plan`'s figures for the group at its maximum,
+    plus a rollover's writes (a child lease created and a parent's last checkpoint for each of the N
+    partitions), at the target utilization. prod's table was fixed at 100/100: a rollover of its 44
+    partitions asks ~88 WCU on top of its checkpoints."""
+    from tools.planning import make_plan
+
+    synth = synthesized[env]
+    settings = synth.settings
+    targets = {
+        t["ScalableDimension"].rsplit(":", 1)[1]: t
+        for t in resources_of(synth.raw, "AWS::ApplicationAutoScaling::ScalableTarget")
+        if t["ScalableDimension"].startswith("dynamodb:table:")
+    }
+    worker, n = settings.worker, settings.table.expected_partitions()[0]
+    fleet = settings.fleet.model_copy(update={"desired_instances": settings.fleet.max_instances})
+    plan = make_plan(settings.model_copy(update={"fleet": fleet}))
+    target = settings.scaling.lease_table_target_utilization_percent / 100
+    reads, writes = targets["ReadCapacityUnits"], targets["WriteCapacityUnits"]
+    assert int(reads["MinCapacity"]) == worker.initial_lease_table_read_capacity
+    assert int(writes["MinCapacity"]) == worker.initial_lease_table_write_capacity
+    assert int(reads["MaxCapacity"]) >= plan.value("lease_table_read_units") / target
+    assert int(writes["MaxCapacity"]) >= (plan.value("lease_table_write_units") + 2 * n) / target
+    if env == "prod":
+        assert int(writes["MaxCapacity"]) > 100 + 2 * n  # room for a rollover above the old fixed 100
+    dev = synthesized["dev"]  # on demand: nothing to scale
+    assert resources_of(dev.raw, "AWS::ApplicationAutoScaling::ScalableTarget") == []
+
+
 def test_auto_scaling_group_sizes(synth: Synthesized) -> None:
     fleet = synth.settings.fleet
     (group,) = resources_of(synth.raw, "AWS::AutoScaling::AutoScalingGroup")
     assert (group["MinSize"], group["MaxSize"]) == (str(fleet.min_instances), str(fleet.max_instances))
-    # No desired capacity: a deploy must not reset the size the scaling alarms gave the group.
-    assert "DesiredCapacity" not in group
+    # Not desired_instances (a planning figure): the size the group runs at, read at each deploy.
+    assert (
+        set(group["DesiredCapacity"]) == {"Fn::GetAtt"}
+        and group["DesiredCapacity"]["Fn::GetAtt"][1] == "Size"
+    )
 
 
 def test_launch_template_hardening(synth: Synthesized) -> None:

@@ -16,6 +16,26 @@ from tests.simulation.test_directed_delivery import START, _quiet, run, wait_for
 __all__ = ["_quiet"]  # the module-wide fixture that quiets the simulated workers' logs
 
 
+def _lanes_on_two_shards() -> World:
+    """Ten lanes over two shards of 300 records each, written until 80 s."""
+    processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
+    return world(
+        17, processing, records=300, closes=80_000, shards=2, worker={"idle_time_between_reads_millis": 500}
+    )
+
+
+def _w2_joins_and_asks(w: World) -> str:
+    """Once w1 holds both shards, w2 joins; the shard it asks w1 for (its lease's pending owner)."""
+    first = w.workers["w1"]
+    wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
+    w.join()
+    while True:
+        w.kernel.sleep(1)
+        asked = next((s for s in w.shards if (lease := w.table.get(s)) and lease.pending_owner), None)
+        if asked is not None:
+            return asked
+
+
 @pytest.mark.parametrize("answered_after_millis", [8_800, 9_900])
 def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_the_release(
     answered_after_millis: int,
@@ -28,27 +48,14 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
     records are handled. The thief is gone, so w1 frees the lease and takes it again: its next
     consumer must start after those records. Fix: the refused position is noted, and the release
     records it (overdue_position_noted; seed 6 025 of the third sweep). Answered 9.9 s late, the
-    refusal comes after the release and shows the lease free: the position is kept and written when
-    w1 takes the lease from nobody (free_lease_keeps_position; it replayed record 2640 before)."""
-    processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
-    history = world(
-        17,
-        processing,
-        records=300,
-        closes=80_000,
-        shards=2,
-        worker={"idle_time_between_reads_millis": 500},
-    )
+    refusal came after the release and showed the lease free; the release now waits for the
+    delivery, so the refusal comes first here as well (the position kept while the lease is free:
+    free_lease_keeps_position, tests/unit/leases/test_overdue_hand_over.py)."""
+    history = _lanes_on_two_shards()
     late: list[Directed] = []
 
     def director(w: World) -> None:
-        first = w.workers["w1"]
-        wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
-        w.join()
-        asked = None
-        while asked is None:
-            w.kernel.sleep(1)
-            asked = next((s for s in w.shards if (lease := w.table.get(s)) and lease.pending_owner), None)
+        asked = _w2_joins_and_asks(w)
         w.stop_gracefully(w.workers["w2"])
         at = w.kernel.now - START
         late.extend(
@@ -109,26 +116,12 @@ def test_an_overdue_hand_over_never_releases_a_lease_past_records_its_lanes_hand
     it handled by then, so w2 starts after them. (This moment passes with or without the fix
     overdue_waits_for_delivery -- here the lanes that handle records finish before the overdue
     round; tests/unit/leases/test_overdue_hand_over.py holds a delivery open across that round.)"""
-    processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
-    history = world(
-        17,
-        processing,
-        records=300,
-        closes=80_000,
-        shards=2,
-        worker={"idle_time_between_reads_millis": 500},
-    )
+    history = _lanes_on_two_shards()
     late: list[Directed] = []
     asked_for: list[str] = []
 
     def director(w: World) -> None:
-        first = w.workers["w1"]
-        wait_for(w.kernel, lambda: first.coordinator.holdings.count() == 2, step=100)
-        w.join()
-        asked = None
-        while asked is None:
-            w.kernel.sleep(1)
-            asked = next((s for s in w.shards if (lease := w.table.get(s)) and lease.pending_owner), None)
+        asked = _w2_joins_and_asks(w)
         asked_for.append(asked)
         at = w.kernel.now - START
         late.append(Directed("w1", "checkpoint", at, thread="lanes", shard=asked, answer_delay_millis=9_900))

@@ -35,6 +35,7 @@ class ExitCode(IntEnum):
     CONFIG = 3
     UNAVAILABLE = 4
     INTERRUPTED = 130
+    CLOSED_PIPE = 141
 
     @property
     def meaning(self) -> str:
@@ -52,6 +53,8 @@ _MEANINGS = {
     ExitCode.UNAVAILABLE: "what the environment names is missing, does not answer or is not as configured: "
     "the emulator, the source table or its stream, the leases table, AWS",
     ExitCode.INTERRUPTED: "Ctrl-C",
+    ExitCode.CLOSED_PIPE: "what read its output stopped reading (`consumer config schema` piped into `head`): "
+    "no traceback, the code a shell gives any command cut off that way",
 }
 
 

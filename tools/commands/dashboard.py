@@ -1,4 +1,5 @@
-"""``consumer dashboard``: the CloudWatch dashboard's widgets drawn locally into a PNG and a page.
+"""``consumer dashboard``: the CloudWatch dashboard's widgets drawn locally into a PNG and a page,
+or (``--serve``) served live to a browser with the lease table while a local fleet runs.
 
 Reads the EMF documents back from the metrics log group (the emulator's CloudWatch Logs when
 ``--env local``) or from a JSON Lines file of EMF documents (``--from-file``).
@@ -16,10 +17,12 @@ def register(subparsers: Any) -> None:
     parser = add_command(
         subparsers,
         "dashboard",
-        "draw the dashboard's widgets from the collected metrics (PNG + HTML)",
+        "draw the dashboard's widgets from the collected metrics (PNG + HTML), or serve them live",
         "Draw the CloudWatch dashboard's panels locally, from the workers' EMF documents read back "
         "from the metrics log group (the emulator's, for a local environment) or from a JSON Lines "
-        "file. A panel that stays empty says why.",
+        "file. A panel that stays empty says why. With --serve, a page on 127.0.0.1 shows the same "
+        "panels and the lease table (who holds what, checkpoints, lag), updated every two seconds "
+        "while a local fleet (`consumer run`, `consumer demo`) works.",
     )
     add_env_arguments(parser)
     parser.add_argument(
@@ -41,18 +44,84 @@ def register(subparsers: Any) -> None:
         help="epoch milliseconds drawn as t+0 on the time axis (`consumer demo` passes its own start; "
         "default: the start of the first document's period)",
     )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="serve the panels and the lease table live on http://127.0.0.1:PORT/ until Ctrl-C",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8599, help="port of --serve on 127.0.0.1 (0: any free port)"
+    )
     parser.set_defaults(handler=_dashboard)
+
+
+def _serve(args: argparse.Namespace, settings: Any) -> int:
+    import contextlib
+    import signal
+    import threading
+    from pathlib import Path
+
+    from consumer.leases.decisions import Timing
+    from consumer.leases.dynamodb import DynamoDBLeaseStore
+    from consumer.runtime.clients import client_for, logs_client
+    from tools.commands import CommandError, ExitCode
+    from tools.dashboard.errors import DashboardError
+    from tools.dashboard.lease_view import LeaseFeed
+    from tools.dashboard.live import FileFeed, LiveDashboard, LiveServer, LogGroupFeed
+    from tools.dashboard.widgets import reference_lines, widgets_for
+
+    feed: Any
+    if args.from_file:
+        feed = FileFeed(Path(args.from_file))
+    else:
+        require_local_endpoint_up(settings)
+        start = None
+        if args.since_minutes is not None:
+            import time
+
+            start = int((time.time() - args.since_minutes * 60) * 1000)
+        feed = LogGroupFeed(logs_client(settings), settings.metrics_log_group, start)
+    leases = None
+    if not args.from_file or settings.endpoint_url:
+        store = DynamoDBLeaseStore(
+            client_for(settings, "dynamodb"),
+            settings.leases_table_name,
+            workers_table_name=settings.workers_table_name,
+        )
+        leases = LeaseFeed(store, Timing.of(settings.worker), settings.leases_table_name)
+    dashboard = LiveDashboard(
+        title=f"{settings.application_name} ({settings.env})",
+        feed=feed,
+        widgets=widgets_for(settings),
+        references=reference_lines(settings),
+        bucket_seconds=settings.metrics.flush_interval_seconds,
+        leases=leases,
+        start_millis=args.start_millis,
+    )
+    try:
+        server = LiveServer(dashboard, port=args.port)
+    except DashboardError as exc:
+        raise CommandError(str(exc), ExitCode.UNAVAILABLE) from exc
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
+    with server:
+        print(f"live dashboard: {server.url} (reading {feed.description}; Ctrl-C stops)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop serving, exit 0
+            stopped.wait()
+    return 0
 
 
 def _dashboard(args: argparse.Namespace) -> int:
     from consumer.runtime.clients import logs_client
-    from consumer.telemetry.dashboard import render
-    from consumer.telemetry.errors import TelemetryError
-    from consumer.telemetry.readback import points_of_all, read_jsonl, read_log_group
-    from consumer.telemetry.widgets import reference_lines, widgets_for
     from tools.commands import CommandError
+    from tools.dashboard.errors import DashboardError
+    from tools.dashboard.readback import points_of_all, read_jsonl, read_log_group
+    from tools.dashboard.render import render
+    from tools.dashboard.widgets import reference_lines, widgets_for
 
     settings = settings_from(args)
+    if args.serve:
+        return _serve(args, settings)
     try:
         if args.from_file:
             documents = read_jsonl(args.from_file)
@@ -75,7 +144,7 @@ def _dashboard(args: argparse.Namespace) -> int:
             title=f"{settings.application_name} ({settings.env}) - from {source}",
             start_millis=args.start_millis,
         )
-    except TelemetryError as exc:
+    except DashboardError as exc:
         raise CommandError(str(exc)) from exc
     workers = len(rendered.workers)
     print(f"wrote {rendered.png} and {rendered.html} ({workers} workers, {len(documents)} documents)")

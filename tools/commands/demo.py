@@ -56,6 +56,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--workdir", default="var/demo", help="where the demo keeps its oracle and logs")
     parser.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=0,
+        help="port of the live dashboard on 127.0.0.1 (default 0: any free port; the demo prints its "
+        "address)",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -68,7 +75,9 @@ def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
     console.rule(title)
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     output = (result.stdout + result.stderr).strip()
-    console.print(output[-4000:], markup=False, highlight=False)
+    # Not wrapped at the console's width: a step's line (a long change-log path, say) stays one line,
+    # as the step printed it, for whoever reads or compares the output (docs/demo.md's capture).
+    console.print(output[-4000:], markup=False, highlight=False, soft_wrap=True)
     return result.returncode, output
 
 
@@ -113,7 +122,15 @@ def _demo(args: argparse.Namespace) -> int:
         server = start_local_aws(settings.env, config_dir, settings.endpoint_url, workdir / "local-aws.log")
     except DemoError as exc:
         raise CommandError(str(exc), ExitCode.UNAVAILABLE) from None
+    live = None
     try:
+        live = live_dashboard(settings, args.dashboard_port)
+        console.print(
+            f"live dashboard: {live.url} (panels and leases, until the demo ends)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         outcome = Demo(
             settings,
             config_dir,
@@ -122,6 +139,7 @@ def _demo(args: argparse.Namespace) -> int:
             chaos_seed=args.chaos,
             schedule=args.schedule or "mixed",
             bootstrap=not args.skip_spark,
+            live=live.dashboard,
         ).run(workers=args.workers)
         cli = [sys.executable, "-m", "tools.cli"]
         env = ["--env", settings.env, "--config-dir", str(config_dir)]
@@ -155,12 +173,14 @@ def _demo(args: argparse.Namespace) -> int:
         console.print("[yellow]interrupted: every process the demo started has been stopped")
         return ExitCode.INTERRUPTED
     finally:
+        if live is not None:
+            live.stop()
         stop_process(server)
 
     events = outcome.events
     console.rule("events")
     for line in events.events:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
     unexplained = [r for r in events.redeliveries if not r.explained]
     verdicts = outcome.verdicts or (("", outcome.verdict),)
     for name, verdict in verdicts:
@@ -209,6 +229,35 @@ def _demo(args: argparse.Namespace) -> int:
         "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
     )
     return ExitCode.OK if ok else ExitCode.FAILED
+
+
+def live_dashboard(settings: Any, port: int) -> Any:
+    """The live dashboard's server on the emulator's metrics log group and leases table, started."""
+    from consumer.leases.decisions import Timing
+    from consumer.leases.dynamodb import DynamoDBLeaseStore
+    from consumer.runtime.clients import client_for, logs_client
+    from tools.dashboard.errors import DashboardError
+    from tools.dashboard.lease_view import LeaseFeed
+    from tools.dashboard.live import LiveDashboard, LiveServer, LogGroupFeed
+    from tools.dashboard.widgets import reference_lines, widgets_for
+
+    store = DynamoDBLeaseStore(
+        client_for(settings, "dynamodb"),
+        settings.leases_table_name,
+        workers_table_name=settings.workers_table_name,
+    )
+    dashboard = LiveDashboard(
+        title=f"{settings.application_name} ({settings.env}): consumer demo",
+        feed=LogGroupFeed(logs_client(settings), settings.metrics_log_group),
+        widgets=widgets_for(settings),
+        references=reference_lines(settings),
+        bucket_seconds=settings.metrics.flush_interval_seconds,
+        leases=LeaseFeed(store, Timing.of(settings.worker), settings.leases_table_name),
+    )
+    try:
+        return LiveServer(dashboard, port=port).start()
+    except DashboardError as exc:
+        raise CommandError(str(exc), ExitCode.UNAVAILABLE) from None
 
 
 def _fleet_rows(events: Any, verify_code: int | None) -> list[tuple[str, object]]:

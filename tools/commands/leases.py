@@ -18,7 +18,7 @@ from rich.table import Table
 from consumer.leases.decisions import Timing, live_workers
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseTableMissingError
-from consumer.leases.model import Lease, Snapshot
+from consumer.leases.model import Snapshot
 from ground.settings import Settings
 from tools.commands import (
     CommandError,
@@ -28,6 +28,7 @@ from tools.commands import (
     require_local_endpoint_up,
     settings_from,
 )
+from tools.dashboard.lease_view import lease_state
 
 
 def register(subparsers: Any) -> None:
@@ -42,18 +43,6 @@ def register(subparsers: Any) -> None:
     add_env_arguments(parser)
     parser.add_argument("--all", action="store_true", help="include finished (SHARD_END) leases")
     parser.set_defaults(handler=_show)
-
-
-def lease_state(lease: Lease, snapshot: Snapshot, live: frozenset[str]) -> str:
-    if lease.finished:
-        return "finished"
-    if lease.owner is None:
-        return "free"
-    if lease.owner in snapshot.heartbeats and lease.owner not in live:
-        return "expired"
-    if lease.pending_owner:
-        return f"pending-steal by {lease.pending_owner}"
-    return "held"
 
 
 def render(snapshot: Snapshot, now_wall: int, timing: Timing, *, show_finished: bool) -> list[Table]:

@@ -18,7 +18,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -201,8 +200,19 @@ def _write(args: argparse.Namespace) -> int:
     require_local_endpoint_up(settings)
     if args.count < 1:
         raise CommandError("--count must be at least 1", ExitCode.USAGE)
+    from datetime import UTC, datetime
+
+    from emulator.control import EmulatorControl
+    from tools.local_aws import records_arrived
+
+    control = EmulatorControl(endpoint, timeout=5)
+    table = settings.table.source_table_name
+    before = _positions(control, table)
+    written_at = datetime.now(UTC).isoformat(timespec="microseconds")
     try:
-        items = write_sample_items(settings, _dynamodb(settings, endpoint), args.count, args.first)
+        items = write_sample_items(
+            settings, _dynamodb(settings, endpoint), args.count, args.first, written_at=written_at
+        )
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
             raise CommandError(
@@ -215,10 +225,28 @@ def _write(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot write to {settings.table.source_table_name}: {exc}") from exc
     key = settings.table.partition_key.name
     names = [str(next(iter(item[key].values()))) for item in items]
-    print(f"wrote {len(items)} items to {settings.table.source_table_name}: {key} {names[0]} .. {names[-1]}")
+    print(f"wrote {len(items)} items to {table}: {key} {names[0]} .. {names[-1]} (written_at {written_at})")
+    after = _positions(control, table)
+    if before is not None and after is not None and not records_arrived(before, after):
+        raise CommandError(
+            f"none of the {len(items)} writes reached the stream of {table}: is its stream enabled? "
+            f"(`consumer local status --env {settings.env}`)"
+        )
     if args.wait > 0:
         _wait_until_processed(settings, endpoint, args.wait)
     return ExitCode.OK
+
+
+def _positions(control: Any, table: str) -> dict[str, str | None] | None:
+    """The stream's shards and their last records, or None where the emulator cannot say (a
+    table it does not stream)."""
+    from emulator.errors import ControlError
+    from tools.local_aws import stream_positions
+
+    try:
+        return stream_positions(control.shards(table))
+    except ControlError:
+        return None
 
 
 def _wait_until_processed(settings: Settings, endpoint: str, timeout: float) -> None:
@@ -249,10 +277,9 @@ def _wait_until_processed(settings: Settings, endpoint: str, timeout: float) -> 
             print(f"processed: a worker checkpointed them ({time.monotonic() - started:.1f} s)")
             return
         time.sleep(0.25)
-    print(
-        f"warning: not processed within {timeout:g} s (shards behind: {', '.join(behind)}): is a worker "
-        f"running? `consumer run --env {settings.env}`",
-        file=sys.stderr,
+    raise CommandError(
+        f"not processed within {timeout:g} s (shards behind: {', '.join(behind)}): is a worker "
+        f"running? `consumer run --env {settings.env}`"
     )
 
 

@@ -14,6 +14,10 @@ records it had already landed (a redelivery), the redelivery is attributed to a 
 * the previous owner fenced itself (its heartbeats failed: a throttled or slow leases table) after
   it took the shard and before the new owner took it over — the same window as a frozen process: a
   batch it processed whose checkpoint the table had not recorded is delivered again;
+* the previous owner's batch of the shard was in flight past the hand-over's deadline (the chaos
+  demo's slow processor sleeps longer than the failover time): the thief took the lease by force,
+  and what the batch's other lanes had landed beyond the checkpoint is delivered again -- a batch
+  longer than the failover time is outside what the product keeps free of duplicates;
 * the same worker retried a batch after an error (a failed checkpoint write, a throttled table);
 * anything else is *unexplained*, which the verdict treats as a failure.
 
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -45,7 +49,17 @@ _LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already land
 # The namespace of a several-stream lease key: <account>:<table>:<stream creation epoch>:
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
 _STARTED = re.compile(r"^shard (\S+): WAITING_ON_PARENT_SHARDS -> ")
+# The chaos demo's slow processor (slow.py): a batch of this shard is in flight this long.
+_SLOW = re.compile(r"^slow changelog: shard (\S+): a batch sleeps (\d+) ms$")
+SLOW_BATCH = "a slow batch"
 NOBODY = "(nobody)"
+# A slow batch explains a move that came within this long after it ended (the failover time and
+# the taker's round that acts on it, at the demo's 3 s failover).
+SLOW_MARGIN_SECONDS = 5.0
+# A fence said within this long after the take-over explains it (failover and the taker's round, at
+# the demo's 3 s failover, with a starved process's delay).
+FENCE_LATE_SECONDS = 10.0
+_SHARD_ID = re.compile(r"shardId-[0-9]+-[0-9a-f]+")
 
 
 def in_time_order(lines: list[str]) -> list[str]:
@@ -91,6 +105,8 @@ class Redelivery:
     records: int
     cause: str
     explained: bool
+    previous: str = NOBODY  # the process the shard came from
+    moved_at: float | None = None  # when it came (the take-over's, the release's or hand-over's line)
 
 
 @dataclass
@@ -121,7 +137,13 @@ class FleetEvents:
     _fenced_at: dict[str, int] = field(default_factory=dict)  # worker -> line of its last fence drop
     _owner_fenced: set[str] = field(default_factory=set)  # shards taken over from a self-fenced owner
     _released_by: dict[str, str] = field(default_factory=dict)  # shard -> who last freed its lease
-    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> previous owner then
+    # shard -> how its previous owner stood over the ownership that just ended (fate_during)
+    _taken_from_fate: dict[str, str | None] = field(default_factory=dict)
+    _released_fate: dict[str, str | None] = field(default_factory=dict)  # shard -> its releaser's, likewise
+    _owner_since: dict[tuple[str, str], float] = field(default_factory=dict)  # (worker, shard) -> wall s
+    _holder: dict[str, str] = field(default_factory=dict)  # shard -> the worker whose ownership runs
+    _slow: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)  # slow batches
+    _moved_at: dict[str, float] = field(default_factory=dict)  # shard -> when it last changed hands
 
     def paused(self, name: str, at: float) -> None:
         """The demo froze ``name`` (SIGSTOP) at wall time ``at``."""
@@ -133,16 +155,42 @@ class FleetEvents:
         if spans and spans[-1][1] == float("inf"):
             spans[-1] = (spans[-1][0], at)
 
-    def fate_at(self, name: str, at: float | None) -> str | None:
-        """How ``name`` stood at wall time ``at`` (None: now): ended by SIGKILL or SIGTERM for good, or
-        frozen by a pause that spans ``at``; None when it was running."""
+    def fate_during(self, name: str, since: float | None, until: float | None) -> str | None:
+        """How ``name`` stood over one ownership of a shard, from ``since`` to ``until`` (wall seconds;
+        None: unknown, from the start / now): ended by SIGKILL or SIGTERM for good, or frozen by a
+        pause within it -- a batch it processed before the pause may not have been checkpointed, and
+        the next owner delivers it again; None when it ran throughout. A pause before the ownership
+        began explains nothing of it."""
         ended = self.fate.get(name)
         if ended is not None:
             return ended
+        low = float("-inf") if since is None else since
+        high = float("inf") if until is None else until
         spans = self.pauses.get(name, [])
-        if at is None:
-            return "SIGSTOP" if spans and spans[-1][1] == float("inf") else None
-        return "SIGSTOP" if any(start <= at <= end for start, end in spans) else None
+        return "SIGSTOP" if any(start <= high and end >= low for start, end in spans) else None
+
+    def _begin_ownership(self, worker: str, shard: str, at: float | None) -> None:
+        self._holder[shard] = worker
+        self._owner_since[(worker, shard)] = at if at is not None else float("-inf")
+
+    def _fate_of_ownership(self, owner: str, shard: str, until: float | None) -> str | None:
+        """fate_during the owner's ownership of ``shard`` -- or, running throughout, SLOW_BATCH when a
+        batch of the shard was in flight there (the slow processor) at the end of that ownership: a
+        batch longer than the failover time outlasts a hand-over's deadline, the thief takes the
+        lease by force, and what the batch's other lanes landed was not checkpointed."""
+        if owner == NOBODY:
+            return None
+        name = process_name(owner)
+        since = self._owner_since.get((name, shard))
+        fate = self.fate_during(name, since, until)
+        if fate is None and until is not None:
+            low = since if since is not None else float("-inf")
+            spans = self._slow.get((name, shard), [])
+            if any(
+                start >= low and start <= until and end >= until - SLOW_MARGIN_SECONDS for start, end in spans
+            ):
+                return SLOW_BATCH
+        return fate
 
     def feed(self, line: str, stamp: str = "") -> None:
         try:
@@ -162,12 +210,16 @@ class FleetEvents:
             shard, before = match.group(2), match.group(3)
             if before == NOBODY:
                 before = self._released_by.pop(shard, NOBODY)
+                fate = self._released_fate.pop(shard, None)
+            else:
+                fate = self._fate_of_ownership(before, shard, written)
             self.taken += 1
             self._previous_owner[shard] = before
-            self._taken_from_fate[shard] = (
-                None if before == NOBODY else self.fate_at(process_name(before), written)
-            )
+            self._taken_from_fate[shard] = fate
+            if written is not None:
+                self._moved_at[shard] = written
             self._took_at[(worker, shard)] = self._lines
+            self._begin_ownership(worker, shard, written)
             was = process_name(before)
             if self._fenced_at.get(was, -1) > self._took_at.get((was, shard), self._lines):
                 self._owner_fenced.add(shard)
@@ -183,15 +235,23 @@ class FleetEvents:
         elif match := _RELEASED_TO.match(message):
             shard = match.group(2)
             self._previous_owner[shard] = match.group(1)
+            self._taken_from_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
             self._owner_fenced.discard(shard)
+            if written is not None:
+                self._moved_at[shard] = written
         elif match := _RELEASED.match(message):
-            self._released_by[match.group(2)] = match.group(1)
+            shard = match.group(2)
+            self._released_by[shard] = match.group(1)
+            self._released_fate[shard] = self._fate_of_ownership(match.group(1), shard, written)
+            self._holder.pop(shard, None)
         elif match := _LOST.match(message):
             self.lost += 1
             self.events.append(f"{prefix}{worker} lost {short_shard(match.group(2))} to another worker")
         elif match := _DROPPED.match(message):
             if match.group(3).startswith("fenced"):
                 self._fenced_at[worker] = self._lines
+                self._fenced_late(worker, set(_SHARD_ID.findall(match.group(3))), written)
             self.lost += int(match.group(2))
             self.events.append(f"{prefix}{worker} dropped {match.group(2)} leases: {match.group(3)}")
         elif match := _ENDED.match(message):
@@ -205,8 +265,13 @@ class FleetEvents:
             self._errors[(worker, match.group(1))] = match.group(2)
         elif match := _LANDED.match(message):
             self._redelivered(worker, match.group(2), int(match.group(1)))
+        elif (match := _SLOW.match(message)) and written is not None:
+            spans = self._slow.setdefault((worker, match.group(1)), [])
+            spans.append((written, written + int(match.group(2)) / 1000))
         elif match := _STARTED.match(message):
             self._took_at[(worker, match.group(1))] = self._lines
+            if self._holder.get(match.group(1)) != worker:  # handed over to it: a new ownership
+                self._begin_ownership(worker, match.group(1), written)
 
     def _redelivered(self, worker: str, shard: str, records: int) -> None:
         error = self._errors.get((worker, shard))
@@ -220,6 +285,13 @@ class FleetEvents:
                 f"{worker} took the shard over"
             )
             explained = True
+        elif fate == SLOW_BATCH:
+            cause = (
+                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's deadline "
+                f"(the slow processor); {worker} took the shard over, and what the batch's other lanes "
+                "had landed was not checkpointed"
+            )
+            explained = True
         elif shard in self._owner_fenced and before != NOBODY:
             cause = (
                 f"{process_name(before)} fenced itself (its heartbeats failed) after processing and "
@@ -229,7 +301,31 @@ class FleetEvents:
         else:
             cause = f"unexplained: previous owner {before}, fate {fate or 'running'}"
             explained = False
-        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained))
+        previous = process_name(before) if before != NOBODY else NOBODY
+        moved = self._moved_at.get(shard)
+        self.redeliveries.append(Redelivery(worker, shard, records, cause, explained, previous, moved))
+
+    def _fenced_late(self, worker: str, shards: set[str], at: float | None) -> None:
+        """A worker says it fenced itself (a starved or frozen process finds out when it runs again):
+        a redelivery already judged unexplained, of a shard it dropped, that another worker took over
+        within a failover time before this line, was the fence's -- its heartbeats had stopped
+        landing before the take-over, the same window as a frozen process."""
+        if at is None:
+            return
+        for index, found in enumerate(self.redeliveries):
+            if (
+                not found.explained
+                and found.previous == worker
+                and found.shard_id in shards
+                and found.moved_at is not None
+                and found.moved_at <= at <= found.moved_at + FENCE_LATE_SECONDS
+            ):
+                self.redeliveries[index] = replace(
+                    found,
+                    cause=f"{worker} fenced itself (its heartbeats failed; it said so after {found.worker} "
+                    "took the shard over) after processing and before its checkpoint landed",
+                    explained=True,
+                )
 
     @property
     def duplicate_deliveries(self) -> int:

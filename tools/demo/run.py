@@ -37,6 +37,7 @@ from emulator.faults import FaultSettings
 from emulator.testing import emulator_command, wait_until_ready
 from emulator.testing import stop as stop_emulator
 from ground.settings import Settings
+from tools.dashboard.live import LiveDashboard
 from tools.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
 from tools.demo.events import FleetEvents, LogTail, in_time_order, short_shard
 from tools.demo.fleet import LocalFleet
@@ -204,6 +205,7 @@ class Demo:
         *,
         schedule: Schedule = "mixed",
         bootstrap: bool = True,
+        live: LiveDashboard | None = None,
     ) -> None:
         if not settings.endpoint_url:
             raise DemoError(f"env {settings.env} has no endpoint_url: the demo only runs locally")
@@ -214,6 +216,7 @@ class Demo:
         self.chaos_seed = chaos_seed
         self.schedule: Schedule = schedule
         self.bootstrap = bootstrap
+        self.live = live  # the live dashboard, whose time axis starts with the load
         # One table, or each of streams: with its own load, change log and verdict (tables.py).
         self.tables = demo_tables(settings, workdir)
         self.changelog, self.oracle = self.tables[0].changelog, self.tables[0].oracle
@@ -481,6 +484,8 @@ class Demo:
                 fleet.start_worker()
             self._started = time.monotonic()
             self._started_millis = time.time_ns() // 1_000_000
+            if self.live is not None:
+                self.live.start_millis = self._started_millis
             load_metrics.start()
             self._note(
                 f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s"

@@ -9,10 +9,13 @@ changelog sink.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from consumer.processing.api import Batch, BatchResult
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+
+log = logging.getLogger("tools.demo.slow")
 
 
 class SlowChangelog:
@@ -26,6 +29,12 @@ class SlowChangelog:
 
     def handle(self, batch: Batch) -> BatchResult | None:
         self._batches += 1
-        if self._delay and self._batches % self._every == 0:
+        if self._delay and self._batches % self._every == 0 and batch.records:
+            # Said first, so the demo's judge knows a batch was in flight for this long (events.py).
+            log.info(
+                "slow changelog: shard %s: a batch sleeps %d ms",
+                batch.records[0].shard_id,
+                self._delay * 1000,
+            )
             time.sleep(self._delay)
         return self._sink(batch)

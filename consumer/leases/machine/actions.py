@@ -147,7 +147,7 @@ def advance(conversation: Conversation[T], reply: Reply | None) -> Request[Any] 
 
 # --------------------------------------------------------------------------------------- notes
 
-LeaseEventKind = Literal["taken", "lost", "released", "finished"]
+LeaseEventKind = Literal["taken", "lost", "released", "finished", "asked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,9 @@ class Announce:
 
     ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
     taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
-    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless.
+    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless;
+    ``asked``: another worker asked for it -- its consumer hands it over after the batch in flight
+    (woken now, not after an idle back-off that may outlast the hand-over's deadline).
     """
 
     kind: LeaseEventKind

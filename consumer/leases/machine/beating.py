@@ -50,7 +50,8 @@ def heartbeat(s: LeaseState) -> Conversation[bool]:
     s.row.failing = not result.ok
     s.out.lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed", s.me)
     for request in result.requests:
-        s.holdings.ask_hand_over(request.shard_id, request.thief, s.stop_by(request.at_wall_millis))
+        if s.holdings.ask_hand_over(request.shard_id, request.thief, s.stop_by(request.at_wall_millis)):
+            s.hand_over_asked(request.shard_id, request.thief)
     return result.ok
 
 
@@ -85,7 +86,8 @@ def _attempt(s: LeaseState, started: int, resync_left: int) -> Conversation[Beat
         now_wall,
         s.holdings.count(),
         s.row.stopping,
-        s.row.new_leases_at,
+        new_leases_at=s.row.new_leases_at,
+        round_ok_at_wall_millis=s.row.round_ok_at,
     )
     try:
         requests = yield from ask(PutHeartbeat(beat, expected, tuple(_settled(s, now_wall))))

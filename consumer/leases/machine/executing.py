@@ -66,7 +66,8 @@ def execute(s: LeaseState, plan: RoundPlan, snapshot: Snapshot) -> Conversation[
         s.holdings.mark_shed(lease.shard_id)
     for lease, to in plan.hand_over:
         asked = lease.pending_since
-        s.holdings.ask_hand_over(lease.shard_id, to, None if asked is None else s.stop_by(asked))
+        if s.holdings.ask_hand_over(lease.shard_id, to, None if asked is None else s.stop_by(asked)):
+            s.hand_over_asked(lease.shard_id, to)
 
 
 def take(s: LeaseState, seen: Lease) -> Conversation[Lease]:

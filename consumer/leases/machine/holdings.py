@@ -296,15 +296,18 @@ class Holdings:
         if shard_id in self._held and shard_id not in self._handoff:
             self._handoff[shard_id] = None
 
-    def ask_hand_over(self, shard_id: str, thief: str | None, deadline_wall: int | None) -> None:
+    def ask_hand_over(self, shard_id: str, thief: str | None, deadline_wall: int | None) -> bool:
         """Hand the lease over after the batch in flight; with a deadline, stop processing it then
-        whatever the lifecycle is doing."""
+        whatever the lifecycle is doing. True when this is news: a thief's request (with its deadline)
+        for a lease that had none (the shard's consumer is to be woken: it hands over now)."""
         if shard_id not in self._held:
-            return
+            return False
+        new = deadline_wall is not None and shard_id not in self._deadline
         if self._handoff.get(shard_id) is None:
             self._handoff[shard_id] = thief
         if deadline_wall is not None:
             self._deadline[shard_id] = min(deadline_wall, self._deadline.get(shard_id, deadline_wall))
+        return new
 
     def forget_thief(self, shard_id: str) -> None:
         if shard_id in self._handoff:

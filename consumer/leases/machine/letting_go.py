@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from consumer.leases.decisions import live_workers
 from consumer.leases.errors import LeaseConflictError, LeaseError
-from consumer.leases.machine.actions import Checkpoint, Conversation, DealingView, Release, ask
+from consumer.leases.machine.actions import Checkpoint, Conversation, DealingView, Get, Release, ask
 from consumer.leases.machine.state import LeaseState
 from consumer.leases.model import Lease
 from consumer.leases.successors import relief, successor
@@ -124,10 +124,34 @@ def delivery_ended(s: LeaseState, shard_id: str) -> Conversation[None]:
 def give_up_stalled(s: LeaseState, shard_id: str, counter: int | None) -> Conversation[None]:
     """A stalled shard (consumer.lifecycle.stalls): released to the least loaded other live worker
     (relief), which adopts it at its next round, or free if there is none; this worker's rounds
-    leave it alone for a stall timeout, so it does not come straight back here."""
+    leave it alone for a stall timeout, and while its call here is stuck (LeaseState.stuck), so it
+    does not come straight back here."""
     s.avoid[shard_id] = s.now.mono + (s.settings.stall_timeout_millis or 0)
     s.expire()  # fenced: dropped, never released
-    to = relief(
+    yield from release(s, shard_id, counter, to=_relief(s, shard_id))
+
+
+def hand_on_stalled(s: LeaseState, shard_id: str) -> Conversation[None]:
+    """A lease given up as stalled here whose release did not land, or that another worker gave up
+    to me (the table names me), while I avoid it: release it again, never adopt it back. While its
+    call here is stuck it goes free, not to a named worker: that one may have a call stuck on it too
+    and would hand it straight back."""
+    try:
+        current = yield from ask(Get(shard_id))
+        if current is None or current.owner != s.me or current.finished:
+            return
+        to = None if shard_id in s.stuck else _relief(s, shard_id)
+        yield from ask(Release(current, to))
+    except LeaseError as exc:
+        s.out.info("worker %s: stalled %s not released yet (%s); next round", s.me, shard_id, exc)
+        return
+    s.out.info("worker %s released lease %s%s", s.me, shard_id, f" to {to}" if to else "")
+    if to is None:
+        s.left_free()
+
+
+def _relief(s: LeaseState, shard_id: str) -> str | None:
+    return relief(
         s.me,
         s.latest,
         s.now.wall,
@@ -135,7 +159,6 @@ def give_up_stalled(s: LeaseState, shard_id: str, counter: int | None) -> Conver
         shard_id=shard_id,
         cap=s.settings.max_leases_for_worker,
     )
-    yield from release(s, shard_id, counter, to=to)
 
 
 def redeal(s: LeaseState) -> Conversation[None]:

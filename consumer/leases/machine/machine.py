@@ -113,8 +113,17 @@ class LeaseMachine:
     def release(self, shard_id: str, counter: int | None = None) -> Conversation[None]:
         return letting_go.release(self.state, shard_id, counter)
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> Conversation[None]:
+    def give_up_stalled(
+        self, shard_id: str, counter: int | None = None, *, stuck: bool = False
+    ) -> Conversation[None]:
+        """``stuck``: its call here has not returned; avoided until :meth:`stalled_call_returned`."""
+        if stuck:
+            self.state.stuck = self.state.stuck | {shard_id}
         return letting_go.give_up_stalled(self.state, shard_id, counter)
+
+    def stalled_call_returned(self, shard_id: str) -> None:
+        """The stalled call on ``shard_id`` returned: only its stall timeout keeps it avoided."""
+        self.state.stuck = self.state.stuck - {shard_id}
 
     def delivery_ended(self, shard_id: str) -> Conversation[None]:
         return letting_go.delivery_ended(self.state, shard_id)
@@ -144,13 +153,12 @@ class LeaseMachine:
         self.state.row.stopping = True
         self.state.out.wake("heartbeat")
 
-    def created(self, shard_ids: Sequence[str]) -> None:
+    def created(self, leases: Sequence[Lease]) -> None:
         """Shard sync created these leases (a shard's children, or new shards): the next round,
         which starts now, scans the whole table for them instead of waiting for the full-scan
-        interval, so a child starts within a taking interval of its parent's end."""
-        self.state.created.update(shard_ids)
-        self.state.reader.created += 1
-        self.state.out.wake("taker")
+        interval, so a child starts within a taking interval of its parent's end; the others are
+        told at once when my share has no room for them all (taking.created)."""
+        taking.created(self.state, leases)
 
     # ------------------------------------------------------------------------- answers
 

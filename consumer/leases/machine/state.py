@@ -36,6 +36,9 @@ class Row:
     # When this worker last left leases free for others (Heartbeat.new_leases_at), carried on every
     # beat from then on: a reader compares it with what its last full scan saw.
     new_leases_at: int = 0
+    # My last lease-taking round whose reads succeeded (wall ms), written on my row with every beat:
+    # the instances' watchdogs count me as fine by it (deploy/watchdog.py).
+    round_ok_at: int | None = None
     failing: bool = False  # the last heartbeat failed
 
     def next_wait_millis(self, last_ok: bool) -> int:
@@ -67,7 +70,11 @@ class LeaseState:
     asked: dict[str, int] = field(default_factory=dict)  # hand-overs I asked for, and when (mono ms)
     taken_at: dict[str, int] = field(default_factory=dict)  # leases I took up lately, and when (mono)
     created: set[str] = field(default_factory=set)  # created here, not shown by a full scan of mine yet
+    ended_parents: set[str] = field(default_factory=set)  # their parents: ended, the view may lag
     avoid: dict[str, int] = field(default_factory=dict)  # given up as stalled here, until when (mono)
+    # Shards given up as stalled whose call here has not returned (LeaseMachine.give_up_stalled with
+    # ``stuck``): avoided until the scheduler says it returned (LeaseMachine.stalled_call_returned).
+    stuck: frozenset[str] = frozenset()
     children_of: tuple[Snapshot | None, frozenset[str]] = (None, frozenset())  # (scan, its parents)
     recovered_at: int | None = None  # wall time my own reads or heartbeats worked again
     view: tuple[str, ...] = ()  # the live workers, as fleet_position last saw them
@@ -106,6 +113,15 @@ class LeaseState:
         """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -
         margin later): the thief may force a take only at failover + skew (conditions.py)."""
         return asked_at_wall + self.settings.fence_after_millis
+
+    def hand_over_asked(self, shard_id: str, thief: str | None) -> None:
+        """A thief's request for a lease I hold became known (on my heartbeat row, or as the lease's
+        pending owner in a scan, whichever came first): say so, and wake the shard's consumer (the
+        ``asked`` announcement), which hands the lease over after its batch in flight."""
+        self.out.info(
+            "worker %s: %s asks for %s; handing it over after the batch in flight", self.me, thief, shard_id
+        )
+        self.out.announce("asked", shard_id, None)
 
     def hand_over_overdue(self, shard_id: str) -> bool:
         """A thief asked for this lease longer than failover - margin ago (by my clock): stop."""
@@ -154,9 +170,10 @@ class LeaseState:
         return frozenset(self.taken_at)
 
     def avoiding(self) -> frozenset[str]:
+        """Shards given up as stalled here: for a stall timeout, and while their call is stuck."""
         now = self.now.mono
         self.avoid = {s: until for s, until in self.avoid.items() if now < until}
-        return frozenset(self.avoid)
+        return frozenset(self.avoid) | self.stuck
 
     def left_free(self) -> None:
         """This worker left leases free for others: its row says so at once (Heartbeat.new_leases_at),

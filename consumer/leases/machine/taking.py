@@ -11,14 +11,15 @@ out (:mod:`.executing`); retire the rows of workers long dead; report.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from consumer.leases.decisions import RoundPlan, dead_heartbeats, plan_round
+from consumer.leases.decisions import RoundPlan, dead_heartbeats, live_workers, plan_round
 from consumer.leases.errors import CheckpointRefusedError, LeaseConflictError, LeaseError
 from consumer.leases.machine.actions import Checkpoint, Conversation, DeleteHeartbeat, Get, ask
 from consumer.leases.machine.executing import execute, resume_at, take
-from consumer.leases.machine.letting_go import release_overdue_now
+from consumer.leases.machine.letting_go import hand_on_stalled, release_overdue_now
 from consumer.leases.machine.state import LeaseState
-from consumer.leases.model import Snapshot
+from consumer.leases.model import Lease, Snapshot
 
 
 def take_round(s: LeaseState) -> Conversation[RoundPlan | None]:
@@ -41,6 +42,7 @@ def take_round(s: LeaseState) -> Conversation[RoundPlan | None]:
     if s.failures:
         s.note_recovery()
     s.failures = 0
+    s.row.round_ok_at = s.now.wall  # said on my next beat: the watchdogs judge me by it
     s.out.observed(True, None)
     s.latest = snapshot
     yield from _record_unwritten(s)
@@ -78,6 +80,32 @@ def take_round(s: LeaseState) -> Conversation[RoundPlan | None]:
     return plan
 
 
+def created(s: LeaseState, leases: Sequence[Lease]) -> None:
+    """Shard sync created these leases: the next round, which starts now, scans the whole table for
+    them. When this worker's share has no room for all of them, the others are told at once
+    (LeaseState.left_free), not after that round: their next rounds, within a taking interval of
+    the creation, scan for them too. (When it has room, it takes them itself and nobody else pays a
+    full scan.)"""
+    s.created.update(lease.shard_id for lease in leases)
+    s.ended_parents.update(parent for lease in leases for parent in lease.parent_shard_ids)
+    s.reader.created += 1
+    s.out.wake("taker")
+    if len(s.created) > _room_for(s, s.created, frozenset(s.ended_parents)):
+        s.left_free()
+
+
+def _room_for(s: LeaseState, created: set[str], ended: frozenset[str]) -> int:
+    """How many more leases this worker's fair share takes once ``created`` exist (``ended``: their
+    parents), by the latest view: KCL's ceiling of the unfinished leases over the live workers, less
+    what it holds."""
+    active = {shard for shard, lease in s.latest.leases.items() if not lease.finished and shard not in ended}
+    active |= created
+    workers = live_workers(s.latest, s.now.wall, s.timing) | {s.me}
+    ceiling = -(-len(active) // len(workers))
+    mine = sum(1 for lease in s.holdings.leases() if lease.shard_id not in ended and not lease.finished)
+    return min(ceiling, s.settings.max_leases_for_worker) - mine
+
+
 def _left_created_free(s: LeaseState, snapshot: Snapshot) -> None:
     """Leases I created that this full scan shows free after my takes: I had no room for them, so
     the others are told (LeaseState.left_free) rather than left to find them at their full-scan
@@ -89,6 +117,7 @@ def _left_created_free(s: LeaseState, snapshot: Snapshot) -> None:
         if snapshot.leases[c].owner is None and not snapshot.leases[c].finished and not s.holdings.holds(c)
     ]
     s.created -= shown
+    s.ended_parents = {p for p in s.ended_parents if p in snapshot.leases and not snapshot.leases[p].finished}
     if free:
         s.left_free()
 
@@ -108,7 +137,7 @@ def _report(s: LeaseState, plan: RoundPlan, snapshot: Snapshot, elapsed: int) ->
         s.shortfall.warn(plan, s.now.mono)
     cap = s.settings.max_leases_for_worker
     room = plan.mine < cap and not s.holdings.fenced(s.now.mono)
-    left = s.not_taken.observe(snapshot, room, frozenset(s.avoid), s.now.mono)
+    left = s.not_taken.observe(snapshot, room, frozenset(s.avoid) | s.stuck, s.now.mono)
     s.out.gauge("TakeLeases", "LeasesNotTaken", len(left), "Count")
 
 
@@ -128,8 +157,12 @@ def _adopt(s: LeaseState, snapshot: Snapshot) -> Conversation[None]:
     fence. Adopt each by taking it from myself, which moves the counter: a worker that judged me
     dead and sends its take late names the old counter and loses. Adopting on a read alone would
     let that late take succeed while I process the shard again."""
+    avoided = s.avoiding()
     for seen in snapshot.leases.values():
         if seen.owner != s.me or seen.finished or s.holdings.holds(seen.shard_id):
+            continue
+        if seen.shard_id in avoided:
+            yield from hand_on_stalled(s, seen.shard_id)
             continue
         sent_fence_at = s.holdings.fence_at()
         try:

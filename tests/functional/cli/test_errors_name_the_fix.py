@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,20 @@ def test_demo_on_a_taken_port_names_the_way_out(project: Path, capsys: pytest.Ca
     error = the_error(capsys)
     assert "is taken by another program" in error
     assert re.search(r"CONSUMER_ENDPOINT_URL=http://127\.0\.0\.1:\d+ make demo$", error), error
+
+
+def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    """`consumer config schema | head`: the reader goes away; no BrokenPipeError traceback. (``head -n 0``
+    leaves at once, before the schema is written, so the pipe is closed whatever the timing.)"""
+    command = f"{sys.executable} -m tools.cli config schema | head -n 0"
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == ExitCode.CLOSED_PIPE

@@ -23,7 +23,7 @@ from consumer.telemetry.transports import InMemoryTransport
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 from infra.scaling import scaling_rules
-from tests.infra.cloudwatch_model import evaluate_expression
+from simulation.cloudwatch import evaluate_expression
 from tests.unit.telemetry.helpers import metric_sums, settings_with
 
 

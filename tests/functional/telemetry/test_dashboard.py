@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from consumer.telemetry.dashboard import series_for
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.readback import points_of_all, read_jsonl
 from consumer.telemetry.transports import transport_from_settings
 from ground.settings import Settings
 from tests.functional.telemetry.fleet_sim import simulate
 from tools.cli import main
+from tools.dashboard.readback import points_of_all, read_jsonl
+from tools.dashboard.render import series_for
 
 
 def _settings() -> Settings:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.readback import points_of_all, read_log_group
 from consumer.telemetry.transports import transport_from_settings
 from ground.settings import Settings
+from tools.dashboard.readback import points_of_all, read_log_group
 
 
 def _settings(endpoint: str, shard_dimension: bool) -> Settings:

@@ -13,8 +13,8 @@ from consumer.telemetry import catalogue
 from consumer.telemetry.catalogue import MeaningfulEvent
 from consumer.telemetry.context import shard_context
 from consumer.telemetry.logs import configure_logging
-from consumer.telemetry.readback import read_log_messages
 from ground.settings import Settings
+from tools.dashboard.readback import read_log_messages
 
 
 def _settings(endpoint: str, level: str = "INFO") -> Settings:

@@ -41,36 +41,55 @@ def stamped(worker: str, message: str, at: float) -> str:
 T0 = 1_800_000_000.0
 
 
-def test_a_pause_explains_a_take_over_only_while_it_lasts() -> None:
+def test_a_pause_explains_only_the_take_over_that_ends_the_ownership_it_happened_in() -> None:
     """The chaos judge marked a paused worker and never cleared the mark at SIGCONT, so every later
     redelivery of that worker's shards counted as explained and could hide a replay (issue 46). A
-    take-over while the owner is frozen is explained; one after it went on is not."""
+    pause explains a take-over only when it fell within the ownership the take-over ended (a batch
+    processed before it may not have been checkpointed); one before that ownership began explains
+    nothing of it."""
     events = FleetEvents()
     events.paused("worker-1", T0 + 10)
     events.resumed("worker-1", T0 + 20)
-    during = "shardId-00000001795439612711-aaaaaaaa"
+    within = "shardId-00000001795439612711-aaaaaaaa"
     after = "shardId-00000001795439612711-bbbbbbbb"
-    events.feed(
-        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {during} from worker-1@vm:9:cd", T0 + 15)
-    )
-    events.feed(
-        stamped("worker-2", f"worker worker-2@vm:1:ab took lease {after} from worker-1@vm:9:cd", T0 + 25)
-    )
-    for shard in (during, after):
+    for shard, since in ((within, T0), (after, T0 + 21)):
+        events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {shard} from (nobody)", since))
+        events.feed(
+            stamped("worker-2", f"worker worker-2@vm:1:ab took lease {shard} from worker-1@vm:9:cd", T0 + 25)
+        )
         events.feed(
             line("worker-2", f"changelog: 2 record(s) of shard {shard} already landed by an earlier delivery")
         )
     explained = {r.shard_id: r.explained for r in events.redeliveries}
-    assert explained == {during: True, after: False}
+    assert explained == {within: True, after: False}
     assert "worker-1 was stopped by SIGSTOP" in events.redeliveries[0].cause
 
 
-def test_a_take_after_a_release_to_nobody_is_judged_by_the_releaser() -> None:
+def test_a_hand_over_after_a_pause_within_the_ownership_explains_the_redelivery() -> None:
+    """Frozen mid-flush, the owner's lanes had handled records beyond one they had not: the
+    checkpoint cannot pass it, and the hand-over that follows the resume gives the next owner those
+    records again (chaos seed 103 of issue 46's ten, judged unexplained by a mark cleared at SIGCONT)."""
+    events = FleetEvents()
+    events.feed(stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from (nobody)", T0))
+    events.feed(stamped("worker-3", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0))
+    events.paused("worker-3", T0 + 5)
+    events.resumed("worker-3", T0 + 10)
+    events.feed(stamped("worker-3", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0 + 11))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD} to worker-2@vm:2:cd", T0 + 12)
+    )
+    events.feed(stamped("worker-2", f"shard {SHARD}: WAITING_ON_PARENT_SHARDS -> INITIALIZING", T0 + 13))
+    events.feed(
+        line("worker-2", f"changelog: 29 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert events.redeliveries[0].explained, events.redeliveries[0].cause
+
+
+def test_a_take_after_a_release_to_nobody_is_judged_by_the_releasers_ownership() -> None:
     """An overdue hand-over frees the lease ("released lease S", no successor named): the next taker
-    reads "from (nobody)", and what it gets again is judged by the releaser. The releaser was running
-    when it released (it wrote the line), and its release records what it processed: a record given
-    again is a defect, even if the releaser had been frozen before (the pause that made the hand-over
-    overdue ended before the release)."""
+    reads "from (nobody)", and what it gets again is judged by the releaser's ownership. Frozen within
+    it, its lanes may have handled records the checkpoint could not cover; running throughout, its
+    release records what it processed, and a record given again is a defect."""
     released = [
         stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0),
         stamped("worker-3", f"worker worker-3@vm:1:ab released lease {SHARD}", T0 + 30),
@@ -81,14 +100,16 @@ def test_a_take_after_a_release_to_nobody_is_judged_by_the_releaser() -> None:
             T0 + 32,
         ),
     ]
-    paused_before, running = FleetEvents(), FleetEvents()
-    paused_before.paused("worker-3", T0 + 5)
-    paused_before.resumed("worker-3", T0 + 29)
-    for events in (paused_before, running):
+    frozen, running = FleetEvents(), FleetEvents()
+    frozen.paused("worker-3", T0 + 5)
+    frozen.resumed("worker-3", T0 + 29)
+    for events in (frozen, running):
         for entry in released:
             events.feed(entry)
-        assert not events.redeliveries[0].explained
-        assert "previous owner worker-3@vm:1:ab" in events.redeliveries[0].cause
+    assert frozen.redeliveries[0].explained
+    assert "worker-3 was stopped by SIGSTOP" in frozen.redeliveries[0].cause
+    assert not running.redeliveries[0].explained
+    assert "previous owner worker-3@vm:1:ab" in running.redeliveries[0].cause
     assert "took 711-820af6c8 over from worker-3" in running.events[-1]
 
 
@@ -215,3 +236,54 @@ def test_lines_read_from_several_logs_at_once_are_judged_in_time_order() -> None
         line("worker-1", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
     )
     assert "previous owner worker-3@vm:1:ab" in events.redeliveries[0].cause
+
+
+def test_a_batch_in_flight_past_the_hand_overs_deadline_explains_the_forced_take_over() -> None:
+    """The chaos demo's slow processor sleeps longer than the failover time on every 25th batch: a
+    thief that asked for the shard takes it by force, and the lanes' landed records beyond the
+    checkpoint come again (chaos seed 106 of issue 46's ten, after the pause mark was cleared at
+    SIGCONT). A slow batch that ended long before the take-over explains nothing."""
+    events = FleetEvents()
+    events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)", T0))
+    events.feed(stamped("worker-1", f"slow changelog: shard {SHARD}: a batch sleeps 3300 ms", T0 + 2))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0 + 5)
+    )
+    events.feed(
+        line("worker-3", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    late = FleetEvents()
+    late.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)", T0))
+    late.feed(stamped("worker-1", f"slow changelog: shard {SHARD}: a batch sleeps 3300 ms", T0 + 2))
+    late.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0 + 30)
+    )
+    late.feed(
+        line("worker-3", f"changelog: 1 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert events.redeliveries[0].explained and "slow processor" in events.redeliveries[0].cause
+    assert not late.redeliveries[0].explained
+
+
+def test_a_fence_the_owner_says_after_the_take_over_explains_it() -> None:
+    """A starved owner's heartbeats stop landing; another worker takes its shard by expiry, and the
+    owner says it fenced itself only when it runs again, after the take-over (chaos seed 109 of issue
+    46's ten). The fence explains the redelivery; one said long after does not."""
+    events = FleetEvents()
+    events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)", T0))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0 + 3)
+    )
+    events.feed(
+        line("worker-3", f"changelog: 3 record(s) of shard {SHARD} already landed by an earlier delivery")
+    )
+    assert not events.redeliveries[0].explained
+    events.feed(
+        stamped(
+            "worker-1",
+            f"worker worker-1@vm:9:cd dropped 1 leases: fenced: no heartbeat succeeded within failover - margin "
+            f"({SHARD})",
+            T0 + 5,
+        )
+    )
+    assert events.redeliveries[0].explained and "fenced itself" in events.redeliveries[0].cause

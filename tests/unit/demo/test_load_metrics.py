@@ -7,9 +7,9 @@ from typing import Any
 
 from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
 from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.readback import points_of_all
 from consumer.telemetry.transports import InMemoryTransport
 from ground.settings import LoadSettings, Settings
+from tools.dashboard.readback import points_of_all
 from tools.demo.load import LoadGenerator
 
 

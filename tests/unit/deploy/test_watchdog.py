@@ -200,37 +200,75 @@ def test_the_watchdog_hands_over_on_termination(tmp_path: Path) -> None:
     ]
 
 
-def test_the_probe_counts_fresh_workers_of_other_hosts_in_the_workers_table() -> None:
+def test_the_probe_counts_workers_of_other_hosts_whose_rounds_succeed_as_their_store_writes_them() -> None:
+    """The worker's own store writes the rows (moto); the watchdog's probe reads both tables."""
     import boto3
     from moto import mock_aws
 
+    from consumer.leases.coordinator import LeaseCoordinator
+    from consumer.leases.dynamodb import DynamoDBLeaseStore
     from deploy.watchdog import WorkersTableProbe
+    from ground.clock import FakeClock
+    from ground.settings import WorkerSettings
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="eu-west-1")
-        probe = WorkersTableProbe(client, "app-workers", "ip-10-0-0-1", horizon_seconds=10.5)
-        assert not probe().readable  # no table: cannot tell
-        client.create_table(
-            TableName="app-workers",
-            KeySchema=[{"AttributeName": "workerId", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "workerId", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
+        probe = WorkersTableProbe(
+            client, "app-workers", "ip-10-0-0-1", 10.5, round_horizon_seconds=120, leases_table="app"
         )
-        now = int(time.time() * 1000)
-        for worker, at in (
-            ("ip-10-0-0-1-1@ip-10-0-0-1:10:aa", now),  # mine
-            ("ip-10-0-0-2-1@ip-10-0-0-2:11:bb", now - 2_000),  # another host, fresh
-            ("ip-10-0-0-3-1@ip-10-0-0-3:12:cc", now - 60_000),  # another host, expired
-        ):
-            client.put_item(
-                TableName="app-workers",
-                Item={
-                    "workerId": {"S": worker},
-                    "heartbeatAt": {"N": str(at)},
-                    "heartbeatCounter": {"N": "3"},
-                },
-            )
+        assert not probe().readable  # no tables: cannot tell
+        store = DynamoDBLeaseStore(client, "app", workers_table_name="app-workers")
+        store.ensure_table(WorkerSettings(lease_table_billing_mode="PAY_PER_REQUEST"))
+        clock = FakeClock(start_millis=int(time.time() * 1000))
+        workers = {
+            host: LeaseCoordinator(store, f"{host}-1@{host}:1:abc", WorkerSettings(), clock)
+            for host in ("ip-10-0-0-1", "ip-10-0-0-2", "ip-10-0-0-3")
+        }
+        for host, worker in workers.items():
+            worker.heartbeat_once()
+            if host != "ip-10-0-0-3":  # its rounds have not succeeded (yet): beating, not fine
+                worker.take_round()
+                worker.heartbeat_once()
         client.put_item(
             TableName="app-workers", Item={"workerId": {"S": "__app__#lineage"}, "generation": {"N": "2"}}
         )
+        # ip-10-0-0-1 is this host; ip-10-0-0-2's row says its round succeeded.
         assert probe() == PeerView(readable=True, fresh_peers=1)
+
+
+def test_the_hand_off_waits_for_the_agent_to_ship_the_workers_last_metrics() -> None:
+    """The workers' last EMF document goes to the agent as they stop; the agent buffers logs up to
+    its force_flush_interval, so the lifecycle action completes only after twice that."""
+    from dataclasses import replace
+
+    from deploy.watchdog import hand_off
+
+    events: list[object] = []
+    p = replace(plan(), agent_config={"logs": {"force_flush_interval": 7}})
+    hand_off(p, stop=lambda: events.append("stopped"), sleep=events.append)
+    assert events == ["stopped", 14.0]
+    hand_off(replace(p, agent_config={"logs": {}}), stop=lambda: None, sleep=events.append)
+    assert events[-1] == 10.0  # the agent's default, 5 s
+
+
+def test_the_watchdog_main_hands_off_through_the_agent_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    import deploy.watchdog as watchdog_module
+
+    p = plan()
+    plan_file = tmp_path / "boot.json"
+    plan_file.write_text(p.to_json())
+    client = Recording()
+    monkeypatch.setattr(boto3, "client", lambda service, **_: client)
+    monkeypatch.setattr(
+        watchdog_module, "metadata", lambda path: "Terminated" if "lifecycle" in path else "i-0abc"
+    )
+    events: list[object] = []
+    monkeypatch.setattr(watchdog_module, "stop_workers", lambda: events.append("stopped"))
+    monkeypatch.setattr(watchdog_module.time, "sleep", events.append)
+    assert watchdog_module.main(["--plan", str(plan_file), "--root", str(tmp_path)]) == 0
+    assert events == ["stopped", watchdog_module.agent_flush_seconds(p)]
+    assert [c[0] for c in client.calls] == ["complete_lifecycle_action"]

@@ -128,30 +128,46 @@ def test_no_shipped_environment_is_warned_about(
     env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The planner and the shipped config agree: `consumer plan --env <env>` as shipped prints no
-    warning. The account a deployable environment leaves to its user is a step before deploying."""
+    warning, and no note that contradicts the file: only the account a deployable environment leaves
+    to its user (a step before deploying) and, for a table past the KCL defaults, that the file's
+    tuning was checked against the figures."""
     for name in [n for n in os.environ if n.startswith("CONSUMER_")]:
         monkeypatch.delenv(name)
     plan = make_plan(load_settings(env, CONFIG, environ={}))
     assert plan.warnings == []
     needs_account = [n for n in plan.notes if n.startswith("before deploying: ") and "set account" in n]
     assert len(needs_account) == (env != "local"), plan.notes
+    agreeing = [n for n in plan.notes if n.endswith("are set: checked against the figures above")]
+    assert sorted(plan.notes) == sorted(needs_account + agreeing), plan.notes
     assert main(["plan", "--env", env, "--config-dir", str(CONFIG)]) == 0
     captured = capsys.readouterr()
     assert "warning" not in captured.out + captured.err
+    assert "recommended" not in "".join(plan.notes) and "needs ~" not in "".join(plan.notes)
 
 
 def test_prod_is_checked_against_its_own_figures() -> None:
-    """config/prod.yaml: N = 44, M = 6 x 4 = 24; advice 2..11 leases per worker (suggested 4) and 2
-    instances. Its cap 11 is in range; its 6 instances are headroom (a note); the table is past the
-    KCL defaults but tuned (a note)."""
+    """config/prod.yaml: N = 44, M = 3 x 4 = 12; advice 4..22 leases per worker, suggested 8, and 2
+    instances for its writes. Its cap is the suggestion; its 3 instances are the group's minimum; the
+    smallest fleet holds 8 x 12 = 96 leases, a rollover's 2N = 88; the table is past the KCL defaults
+    but tuned (a note)."""
     plan = make_plan(load_settings("prod", CONFIG, environ={}))
     assert plan.value("partitions_N") == 44
-    assert (plan.value("max_leases_for_worker_min"), plan.value("max_leases_for_worker_max")) == (2, 11)
-    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "11"
-    assert any("configured fleet.desired_instances 6 is more than the 2 recommended" in n for n in plan.notes)
+    assert (plan.value("max_leases_for_worker_min"), plan.value("max_leases_for_worker_max")) == (4, 22)
+    assert plan.value("max_leases_for_worker_suggested") == 8
+    assert dict(plan.inputs)["worker.max_leases_for_worker"] == "8"
+    assert plan.value("recommended_instances") == 2
+    assert plan.value("leases_held_at_min_instances") == 96
     tuning = next(n for n in plan.notes if "KCL defaults need tuning" in n)
     assert "909 WCU/s per partition is more than 100" in tuning and "are set" in tuning
     assert "44 partitions is more than" not in tuning
+
+
+def test_a_smallest_fleet_that_cannot_hold_a_rollover_is_a_warning(tmp_path: Path) -> None:
+    # N = 70, 3 instances x 4 processes = 12 at min_instances: a cap of 10 holds 120 >= N but < 2N = 140.
+    plan = _plan(tmp_path, LARGE + "worker:\n  max_leases_for_worker: 10\n")
+    assert plan.value("leases_held_at_min_instances") == 120
+    warning = next(w for w in plan.warnings if "2N = 140" in w)
+    assert "raise max_leases_for_worker to 12 or fleet.min_instances" in warning
 
 
 def test_on_the_emulator_n_is_the_emulators_partition_count(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ground.settings import ConfigError, Settings, WorkerSettings, load_settings
 from tools.cli import main
@@ -33,7 +34,7 @@ def test_environment_file_overrides_base() -> None:
     prod = load_settings("prod", REPO_CONFIG)
     assert base_only.table.billing_mode == "PAY_PER_REQUEST"
     assert prod.table.billing_mode == "PROVISIONED"
-    assert prod.worker.max_leases_for_worker == 11
+    assert prod.worker.max_leases_for_worker == 8
     # Keys the environment does not set come from base.yaml.
     assert prod.table.partition_key.name == "pk"
     assert prod.env == "prod"
@@ -196,11 +197,9 @@ def test_options_stay_with_the_processor_they_were_written_for(config_copy: Path
     same = load_settings("local", config_copy, environ={"CONSUMER_PROCESSING__PROCESSOR": "changelog"})
     assert same.processing.options == {"destination": "var/changelog"}
     # A file that names another processor with its own options gets only those.
-    (config_copy / "mine.yaml").write_text(
-        (config_copy / "local.yaml").read_text()
-        + "\n"  # a later mapping for the same key replaces the earlier one in YAML
-        + "processing:\n  processor: examples.class_form:AuditTrail\n  options: {checkpoint_every: 10}\n"
-    )
+    local = yaml.safe_load((config_copy / "local.yaml").read_text())
+    local["processing"] = {"processor": "examples.class_form:AuditTrail", "options": {"checkpoint_every": 10}}
+    (config_copy / "mine.yaml").write_text(yaml.safe_dump(local))
     (config_copy / "base.yaml").write_text(
         (config_copy / "base.yaml")
         .read_text()

@@ -20,6 +20,7 @@ from consumer.leases.machine.actions import (
     Reply,
     Request,
     Scan,
+    ScanWorkers,
     Take,
     Timed,
     advance,
@@ -93,6 +94,21 @@ def test_a_round_takes_a_free_lease_and_announces_it() -> None:
     m = holding_s1()
     assert [lease.shard_id for lease in m.held()] == ["s1"]
     assert m.may_process("s1")
+
+
+def test_the_last_round_whose_reads_succeeded_is_said_on_the_next_beat() -> None:
+    """The instances' watchdogs count a worker as fine by it (deploy/watchdog.py reads
+    ``leaseRoundOkAt``): a row keeps being written while every round fails, so a failed round leaves
+    it where the last good one put it."""
+    m = holding_s1()  # its round's scan was answered at 20
+    failed = m.take_round()
+    m.tick(Now(1_000, WALL + 1_000))
+    assert isinstance(advance(failed, None), (Scan, ScanWorkers))
+    assert answer(m, failed, Reply(error=LeaseStoreThrottledError("throttled")), 1_010) == Done(None)
+    beat = m.heartbeat()
+    m.tick(Now(1_100, WALL + 1_100))
+    put = advance(beat, None)
+    assert isinstance(put, PutHeartbeat) and put.beat.round_ok_at_wall_millis == WALL + 20
 
 
 def test_a_take_answered_after_the_fence_it_was_sent_under_is_not_used() -> None:

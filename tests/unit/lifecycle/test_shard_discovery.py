@@ -161,3 +161,31 @@ def test_every_live_worker_with_the_same_view_agrees_on_one_live_leader(ages: di
         assert len(leaders) == 1 and leaders <= live
     # A worker that sees no live worker (its own row not scanned yet) lists itself.
     assert sync_leader("zzzz-new", Snapshot({}, {}), now, timing) == "zzzz-new"
+
+
+def test_a_lookup_whose_create_meets_a_cleanup_asks_again_soon() -> None:
+    """A cleanup landed between the lookup's generation read and its create: the create is refused
+    (the lineage guard). The children were left to the leader's next listing (a minute by default:
+    the child_pickup bench's outliers); the lookup asks again instead, reading afresh."""
+    from consumer.leases.errors import LineageChangedError
+
+    store, clock = InMemoryLeaseStore(), FakeClock()
+    stream = Stream([Shard("P", ending_sequence_number="9"), Shard("C", "P")])
+    store.create_if_absent(finished("P"))
+    syncer = fleet_member(store, "a", clock, stream)
+    real = store.create_if_absent
+    refused = [True]
+
+    def create_if_absent(lease: Lease, generation: int | None = None) -> bool:
+        if refused and generation is not None:
+            refused.pop()
+            raise LineageChangedError(lease.shard_id, generation)
+        return real(lease, generation)
+
+    store.create_if_absent = create_if_absent  # type: ignore[method-assign]
+    syncer.shard_ended("P")
+    syncer.sync_children_due()
+    assert "C" not in leases(store)
+    clock.advance(CHILD_RETRY_MILLIS[0])
+    syncer.sync_children_due()
+    assert leases(store)["C"] == ("TRIM_HORIZON", frozenset({"P"}))

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from consumer.leases.errors import LeaseLostError, LeaseStoreThrottledError
+from consumer.lifecycle.polling import QUICK_PARENT_POLLS
 from consumer.lifecycle.shard_actions import (
     Action,
     CheckParents,
@@ -120,8 +121,14 @@ def test_a_lease_at_a_sentinel_checks_its_parents_first() -> None:
         assert step(m, [ParentsChecked(1)])[0] == CheckParents(("s1",))
 
 
-def test_pending_parents_are_checked_again_after_the_poll_interval() -> None:
+def test_pending_parents_are_checked_again_soon_at_first_then_after_the_poll_interval() -> None:
+    """A child leased before its parent ended usually waits for a parent that is just finishing: it
+    checks every half taking interval at first (it starts within one of the parent's end, issue 46),
+    then every parent_shard_poll_interval_millis (a parent far behind costs few reads)."""
     m = machine()
+    quick = min(SETTINGS.taker_interval_millis // 2, SETTINGS.parent_shard_poll_interval_millis)
+    for _ in range(QUICK_PARENT_POLLS):
+        assert step(m, [ParentsChecked(1)])[-1] == Wait(NOW + quick)
     assert step(m, [ParentsChecked(1)])[-1] == Wait(NOW + SETTINGS.parent_shard_poll_interval_millis)
     assert m.life.state is ShardState.WAITING_ON_PARENT_SHARDS
 

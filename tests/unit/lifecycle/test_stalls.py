@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -178,3 +179,163 @@ def test_a_processor_that_hangs_forever_on_one_shard_is_moved_and_the_others_go_
         hang.set()
         for coordinator in coordinators:
             coordinator.stop()
+
+
+def test_a_shard_that_hangs_in_every_worker_costs_each_worker_one_thread_and_the_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The processor hangs on `stuck` in whichever worker runs it, forever; each worker has one
+    thread for steps. A worker never takes `stuck` back while its call there is stuck (it would
+    hang a second thread), and the call left behind does not take the thread the worker's other
+    shards need: they are delivered and never found stalled. Once both workers have a call stuck
+    on it, neither takes `stuck` again (the deployed fleet's model: a shard that hung in every worker
+    leaked a thread per move until every worker's pool was full and all its shards stalled)."""
+    settings = FAST.model_copy(update={"stall_timeout_millis": 1_000, "max_worker_threads": 1})
+    store = InMemoryLeaseStore()
+    stream = FakeStream()
+    shards = ("stuck", "fine-1", "fine-2", "fine-3")
+    for i, shard in enumerate(shards):
+        stream.add(shard, 1000 * (i + 1), 30, closed=False)
+        store.create_if_absent(Lease(shard, None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    hang = threading.Event()
+    hangs: list[str] = []
+    seen: dict[str, set[str]] = {}
+    lock = threading.Lock()
+
+    def factory_of(worker: str):  # type: ignore[no-untyped-def]
+        def factory(shard: ShardInfo) -> RecordingProcessor:
+            processor = RecordingProcessor()
+
+            def process_records(process: ProcessRecordsInput) -> None:
+                if shard.shard_id == "stuck":
+                    with lock:
+                        hangs.append(worker)
+                    hang.wait()
+                with lock:
+                    seen.setdefault(shard.shard_id, set()).update(r.sequence_number for r in process.records)
+
+            processor.process_records = process_records  # type: ignore[method-assign]
+            return processor
+
+        return factory
+
+    clock = SystemClock()
+    coordinators = [LeaseCoordinator(store, name, settings, clock) for name in ("w1", "w2")]
+    stops, runners = [], []
+    caplog.set_level(logging.ERROR, logger="consumer.lifecycle")
+    try:
+        for coordinator, name in zip(coordinators, ("w1", "w2"), strict=True):
+            coordinator.start()
+            scheduler = Scheduler(
+                leases=coordinator,
+                reader=stream,
+                processor_factory=factory_of(name),
+                settings=settings,
+                clock=clock,
+            )
+            stop = threading.Event()
+            runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+            runner.start()
+            stops.append(stop)
+            runners.append(runner)
+        assert wait_for(lambda: bool(hangs), timeout=30)
+        fine = [s for s in shards if s != "stuck"]
+        assert wait_for(lambda: all(len(seen.get(s, ())) == 30 for s in fine), timeout=30), {
+            s: len(seen.get(s, ())) for s in fine
+        }
+        time.sleep(8 * settings.stall_timeout_millis / 1000)  # long past any worker's avoidance of it
+        assert len(hangs) == len(set(hangs)), (
+            f"a worker took the shard back while its call was stuck: {hangs}"
+        )
+        stalled = [r.getMessage() for r in caplog.records if "SHARD_STALLED" in r.getMessage()]
+        assert stalled and all("Shard stuck stalled" in m for m in stalled), stalled
+    finally:
+        for stop in stops:
+            stop.set()
+        for runner in runners:
+            runner.join(timeout=10)
+        hang.set()
+        for coordinator in coordinators:
+            coordinator.stop()
+
+
+def test_a_hand_over_request_wakes_an_idle_consumer_before_its_back_off_ends() -> None:
+    """A quiet shard's consumer backs off between empty reads up to max_idle_time_between_reads
+    (10 s by default), longer than a hand-over's deadline (failover - margin: 8 s). Asked for, it must
+    hand the lease over at once, not at its next read (issue 46: hand-overs ran overdue)."""
+    from consumer.leases.model import HandOverRequest
+
+    settings = FAST.model_copy(
+        update={"idle_time_between_reads_millis": 10_000, "max_idle_time_between_reads_millis": 10_000}
+    )
+    store = InMemoryLeaseStore()
+    stream = FakeStream()
+    stream.add("quiet", 1000, 0, closed=False)
+    store.create_if_absent(Lease("quiet", None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    clock = SystemClock()
+    owner = LeaseCoordinator(store, "owner", settings, clock)
+    owner.start()
+    thief = LeaseCoordinator(store, "thief", settings, clock)
+    thief.heartbeat_once()
+    scheduler = Scheduler(
+        leases=owner,
+        reader=stream,
+        processor_factory=lambda _shard: RecordingProcessor(),
+        settings=settings,
+        clock=clock,
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        assert wait_for(lambda: "quiet" in scheduler.consumers())
+        wait_for(lambda: False, timeout=0.5)  # the consumer's first empty read: it backs off 10 s
+        store.ask_hand_over("owner", HandOverRequest("quiet", "thief", clock.wall_millis()))
+        asked = time.monotonic()
+        owner.heartbeat_once()  # brings the request, as the heartbeat loop would
+        assert wait_for(lambda: store.get("quiet").owner == "thief", timeout=8), "not handed over"
+        assert time.monotonic() - asked < 5, "handed over only after the idle back-off"
+    finally:
+        stop.set()
+        runner.join(timeout=10)
+        owner.stop()
+
+
+def test_a_stalled_call_that_never_returns_is_counted_again_every_stall_timeout() -> None:
+    """A shard given up while its call was stuck may end free and avoided by every worker it hung in:
+    nothing finds it stalled again, so the worker keeps counting it in StalledShards every stall
+    timeout until the call returns, and the stalled-shards alarm stays in ALARM (it went quiet after
+    the first burst of moves in the deployed fleet's model)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from consumer.lifecycle.stall_mover import StallMover
+    from ground.clock import FakeClock
+    from ground.threads import SYSTEM_THREADS
+
+    counted: list[tuple[Any, ...]] = []
+    given_up: list[tuple[str, bool]] = []
+    leases = SimpleNamespace(
+        give_up_stalled=lambda shard, counter=None, *, stuck=False: given_up.append((shard, stuck)),
+        shards_with_children=frozenset,
+    )
+    metrics = SimpleNamespace(count=lambda *args, **kwargs: counted.append((*args, kwargs.get("shard_id"))))
+    clock = FakeClock()
+    mover = StallMover(
+        leases=leases,  # type: ignore[arg-type]
+        settings=FAST.model_copy(update={"stall_timeout_millis": 10_000}),
+        clock=clock,
+        metrics=metrics,  # type: ignore[arg-type]
+        threads=SYSTEM_THREADS,
+    )
+    mover.move(SimpleNamespace(shard_id="s1", counter=3, lease_lost=lambda: None), stuck=True)  # type: ignore[arg-type]
+    assert given_up == [("s1", True)] and len(counted) == 1
+    for _ in range(35):  # 35 s of looks, one a second
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert counted == [("ProcessTask", "StalledShards", 1, "s1")] * 4  # the move, then at 10, 20, 30 s
+    mover.returned("s1")
+    for _ in range(25):
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert len(counted) == 4  # the call returned: no longer counted

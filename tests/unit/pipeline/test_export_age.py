@@ -28,6 +28,11 @@ def test_an_export_within_the_retention_is_accepted_and_an_older_one_refused() -
     message = str(refused.value)
     assert message.startswith("s3://b/AWSDynamoDB/x: the export is from 2027-01-15 08:00 UTC, 30 h ago")
     assert "the stream keeps 24 h" in message
+    assert (
+        "the changes made from 2027-01-15 08:00 UTC until 6 h ago are neither in the export nor still in "
+        "the stream, and the snapshot would miss them" in message
+    )
+    assert "in neither" not in message
     assert "export-table-to-point-in-time" in message and "leave out --export" in message
 
 

@@ -84,3 +84,46 @@ def test_the_poll_is_a_tenth_of_the_freshness_within_bounds() -> None:
     assert following.poll_seconds(60) == 6.0
     assert following.poll_seconds(10) == 1.0
     assert following.poll_seconds(600) == 10.0
+
+
+def test_an_idle_follow_says_once_that_it_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five idle polls, a run with new changes, three idle polls: one "up to date" line per idle
+    stretch, and the working run's lines as the run printed them."""
+    settings = settings_for(tmp_path, freshness_seconds=60, maintenance_interval_minutes=60)
+    clock = Clock()
+    outcomes = [True] * 5 + [False] + [True] * 3
+    runs: list[int] = []
+
+    def run_snapshot(*_: Any, progress: Any, **__: Any) -> SnapshotResult:
+        runs.append(len(runs))
+        progress("[1/4] change log: objects to read")
+        if outcomes[len(runs) - 1]:
+            progress("[4/4] snapshot is up to date; nothing written")
+            return SnapshotResult("000001", True, objects_already_merged=4)
+        for step in ("[2/4] read", "[3/4] merged", "[4/4] committed"):
+            progress(step)
+        return SnapshotResult("000002", False, new_changes=3, oldest_change=1000.0)
+
+    monkeypatch.setattr(following, "run_snapshot", run_snapshot)
+    lines: list[str] = []
+    following.follow(
+        None,  # type: ignore[arg-type]  (no Spark: the runs are faked)
+        settings,
+        stop=lambda: len(runs) == len(outcomes),
+        tables=object(),  # type: ignore[arg-type]
+        progress=lines.append,
+        clock=clock,
+        sleep=clock.sleep,
+        maintenance=False,
+    )
+    waiting = (
+        "[follow] up to date (4 object(s) merged): listing the change log every 6 s until new objects land"
+    )
+    assert lines == [
+        waiting,
+        "[1/4] change log: objects to read",
+        "[2/4] read",
+        "[3/4] merged",
+        "[4/4] committed",
+        waiting,
+    ]

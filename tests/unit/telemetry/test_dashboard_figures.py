@@ -12,15 +12,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from consumer.telemetry.dashboard import (
+from tools.dashboard.readback import MetricPoint
+from tools.dashboard.render import (
     draw_widget,
     fleet_workers,
     render,
     series_for,
     time_axis,
 )
-from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widgets import WIDGETS, Reference, ReferenceLine, Widget
+from tools.dashboard.widgets import WIDGETS, Reference, ReferenceLine, Widget
 
 REFERENCES = {
     Reference.SCALE_OUT: ReferenceLine("2N = 8 (scale out)", 8.0),

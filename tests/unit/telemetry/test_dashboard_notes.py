@@ -15,11 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from consumer.telemetry import prices
-from consumer.telemetry.dashboard import draw_widget, render, time_axis
-from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widgets import WORKER, Metric, Widget, reference_lines, widgets_for
 from ground.settings import load_settings
+from tools.dashboard import prices
+from tools.dashboard.readback import MetricPoint
+from tools.dashboard.render import draw_widget, render, time_axis
+from tools.dashboard.widgets import WORKER, Metric, Widget, reference_lines, widgets_for
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"
 START = 1_700_000_000_000
@@ -167,9 +167,56 @@ def test_the_cost_panel_prices_stream_reads_per_shard() -> None:
         assert per_shard == pytest.approx([2.0] * len(per_shard))
         monthly = lines["stream reads, $/month at this rate ($0.02 per 100 000 requests)"]
         assert monthly[0] == pytest.approx(10 * prices.SECONDS_PER_MONTH * 0.02 / 100_000)  # $5.26
-        # config/local.yaml's leases table is provisioned (10 RCU, 10 WCU): its price, used or not.
+        # config/local.yaml's leases table is provisioned (10 RCU, 25 WCU): its price, used or not:
+        # (10 x $0.00013 + 25 x $0.00065) x 730 h = $12.81.
         provisioned = next(label for label in lines if label.startswith("leases table provisioned"))
-        assert provisioned == "leases table provisioned 10 RCU + 10 WCU: $6/month"
+        assert provisioned == "leases table provisioned 10 RCU + 25 WCU: $13/month"
         assert not math.isnan(monthly[-1]) and state.lines == 2  # type: ignore[attr-defined]
     finally:
         plt.close(figure)  # type: ignore[arg-type]
+
+
+def test_the_open_shards_line_says_why_it_breaks_when_the_sync_leader_is_killed(tmp_path: Path) -> None:
+    """worker-1 leads the shard sync and is killed after t+15 s; worker-2 lists the stream from t+25 s:
+    the open-shards line has a gap, and the panel says why (and says nothing while it has none)."""
+    killed = [p for p in idle_fleet() if not (p.worker == "worker-1" and p.timestamp_millis > START + 15_000)]
+    killed += [point(seconds, "OpenShards", "ShardSyncTask", 2.0, "worker-2") for seconds in (25, 30)]
+    title = "Leases total vs 2N"
+    (figure, _axis), state = _panel(title, killed)
+    plt.close(figure)  # type: ignore[arg-type]
+    assert any(
+        n.startswith("open shards N (the sync leader's listing): only the shard-sync leader")
+        for n in state.notes
+    )  # type: ignore[attr-defined]
+    (figure, _axis), steady = _panel(title, idle_fleet())
+    plt.close(figure)  # type: ignore[arg-type]
+    assert not any("only the shard-sync leader" in n for n in steady.notes)  # type: ignore[attr-defined]
+
+
+def test_the_page_says_whose_counts_stop_early_and_why_totals_fall_short(tmp_path: Path) -> None:
+    killed = [p for p in idle_fleet() if not (p.worker == "worker-2" and p.timestamp_millis > START + 10_000)]
+    settings = load_settings("local", CONFIG, environ={})
+    rendered = render(
+        killed,
+        tmp_path / "d.png",
+        bucket_seconds=BUCKET,
+        references=reference_lines(settings),
+        widgets=widgets_for(settings),
+        title="killed",
+        start_millis=START,
+    )
+    page = rendered.html.read_text()
+    assert "Stopped publishing early: worker-2 (20 s before the others)" in page
+    assert "never flushed its last period" in page
+    notes = {p.title: " ".join(p.notes) for p in rendered.panels}
+    assert "Records processed need not add up to the writes" in notes["Records processed vs table writes"]
+    calm = render(
+        idle_fleet(),
+        tmp_path / "calm.png",
+        bucket_seconds=BUCKET,
+        references=reference_lines(settings),
+        widgets=widgets_for(settings),
+        title="calm",
+        start_millis=START,
+    )
+    assert "Stopped publishing early" not in calm.html.read_text()

@@ -1,11 +1,11 @@
 """The dashboard's widgets as data: the one list the CloudWatch dashboard and ``consumer dashboard`` draw.
 
 Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widgets.py``) and the
-local PNG (``consumer/telemetry/dashboard.py``) would drift apart with a list each. Both render
+local PNG (``tools/dashboard/render.py``) would drift apart with a list each. Both render
 :data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
 ``make demo`` is the panel an operator reads in CloudWatch. It lives here, not in ``infra/``,
 because the worker package must never import the CDK layer; ``infra`` imports it. Its shape is
-in :mod:`consumer.telemetry.widget_model`.
+in :mod:`tools.dashboard.widget_model`.
 
 Rules, stated once here so both renderers follow them:
 
@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from consumer.telemetry import prices
-from consumer.telemetry.widget_model import (
+from ground.settings import Settings
+from tools.dashboard import prices
+from tools.dashboard.widget_model import (
     AGENT,
     LEASES_TABLE,
     LOAD_GENERATOR,
@@ -45,7 +46,6 @@ from consumer.telemetry.widget_model import (
     holds,
     why_off,
 )
-from ground.settings import Settings
 
 __all__ = [
     "AGENT",
@@ -137,6 +137,10 @@ WIDGETS: tuple[Widget, ...] = (
                 absent="only `consumer demo`'s load generator counts writes locally",
             ),
         ),
+        note="Records processed need not add up to the writes: a worker that is killed publishes nothing "
+        "for its last metrics period (metrics.flush_interval_seconds), so what it processed then is "
+        "missing here, and the records it processed but had not checkpointed are processed again by "
+        "the next holder and counted twice.",
     ),
     Widget(
         "Leases total vs 2N",
@@ -151,7 +155,15 @@ WIDGETS: tuple[Widget, ...] = (
                 dimensions=(("Operation", "Scan"),),
             ),
             Metric(WORKER, "TotalLeases", "Maximum", "leases seen by the workers"),
-            Metric(WORKER, "OpenShards", "Maximum", "open shards N (the sync leader's listing)"),
+            Metric(
+                WORKER,
+                "OpenShards",
+                "Maximum",
+                "open shards N (the sync leader's listing)",
+                gaps="only the shard-sync leader publishes it: when the leader stops (a kill, a lost "
+                "instance) the line breaks until another worker's heartbeat outlives the leader's "
+                "(worker.failover_time_millis) and it lists the stream",
+            ),
         ),
         (Reference.SCALE_OUT, Reference.PARTITIONS),
         note="Above 2N for less than {alarm_window} adds no instance: a rollover or a split holds parents "

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
-from consumer.telemetry.readback import MetricPoint
-from consumer.telemetry.widget_model import Formula, Metric, Statistic
+from tools.dashboard.readback import MetricPoint
+from tools.dashboard.widget_model import Formula, Metric, Statistic
 
 Series = dict[float, float]  # bucket start, seconds since the axis' start -> value
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.telemetry.errors import DashboardError
+from tools.dashboard.errors import DashboardError
 
 DIMENSION_NAMES = ("Operation", "WorkerIdentifier", "ShardId")
 

@@ -1,4 +1,4 @@
-"""The shape of the dashboard's widgets (:mod:`consumer.telemetry.widgets` holds the list itself).
+"""The shape of the dashboard's widgets (:mod:`tools.dashboard.widgets` holds the list itself).
 
 Frozen dataclasses, no CDK or matplotlib import, read by both renderers:
 
@@ -6,13 +6,14 @@ Frozen dataclasses, no CDK or matplotlib import, read by both renderers:
 * :class:`Metric` -- one line (or one per worker or instance): its source, name, CloudWatch
   statistic over a period, how the fleet's lines fold into one (``across``), and ``absent``: why
   its line can be missing while the fleet runs, said on the panel (empty: every running worker
-  publishes it, so a missing line is a fault, not a state).
+  publishes it, so a missing line is a fault, not a state), and ``gaps``: why its drawn line can
+  break for a while (said on the panel when it does).
 * :class:`Formula` -- a line computed from metrics (a sum of rates times factors, optionally
   divided by another metric's fleet line), against the left or the right axis.
 * :class:`Widget` -- a panel: title, unit, axis labels, metrics, formulas, reference lines, and a
   ``note`` shown with it on both dashboards.
 * :class:`Condition` -- a metric that exists only where a setting turns its feature on;
-  :func:`consumer.telemetry.widgets.widgets_for` leaves it out elsewhere and records why.
+  :func:`tools.dashboard.widgets.widgets_for` leaves it out elsewhere and records why.
 
 A panel never stays empty without saying why: every metric that can be missing carries its reason,
 and a panel whose metrics are all switched off in an environment says which setting did it.
@@ -97,6 +98,7 @@ class Metric:
     only_if: Condition | None = None
     absent: str = ""  # why the line can be missing while the fleet runs ("" : it cannot)
     across: Statistic | None = None  # how the fleet's lines fold into one (default: the statistic)
+    gaps: str = ""  # why a gauge's drawn line can break for a while ("": only when a publisher stops)
 
     def __post_init__(self) -> None:
         if self.each and self.source.per is None:
@@ -106,7 +108,7 @@ class Metric:
 
     @property
     def per_second(self) -> bool:
-        """Counters (a Sum) are drawn as rates per second; see consumer/telemetry/widgets.py."""
+        """Counters (a Sum) are drawn as rates per second; see tools/dashboard/widgets.py."""
         return self.statistic == "Sum"
 
     @property
@@ -180,5 +182,6 @@ class Widget:
         """What the CloudWatch panel says under its graph: why a line can be missing there."""
         notes = [*self.off]
         notes += [f"{m.label}: {m.absent}" for m in self.cloud_metrics if m.absent]
+        notes += [f"{m.label}: {m.gaps}" for m in self.cloud_metrics if m.gaps]
         notes += [f"{f.label}: {f.absent}" for f in self.formulas if f.absent]
         return tuple(dict.fromkeys([*notes, *([self.note] if self.note else [])]))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from consumer.telemetry.metric_names import Aggregation, spec_for
-from consumer.telemetry.readback import MetricPoint
+from tools.dashboard.readback import MetricPoint
 
 UNEXPLAINED = "UNEXPLAINED"
 
@@ -93,7 +93,43 @@ def html_tables(
     return dict(totals), dict(gauges)
 
 
-def page_html(title: str, png_name: str, points: Sequence[MetricPoint], panels: Sequence[PanelState]) -> str:
+def stopped_early(points: Sequence[MetricPoint], period_seconds: float) -> dict[str, float]:
+    """Publishers whose last document came more than two periods before the fleet's last one, and
+    how many seconds before: a worker killed (or crashed) there never flushed its last period."""
+    last: dict[str, int] = {}
+    for point in points:
+        if point.worker:
+            last[point.worker] = max(last.get(point.worker, 0), point.timestamp_millis)
+    if not last:
+        return {}
+    end = max(last.values())
+    return {
+        worker: (end - stamp) / 1000
+        for worker, stamp in sorted(last.items())
+        if end - stamp > 2 * period_seconds * 1000
+    }
+
+
+def counters_note(points: Sequence[MetricPoint], period_seconds: float) -> str:
+    """Why the counters' totals can fall short of what the fleet did, naming who stopped early."""
+    early = stopped_early(points, period_seconds)
+    if not early:
+        return ""
+    who = ", ".join(f"{worker} ({seconds:.0f} s before the others)" for worker, seconds in early.items())
+    return (
+        f"Stopped publishing early: {who}. A worker killed there never flushed its last period (up to "
+        f"{period_seconds:g} s of counts, metrics.flush_interval_seconds), so the totals below lack it; "
+        "any record it had processed but not checkpointed is processed, and counted, again by the next holder."
+    )
+
+
+def page_html(
+    title: str,
+    png_name: str,
+    points: Sequence[MetricPoint],
+    panels: Sequence[PanelState],
+    period_seconds: float = 60.0,
+) -> str:
     """The page: the picture, each panel's lines and notes, then the counters and gauges."""
     totals, gauges = html_tables(points)
     publishers = sorted({w for _, w in totals} | {w for _, w in gauges})
@@ -123,7 +159,13 @@ def page_html(title: str, png_name: str, points: Sequence[MetricPoint], panels: 
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
         f"<body><h1>{html.escape(title)}</h1><img src='{html.escape(png_name)}' alt='dashboard'>"
         f"<h2>Panels: lines drawn, and why a line is missing</h2>{_panels_table(panels)}"
-        f"<h2>Counters: totals per publisher</h2>{table(counter_rows)}"
+        f"<h2>Counters: totals per publisher</h2>"
+        + (
+            f"<p id='counters-note'>{html.escape(note)}</p>"
+            if (note := counters_note(points, period_seconds))
+            else ""
+        )
+        + f"{table(counter_rows)}"
         f"<h2>Gauges: latest value per publisher (highest in brackets)</h2>{table(gauge_rows)}"
         "</body></html>\n"
     )
