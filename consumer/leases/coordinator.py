@@ -78,6 +78,7 @@ class LeaseCoordinator:
         self._take_now = threads.event()  # wakes the taker loop: the tables answer again
         self._threads_of = threads
         self._threads: list[Running] = []
+        self._stuck_calls: Callable[[], frozenset[str]] = frozenset  # ask_stuck_calls
 
     @property
     def holdings(self) -> Holdings:
@@ -171,7 +172,8 @@ class LeaseCoordinator:
         return self.drive(LeaseMachine.heartbeat)
 
     def take_round(self) -> RoundPlan | None:
-        return self.drive(LeaseMachine.take_round)
+        stuck = self._stuck_calls()  # asked before the round's first step, outside the machine's lock
+        return self.drive(lambda machine: machine.take_round(stuck))
 
     def fenced(self) -> bool:
         return self._step(LeaseMachine.fenced)
@@ -225,14 +227,16 @@ class LeaseCoordinator:
     def release(self, shard_id: str, counter: int | None = None) -> None:
         self.drive(lambda machine: machine.release(shard_id, counter))
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None, *, stuck: bool = False) -> None:
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
         """A stalled shard (consumer.lifecycle.stalls): released for another worker to take; this
         worker's taker leaves it alone for a stall timeout, so it does not come straight back here,
-        and while ``stuck`` (its call here never returned: taking it again would hang another thread)."""
-        self.drive(lambda machine: machine.give_up_stalled(shard_id, counter, stuck=stuck))
+        and while its call here is stuck (:meth:`ask_stuck_calls`)."""
+        self.drive(lambda machine: machine.give_up_stalled(shard_id, counter))
 
-    def stalled_call_returned(self, shard_id: str) -> None:
-        self._step(lambda machine: machine.stalled_call_returned(shard_id))
+    def ask_stuck_calls(self, stuck: Callable[[], frozenset[str]]) -> None:
+        """Where to ask, at each round, which stalled shards' calls here have not returned (the stall
+        mover, which alone keeps that count): taking one back would hang a second thread on it."""
+        self._stuck_calls = stuck
 
     def shards_with_children(self) -> frozenset[str]:
         return self._step(LeaseMachine.shards_with_children)

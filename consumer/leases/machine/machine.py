@@ -98,7 +98,10 @@ class LeaseMachine:
     def heartbeat(self) -> Conversation[bool]:
         return beating.heartbeat(self.state)
 
-    def take_round(self) -> Conversation[RoundPlan | None]:
+    def take_round(self, stuck: frozenset[str] = frozenset()) -> Conversation[RoundPlan | None]:
+        """``stuck``: shards given up as stalled whose call here has not returned, as the stall mover
+        counts them now (it alone keeps that count): avoided by this round."""
+        self.state.stuck = stuck
         return taking.take_round(self.state)
 
     def checkpoint(
@@ -113,17 +116,8 @@ class LeaseMachine:
     def release(self, shard_id: str, counter: int | None = None) -> Conversation[None]:
         return letting_go.release(self.state, shard_id, counter)
 
-    def give_up_stalled(
-        self, shard_id: str, counter: int | None = None, *, stuck: bool = False
-    ) -> Conversation[None]:
-        """``stuck``: its call here has not returned; avoided until :meth:`stalled_call_returned`."""
-        if stuck:
-            self.state.stuck = self.state.stuck | {shard_id}
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> Conversation[None]:
         return letting_go.give_up_stalled(self.state, shard_id, counter)
-
-    def stalled_call_returned(self, shard_id: str) -> None:
-        """The stalled call on ``shard_id`` returned: only its stall timeout keeps it avoided."""
-        self.state.stuck = self.state.stuck - {shard_id}
 
     def delivery_ended(self, shard_id: str) -> Conversation[None]:
         return letting_go.delivery_ended(self.state, shard_id)

@@ -72,8 +72,8 @@ class LeaseState:
     created: set[str] = field(default_factory=set)  # created here, not shown by a full scan of mine yet
     ended_parents: set[str] = field(default_factory=set)  # their parents: ended, the view may lag
     avoid: dict[str, int] = field(default_factory=dict)  # given up as stalled here, until when (mono)
-    # Shards given up as stalled whose call here has not returned (LeaseMachine.give_up_stalled with
-    # ``stuck``): avoided until the scheduler says it returned (LeaseMachine.stalled_call_returned).
+    # Shards given up as stalled whose call here has not returned, as the stall mover counted them at
+    # the start of this round (LeaseMachine.take_round): avoided until their call returns.
     stuck: frozenset[str] = frozenset()
     children_of: tuple[Snapshot | None, frozenset[str]] = (None, frozenset())  # (scan, its parents)
     recovered_at: int | None = None  # wall time my own reads or heartbeats worked again

@@ -15,8 +15,10 @@ from consumer.leases.machine.actions import (
     Checkpoint,
     Conversation,
     Done,
+    Get,
     Now,
     PutHeartbeat,
+    Release,
     Reply,
     Request,
     Scan,
@@ -176,3 +178,27 @@ def test_every_request_the_machine_makes_is_one_the_driver_performs() -> None:
     coordinator = LeaseCoordinator(InMemoryLeaseStore(), "me", SETTINGS, FakeClock())
     with pytest.raises(TypeError, match="does not know"):
         coordinator._driver._call(Unknown())
+
+
+def _round_over_a_lease_handed_to_me(stuck: frozenset[str]) -> Request[object]:
+    """My first round, the table naming me owner of s1 (handed to me) and another worker alive; the
+    request that follows the consistent read of s1."""
+    m = machine()
+    beaten(m)
+    mine = Lease("s1", "me", 1, FREE.checkpoint)
+    beats = {"me": Heartbeat("me", 1, WALL), "other": Heartbeat("other", 1, WALL)}
+    round_ = m.take_round(stuck)
+    assert advance(round_, None) == Scan()
+    assert answer(m, round_, Reply(Snapshot({"s1": mine}, beats)), 20) == Get("s1")
+    then = answer(m, round_, Reply(mine), 30)
+    assert not isinstance(then, Done)
+    return then
+
+
+def test_a_lease_whose_stalled_call_is_stuck_here_is_released_free_not_adopted() -> None:
+    """Which stalled calls are stuck is the stall mover's alone to say (LeaseCoordinator.ask_stuck_calls),
+    given to each round: a lease handed to me meanwhile goes free again (a named worker may have a
+    call stuck on it too), and once the call returned it is adopted as any lease of mine."""
+    mine = Lease("s1", "me", 1, FREE.checkpoint)
+    assert _round_over_a_lease_handed_to_me(frozenset({"s1"})) == Release(mine, None)
+    assert _round_over_a_lease_handed_to_me(frozenset()) == Take(mine, "me")
