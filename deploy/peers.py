@@ -20,7 +20,10 @@ A silent member is marked Unhealthy by its peer; so is a member, past the same s
 no row at all (its workers never reported, as when the instance's credentials are refused), once
 this instance's own name is found among the members, which proves the names match. Only once the
 peer's looks have read the table, with its own rows landing, for that limit without a break (after
-an outage that silenced everyone, instances come back a few rounds apart), and only while the
+an outage that silenced everyone, instances come back a few rounds apart): its own rows land when
+the newest is younger than a look's interval (workers write one every third of a failover), not
+merely younger than the limit, since an outage that outlasts the limit stops the looks (its workers
+are then excused) before its own rows are that old. And only while the
 members with a fresh row are at least as many as the silent ones: a failure that silences most of
 the fleet is not one instance's, and a watchdog that reads the table is never the one cut off.
 """
@@ -147,7 +150,7 @@ class PeerLook:
                 self._seen[host] = max(self._seen.get(host, 0.0), at)
             self._seen = {h: at for h, at in self._seen.items() if now - at < FORGET_SECONDS}
             beats = self._seen
-            if now - beats.get(self._own, 0.0) > self._limit:
+            if now - beats.get(self._own, 0.0) > LOOK_SECONDS:
                 self._fine_since = now  # my own rows are not landing: nobody's silence is judged
             if now - self._fine_since < self._limit:
                 return None  # a peer must have been silent while the table took this instance's rows

@@ -83,6 +83,28 @@ FLEET_REVERTS = {
             "PERSIST_PERIODS, PERSIST_DATAPOINTS = 1, 1\n",
         )
     ],
+    "agent_flushed_before_hand_off": [
+        (
+            "deploy/watchdog.py",
+            "        stop=lambda: hand_off(plan, stop=stop_workers, sleep=time.sleep),\n",
+            "",
+        )
+    ],
+    "announcement_read_before_scan": [
+        (
+            "consumer/leases/machine/reading.py",
+            "        if announced is not None:\n"
+            "            self.new_leases_seen = max(self.new_leases_seen, announced)\n",
+            "        self.new_leases_seen = max(self.new_leases_seen, self._newest_free(snapshot))\n",
+        )
+    ],
+    "peer_own_rows_fresh": [
+        (
+            "deploy/peers.py",
+            "            if now - beats.get(self._own, 0.0) > LOOK_SECONDS:\n",
+            "            if now - beats.get(self._own, 0.0) > self._limit:\n",
+        )
+    ],
     "scale_out_carried_over_deploy": [
         (
             "infra/fleet_size_handler.py",

@@ -123,11 +123,13 @@ class RoundReader:
             )
 
         why = reason(self.live_at_full)
+        announced = None  # the newest announcement read before the leases are scanned, if any
         if why is None:
             workers = yield from ask(ScanWorkers())
             live = live_workers(workers, self.now().wall, self.timing) | {self.me}
             self.handing = self._stopping(workers, live)
-            why = reason(live, self.handing, self._newest_free(workers) > self.new_leases_seen)
+            announced = self._newest_free(workers)
+            why = reason(live, self.handing, announced > self.new_leases_seen)
             if why is None:
                 self.out.count("TakeLeases", "WorkerTableScans", 1)
                 # Leases as the last full scan saw them (what successor() counts and is_shard_finished
@@ -140,7 +142,11 @@ class RoundReader:
         snapshot = yield from ask(Scan())
         self.created_at_full = created
         self.full_at = self.now().mono
-        self.new_leases_seen = max(self.new_leases_seen, self._newest_free(snapshot))
+        # Only an announcement read before this scan began is answered by it: the scan reads the
+        # leases first and the rows after, so a row read now may announce a lease created after the
+        # leases were read (it is scanned for at the next round instead of at the full-scan interval).
+        if announced is not None:
+            self.new_leases_seen = max(self.new_leases_seen, announced)
         self.live_at_full = live_workers(snapshot, self.now().wall, self.timing) | {self.me}
         self.handing = self._stopping(snapshot, self.live_at_full)
         self.out.count("TakeLeases", "FullScans", 1)

@@ -201,6 +201,32 @@ def test_after_an_outage_that_silenced_everyone_the_slower_instances_are_not_mar
     assert [c for c in fleet.calls if c[0] == "set_instance_health"] == []
 
 
+def test_after_a_workers_table_outage_longer_than_the_limit_no_peer_is_marked_as_it_comes_back(
+    tmp_path: Path,
+) -> None:
+    """The deployed fleet's model, seed 1 001 326: the workers table timed out every call for 150 s.
+    This instance's looks went on while its workers' rounds were younger than the limit, with its
+    own rows already 100 s old, and stopped once its workers were excused; its own rows landed again
+    first, and its next look marked a peer whose rows were 156 s old, 3 s after the outage ended.
+    Its own rows must have landed for the whole age limit before a peer's silence is judged."""
+    layout, clock = Layout(tmp_path), [START]
+    fleet = Fleet({})
+    watchdog = looking_watchdog(layout, fleet, clock)
+    outage = (START + 60, START + 210)
+    while clock[0] < START + 600:
+        now = clock[0]
+        down = outage[0] <= now < outage[1]
+        for unit in ("1", "2"):  # the workers' rounds fail while the table does
+            record(layout, unit, now - 1, outage[0] - 1 if down else now - 1, "Read timeout" if down else None)
+        if not down:
+            fleet.beats.update({"ip-10-0-0-1": now - 1, "ip-10-0-0-3": now - 2})
+            if now < outage[0] or now >= outage[1] + 30:  # this one's come back half a minute later
+                fleet.beats["ip-10-0-0-2"] = now - 1
+        assert watchdog.step(now)
+        clock[0] += 5
+    assert [c for c in fleet.calls if c[0] == "set_instance_health"] == []
+
+
 def test_a_member_whose_workers_never_reported_is_silent_once_the_names_are_known_to_match() -> None:
     """Credentials refused on one instance: its workers never wrote a row. Judged like a silent host
     from its launch plus the settling time, but only when this instance's own name is among the

@@ -8,9 +8,11 @@ them at once and takes what its share allows; what it leaves free, its heartbeat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from ground.clock import FakeClock
 from ground.positions import SHARD_END, TRIM_HORIZON
 from ground.settings import WorkerSettings
@@ -107,3 +109,61 @@ def test_a_split_the_owner_has_room_for_only_in_part_is_announced_at_its_creatio
     assert owner.machine.state.row.new_leases_at == 0  # one child: its share has room
     owner.create_leases([_child(parent, "c1")])
     assert owner.machine.state.row.new_leases_at != 0  # the second: no room for both, said at once
+
+
+class _LeasesThenRows(InMemoryLeaseStore):
+    """A full scan as DynamoDB's store makes it: the leases table read first, the workers table
+    after; ``between`` runs in the gap (another worker's create and announcement landing there)."""
+
+    between: list[Callable[[], None]]
+
+    def scan(self) -> Snapshot:
+        leases = super().scan().leases
+        while self.between:
+            self.between.pop(0)()
+        full = super().scan()
+        return Snapshot(dict(leases), full.heartbeats, (), full.first_start_claimed)
+
+
+def test_an_announcement_read_after_the_leases_were_scanned_is_answered_at_the_next_round() -> None:
+    """The deployed fleet's model, seed 1 001 220 (43 shards, 4 workers at failover 3 s): the one
+    worker with room scanned the leases just before a child was created, and its creator's row
+    announcing it just after; it counted that announcement as answered by the scan that missed the
+    child, which then waited 5.1 s for the next full-scan interval."""
+    store, clock = _LeasesThenRows(), FakeClock()
+    store.between = []
+    for i in range(5):
+        store.create_if_absent(Lease(f"p{i}", None, 0, ExtendedSequenceNumber(TRIM_HORIZON)))
+    workers = [LeaseCoordinator(store, name, SETTINGS, clock) for name in ("a", "b", "c")]
+    for _ in range(3 * SETTINGS.full_scan_interval_millis // HALF):
+        _round(clock, workers)
+    by_load = sorted(workers, key=lambda w: (len(w.held()), w.worker_id))
+    short, creator = by_load[0], by_load[-1]
+    assert (len(short.held()), len(creator.held())) == (1, 2)
+    parent = creator.held()[0].shard_id
+    creator.checkpoint(parent, SHARD_END)
+    creator.take_round()
+    # The short worker's full-scan interval comes round (it only beats meanwhile, the others go on);
+    # its scan reads the leases, then a split's two children are created and announced, then it
+    # reads the rows.
+    for _ in range(SETTINGS.full_scan_interval_millis // HALF):
+        for worker in workers:
+            worker.heartbeat_once()
+            if worker is not short:
+                worker.take_round()
+        clock.advance(HALF)
+
+    def split() -> None:
+        creator.create_leases([_child(parent, "c0"), _child(parent, "c1")])
+        creator.heartbeat_once()
+
+    store.between.append(split)
+    short.take_round()
+    assert store.between == []  # the round was a full scan, and the split landed inside it
+    assert creator.machine.state.row.new_leases_at != 0  # announced: its share has room for one of the two
+    assert _holders(workers, "c0") + _holders(workers, "c1") == []  # created after the leases were read
+    for _ in range(SETTINGS.taker_interval_millis // HALF):
+        _round(clock, workers)
+    assert sorted(_holders(workers, "c0") + _holders(workers, "c1")) == sorted(
+        [creator.worker_id, short.worker_id]
+    )
