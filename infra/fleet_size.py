@@ -88,16 +88,20 @@ class FleetSize(Construct):
         function_resource = self.function.node.default_child
         assert isinstance(function_resource, lambda_.CfnFunction)
         function_resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        # Which group (by the tags CloudFormation gives it) and its bounds: both resources' inputs.
+        bounds = {
+            "StackName": stack.stack_name,
+            "GroupLogicalId": stack.resolve(group.logical_id),
+            "MinSize": str(min_size),
+            "MaxSize": str(max_size),
+        }
         self.resource = CustomResource(
             self,
             "Size",
             service_token=self.function.function_arn,
             resource_type="Custom::FleetSize",
             properties={
-                "StackName": stack.stack_name,
-                "GroupLogicalId": stack.resolve(group.logical_id),
-                "MinSize": str(min_size),
-                "MaxSize": str(max_size),
+                **bounds,
                 # Every property of the group but its size and tags (tests/infra checks it): any
                 # change of the group asks again.
                 "Watched": dict(watched),
@@ -110,13 +114,10 @@ class FleetSize(Construct):
             service_token=self.function.function_arn,
             resource_type="Custom::FleetSizeCarried",
             properties={
+                **bounds,
                 "Mode": "carry",
-                "StackName": stack.stack_name,
-                "GroupLogicalId": stack.resolve(group.logical_id),
                 # The group's name changes with each replacement: a new group is carried to once.
                 "GroupName": group.ref,
-                "MinSize": str(min_size),
-                "MaxSize": str(max_size),
             },
         )
 

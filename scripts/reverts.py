@@ -282,7 +282,7 @@ REVERTS = {
     "free_leases_announced": [
         (
             "consumer/leases/machine/reading.py",
-            "            why = reason(live, self.handing, announced > self.new_leases_seen)\n",
+            "            why = reason(live, self.handing, self._unanswered(announced))\n",
             "            why = reason(live, self.handing)\n",
         ),
     ],

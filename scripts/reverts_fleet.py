@@ -94,8 +94,23 @@ FLEET_REVERTS = {
         (
             "consumer/leases/machine/reading.py",
             "        if announced is not None:\n"
-            "            self.new_leases_seen = max(self.new_leases_seen, announced)\n",
-            "        self.new_leases_seen = max(self.new_leases_seen, self._newest_free(snapshot))\n",
+            "            self.new_leases_seen.update(announced)\n",
+            "        self.new_leases_seen.update(self._announcements(snapshot))\n",
+        )
+    ],
+    "leases_ceiling_catching_up": [
+        (
+            "infra/leases_table.py",
+            'writes = math.ceil((plan.value("lease_table_write_units_catching_up") + 2 * n) / target)',
+            'writes = math.ceil((plan.value("lease_table_write_units") + 2 * n) / target)',
+        )
+    ],
+    "announcements_per_worker": [
+        (
+            "consumer/leases/machine/reading.py",
+            "        return any(at and at != self.new_leases_seen.get(w) for w, at in announced.items())\n",
+            "        newest = max(announced.values(), default=0)\n"
+            "        return newest > max(self.new_leases_seen.values(), default=0)\n",
         )
     ],
     "peer_own_rows_fresh": [

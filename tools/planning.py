@@ -275,6 +275,20 @@ def make_plan(settings: Settings) -> Plan:
         "WCU/s",
         "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)",
     )
+    # A shard behind the stream's tip is read again at once, at most once per
+    # min_time_between_reads, and checkpoints after each batch: after an outage or a load spike
+    # every shard may be catching up at that rate together.
+    catching_up = (
+        per_second(max(worker.min_time_between_reads_millis, 1))
+        if worker.catch_up_behind_millis
+        else 1 / poll_s
+    )
+    add(
+        "lease_table_write_units_catching_up",
+        workers / (worker.renewal_interval_millis / 1000) + n * max(catching_up, 1 / poll_s),
+        "WCU/s",
+        "M / renewal_interval + N / min_time_between_reads (every shard catching up, a checkpoint per read)",
+    )
     ours_r = add(
         "lease_table_read_units",
         workers * scan * per_second(worker.taker_interval_millis, worker.shard_sync_interval_millis),

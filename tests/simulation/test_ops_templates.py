@@ -69,7 +69,7 @@ def test_a_replacing_update_starts_the_new_group_at_the_running_groups_size() ->
 def test_the_leases_table_scales_as_its_target_tracking_says() -> None:
     env = environment()
     reads, writes = table_scaling(env.templates, env.settings.leases_table_name)
-    assert writes == AutoScaling(100.0, 210.0, 70.0)
+    assert writes == AutoScaling(100.0, 461.0, 70.0)
     assert reads is not None and reads.minimum == reads.maximum == 100.0
     table = Table("leases", "leases", 100.0, 100.0, read_timeout=2.0, scaling=[reads, writes])
     for minute in range(1, 3):  # 90 % of 100 WCU for two minutes: up to 90 / 0.7

@@ -90,9 +90,10 @@ class RoundReader:
     live_at_full: frozenset[str] = field(default_factory=frozenset)  # live workers that scan showed
     held_after_plan: int = 0  # unfinished leases held right after the last plan was carried out
     handing: bool = False  # another live worker's row says it is stopping (the taker waits less)
-    # The newest Heartbeat.new_leases_at of another worker that the last full scan saw; a row
-    # showing a later one means leases were left free since (full_scan_reason).
-    new_leases_seen: int = 0
+    # Each other worker's Heartbeat.new_leases_at as answered by a full scan; a row showing another
+    # value means that worker left leases free since (full_scan_reason). Kept per worker: each stamps
+    # its announcements with its own clock, so one worker's stamp says nothing about another's.
+    new_leases_seen: dict[str, int] = field(default_factory=dict)
     # Leases this worker created, as a running count (shard sync bumps it through the machine), and the
     # count when the last full scan was sent: a difference means one may not have been scanned yet.
     created: int = 0
@@ -123,13 +124,13 @@ class RoundReader:
             )
 
         why = reason(self.live_at_full)
-        announced = None  # the newest announcement read before the leases are scanned, if any
+        announced = None  # the announcements read before the leases are scanned, if any
         if why is None:
             workers = yield from ask(ScanWorkers())
             live = live_workers(workers, self.now().wall, self.timing) | {self.me}
             self.handing = self._stopping(workers, live)
-            announced = self._newest_free(workers)
-            why = reason(live, self.handing, announced > self.new_leases_seen)
+            announced = self._announcements(workers)
+            why = reason(live, self.handing, self._unanswered(announced))
             if why is None:
                 self.out.count("TakeLeases", "WorkerTableScans", 1)
                 # Leases as the last full scan saw them (what successor() counts and is_shard_finished
@@ -146,16 +147,20 @@ class RoundReader:
         # leases first and the rows after, so a row read now may announce a lease created after the
         # leases were read (it is scanned for at the next round instead of at the full-scan interval).
         if announced is not None:
-            self.new_leases_seen = max(self.new_leases_seen, announced)
+            self.new_leases_seen.update(announced)
         self.live_at_full = live_workers(snapshot, self.now().wall, self.timing) | {self.me}
         self.handing = self._stopping(snapshot, self.live_at_full)
         self.out.count("TakeLeases", "FullScans", 1)
         self.out.say(logging.DEBUG, "worker %s: full scan (%s)", self.me, why)
         return snapshot, True
 
-    def _newest_free(self, view: Snapshot) -> int:
-        """When another worker last said it left leases free (0: none has)."""
-        return max((b.new_leases_at for w, b in view.heartbeats.items() if w != self.me), default=0)
+    def _announcements(self, view: Snapshot) -> dict[str, int]:
+        """When each other worker last said it left leases free, by its own clock (0: never)."""
+        return {w: b.new_leases_at for w, b in view.heartbeats.items() if w != self.me}
+
+    def _unanswered(self, announced: dict[str, int]) -> bool:
+        """Another worker announced leases left free that no full scan of mine has answered."""
+        return any(at and at != self.new_leases_seen.get(w) for w, at in announced.items())
 
     def _stopping(self, view: Snapshot, live: frozenset[str]) -> bool:
         return any(beat.stopping for w, beat in view.heartbeats.items() if w in live and w != self.me)

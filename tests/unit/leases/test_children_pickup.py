@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.decisions import RoundPlan, Timing
+from consumer.leases.machine.actions import Done, Now, Outbox, Reply, Scan, ScanWorkers, advance
+from consumer.leases.machine.reading import RoundReader
 from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
 from ground.clock import FakeClock
 from ground.positions import SHARD_END, TRIM_HORIZON
 from ground.settings import WorkerSettings
@@ -167,3 +170,48 @@ def test_an_announcement_read_after_the_leases_were_scanned_is_answered_at_the_n
     assert sorted(_holders(workers, "c0") + _holders(workers, "c1")) == sorted(
         [creator.worker_id, short.worker_id]
     )
+
+
+def test_announcements_are_compared_with_the_same_workers_earlier_ones_not_across_clocks() -> None:
+    """The deployed fleet's model, seed 1 001 370 (51 shards, 4 workers whose clocks disagree by up
+    to a few hundred ms): a worker whose clock ran ahead announced leases left free; 0.2 s later one
+    whose clock ran behind announced a child, stamped earlier than the first. The one worker with
+    room had answered the first and took the second for old (a single newest stamp across all rows),
+    so the child waited for a worker freed by its own shard's end, 1.03 taking intervals after its
+    creation."""
+    store, clock = InMemoryLeaseStore(), FakeClock()
+
+    def now() -> Now:
+        return Now(clock.monotonic_millis(), clock.wall_millis())
+
+    reader = RoundReader("me", SETTINGS, Timing.of(SETTINGS), now, Outbox())
+    beats = {"ahead": 0, "behind": 0}
+
+    def beat(worker: str, announced: int = 0) -> None:
+        row = store.get_heartbeat(worker)
+        store.heartbeat(
+            Heartbeat(worker, (row.counter + 1) if row else 1, clock.wall_millis(), new_leases_at=announced),
+            row.counter if row else None,
+        )
+
+    def full_scan() -> bool:
+        for worker, announced in beats.items():
+            beat(worker, announced)
+        clock.advance(HALF // 2)
+        reading = reader.read(Snapshot({}, {}, (), False), 0, RoundPlan())
+        step = advance(reading, None)
+        while not isinstance(step, Done):  # the reader's requests, answered from the store
+            assert isinstance(step, ScanWorkers | Scan), step
+            step = advance(
+                reading, Reply(store.scan_workers() if isinstance(step, ScanWorkers) else store.scan())
+            )
+        return step.value[1]
+
+    assert full_scan()  # the first
+    assert not full_scan()
+    beats["ahead"] = clock.wall_millis() + 300  # its clock runs 300 ms ahead
+    assert full_scan()
+    assert not full_scan()
+    beats["behind"] = clock.wall_millis() - 300  # later, by a clock 300 ms behind: an older stamp
+    assert full_scan()
+    assert not full_scan()
