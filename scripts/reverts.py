@@ -238,7 +238,7 @@ REVERTS = {
             "                if False:\n",
         )
     ],
-    "adopted_take_back_resumes": [
+    "adopted_take_back_resumes": [  # own test (no directed history reaches it): tests/unit/leases/test_unwritten_checkpoints.py
         (
             "consumer/leases/machine/checkpoints.py",
             "    elif held_now.counter == now.counter and not held_now.finished:\n",
