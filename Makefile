@@ -25,6 +25,11 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
+# An environment that sets PYTHONDONTWRITEBYTECODE (this kind of machine does) makes every Python
+# process the tests and the demo start (workers, emulators, CLI runs) compile the repository's
+# modules from source, and every pytest worker rewrite the tests' asserts afresh: bytecode is
+# written instead, under __pycache__/ (ignored by git).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help setup java browser wheelhouse lock demo test check lint typecheck bench synth clean
 

@@ -269,23 +269,22 @@ def make_plan(settings: Settings) -> Plan:
     scan = scan_read_units(
         leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers) / (leases + workers)
     )
+    heartbeats = workers / (worker.renewal_interval_millis / 1000)
     ours_w = add(
         "lease_table_write_units",
-        workers / (worker.renewal_interval_millis / 1000) + checkpoints,
+        heartbeats + checkpoints,
         "WCU/s",
         "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)",
     )
     # A shard behind the stream's tip is read again at once, at most once per
     # min_time_between_reads, and checkpoints after each batch: after an outage or a load spike
     # every shard may be catching up at that rate together.
-    catching_up = (
-        per_second(max(worker.min_time_between_reads_millis, 1))
-        if worker.catch_up_behind_millis
-        else 1 / poll_s
+    catch_up_reads = (
+        per_second(max(worker.min_time_between_reads_millis, 1)) if worker.catch_up_behind_millis else 0.0
     )
     add(
         "lease_table_write_units_catching_up",
-        workers / (worker.renewal_interval_millis / 1000) + n * max(catching_up, 1 / poll_s),
+        heartbeats + max(n * catch_up_reads, checkpoints),
         "WCU/s",
         "M / renewal_interval + N / min_time_between_reads (every shard catching up, a checkpoint per read)",
     )
