@@ -221,8 +221,6 @@ LONG_MODULES: dict[str, str] = {
     "consumer/lifecycle/shard_machine.py": "one shard's states and what each outcome leads to, as one "
     "pure machine: a transition read apart from its state's other transitions is how a checkpoint "
     "slips past an unprocessed record",
-    "tools/demo/run.py": "the demo as one script read top to bottom: emulator, workers, load, chaos, "
-    "pipeline, verdict",
 }
 
 
