@@ -218,9 +218,6 @@ LONG_MODULE_LINES = 400
 LONG_MODULES: dict[str, str] = {
     "scripts/house.py": "the rule's data and the reader that enforces it stay one standard-library file, "
     "which the test and `--write` load by path before anything is installed",
-    "consumer/lifecycle/shard_machine.py": "one shard's states and what each outcome leads to, as one "
-    "pure machine: a transition read apart from its state's other transitions is how a checkpoint "
-    "slips past an unprocessed record",
 }
 
 
