@@ -152,28 +152,13 @@ def plan_round(
     handing = any(beat.stopping for w, beat in snapshot.heartbeats.items() if w != me and w in live)
     parts = _Parts()
     for pool, cap in ((ready, max_leases_for_worker), (blocked, None)):
-        counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
-        share = quotas(counts, workers, len(pool), cap)
-        mine = sorted(
-            (lease for lease in pool if owner[lease.shard_id] == me), key=lambda lease: lease.shard_id
-        )
-        quota = share[me]
-        parts.mine += len(mine)
-        if cap is not None:
-            parts.target = quota
-            parts.spillover = max(0, math.ceil(len(pool) / len(workers)) - cap)
-        if len(mine) > quota:
-            if not handing:
-                parts.shed.extend(_surplus(mine, quota, keep))
-            continue
-        _fill(
+        _balance(
             parts,
             view,
             pool,
             cap=cap,
-            counts=counts,
-            share=share,
-            mine=len(mine),
+            handing=handing,
+            keep=keep,
             rng=rng,
             avoid=avoid,
             steal_at_most=max_leases_to_steal,
@@ -240,6 +225,48 @@ def _surplus(mine: list[Lease], quota: int, keep: frozenset[str]) -> list[Lease]
         reverse=True,
     )
     return surplus[: len(mine) - quota]
+
+
+def _balance(
+    parts: _Parts,
+    view: _View,
+    pool: list[Lease],
+    *,
+    cap: int | None,
+    handing: bool,
+    keep: frozenset[str],
+    rng: random.Random,
+    avoid: frozenset[str],
+    steal_at_most: int,
+) -> None:
+    """One pool of a round, capped at ``cap`` leases per worker or not: this worker's share of it,
+    and the surplus it sheds (not while another worker is ``handing`` its leases over) or what it
+    takes and asks for to reach its share."""
+    me, owner = view.me, view.owner
+    counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
+    share = quotas(counts, view.workers, len(pool), cap)
+    mine = sorted((lease for lease in pool if owner[lease.shard_id] == me), key=lambda lease: lease.shard_id)
+    quota = share[me]
+    parts.mine += len(mine)
+    if cap is not None:
+        parts.target = quota
+        parts.spillover = max(0, math.ceil(len(pool) / len(view.workers)) - cap)
+    if len(mine) > quota:
+        if not handing:
+            parts.shed.extend(_surplus(mine, quota, keep))
+        return
+    _fill(
+        parts,
+        view,
+        pool,
+        cap=cap,
+        counts=counts,
+        share=share,
+        mine=len(mine),
+        rng=rng,
+        avoid=avoid,
+        steal_at_most=steal_at_most,
+    )
 
 
 def _fill(
