@@ -72,8 +72,9 @@ class Backoff:
 def outage_cap_millis(exc: BaseException, taker_interval_millis: int) -> int:
     """The longest wait before a step retries after ``exc``: a leases-table error (throttled,
     unreachable) is retried within one taker interval, so that a shard's SHARD_END checkpoint, or a
-    graceful stop's last checkpoint, goes through within one interval of the table answering again
-    -- exponential waits grew to 14-27 s after a three-second throttle. Anything else keeps 30 s."""
+    graceful stop's last checkpoint, goes through within one interval of the table answering again:
+    an exponential wait, up to 30 s, would outlast a throttle of a few seconds many times over.
+    Anything else keeps 30 s."""
     return taker_interval_millis if isinstance(exc, LeaseError) else MAX_BACKOFF_MILLIS
 
 

@@ -52,16 +52,16 @@ class FilterSettings(SettingsModel):
 class BatchingSettings(SettingsModel):
     """Buffering across polls: the pair Lambda calls BatchSize and MaximumBatchingWindowInSeconds.
 
-    ``batch_size`` was ``max_records`` until this release, the name ``worker.max_records`` (the
-    GetRecords Limit) also has; the old name is still read, with a warning, for one release.
+    ``batch_size``, not ``max_records``: that is ``worker.max_records``, the GetRecords Limit, a
+    different setting. ``processing.batching.max_records`` is still read as ``batch_size``, with a
+    warning that names the new key, for one release.
     """
 
     batch_size: int = Field(
         1000,
         ge=1,
         description=(
-            "Records per handler call at most; a shard's buffer is flushed when it holds this many "
-            "(formerly max_records)."
+            "Records per handler call at most; a shard's buffer is flushed when it holds this many."
         ),
     )
     max_window_millis: int = Field(0, ge=0, le=300_000, description="Or after this long (0: every poll).")

@@ -1,7 +1,7 @@
 """What a taker round reads: the workers table always, the leases table only for a reason.
 
-A full scan of the leases table costs reads in proportion to the table (about 375 read units and
-0.3 s of CPU for 10 000 leases); the workers table costs a unit or two. :class:`RoundReader` keeps
+A full scan of the leases table costs reads in proportion to the table (about 375 read units for
+10 000 leases, and the CPU to parse every item); the workers table costs a unit or two. :class:`RoundReader` keeps
 what decides between them — when the last full scan was made, who was alive then, what the last plan
 left to do — and asks :func:`full_scan_reason`. Kept apart from the round (:mod:`.taking`, which acts
 on what is read) so that the policy, and its state, are in one place. A part of the lease machine:
