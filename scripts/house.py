@@ -100,26 +100,32 @@ PACKAGES: Floors = (
 ROOMS: dict[str, Floors] = {
     "ground": (
         (
-            "ground",
+            "words",
             {
                 "clock": "Time, passed in: the Clock protocol, the system clock and the fake one tests "
                 "drive.",
                 "files": "Writing a local file so that no reader sees half of it.",
-                "lease_keys": "A shard's lease key when one leases table serves several streams: its "
-                "form, and the stream and shard it names.",
-                "positions": "The checkpoint sentinels (TRIM_HORIZON, LATEST, SHARD_END) every layer speaks.",
-                "settings": "The settings of config/<env>.yaml as pydantic models, one module per part.",
+                "positions": "The checkpoint sentinels (TRIM_HORIZON, LATEST, SHARD_END) every layer speaks, "
+                "the settings included.",
                 "threads": "Threads passed in like time: the pools, events and locks a worker runs on "
                 "(a simulation runs its own).",
+            },
+        ),
+        (
+            "settings",
+            {
+                "settings": "The settings of config/<env>.yaml as pydantic models, one module per part.",
             },
         ),
     ),
     "consumer": (
         (
-            "records",
+            "values",
             {
                 "records": "StreamRecord and ShardInfo: a change as the stream delivered it, parsed on "
                 "access.",
+                "lease_keys": "A shard's lease key when one leases table serves several streams: its "
+                "form, and the stream and shard it names.",
             },
         ),
         (
