@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from consumer.leases.model import (
+from consumer.api.leases import (
     ExtendedSequenceNumber,
     HandOverRequest,
     Heartbeat,
@@ -25,7 +25,7 @@ from consumer.leases.model import (
     heartbeat_to_item,
     lease_to_item,
 )
-from consumer.leases.store import LeaseStore
+from consumer.api.worker import LeaseStore
 
 
 def item_bytes(item: dict[str, dict[str, object]]) -> int:

@@ -14,9 +14,8 @@ import random
 from bench.capacity import MeteredStore, lease_size
 from bench.common import Ratio, at_most
 from bench.lease_cost_model import kcl_units_per_second
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.api.leases import ExtendedSequenceNumber, Lease
+from consumer.api.worker import InMemoryLeaseStore, LeaseCoordinator
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 

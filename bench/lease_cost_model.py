@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.capacity import item_bytes, lease_size, scan_units, write_units
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item
+from consumer.api.leases import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item
 from ground.settings import WorkerSettings
 
 # Provisioned capacity: a write unit costs 5 x a read unit (us-east-1 list prices, also eu-west-1).

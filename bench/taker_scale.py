@@ -33,9 +33,8 @@ import orjson
 from bench.capacity import MeteredStore, lease_size
 from bench.common import Ratio, at_most, machine
 from bench.lease_cost_model import WRITE_UNIT_PRICE_IN_READ_UNITS, kcl_units_per_second
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item, lease_to_item
+from consumer.api.leases import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item, lease_to_item
+from consumer.api.worker import InMemoryLeaseStore, LeaseCoordinator
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 
@@ -207,8 +206,8 @@ def page_costs(repeats: int = 5) -> dict[str, float]:
     """Part 2: CPU of one full scan and one workers-table scan through the product's store."""
     import boto3
 
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.runtime.clients import stream_client_config
+    from consumer.api.aws import stream_client_config
+    from consumer.api.leases import DynamoDBLeaseStore
 
     leases = [
         lease_to_item(

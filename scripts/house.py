@@ -172,6 +172,14 @@ ROOMS: dict[str, Floors] = {
                 "AWS clients, the processor registry with the built-in sinks. Nothing below imports it.",
             },
         ),
+        (
+            "face",
+            {
+                "api": "What code outside consumer imports besides the processor API: a worker "
+                "assembled and run, the leases tables read, the AWS clients, the metric catalogue, the "
+                "built-in sinks; one small module per audience, none imported eagerly.",
+            },
+        ),
     ),
     "tools": (
         (

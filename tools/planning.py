@@ -25,7 +25,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from consumer.leases.advice import suggested_max_leases_for_worker
+from consumer.api.leases import suggested_max_leases_for_worker
 from ground.settings import UNBOUNDED, Settings
 
 # Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).

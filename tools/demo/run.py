@@ -28,9 +28,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from consumer.runtime.clients import client_for, logs_client
-from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.transports import transport_from_settings
+from consumer.api.aws import client_for, logs_client
+from consumer.api.metrics import MetricsRecorder, transport_from_settings
 from emulator.control import EmulatorControl
 from emulator.errors import StartupError
 from emulator.faults import FaultSettings
