@@ -11,15 +11,8 @@ from consumer.leases.advice import suggested_max_leases_for_worker
 from consumer.leases.decisions import Timing, live_workers
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError, LeaseTableMissingError
-from consumer.leases.model import (
-    ExtendedSequenceNumber,
-    HandOverRequest,
-    Heartbeat,
-    Lease,
-    Snapshot,
-    heartbeat_to_item,
-    lease_to_item,
-)
+from consumer.leases.items import heartbeat_to_item, lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 
 __all__ = [
     "DynamoDBLeaseStore",

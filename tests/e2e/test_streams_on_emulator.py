@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from consumer.lease_keys import table_of
-from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
+from consumer.leases.items import lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
 from tests.e2e.fast_settings import FAST_WORKER_YAML, TELEMETRY_TO_LOGS_YAML
