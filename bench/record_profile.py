@@ -23,7 +23,7 @@ import statistics
 from pathlib import Path
 
 from bench import canned, canned_worker
-from consumer.runtime.gc_tuning import tune_for_long_running
+from consumer.api.worker import tune_for_long_running
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = str(ROOT) + "/"

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from consumer.leases.model import Heartbeat, heartbeat_to_item
+from consumer.leases.items import heartbeat_to_item
+from consumer.leases.model import Heartbeat
 from ground.settings import Settings
 from simulation.fleet_ops.heartbeat_files import HeartbeatState
 from simulation.fleet_ops.tables import Answer, Table

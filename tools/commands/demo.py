@@ -270,9 +270,8 @@ def _report(console: Console, outcome: DemoOutcome, verify_code: int | None) -> 
 
 def live_dashboard(settings: Any, port: int) -> Any:
     """The live dashboard's server on the emulator's metrics log group and leases table, started."""
-    from consumer.leases.decisions import Timing
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.runtime.clients import client_for, logs_client
+    from consumer.api.aws import client_for, logs_client
+    from consumer.api.leases import DynamoDBLeaseStore, Timing
     from tools.dashboard.errors import DashboardError
     from tools.dashboard.lease_view import LeaseFeed
     from tools.dashboard.live import LiveDashboard, LiveServer, LogGroupFeed

@@ -26,9 +26,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from consumer.runtime.clients import client_for, logs_client
-from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.transports import transport_from_settings
+from consumer.api.aws import client_for, logs_client
+from consumer.api.metrics import MetricsRecorder, transport_from_settings
 from emulator.control import EmulatorControl
 from ground.settings import Settings
 from tools.dashboard.live import LiveDashboard

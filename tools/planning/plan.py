@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from consumer.leases.advice import suggested_max_leases_for_worker
+from consumer.api.leases import suggested_max_leases_for_worker
 from ground.settings import UNBOUNDED, Settings
 from tools.planning.figures import Plan, Sheet
 from tools.planning.leases_table import lease_table
