@@ -103,7 +103,7 @@ def _one(seed: int) -> Summary:
 
 
 def run() -> list[Ratio]:
-    from simulation.fleet_ops.histories import environment
+    from simulation.fleet_ops.environment import environment
 
     print(__doc__)
     environment()  # synthesize (or read the cache) and run the boot scripts once, before the fork

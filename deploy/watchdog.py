@@ -33,7 +33,7 @@ from deploy.peers import LOOK_SECONDS, PeerLook, Silent, host_of
 from deploy.plan import WORKER_UNIT, BootPlan, Layout
 
 # The heartbeat row's attribute of the worker's last good lease-taking round (wall ms); the worker
-# writes it (consumer.leases.model.ROUND_OK_ATTRIBUTE: the watchdog imports nothing of consumer).
+# writes it (consumer.leases.items.ROUND_OK_ATTRIBUTE: the watchdog imports nothing of consumer).
 ROUND_OK_ATTRIBUTE = "leaseRoundOkAt"
 
 POLL_SECONDS = 5.0

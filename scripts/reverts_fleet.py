@@ -7,9 +7,9 @@ from __future__ import annotations
 FLEET_REVERTS = {
     "stuck_not_taken_back": [
         (
-            "consumer/leases/taker.py",
-            "        return frozenset(self._avoid) | self._stuck\n",
-            "        return frozenset(self._avoid)\n",
+            "consumer/leases/machine/state.py",
+            "        return frozenset(self.avoid) | self.stuck\n",
+            "        return frozenset(self.avoid)\n",
         )
     ],
     "stalled_call_spare_thread": [
@@ -92,7 +92,7 @@ FLEET_REVERTS = {
     ],
     "announcement_read_before_scan": [
         (
-            "consumer/leases/reading.py",
+            "consumer/leases/machine/reading.py",
             "        if announced is not None:\n"
             "            self.new_leases_seen.update(announced)\n",
             "        self.new_leases_seen.update(self._announcements(snapshot))\n",
@@ -107,7 +107,7 @@ FLEET_REVERTS = {
     ],
     "announcements_per_worker": [
         (
-            "consumer/leases/reading.py",
+            "consumer/leases/machine/reading.py",
             "        return any(at and at != self.new_leases_seen.get(w) for w, at in announced.items())\n",
             "        newest = max(announced.values(), default=0)\n"
             "        return newest > max(self.new_leases_seen.values(), default=0)\n",

@@ -26,13 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from consumer.leases.model import (
-    ExtendedSequenceNumber,
-    Heartbeat,
-    Lease,
-    heartbeat_from_item,
-    lease_from_item,
-)
+from consumer.leases.items import heartbeat_from_item, lease_from_item
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
 from simulation.ddb_expressions import Bound, ExpressionInvalidError, apply, bind, holds
 from simulation.ddb_items import ServerError, UnmodelledRequestError, check_value, invalid, item_size, units
 from simulation.kernel import Kernel

@@ -49,7 +49,7 @@ from botocore.exceptions import (
 from simulation.ddb_items import ServerError
 from simulation.ddb_tables import Tables
 from simulation.directed import Directed
-from simulation.kernel import Kernel
+from simulation.kernel import Kernel, pause_millis
 
 ENDPOINT = "https://dynamodb.us-east-1.amazonaws.com"
 # What DynamoDB answers a throttled request with: a table or partition over its capacity (provisioned
@@ -195,8 +195,6 @@ class FaultyDynamoDB:
         """A stop-the-world pause of this whole process, just before a request goes out."""
         f = self.faults
         if f.active and f.pause_rate and self.rng.random() < f.pause_rate:
-            from simulation.faults import pause_millis
-
             self.injected["stopped"] += 1
             group = self.kernel.current.group
             stop = pause_millis(self.rng, self.failover_millis)

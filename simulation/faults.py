@@ -46,7 +46,7 @@ from simulation.kernel import Kernel
 T = TypeVar("T")
 STORMS = ("throttled", "failing", "unreachable")
 
-__all__ = ["Faults", "FaultyStore", "History", "pause_millis"]
+__all__ = ["Faults", "FaultyStore", "History"]
 
 
 @dataclass
@@ -105,14 +105,6 @@ class Faults:
             if end <= now:
                 return None
         return None
-
-
-def pause_millis(rng: random.Random, failover_millis: int) -> int:
-    """How long a process stays stopped: mostly a GC pause or a short SIGSTOP (0.2-2.5 x failover),
-    sometimes a suspended VM or a stopped process that comes back long after its leases were taken
-    (2.5-8 x failover)."""
-    factor = rng.uniform(0.2, 2.5) if rng.random() < 0.8 else rng.uniform(2.5, 8.0)
-    return int(factor * failover_millis)
 
 
 class FaultyStore:

@@ -39,8 +39,8 @@ from ground.settings import Settings
 from simulation.ddb_tables import Tables
 from simulation.directed import Directed, Script
 from simulation.dynamodb_api import FaultyDynamoDB
-from simulation.faults import Faults, FaultyStore, pause_millis
-from simulation.kernel import Group, Kernel
+from simulation.faults import Faults, FaultyStore
+from simulation.kernel import Group, Kernel, pause_millis
 from simulation.processors import LEDGERS, Ledger
 from simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
 from simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage

@@ -34,7 +34,7 @@ from consumer.leases.errors import (
     LeaseTableMissingError,
     LeaseTableSchemaError,
 )
-from consumer.leases.model import lease_from_item
+from consumer.leases.items import lease_from_item
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.settings import WorkerSettings
 

@@ -110,6 +110,7 @@ class Scheduler:
         self._stalls = StallMover(
             leases=leases, settings=settings, clock=clock, metrics=self._metrics, threads=threads
         )
+        leases.ask_stuck_calls(self._stalls.stuck)  # the stall mover alone counts calls left stuck
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
         # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
         # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
@@ -258,7 +259,6 @@ class Scheduler:
                 log.warning(
                     "shard %s: the stalled call returned after its lease was released", consumer.shard_id
                 )
-                self._leases.stalled_call_returned(consumer.shard_id)
                 self._stalls.returned(consumer.shard_id)
                 self._wake.set()
                 return

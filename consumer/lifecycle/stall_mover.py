@@ -6,7 +6,8 @@ where a processor that hangs is found), publishes ``StalledShards`` and gives th
 the coordinator, which keeps this worker from taking it straight back (another worker with room
 takes it; the worker's own taker may after a stall timeout). The thread that is stuck cannot be
 stopped from Python: it is left to return on its own, and what it returns is ignored (the scheduler
-orphans its consumer). Until it returns, this worker does not take the shard back, and counts it in
+orphans its consumer). Until it returns, this worker does not take the shard back (the lease side
+asks :meth:`StallMover.stuck` at each round: the count is kept here alone), and counts it in
 ``StalledShards`` again every stall timeout: a shard that hangs in every worker ends up free and
 avoided by all, and the alarm must keep saying so.
 """
@@ -59,7 +60,8 @@ class StallMover:
         self._found: dict[str, Stall] = {}
         # Shards given up while their call here was stuck, and when StalledShards last counted them:
         # counted again every stall timeout until the call returns, so the alarm stays in ALARM while
-        # a shard waits with nobody able to take it (every worker it hung in avoids it).
+        # a shard waits with nobody able to take it (every worker it hung in avoids it). Under the
+        # lock: the lease side's taker asks for them (stuck), a step's callback says one returned.
         self._stuck: dict[str, int] = {}
         self._timeout = timeout
 
@@ -102,15 +104,23 @@ class StallMover:
 
     def _count_still_stuck(self, now: int) -> None:
         assert self._timeout is not None
-        for shard_id, counted in list(self._stuck.items()):
-            if now - counted >= self._timeout:
-                self._stuck[shard_id] = now
-                log.error("shard %s: the stalled call left behind has still not returned", shard_id)
-                self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
+        with self._lock:
+            again = [shard_id for shard_id, counted in self._stuck.items() if now - counted >= self._timeout]
+            self._stuck.update(dict.fromkeys(again, now))
+        for shard_id in again:
+            log.error("shard %s: the stalled call left behind has still not returned", shard_id)
+            self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
 
     def returned(self, shard_id: str) -> None:
-        """The call a stalled shard was given up under returned (no longer counted)."""
-        self._stuck.pop(shard_id, None)
+        """The call a stalled shard was given up under returned (no longer counted, nor avoided)."""
+        with self._lock:
+            self._stuck.pop(shard_id, None)
+
+    def stuck(self) -> frozenset[str]:
+        """Shards given up as stalled whose call here has not returned: the lease side asks at each
+        round (LeaseOps.ask_stuck_calls), and neither takes nor adopts them back meanwhile."""
+        with self._lock:
+            return frozenset(self._stuck)
 
     def move(self, consumer: ShardConsumer, *, stuck: bool) -> None:
         """Say so, with the stack, and give the lease up (the consumer was orphaned by the caller;
@@ -130,10 +140,11 @@ class StallMover:
         log_shard_stalled(log, shard_id, what, stuck_stacks(thread, f"lanes-{shard_id[-12:]}"))
         self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
         if stuck:
-            self._stuck[shard_id] = self._clock.monotonic_millis()
+            with self._lock:
+                self._stuck[shard_id] = self._clock.monotonic_millis()
         consumer.lease_lost()
         try:
-            self._leases.give_up_stalled(shard_id, consumer.counter, stuck=stuck)
+            self._leases.give_up_stalled(shard_id, consumer.counter)
         except LeaseError as exc:
             log.warning(
                 "shard %s: the stalled shard's lease was not released (%s); it expires instead", shard_id, exc

@@ -93,10 +93,11 @@ class Worker:
         if callable(add_hook):  # the recorder: N published at every flush while this worker leads
             add_hook(lambda _recorder: syncer.report_open_shards())
         if self.tune_gc:
-            # Before the lease threads start: the collection holds the interpreter for a moment (a
-            # second on a loaded host), and a lease taken meanwhile waited for it before its consumer
-            # started (a rolling deploy's new workers took leases in their first 0.6 s and paused
-            # those shards 0.5-1.3 s longer). What lives now lives for the process's life.
+            # Before the lease threads start: the collection holds the interpreter for a moment (up
+            # to a second on a loaded host), and a lease taken meanwhile would wait for it before its
+            # consumer starts; a rolling deploy's new workers take leases within their first second,
+            # so each shard they take would pause that much longer. What lives now lives for the
+            # process's life.
             tune_for_long_running()
         coordinator.start()
         self._started = True

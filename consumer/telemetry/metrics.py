@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from aws_embedded_metrics.unit import Unit
 
+from consumer.lease_keys import table_of
 from consumer.telemetry.emf import MetricValues, build_documents
 from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.health import TransportHealth
@@ -39,7 +40,6 @@ from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import MetricsTransport
 from ground.clock import Clock, SystemClock
-from ground.lease_keys import table_of
 from ground.settings import Settings
 from ground.threads import SYSTEM_THREADS, Running, Threads
 

@@ -3,6 +3,7 @@ and the cost table's promise), and what a history samples every minute for the c
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ground.settings import Settings
@@ -34,6 +35,12 @@ class Environment:
             alarm_specs(templates, prefix),
             promised_totals(),
         )
+
+
+@functools.cache
+def environment() -> Environment:
+    """The prod environment's templates and boot outcomes, loaded once per process."""
+    return Environment.load("prod")
 
 
 @dataclass

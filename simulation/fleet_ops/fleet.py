@@ -16,7 +16,8 @@ import math
 import random
 from typing import Any
 
-from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
+from consumer.leases.items import lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from simulation.fleet_ops.alarms import AlarmBook, AlarmSpec, MetricStore
 from simulation.fleet_ops.aws_clients import FakeAutoScaling, FakeDynamoDB, FakeEC2
 from simulation.fleet_ops.clock import WALL0, Loop

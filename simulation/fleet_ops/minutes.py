@@ -5,19 +5,50 @@ would), the follow jobs report, the alarms are evaluated and act, and the bill r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import random
+from typing import Protocol
 
 from consumer.telemetry.metric_names import spec_for
+from ground.settings import Settings
+from simulation.fleet_ops.alarms import AlarmBook, MetricStore
+from simulation.fleet_ops.clock import Loop
+from simulation.fleet_ops.cost import Bill
 from simulation.fleet_ops.environment import Sample
+from simulation.fleet_ops.instance import Machine
 from simulation.fleet_ops.leasing import checkpoint_writes
+from simulation.fleet_ops.pipeline_jobs import Follow
+from simulation.fleet_ops.stack import Stack
+from simulation.fleet_ops.stream import Stream
 from simulation.fleet_ops.tables import DYNAMODB, scan_read_units
-from simulation.fleet_ops.workers import WorkerProcess
-
-if TYPE_CHECKING:
-    from simulation.fleet_ops.fleet import Fleet
+from simulation.fleet_ops.workers import Surroundings, Timing, WorkerProcess
 
 
-def publish_minute(self: Fleet) -> None:
+class MinuteFleet(Surroundings, Protocol):
+    """What the minute's end reads and moves of a fleet history: the one is
+    :class:`simulation.fleet_ops.fleet.Fleet`, which calls this module (so this module names the
+    fleet by what it asks of it)."""
+
+    settings: Settings
+    rng: random.Random
+    loop: Loop
+    timing: Timing
+    stream: Stream
+    store: MetricStore
+    alarms: AlarmBook
+    follow: Follow | None
+    group_logical: str
+    bill: Bill
+    change_log: bool
+    stack: Stack
+    by_host: dict[str, Machine]
+    workers: list[WorkerProcess]
+    samples: list[Sample]
+    processed_minute: float
+    lost_before: float
+    free_since: float | None
+
+
+def publish_minute(self: MinuteFleet) -> None:
     """The minute's end: capacity planned, metrics published, alarms evaluated, the bill run."""
     now = self.loop.now
     minute = self.minute(now)
@@ -99,7 +130,7 @@ def publish_minute(self: Fleet) -> None:
     self.lost_before = self.stream.lost
 
 
-def _flush_workers(self: Fleet, now: float, alive: list[WorkerProcess], leases: int) -> None:
+def _flush_workers(self: MinuteFleet, now: float, alive: list[WorkerProcess], leases: int) -> None:
     """Each worker's period, as its recorder flushes it (lost when its host cannot ship it)."""
     live = [w for w in alive if w.row_fresh(now)]
     leader = min((w.worker_id for w in live), default=None)
@@ -119,7 +150,7 @@ def _flush_workers(self: Fleet, now: float, alive: list[WorkerProcess], leases: 
 
 
 def ship_period(
-    self: Fleet, worker: WorkerProcess, now: float, *, leader: bool, unassigned: int = 0, not_taken: int = 0
+    self: MinuteFleet, worker: WorkerProcess, now: float, *, leader: bool, unassigned: int = 0, not_taken: int = 0
 ) -> None:
     """One worker's period as its recorder flushes it: every minute, and once more when it stops
     gracefully (MetricsRecorder.stop flushes the last period); lost when its host cannot ship it."""

@@ -76,6 +76,17 @@ class OpsVerdict:
         return "; ".join(parts) or "ok"
 
 
+@dataclass
+class Outcome:
+    """One history: its seed, its scenario as told, the checker's verdict, and the fleet itself when
+    the caller keeps it (to describe what happened)."""
+
+    seed: int
+    scenario: str
+    verdict: OpsVerdict
+    fleet: Fleet | None = None
+
+
 def _minutes(t: float) -> str:
     return f"{(t - WALL0) / 60:.1f} min"
 

@@ -27,23 +27,21 @@ evaluated every minute.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ground.settings import WorkerSettings
 from simulation.checker import check as check_data
 from simulation.faults import Faults
 from simulation.fleet_ops.alarms import AlarmBook, AlarmSpec, MetricStore
 from simulation.fleet_ops.clock import WALL0
+from simulation.fleet_ops.environment import environment
 from simulation.fleet_ops.period_metrics import PeriodMetrics
-from simulation.fleet_ops.promises import OpsVerdict
+from simulation.fleet_ops.promises import OpsVerdict, Outcome
 from simulation.histories import sim_settings
 from simulation.kernel import Group
 from simulation.stream import ShardSpec, lineage
 from simulation.threads import SimEvent
 from simulation.world import Plan, World
-
-if TYPE_CHECKING:
-    from simulation.fleet_ops.histories import Outcome
 
 SLICE_KINDS = ("rollover", "hung-processor", "hung-read")
 # Issue 46 measured children's start and stalls' moves at failover 3 s (bench/child_pickup.py,
@@ -98,8 +96,6 @@ def _long_shards(start: int, count: int, life: int) -> dict[str, ShardSpec]:
 
 
 def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None) -> Outcome:
-    from simulation.fleet_ops.histories import Outcome, environment
-
     rng = random.Random(f"slice-{seed}")
     kind = kind or rng.choice(SLICE_KINDS)
     specs = alarms if alarms is not None else environment().alarms

@@ -3,19 +3,19 @@ see it: its heartbeat file, its heartbeat row, the metrics it flushes. A model o
 the worker (simulation/world.py runs the real one, for the data's promises): what it follows of the
 real code, rule by rule:
 
-* **taker rounds** (``consumer/leases/taker.py``, ``reading.py``): a round every half taking
+* **taker rounds** (``consumer/leases/machine/taking.py``, ``reading.py``): a round every half taking
   interval after a round whose reads succeeded, a whole interval after a failed one. A round reads
   the workers table; a full scan (due every ``lease_full_scan_interval`` since the last one that
   succeeded, and at the first round) reads the leases table too, so while the leases table fails,
   every round from the first due full scan on fails (``full_at`` only moves on success). The
   heartbeat file is written as a round begins and as it ends (``HeartbeatFile.record``).
-* **liveness** (``consumer/leases/liveness.py``): a heartbeat row put every renewal interval, a
+* **liveness** (``consumer/leases/machine/beating.py``): a heartbeat row put every renewal interval, a
   third of it after a failed put; the row holds the start of the last put that succeeded, the lease
   count and (when the product's Heartbeat carries it) the time of the last good round. A worker
   whose last good put started more than ``fence_after`` ago is fenced: it processes nothing.
 * **metrics** (``consumer/telemetry``, flushed every ``metrics.flush_interval_seconds``):
   ``NumWorkers``, ``TotalLeases``, ``ReadyLeasesUnassigned`` and ``LeasesNotTaken`` only from a
-  full round that succeeded (``Taker._report``); ``CurrentLeases`` from a good heartbeat;
+  full round that succeeded (``taking._report``); ``CurrentLeases`` from a good heartbeat;
   ``LeaseTableScans`` per complete scan; ``LeaseTableErrors`` per table call that failed for another
   reason than a throttle (``TableRequests.errors``); the records it processed and their lag;
   ``OpenShards`` from the sync leader.
@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from consumer.leases.model import Heartbeat, heartbeat_to_item
+from consumer.leases.items import heartbeat_to_item
+from consumer.leases.model import Heartbeat
 from ground.settings import Settings
 from simulation.fleet_ops.heartbeat_files import HeartbeatState
 from simulation.fleet_ops.tables import Answer, Table

@@ -14,7 +14,8 @@ import logging
 
 import pytest
 
-from simulation.fleet_ops.histories import Outcome, history
+from simulation.fleet_ops.histories import history
+from simulation.fleet_ops.promises import Outcome
 from simulation.fleet_ops.scenarios import DIRECTED, KINDS
 from simulation.fleet_ops.slices import SLICE_KINDS
 

@@ -19,9 +19,8 @@ from deploy.health import HealthJudge, Judgement
 from simulation.fleet_ops.alarms import AlarmSpec
 from simulation.fleet_ops.clock import WALL0
 from simulation.fleet_ops.cost import Bill
-from simulation.fleet_ops.environment import Environment, Sample
+from simulation.fleet_ops.environment import Environment, Sample, environment
 from simulation.fleet_ops.fleet import Fleet
-from simulation.fleet_ops.histories import environment
 from simulation.fleet_ops.promises import OpsVerdict, _scaling, check, real_failures
 from simulation.fleet_ops.scenarios import directed
 from simulation.fleet_ops.stream import Stream

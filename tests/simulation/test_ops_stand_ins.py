@@ -172,7 +172,7 @@ def test_the_model_builds_the_watchdog_main_builds(tmp_path: Path, monkeypatch: 
 
 
 def test_the_boot_outcomes_come_from_the_real_scripts() -> None:
-    from simulation.fleet_ops.histories import environment
+    from simulation.fleet_ops.environment import environment
 
     table = environment().outcomes
     assert table[None].signals == ("SUCCESS",) and table[None].watchdog and table[None].workers

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
+from simulation.fleet_ops.environment import environment
 from simulation.fleet_ops.group import Group
-from simulation.fleet_ops.histories import environment
 from simulation.fleet_ops.stack import Stack
 from simulation.fleet_ops.tables import AutoScaling, Table, table_scaling
 

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.decisions import RoundPlan, Timing
+from consumer.leases.machine.actions import Done, Now, Outbox, Reply, Scan, ScanWorkers, advance
+from consumer.leases.machine.reading import RoundReader
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
-from consumer.leases.reading import RoundReader
-from consumer.telemetry.metrics import NullMetrics
 from ground.clock import FakeClock
 from ground.positions import SHARD_END, TRIM_HORIZON
 from ground.settings import WorkerSettings
@@ -94,7 +94,7 @@ def test_a_worker_that_leaves_nothing_free_announces_nothing() -> None:
     clock.advance(HALF)
     owner.take_round()
     owner.heartbeat_once()
-    assert owner.liveness.new_leases_at == 0
+    assert owner.machine.state.row.new_leases_at == 0
 
 
 def test_a_split_the_owner_has_room_for_only_in_part_is_announced_at_its_creation() -> None:
@@ -109,9 +109,9 @@ def test_a_split_the_owner_has_room_for_only_in_part_is_announced_at_its_creatio
     owner.checkpoint(parent, SHARD_END)
     owner.take_round()
     owner.create_leases([_child(parent, "c0")])
-    assert owner.liveness.new_leases_at == 0  # one child: its share has room
+    assert owner.machine.state.row.new_leases_at == 0  # one child: its share has room
     owner.create_leases([_child(parent, "c1")])
-    assert owner.liveness.new_leases_at != 0  # the second: no room for both, said at once
+    assert owner.machine.state.row.new_leases_at != 0  # the second: no room for both, said at once
 
 
 class _LeasesThenRows(InMemoryLeaseStore):
@@ -163,7 +163,7 @@ def test_an_announcement_read_after_the_leases_were_scanned_is_answered_at_the_n
     store.between.append(split)
     short.take_round()
     assert store.between == []  # the round was a full scan, and the split landed inside it
-    assert creator.liveness.new_leases_at != 0  # announced: its share has room for one of the two
+    assert creator.machine.state.row.new_leases_at != 0  # announced: its share has room for one of the two
     assert _holders(workers, "c0") + _holders(workers, "c1") == []  # created after the leases were read
     for _ in range(SETTINGS.taker_interval_millis // HALF):
         _round(clock, workers)
@@ -180,7 +180,11 @@ def test_announcements_are_compared_with_the_same_workers_earlier_ones_not_acros
     so the child waited for a worker freed by its own shard's end, 1.03 taking intervals after its
     creation."""
     store, clock = InMemoryLeaseStore(), FakeClock()
-    reader = RoundReader(store, "me", SETTINGS, Timing.of(SETTINGS), clock, NullMetrics())
+
+    def now() -> Now:
+        return Now(clock.monotonic_millis(), clock.wall_millis())
+
+    reader = RoundReader("me", SETTINGS, Timing.of(SETTINGS), now, Outbox())
     beats = {"ahead": 0, "behind": 0}
 
     def beat(worker: str, announced: int = 0) -> None:
@@ -194,7 +198,14 @@ def test_announcements_are_compared_with_the_same_workers_earlier_ones_not_acros
         for worker, announced in beats.items():
             beat(worker, announced)
         clock.advance(HALF // 2)
-        return reader.read(Snapshot({}, {}, (), False), 0, RoundPlan())[1]
+        reading = reader.read(Snapshot({}, {}, (), False), 0, RoundPlan())
+        step = advance(reading, None)
+        while not isinstance(step, Done):  # the reader's requests, answered from the store
+            assert isinstance(step, ScanWorkers | Scan), step
+            step = advance(
+                reading, Reply(store.scan_workers() if isinstance(step, ScanWorkers) else store.scan())
+            )
+        return step.value[1]
 
     assert full_scan()  # the first
     assert not full_scan()

@@ -32,7 +32,7 @@ def _owner_asked_by_thief() -> tuple[InMemoryLeaseStore, FakeClock, LeaseCoordin
     thief = LeaseCoordinator(store, "thief", SETTINGS, clock)
     thief.heartbeat_once()
     # The thief's request, as the owner's heartbeat brings it: hand over by failover - margin.
-    owner.holdings.ask_hand_over(SHARD, "thief", owner.taker.stop_by(clock.wall_millis()))
+    owner.holdings.ask_hand_over(SHARD, "thief", owner.machine.state.stop_by(clock.wall_millis()))
     owner.take_round()  # the owner sees the thief alive
     return store, clock, owner, thief
 

@@ -190,12 +190,12 @@ class FlakyLeases:
         self._enter("release")
         self.inner.release(shard_id, counter)
 
-    def give_up_stalled(self, shard_id: str, counter: int | None = None, *, stuck: bool = False) -> None:
+    def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
         self._enter("release")
-        self.inner.give_up_stalled(shard_id, counter, stuck=stuck)
+        self.inner.give_up_stalled(shard_id, counter)
 
-    def stalled_call_returned(self, shard_id: str) -> None:
-        self.inner.stalled_call_returned(shard_id)
+    def ask_stuck_calls(self, stuck: Callable[[], frozenset[str]]) -> None:
+        self.inner.ask_stuck_calls(stuck)
 
     def shards_with_children(self) -> frozenset[str]:
         return self.inner.shards_with_children()
