@@ -1,4 +1,4 @@
-"""The whole worker under the fault model, in its short form: a few hundred seeded histories.
+"""The whole worker under the fault model, in its short form: a hundred seeded histories.
 
 Each history runs several workers as the product assembles them (consumer.runtime.assembly) — lease
 coordinator, shard sync, the scheduler and its shard consumers, the checkpointer and a processor —
@@ -25,7 +25,7 @@ import pytest
 
 from simulation.histories import KINDS, history
 
-HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
+HISTORIES = int(os.environ.get("SIM_HISTORIES", "100"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of
 # chaos. 1 007 305: a checkpoint refused after the worker had already adopted its take-back of the
 # lease (fenced, then mine again at a new counter) was forgotten, and the next consumer replayed it.
