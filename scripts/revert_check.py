@@ -39,7 +39,9 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config", "docs"):
+    folders = ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config", "docs")
+    # What tests import besides the product: the example processors, bench's models, the pipeline.
+    for folder in (*folders, "examples", "bench", "pipeline", "emulator"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for file in ("app.py", "cdk.json", "pyproject.toml"):
         shutil.copy2(ROOT / file, target / file)
