@@ -150,7 +150,13 @@ def _flush_workers(self: MinuteFleet, now: float, alive: list[WorkerProcess], le
 
 
 def ship_period(
-    self: MinuteFleet, worker: WorkerProcess, now: float, *, leader: bool, unassigned: int = 0, not_taken: int = 0
+    self: MinuteFleet,
+    worker: WorkerProcess,
+    now: float,
+    *,
+    leader: bool,
+    unassigned: int = 0,
+    not_taken: int = 0,
 ) -> None:
     """One worker's period as its recorder flushes it: every minute, and once more when it stops
     gracefully (MetricsRecorder.stop flushes the last period); lost when its host cannot ship it."""
