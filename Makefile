@@ -64,7 +64,7 @@ setup: $(STAMP) $(SPARK35_STAMP) $(NODE_STAMP) java spark-classes browser wheelh
 # Each local Spark driver JVM (the pipeline's commands, the demo, the tests) starts on a class
 # archive instead of loading Spark's classes afresh: about 40 % less CPU per JVM. One archive per
 # Java runtime and PySpark, in ~/.cache/consumer-pipeline/ (pipeline/class_archive.py); built
-# once, a few minutes of CPU; an existing one is kept.
+# once (both in under 70 s on 2 cores); an existing one is kept.
 spark-classes: $(STAMP) $(SPARK35_STAMP) java  ## build the local Spark driver's class archives (one per PySpark)
 	$(BIN)/python -m pipeline.build_class_archive
 	$(SPARK35)/bin/python -m pipeline.build_class_archive
