@@ -45,6 +45,24 @@ OPERATION = "ProcessTask"
 SLEEP_SLICE_MILLIS = 250
 
 
+def created_seconds(record: StreamRecord) -> float:
+    """The record's creation time for a metric, 0 when malformed: a figure must never fail a batch
+    the handler already finished (it would be delivered again, forever)."""
+    try:
+        return record.approximate_creation_time
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def record_end_to_end_lag(metrics: Metrics, oldest: StreamRecord, now_millis: int, shard_id: str) -> None:
+    """``EndToEndLag``: the record that waited longest of a handled call, written -> handled (none
+    for a record without a readable creation time)."""
+    created = created_seconds(oldest)
+    if created > 0:
+        lag = max(0.0, now_millis - created * 1000)
+        metrics.gauge(OPERATION, "EndToEndLag", lag, "Milliseconds", shard_id)
+
+
 def split_at(records: tuple[StreamRecord, ...], named: Sequence[int]) -> list[tuple[StreamRecord, ...]]:
     """``records`` cut around the indices ``named`` (sorted): each named record alone, the runs
     between them whole, in order."""
@@ -248,10 +266,12 @@ class FailurePolicyRunner(RunnerEvents):
         # RecordsProcessed, DataBytesProcessed and RecordProcessor.processRecords.Time are counted once
         # by the lifecycle (KCL's ProcessTask: records handed to the processor that returned normally).
         sid = shard.shard_id
-        created = records[-1].approximate_creation_time
+        now = self._clock.wall_millis()
+        created = created_seconds(records[-1])
         if created > 0:
-            latency = max(0.0, self._clock.wall_millis() - created * 1000)
+            latency = max(0.0, now - created * 1000)
             self._metrics.gauge(OPERATION, "ProcessLatency", latency, "Milliseconds", sid)
+        record_end_to_end_lag(self._metrics, records[0], now, sid)
 
     def _gives_up(self, span: _Span, error: BaseException, attempts: int) -> bool:
         if self._dead_letter is None:

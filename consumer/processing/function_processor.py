@@ -56,6 +56,10 @@ def shard_hooks(handler: object) -> ShardScoped | None:
 
 
 class FunctionProcessor:
+    # Its runners record EndToEndLag when they finish records (a return from process_records may
+    # only have buffered them, or parked them), so the shard consumer leaves it to them.
+    records_end_to_end_lag = True
+
     def __init__(
         self,
         runner: BatchRunner,

@@ -79,6 +79,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
     MetricSpec(
+        "EndToEndLag",
+        "Milliseconds",
+        S,
+        MAX,
+        "ProcessTask",
+        "Record written (its ApproximateCreationDateTime) -> handled: the oldest of each handled batch.",
+        fleet=True,
+    ),
+    MetricSpec(
         "StalledShards",
         "Count",
         S,
