@@ -44,7 +44,7 @@ import orjson
 
 from consumer.processing.api import BatchHandler
 from consumer.processing.errors import LeaseLostError
-from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner, created_seconds
 from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -280,7 +280,8 @@ class LaneRunner(RunnerEvents):
     def _publish_lag(self, flush: _Flush, shard_id: str) -> None:
         """How far behind the slowest lane is: the age of the record the checkpoint waits for."""
         waiting = flush.first_unfinished()
-        if waiting is None or waiting.approximate_creation_time <= 0:
+        created = 0.0 if waiting is None else created_seconds(waiting)  # 0: none, or it does not read
+        if created <= 0:
             return
-        lag = max(0.0, self._clock.wall_millis() - waiting.approximate_creation_time * 1000)
+        lag = max(0.0, self._clock.wall_millis() - created * 1000)
         self._metrics.gauge(OPERATION, "SlowestLaneLag", lag, "Milliseconds", shard_id)
