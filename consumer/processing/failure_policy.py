@@ -46,8 +46,9 @@ SLEEP_SLICE_MILLIS = 250
 
 
 def created_seconds(record: StreamRecord) -> float:
-    """The record's creation time for a metric, 0 when malformed: a figure must never fail a batch
-    the handler already finished (it would be delivered again, forever)."""
+    """The record's creation time, 0 when it does not read: a figure must never fail a batch the
+    handler already finished (it would be delivered again, forever), and a failing record whose age
+    is unknown is not too old (``RetryPolicy.too_old``): its attempts decide."""
     try:
         return record.approximate_creation_time
     except (TypeError, ValueError):
@@ -278,7 +279,7 @@ class FailurePolicyRunner(RunnerEvents):
             return False
         if not self._policy.is_retryable(error) or self._policy.exhausted(attempts):
             return True
-        return self._policy.too_old(span.records[0].approximate_creation_time, self._clock.wall_millis())
+        return self._policy.too_old(created_seconds(span.records[0]), self._clock.wall_millis())
 
     def _send_to_dead_letter(
         self,
