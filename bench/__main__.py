@@ -38,6 +38,7 @@ BENCHMARKS: tuple[str, ...] = (
     "latency",
     "worker_cpu",
     "parallel",
+    "poison_key",
 )
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -17,6 +17,7 @@ class EngineConfig:
     trim_after_ms: int = 360_000
     iterator_expiry_ms: int = 60_000
     seed: int = 7
+    unknown_record_fields: bool = False
     faults: FaultSettings = field(default_factory=FaultSettings)
 
     @classmethod
@@ -31,6 +32,7 @@ class EngineConfig:
             trim_after_ms=int(settings.trim_after_seconds * 1000),
             iterator_expiry_ms=int(settings.iterator_expiry_seconds * 1000),
             seed=settings.seed,
+            unknown_record_fields=settings.unknown_record_fields,
             faults=FaultSettings(
                 error_rate=f.error_rate,
                 latency_millis=f.latency_millis,

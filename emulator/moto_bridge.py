@@ -122,6 +122,7 @@ class MotoBridge:
             hash_key=table.hash_key_attr,
             range_key=table.range_key_attr,
             view_type=str(spec.get("StreamViewType", "NEW_AND_OLD_IMAGES")),
+            unknown_fields=self.engine.config.unknown_record_fields,
         )
         self.engine.register_stream(arn, str(table.latest_stream_label), shape, list(table.schema))
 

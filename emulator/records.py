@@ -19,6 +19,10 @@ Image = dict[str, Any]
 # The wire form (botocore model "Identity"); Lambda event payloads spell the same keys in lower case.
 TTL_IDENTITY = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
 
+# A top-level field of the emulator's own making (``emulator.unknown_record_fields``): nested, with
+# a list and a number, so that a consumer passing it on untouched can be told from one that rebuilt it.
+UNKNOWN_TOP_LEVEL: dict[str, Any] = {"emulatorExtension": {"version": 2, "tags": ["a", "b"], "note": None}}
+
 
 @dataclass(frozen=True)
 class TableShape:
@@ -29,6 +33,9 @@ class TableShape:
     hash_key: str
     range_key: str | None
     view_type: str
+    # Records carry fields a consumer may not know (``emulator.unknown_record_fields``): on AWS the
+    # precision field comes with a table whose timestamp precision is set, so it is the table's.
+    unknown_fields: bool = False
 
 
 def event_name(old: Image | None, new: Image | None) -> str | None:
@@ -90,7 +97,12 @@ def build_record(
     rng: random.Random,
     user_identity: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
-    """The stream record for one net change (without its sequence number), or ``None``."""
+    """The stream record for one net change (without its sequence number), or ``None``.
+
+    ``shape.unknown_fields`` (``emulator.unknown_record_fields``) adds what a consumer's parser may not
+    know: ``ApproximateCreationDateTimePrecision`` in ``dynamodb`` (sent for a table whose timestamp
+    precision is set) and :data:`UNKNOWN_TOP_LEVEL`, a field no service sends, so that tests can
+    show both pass through untouched."""
     name = event_name(old, new)
     if name is None:
         return None
@@ -109,6 +121,8 @@ def build_record(
         size += image_size(old)
     body["SizeBytes"] = size
     body["StreamViewType"] = shape.view_type
+    if shape.unknown_fields:
+        body["ApproximateCreationDateTimePrecision"] = "MILLISECOND"
     record: dict[str, Any] = {
         "eventID": f"{rng.getrandbits(128):032x}",
         "eventName": name,
@@ -119,4 +133,6 @@ def build_record(
     }
     if user_identity is not None:
         record["userIdentity"] = dict(user_identity)
+    if shape.unknown_fields:
+        record.update(json.loads(json.dumps(UNKNOWN_TOP_LEVEL)))  # a copy per record
     return record

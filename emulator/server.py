@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,8 +32,17 @@ from ground.settings import ConfigError, EmulatorSettings, load_settings
 READY_PREFIX = "EMULATOR READY "
 TICK_SECONDS = 0.25
 
+
+def _flag(text: str) -> bool:
+    """A true/false flag's value (argparse's ``bool`` would take "False" for true)."""
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return lowered in ("true", "1", "yes")
+
+
 # flag name -> (settings key, type); faults live under "faults".
-OVERRIDES: dict[str, tuple[str, type]] = {
+OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "port": ("port", int),
     "partitions": ("partitions", int),
     "rollover_seconds": ("rollover_seconds", float),
@@ -41,6 +50,7 @@ OVERRIDES: dict[str, tuple[str, type]] = {
     "trim_after_seconds": ("trim_after_seconds", float),
     "iterator_expiry_seconds": ("iterator_expiry_seconds", float),
     "seed": ("seed", int),
+    "unknown_record_fields": ("unknown_record_fields", _flag),
     "error_rate": ("faults.error_rate", float),
     "latency_millis": ("faults.latency_millis", int),
     "reads_per_shard_per_second": ("faults.reads_per_shard_per_second", float),

@@ -86,25 +86,45 @@ def agent_listener(settings: Settings) -> str:
     return f"{parts.scheme}://127.0.0.1:{parts.port}"
 
 
+def otlp_receiver(settings: Settings) -> dict[str, str] | None:
+    """The agent's OTLP/HTTP receiver, where the workers export with ``metrics.backend: otel | both``
+    (``metrics.otlp_endpoint``); None on ``emf``. The agent publishes what it receives as CloudWatch
+    metrics in the agent's namespace, so the OpenTelemetry figures need no other collector."""
+    if settings.metrics.backend == "emf":
+        return None
+    parts = urlsplit(settings.metrics.otlp_endpoint)
+    if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost"):
+        raise InfraConfigError(
+            f"metrics.otlp_endpoint {settings.metrics.otlp_endpoint!r}: the agent on each instance "
+            "receives OTLP over plain HTTP on the loopback interface only (http://127.0.0.1:4318)"
+        )
+    return {"http_endpoint": f"127.0.0.1:{parts.port or 4318}"}
+
+
 def agent_config(settings: Settings) -> dict[str, object]:
-    """CloudWatch agent: EMF listener for the workers' metrics, CPU/memory/disk per instance.
+    """CloudWatch agent: EMF listener for the workers' metrics (and their OTLP receiver with
+    ``metrics.backend: otel | both``), CPU/memory/disk per instance.
 
     The agent publishes under the application's namespace (so the role's PutMetricData grant can be
     limited to that one namespace) with an ``InstanceId`` roll-up, which the dashboard searches. The
     workers' EMF documents carry their log group, so the agent writes them where the stack created
     the group and granted the role (``settings.metrics_log_group``), not to ``emf/logs/default``.
     """
+    collected: dict[str, object] = {
+        "cpu": {"measurement": ["usage_active"], "totalcpu": True},
+        "mem": {"measurement": ["used_percent"]},
+        "disk": {"measurement": ["used_percent"], "resources": ["/"]},
+    }
+    receiver = otlp_receiver(settings)
+    if receiver is not None:
+        collected["otlp"] = receiver
     return {
         "agent": {"metrics_collection_interval": 60, "run_as_user": "cwagent", "region": settings.region},
         "metrics": {
             "namespace": settings.metrics_namespace,
             "append_dimensions": {"InstanceId": "${aws:InstanceId}"},
             "aggregation_dimensions": [["InstanceId"]],
-            "metrics_collected": {
-                "cpu": {"measurement": ["usage_active"], "totalcpu": True},
-                "mem": {"measurement": ["used_percent"]},
-                "disk": {"measurement": ["used_percent"], "resources": ["/"]},
-            },
+            "metrics_collected": collected,
         },
         "logs": {
             "metrics_collected": {

@@ -2,7 +2,8 @@
 
 A seed draws the settings (a cap on leases per worker, read pacing, pool size, batch sizes), what the
 workers process with (:data:`KINDS`: the function form on one lane or ten, tumbling windows, the
-class form, the change-log sink), how the processors fail (poison records that must end in the dead
+class form, the change-log sink; :data:`MORE_KINDS`, run by name: the function form parking a
+failing key), how the processors fail (poison records that must end in the dead
 letter, flaky ones that must not, slow calls) and the fault model of the leases table, the stream and
 the sinks; :func:`history` then runs three workers (more join during the chaos) for a minute of chaos
 and lets the fleet settle. The short form runs in ``make test`` (tests/simulation/test_fault_model.py),
@@ -22,6 +23,9 @@ from simulation.stream import StreamFaults
 from simulation.world import Plan, World
 
 KINDS = ("function", "lanes", "windows", "class", "changelog")
+# Kinds outside the cycle above (so every seed keeps the kind it always had): run by seed, by name.
+# ``parked``: the function form with processing.on_failure park_key, on one lane or ten.
+MORE_KINDS = ("parked",)
 MODULE = "simulation.processors"
 FAILOVER = 10_000
 
@@ -62,6 +66,11 @@ def plan_for(rng: random.Random, kind: str) -> Plan:
         processing["processor"] = f"{MODULE}:ClassRecorder"
         plan.poison_share = plan.flaky_share = 0.0
         plan.fail_rate = 0.05
+    elif kind == "parked":
+        processing["processor"] = f"{MODULE}:Recorder"
+        processing["on_failure"] = "park_key"
+        processing["max_parked_records"] = rng.choice((5, 10_000))
+        processing["parallelization_factor"] = rng.choice((1, 10))
     elif kind == "changelog":
         processing["processor"] = f"{MODULE}:RecordingChangelog"
         processing["parallelization_factor"] = rng.choice((1, 10))
@@ -100,6 +109,8 @@ def settings_for(rng: random.Random, plan: Plan, *, trims: bool) -> Settings:
         "task_backoff_time_millis": rng.choice((50, 500)),
         "on_trimmed": "skip_to_trim_horizon" if trims else "fail",
     }
+    if plan.processing.get("on_failure") == "park_key":  # a parked key is retried on empty polls too
+        worker["call_process_records_even_for_empty_record_list"] = True
     return sim_settings(worker, plan.processing)
 
 

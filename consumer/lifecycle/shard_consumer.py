@@ -65,6 +65,7 @@ from consumer.processing.api import (
     ShardEndedInput,
     ShutdownRequestedInput,
 )
+from consumer.processing.failure_policy import record_end_to_end_lag
 from consumer.processing.redelivery import DoneSequences
 from consumer.records import ShardInfo
 from consumer.streams.errors import StreamSourceError
@@ -284,6 +285,9 @@ class ShardConsumer:
         self._metrics.gauge(
             "ProcessTask", "MillisBehindLatest", request.millis_behind_latest, "Milliseconds", sid
         )
+        if records and not getattr(self._processor, "records_end_to_end_lag", False):
+            # The class form has handled a batch it returned from (a function form's runner says when)
+            record_end_to_end_lag(self._metrics, records[0], self._clock.wall_millis(), sid)
         self.records_delivered += len(records)
         return Done()
 

@@ -10,7 +10,8 @@ A user object ``package.module:Name`` (:func:`user_processor`) is:
 User code is imported from ``processing.import_paths`` (default: the working directory) before the
 installed packages, so a processor in the project ``consumer run`` is started from just works.
 
-The function form runs under the failure policy, over lanes or window by window: :func:`runner_chain`
+The function form runs under the failure policy (blocking its shard on a failure, or parking the
+failing key), over lanes or window by window: :func:`runner_chain`
 builds that chain, the one place it is built. Which processor ``processing.processor`` names — a
 built-in sink or a user object — and the clients and stores the chain needs are decided one layer
 up, in :mod:`consumer.runtime.processors`, which knows the sinks and the settings; this module knows
@@ -32,6 +33,7 @@ from consumer.processing.dead_letter import DeadLetter
 from consumer.processing.errors import ProcessingConfigError
 from consumer.processing.failure_policy import FailurePolicyRunner
 from consumer.processing.function_processor import FunctionProcessor
+from consumer.processing.key_parking import DEFAULT_MAX_PARKED_RECORDS, KeyParkingRunner
 from consumer.processing.lanes import LaneRunner
 from consumer.processing.retry import RetryPolicy
 from consumer.processing.runner import BatchRunner
@@ -183,6 +185,8 @@ def runner_chain(
     lanes: int = 1,
     window: WindowPlan | None = None,
     threads: Threads = SYSTEM_THREADS,
+    on_failure: str = "block",
+    max_parked_records: int = DEFAULT_MAX_PARKED_RECORDS,
 ) -> BatchRunner:
     """The runner one shard's handler is run by: the failure policy, over ``lanes`` lanes when more
     than one (factor 1 stays on the serial path: no pool, no thread hop), or window by window.
@@ -197,14 +201,30 @@ def runner_chain(
             raise ValueError(
                 "a windowed chain runs one lane: a window's state is carried batch to batch in order"
             )
+        if on_failure != "block":
+            raise ValueError("a windowed chain blocks on a failure: its state covers every record given")
         adapter = WindowedAdapter(handler, window.seconds, window.max_state_bytes, metrics)
-        serial = FailurePolicyRunner(
+        windowed = FailurePolicyRunner(
             adapter, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
         )
-        return WindowedRunner(serial, adapter, window.states, clock)
-    serial = FailurePolicyRunner(
-        handler, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
-    )
+        return WindowedRunner(windowed, adapter, window.states, clock)
+    serial: FailurePolicyRunner
+    if on_failure == "park_key":
+        serial = KeyParkingRunner(
+            handler,
+            policy,
+            clock,
+            dead_letter=dead_letter,
+            metrics=metrics,
+            batch_size=batch_size,
+            max_parked_records=max_parked_records,
+        )
+    elif on_failure == "block":
+        serial = FailurePolicyRunner(
+            handler, policy, clock, dead_letter=dead_letter, metrics=metrics, batch_size=batch_size
+        )
+    else:
+        raise ValueError(f"on_failure {on_failure!r}: block or park_key")
     return serial if lanes == 1 else LaneRunner(serial, lanes, clock, metrics=metrics, threads=threads)
 
 
@@ -218,13 +238,16 @@ def function_processor(
     parallelization_factor: int = 1,
     window: WindowPlan | None = None,
     threads: Threads = SYSTEM_THREADS,
+    on_failure: str = "block",
+    max_parked_records: int = DEFAULT_MAX_PARKED_RECORDS,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one handler, for code that wires processors by hand (tests, examples).
 
     ``kwargs``: ``record_filter``, ``batch_size``, ``max_window_millis``; ``parallelization_factor``
     is the number of lanes (1-10; 1 is the serial path); ``window``: a windowed handler's windows
-    (:func:`windowed_processor` says it shorter).
+    (:func:`windowed_processor` says it shorter); ``on_failure``: ``block`` or ``park_key``
+    (:mod:`consumer.processing.key_parking`).
     """
     clock = clock or SystemClock()
     runner = runner_chain(
@@ -237,6 +260,8 @@ def function_processor(
         lanes=parallelization_factor,
         window=window,
         threads=threads,
+        on_failure=on_failure,
+        max_parked_records=max_parked_records,
     )
     return FunctionProcessor(runner, clock, **kwargs)
 

@@ -4,8 +4,11 @@ The rule that makes this safe: the checkpoint only ever moves to just before the
 is not finished, where *finished* means the handler succeeded on it, or it was filtered out, or it
 is durable in the dead letter. Everything else is retried, in order:
 
-* a failing span of more than one record is split in two (``bisect_on_error``; splitting does not
-  use up attempts), so a poison record ends up alone and its neighbours succeed;
+* a failing span of more than one record is split (``bisect_on_error``; splitting does not use up
+  attempts), so a poison record ends up alone and its neighbours succeed: in two when the handler
+  raised, or where the handler's answer says (each record it names alone, the runs between them as
+  they are), so a record the handler reported done is delivered again once, after the failure
+  before it, and not once per halving;
 * a single failing span is retried after an exponential, jittered back-off slept on the injected
   clock in short slices, so ``should_stop`` (lease lost, shutdown) interrupts it;
 * it goes to the dead letter when the error is non-retryable, the attempts are used up or its
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from consumer.processing.api import Batch, BatchHandler, BatchResult
@@ -40,6 +43,40 @@ from ground.settings import DEFAULT_BATCH_SIZE
 log = logging.getLogger("consumer.processing")
 OPERATION = "ProcessTask"
 SLEEP_SLICE_MILLIS = 250
+
+
+def created_seconds(record: StreamRecord) -> float:
+    """The record's creation time, 0 when it does not read: a figure must never fail a batch the
+    handler already finished (it would be delivered again, forever), and a failing record whose age
+    is unknown is not too old (``RetryPolicy.too_old``): its attempts decide."""
+    try:
+        return record.approximate_creation_time
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def record_end_to_end_lag(metrics: Metrics, oldest: StreamRecord, now_millis: int, shard_id: str) -> None:
+    """``EndToEndLag``: the record that waited longest of a handled call, written -> handled (none
+    for a record without a readable creation time)."""
+    created = created_seconds(oldest)
+    if created > 0:
+        lag = max(0.0, now_millis - created * 1000)
+        metrics.gauge(OPERATION, "EndToEndLag", lag, "Milliseconds", shard_id)
+
+
+def split_at(records: tuple[StreamRecord, ...], named: Sequence[int]) -> list[tuple[StreamRecord, ...]]:
+    """``records`` cut around the indices ``named`` (sorted): each named record alone, the runs
+    between them whole, in order."""
+    pieces: list[tuple[StreamRecord, ...]] = []
+    start = 0
+    for index in named:
+        if index > start:
+            pieces.append(records[start:index])
+        pieces.append(records[index : index + 1])
+        start = index + 1
+    if start < len(records):
+        pieces.append(records[start:])
+    return pieces
 
 
 @dataclass(frozen=True)
@@ -130,7 +167,7 @@ class FailurePolicyRunner(RunnerEvents):
                 return False
             span = spans[0]
             try:
-                error, failed_from = self._attempt(
+                error, failed = self._attempt(
                     shard, span.records, delivery.millis_behind_latest, should_stop, delivery.lease_held
                 )
             except HandlerStoppedError:
@@ -139,10 +176,22 @@ class FailurePolicyRunner(RunnerEvents):
                 spans.popleft()
                 checkpoint_before_next()
                 continue
-            if failed_from:
-                span = _Span(span.records[failed_from:], span.attempts)
+            if failed and failed[0]:
+                span = _Span(span.records[failed[0] :], span.attempts)
                 spans[0] = span
                 checkpoint_before_next()
+            if failed and self._policy.bisect_on_error and len(span.records) > 1:
+                spans.popleft()
+                pieces = split_at(span.records, [index - failed[0] for index in failed])
+                spans.extendleft(_Span(piece, span.attempts) for piece in reversed(pieces))
+                self._metrics.count(OPERATION, "RecordsRetried", len(span.records), shard_id=shard.shard_id)
+                log.warning(
+                    "shard %s: %d records failed (%r); retrying each reported failure alone",
+                    shard.shard_id,
+                    len(span.records),
+                    error,
+                )
+                continue
             if self._policy.bisect_on_error and len(span.records) > 1:
                 middle = len(span.records) // 2
                 spans[0] = _Span(span.records[middle:], span.attempts)
@@ -176,8 +225,9 @@ class FailurePolicyRunner(RunnerEvents):
         behind: int,
         should_stop: Callable[[], bool],
         lease_held: Callable[[], bool],
-    ) -> tuple[BaseException | None, int]:
-        """Call the handler once: (None, 0) on success, else (error, index of first failed record)."""
+    ) -> tuple[BaseException | None, tuple[int, ...]]:
+        """Call the handler once: (None, ()) on success, else (error, the indices of the records
+        the handler's answer named failed, in order; () when the whole call failed)."""
         try:
             result = self._handler(
                 Batch(shard, records, behind, should_stop, lease_held, lane=self._lane, lanes=self._lanes)
@@ -185,27 +235,28 @@ class FailurePolicyRunner(RunnerEvents):
         except (LeaseLostError, HandlerStoppedError):
             raise
         except Exception as exc:
-            return exc, 0
-        failed_from = self._first_failed(records, result)
-        done = records if failed_from is None else records[:failed_from]
+            return exc, ()
+        failed = self._failed_indices(records, result)
+        done = records if failed is None else records[: failed[0] if failed else 0]
         self._count_processed(shard, done)
-        if failed_from is None:
-            return None, 0
+        if failed is None:
+            return None, ()
         assert result is not None
         numbers = ", ".join(result.failed_sequence_numbers[:5])
         reason = result.error or "the handler reported them failed"
-        return PartialBatchFailureError(f"records {numbers} failed: {reason}"), failed_from
+        return PartialBatchFailureError(f"records {numbers} failed: {reason}"), failed
 
     @staticmethod
-    def _first_failed(records: tuple[StreamRecord, ...], result: BatchResult | None) -> int | None:
+    def _failed_indices(
+        records: tuple[StreamRecord, ...], result: BatchResult | None
+    ) -> tuple[int, ...] | None:
+        """None: all succeeded; else the indices of the records named failed (() for a whole failure)."""
         if result is None or not result.failed_sequence_numbers:
             return None
         failed = set(result.failed_sequence_numbers)
-        for index, record in enumerate(records):
-            if record.sequence_number in failed:
-                return index
+        named = tuple(index for index, record in enumerate(records) if record.sequence_number in failed)
         # A failure naming no record of the batch is a handler bug: treat the whole batch as failed.
-        return 0
+        return named
 
     def _elapsed(self, started: int) -> int:
         return self._clock.monotonic_millis() - started
@@ -216,17 +267,19 @@ class FailurePolicyRunner(RunnerEvents):
         # RecordsProcessed, DataBytesProcessed and RecordProcessor.processRecords.Time are counted once
         # by the lifecycle (KCL's ProcessTask: records handed to the processor that returned normally).
         sid = shard.shard_id
-        created = records[-1].approximate_creation_time
+        now = self._clock.wall_millis()
+        created = created_seconds(records[-1])
         if created > 0:
-            latency = max(0.0, self._clock.wall_millis() - created * 1000)
+            latency = max(0.0, now - created * 1000)
             self._metrics.gauge(OPERATION, "ProcessLatency", latency, "Milliseconds", sid)
+        record_end_to_end_lag(self._metrics, records[0], now, sid)
 
     def _gives_up(self, span: _Span, error: BaseException, attempts: int) -> bool:
         if self._dead_letter is None:
             return False
         if not self._policy.is_retryable(error) or self._policy.exhausted(attempts):
             return True
-        return self._policy.too_old(span.records[0].approximate_creation_time, self._clock.wall_millis())
+        return self._policy.too_old(created_seconds(span.records[0]), self._clock.wall_millis())
 
     def _send_to_dead_letter(
         self,
@@ -279,12 +332,7 @@ class FailurePolicyRunner(RunnerEvents):
     ) -> bool:
         delay = self._policy.backoff_millis(attempts)
         self._metrics.count(OPERATION, "RecordsRetried", len(span.records), shard_id=shard.shard_id)
-        if self._dead_letter is None:
-            why = "no processing.dead_letter is configured, so it is retried until an operator acts"
-        elif not self._policy.is_retryable(error):
-            why = "non-retryable"
-        else:
-            why = f"max_retry_attempts={self._policy.max_retry_attempts}"
+        why = self._why_retried(error)
         log.error(
             "shard %s stuck at sequence number %s (%d records) after %d attempts: %r (%s); retrying in %d ms",
             shard.shard_id,
@@ -296,6 +344,13 @@ class FailurePolicyRunner(RunnerEvents):
             delay,
         )
         return self._sleep(delay, should_stop)
+
+    def _why_retried(self, error: BaseException) -> str:
+        if self._dead_letter is None:
+            return "no processing.dead_letter is configured, so it is retried until an operator acts"
+        if not self._policy.is_retryable(error):
+            return "non-retryable"
+        return f"max_retry_attempts={self._policy.max_retry_attempts}"
 
     def _sleep(self, millis: int, should_stop: Callable[[], bool]) -> bool:
         """Sleep in slices; False as soon as ``should_stop`` says so."""

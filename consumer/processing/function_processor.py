@@ -15,7 +15,9 @@ them (they are never delivered again). A handler that keeps state per shard
 
 The runner is the failure policy itself (the serial path), or the same spread over lanes
 (:mod:`consumer.processing.lanes`, ``parallelization_factor`` > 1: a flush returns when every lane
-has stopped), or run window by window with the state saved before each checkpoint
+has stopped), or parks failing keys (:mod:`consumer.processing.key_parking`, ``on_failure:
+park_key``: a flush returns with their records unfinished, kept in the buffer and handed back with
+the next flush, until shard end drains them), or run window by window with the state saved before each checkpoint
 (:mod:`consumer.processing.windows`, ``tumbling_window_seconds`` > 0: the state is loaded at
 ``initialize``, the window closed on an idle caught-up poll and at shard end).
 """
@@ -54,6 +56,10 @@ def shard_hooks(handler: object) -> ShardScoped | None:
 
 
 class FunctionProcessor:
+    # Its runners record EndToEndLag when they finish records (a return from process_records may
+    # only have buffered them, or parked them), so the shard consumer leaves it to them.
+    records_end_to_end_lag = True
+
     def __init__(
         self,
         runner: BatchRunner,
@@ -75,6 +81,9 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started: int | None = None
         self._unrecorded: str | None = None  # processed, but its checkpoint was refused for now
+        # Finished beyond the checkpoint in earlier flushes (lanes, parked keys): once nothing before
+        # one of them is unfinished, the checkpoint may move over it (_checkpoint_over_finished).
+        self._beyond: dict[int, str] = {}
         self._hooks = shard_hooks(runner.handler)
 
     @property
@@ -87,6 +96,7 @@ class FunctionProcessor:
         self._kept = 0
         self._buffer_started = None
         self._unrecorded = None
+        self._beyond.clear()
         self._runner.start(initialization.shard, initialization.checkpoint)
         if self._hooks is not None:
             self._hooks.shard_started(initialization.shard, initialization.checkpoint)
@@ -156,6 +166,8 @@ class FunctionProcessor:
         should_stop: Callable[[], bool],
         behind: int = 0,
         lease_held: Callable[[], bool] = _always,
+        *,
+        drain: bool = False,
     ) -> bool:
         if not self._buffer:
             return True
@@ -195,11 +207,13 @@ class FunctionProcessor:
                     millis_behind_latest=behind,
                     lease_held=lease_held,
                     finished=ran_ahead,
+                    drain=drain,
                 )
             )
         finally:
             # Even when the run raises or is interrupted: what it finished — up to the checkpoint,
             # and what lanes finished beyond it — must not reach the handler again.
+            self._beyond.update((int(n), n) for n in ahead)
             if done or ahead:
                 last = int(done[-1]) if done else -1
                 if not ahead and self._buffer and int(self._buffer[-1].sequence_number) <= last:
@@ -212,18 +226,40 @@ class FunctionProcessor:
                     ]
                 self._kept = self._kept_of(self._buffer)
             self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
+        self._checkpoint_over_finished(checkpoint, done)
         return finished and not self._buffer
+
+    def _checkpoint_over_finished(self, checkpoint: Callable[[str], bool], done: list[str]) -> None:
+        """Move the checkpoint over records finished in earlier flushes beyond it, up to the first
+        record still buffered (unfinished).
+
+        A runner checkpoints within the records it is handed; records it finished beyond a parked
+        key's record in an earlier flush have left the buffer, so when that record is finished at
+        last only this knows the checkpoint may pass them too. Every delivered record before the
+        first buffered one is checkpointed, or one of these."""
+        if done:
+            last = int(done[-1])
+            self._beyond = {n: s for n, s in self._beyond.items() if n > last}
+        if not self._beyond:
+            return
+        limit = int(self._buffer[0].sequence_number) if self._buffer else None
+        below = [n for n in self._beyond if limit is None or n < limit]
+        if below:
+            target = max(below)
+            checkpoint(self._beyond[target])
+            self._beyond = {n: s for n, s in self._beyond.items() if n > target}
 
     def lease_lost(self, lease_lost: LeaseLostInput) -> None:
         # The next owner reads everything after the last checkpoint again: drop, never checkpoint.
         self._unrecorded = None
+        self._beyond.clear()
         self._buffer.clear()
         self._kept = 0
         self._buffer_started = None
         self._stopped(lease_lost.shard)
 
     def shard_ended(self, shard_ended: ShardEndedInput) -> None:
-        if self._flush(shard_ended.checkpointer, shard_ended.should_stop):
+        if self._flush(shard_ended.checkpointer, shard_ended.should_stop, drain=True):
             self._runner.finish(shard_ended.shard, shard_ended.should_stop)  # a window's final call
             shard_ended.checkpointer.checkpoint_shard_end()
             self._unrecorded = None

@@ -16,7 +16,12 @@ changes *of one item*, so the records of different items may be handled at the s
   lane is finished: the record just before the first unfinished one in shard order. A lane that is
   stuck on a record holds the checkpoint there while the other lanes go on; nothing after an
   unfinished record is checkpointed and nothing is skipped;
-* the flush returns only when every lane has stopped (finished, or interrupted by ``should_stop``),
+* with ``on_failure: park_key`` a lane parks a failing key and goes on with its other keys: what it
+  finishes beyond the parked record counts for the shard's checkpoint all the same, and the lane
+  runner, one per lane for the whole ownership, keeps the key parked across flushes (a key always
+  hashes to the same lane);
+* the flush returns only when every lane has stopped (finished, interrupted by ``should_stop``, or
+  left with parked keys only),
   so the lifecycle's graceful stop, hand-over and fencing — which wait for ``process_records`` to
   return — drain every lane before the lease is given away. One lane that raises (the lease is lost,
   an unexpected error) stops the others at their next record.
@@ -39,7 +44,7 @@ import orjson
 
 from consumer.processing.api import BatchHandler
 from consumer.processing.errors import LeaseLostError
-from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner
+from consumer.processing.failure_policy import OPERATION, FailurePolicyRunner, created_seconds
 from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
@@ -81,6 +86,8 @@ class _Flush:
         self._position = {r.sequence_number: i for i, r in enumerate(delivered)}
         self._numbers = {lane: [int(r.sequence_number) for r in records] for lane, records in lanes.items()}
         self._finished = dict.fromkeys(lanes, 0)  # per lane: how many of its records are finished
+        # Per lane: records finished beyond that prefix (a lane that parks keys, on_failure: park_key).
+        self._beyond: dict[int, set[str]] = {lane: set() for lane in lanes}
         self._checkpointed = -1  # index in ``delivered`` checkpointed by this flush
         # Held across the checkpoint write (checkpoints go up): from the worker's threads.
         self._lock: Lock = lock if lock is not None else threading.Lock()
@@ -101,6 +108,29 @@ class _Flush:
         )
         return min(waiting, default=len(self.delivered))
 
+    def _skip_beyond(self, lane: int) -> None:
+        """Lane ``lane``'s prefix grows over the records it finished beyond it."""
+        beyond, records, done = self._beyond[lane], self.lanes[lane], self._finished[lane]
+        while done < len(records) and records[done].sequence_number in beyond:
+            beyond.discard(records[done].sequence_number)
+            done += 1
+        self._finished[lane] = done
+
+    def lane_finished(self, lane: int, sequence_numbers: Sequence[str]) -> None:
+        """Lane ``lane`` finished these records beyond its own checkpoint (it parks a key before
+        them): they count as finished for the shard's checkpoint, and beyond it they are reported
+        (``finished``) so they are not delivered again."""
+        with self._lock:
+            self._beyond[lane].update(sequence_numbers)
+            self._skip_beyond(lane)
+            target = self._first_unfinished_index() - 1
+            ahead = [n for n in sequence_numbers if self._position[n] > target]
+            if ahead:
+                self._finished_out_of_order(ahead)
+            if target > self._checkpointed:
+                self._checkpoint(self.delivered[target].sequence_number)
+                self._checkpointed = target
+
     def lane_checkpoint(self, lane: int, sequence_number: str) -> None:
         """Lane ``lane`` finished its records up to ``sequence_number``: move the shard's checkpoint
         to just before the first unfinished record of any lane (under a lock: checkpoints go up).
@@ -112,6 +142,7 @@ class _Flush:
             before = self._finished[lane]
             done = bisect_right(self._numbers[lane], int(sequence_number))
             self._finished[lane] = max(before, done)
+            self._skip_beyond(lane)
             target = self._first_unfinished_index() - 1
             ahead = [
                 r.sequence_number
@@ -162,12 +193,19 @@ class LaneRunner(RunnerEvents):
                 self._pool = self._threads.pool(self._lanes, f"lanes-{shard.shard_id[-12:]}")
             return self._pool
 
+    def start(self, shard: ShardInfo, checkpoint: str) -> None:
+        for runner in self._runners:
+            runner.start(shard, checkpoint)
+
     def close(self) -> None:
-        """The ownership ended: let the pool's threads go (a new flush would start a new pool)."""
+        """The ownership ended: let the pool's threads go (a new flush would start a new pool), and
+        the lanes forget what they kept (parked keys)."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        for runner in self._runners:
+            runner.close()
 
     def run(self, delivery: Delivery) -> bool:
         """Process ``delivered`` over the lanes; True when all are finished and checkpointed.
@@ -211,7 +249,7 @@ class LaneRunner(RunnerEvents):
                         keep=keep_every_record,
                         checkpoint=lambda sequence_number: flush.lane_checkpoint(lane, sequence_number),
                         should_stop=stop,
-                        finished=ignore_finished,
+                        finished=lambda numbers: flush.lane_finished(lane, numbers),
                     )
                 )
             except BaseException:
@@ -242,7 +280,8 @@ class LaneRunner(RunnerEvents):
     def _publish_lag(self, flush: _Flush, shard_id: str) -> None:
         """How far behind the slowest lane is: the age of the record the checkpoint waits for."""
         waiting = flush.first_unfinished()
-        if waiting is None or waiting.approximate_creation_time <= 0:
+        created = 0.0 if waiting is None else created_seconds(waiting)  # 0: none, or it does not read
+        if created <= 0:
             return
-        lag = max(0.0, self._clock.wall_millis() - waiting.approximate_creation_time * 1000)
+        lag = max(0.0, self._clock.wall_millis() - created * 1000)
         self._metrics.gauge(OPERATION, "SlowestLaneLag", lag, "Milliseconds", shard_id)

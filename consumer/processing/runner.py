@@ -35,7 +35,7 @@ class Delivery:
     ``keep`` picks the records the handler sees (the filter); ``checkpoint`` records a position
     (False: refused for now, written later); ``should_stop`` is asked between attempts;
     ``lease_held`` by a handler that wants to know; ``finished`` hears of records finished beyond
-    the checkpoint, out of order (lanes)."""
+    the checkpoint, out of order (lanes, parked keys)."""
 
     shard: ShardInfo
     delivered: Sequence[StreamRecord]
@@ -45,6 +45,9 @@ class Delivery:
     millis_behind_latest: int = 0
     lease_held: Callable[[], bool] = _always
     finished: Callable[[Sequence[str]], None] = ignore_finished
+    # Shard end: every record must be finished before this returns (a runner that parks keys,
+    # processing.on_failure: park_key, waits for them instead of handing them back).
+    drain: bool = False
 
     def parts(
         self,
@@ -69,11 +72,13 @@ class BatchRunner(Protocol):
         """Process the delivered records (those ``keep`` accepts); True when all are finished and
         checkpointed.
 
-        False means ``should_stop`` interrupted: the checkpoint is just before the first unfinished
-        record. ``LeaseLostError`` from ``checkpoint`` propagates (stop, never retry); ``checkpoint``
-        returns False when the table refused it for now (it is written later: windows keep the state
-        it would resume from). ``finished`` hears of records finished beyond the checkpoint, out of
-        order (lanes), before any checkpoint that covers them is tried.
+        False means ``should_stop`` interrupted, or (``on_failure: park_key``, unless ``drain``)
+        keys are parked: the checkpoint is just before the first unfinished record, and the
+        unfinished records come back with the next delivery. ``LeaseLostError`` from ``checkpoint``
+        propagates (stop, never retry); ``checkpoint`` returns False when the table refused it for
+        now (it is written later: windows keep the state it would resume from). ``finished`` hears
+        of records finished beyond the checkpoint, out of order (lanes, parked keys), before any
+        checkpoint that covers them is tried.
         """
         ...
 

@@ -95,11 +95,25 @@ class StreamRecord:
     @property
     def approximate_creation_time(self) -> float:
         """Epoch seconds (DynamoDB Streams sends a number; boto3 turns it into a datetime)."""
-        return float(self._dynamodb.get("ApproximateCreationDateTime", 0.0))
+        created = self._dynamodb.get("ApproximateCreationDateTime", 0.0)
+        if isinstance(created, bool) or not isinstance(created, int | float):
+            raise self._malformed("ApproximateCreationDateTime", created, "not a number of epoch seconds")
+        return float(created)
 
     @property
     def size_bytes(self) -> int:
-        return int(self._dynamodb.get("SizeBytes", 0))
+        size = self._dynamodb.get("SizeBytes", 0)
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise self._malformed("SizeBytes", size, "not a whole number")
+        return size
+
+    def _malformed(self, name: str, value: Any, problem: str) -> RecordFormatError:
+        """A known field of ``dynamodb`` whose value is not of its documented type: named with the
+        record and the shard (fields this parser does not know are never checked: they pass)."""
+        return RecordFormatError(
+            f"shard {self.shard_id}: record {self.event_id!r} (SequenceNumber "
+            f"{self._raw_sequence_number()!r}) has dynamodb.{name} {value!r}: {problem}"
+        )
 
     @property
     def stream_view_type(self) -> str | None:

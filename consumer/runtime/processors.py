@@ -189,6 +189,7 @@ def build_processor_factory(
         for key, value, off in (
             ("parallelization_factor", processing.parallelization_factor, 1),
             ("tumbling_window_seconds", processing.tumbling_window_seconds, 0),
+            ("on_failure", processing.on_failure, "block"),
         ):
             if value != off:
                 raise ProcessingConfigError(
@@ -281,6 +282,16 @@ def policy_wrapped(
             "worker.call_process_records_even_for_empty_record_list: true (a quiet shard would "
             "otherwise hold its buffer until the next record arrives)"
         )
+    if (
+        processing.on_failure == "park_key"
+        and not settings.worker.call_process_records_even_for_empty_record_list
+    ):
+        raise ProcessingConfigError(
+            "processing.on_failure: park_key needs "
+            "worker.call_process_records_even_for_empty_record_list: true (a parked key is retried "
+            "when its shard's processor is called; a quiet shard would otherwise hold it until the "
+            "next record arrives)"
+        )
     window: WindowPlan | None = None
     if processing.tumbling_window_seconds > 0:
         if processing.parallelization_factor > 1:
@@ -305,6 +316,8 @@ def policy_wrapped(
             lanes=processing.parallelization_factor,
             window=window,
             threads=threads,
+            on_failure=processing.on_failure,
+            max_parked_records=processing.max_parked_records,
         )
         return FunctionProcessor(
             runner,

@@ -81,6 +81,11 @@ class OwnShardIds:
         self._inner = inner
         self._shard = shard
 
+    @property
+    def records_end_to_end_lag(self) -> bool:
+        """The inner processor's runner records EndToEndLag itself (the function form)."""
+        return bool(getattr(self._inner, "records_end_to_end_lag", False))
+
     def initialize(self, initialization: InitializationInput) -> None:
         self._inner.initialize(replace(initialization, shard=self._shard))
 

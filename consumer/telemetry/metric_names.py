@@ -79,6 +79,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("ProcessLatency", "Milliseconds", D, SAMPLES, "ProcessTask", "Record landed -> processed."),
     MetricSpec(
+        "EndToEndLag",
+        "Milliseconds",
+        S,
+        MAX,
+        "ProcessTask",
+        "Record written (its ApproximateCreationDateTime) -> handled: the oldest of each handled batch.",
+        fleet=True,
+    ),
+    MetricSpec(
         "StalledShards",
         "Count",
         S,
@@ -102,6 +111,18 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Age of the record the slowest lane holds the checkpoint at.",
     ),
     MetricSpec("WindowStateBytes", "Bytes", S, MAX, "ProcessTask", "Size of a tumbling window's state."),
+    # --- a failing key parked (processing.on_failure: park_key)
+    MetricSpec(
+        "ParkedKeys", "Count", S, MAX, "ProcessTask", "Keys of a shard waiting behind a failed record."
+    ),
+    MetricSpec(
+        "ParkedRecords",
+        "Count",
+        S,
+        MAX,
+        "ProcessTask",
+        "Records a shard holds back behind parked keys (theirs, and those finished past the checkpoint).",
+    ),
     # --- leases (KCL RenewAllLeases / TakeLeases)
     MetricSpec("CurrentLeases", "Count", S, LAST, "RenewAllLeases", "Leases this worker holds."),
     MetricSpec("LostLeases", "Count", S, SUM, "RenewAllLeases", "Leases lost at renewal."),

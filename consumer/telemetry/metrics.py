@@ -1,4 +1,5 @@
-"""The worker's metrics: aggregated in memory, flushed as EMF documents on a timer.
+"""The worker's metrics: aggregated in memory, flushed as EMF documents on a timer (and, with
+``metrics.backend: otel | both``, mirrored into OpenTelemetry and exported by the same timer).
 
 Recording a metric is a dictionary update under one lock: no I/O and no event per record, so the
 hot path (one ``count`` per delivered batch) costs microseconds. Every ``flush_interval_seconds``
@@ -37,6 +38,7 @@ from consumer.telemetry.health import TransportHealth
 from consumer.telemetry.metric_names import Aggregation, Level, spec_for
 from consumer.telemetry.process import ProcessSampler
 from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the port, re-exported for callers)
+from consumer.telemetry.recorder import MetricsMirror
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import MetricsTransport
 from ground.clock import Clock, SystemClock
@@ -115,6 +117,7 @@ class MetricsRecorder:
         sample_process: bool = True,
         retry_millis: int = 1_000,
         threads: Threads = SYSTEM_THREADS,
+        mirror: MetricsMirror | None = None,
     ) -> None:
         self._namespace = settings.metrics_namespace
         self._level = Level[settings.metrics.level]
@@ -140,6 +143,12 @@ class MetricsRecorder:
             self._hooks.append(ProcessSampler(self._clock).record)
         self._stop = threads.event()
         self._timer: Running | None = None
+        # metrics.backend otel | both: every figure recorded is also an OpenTelemetry one.
+        if mirror is None and settings.metrics.backend != "emf" and self._level is not Level.NONE:
+            from consumer.telemetry.otel import OtelMirror
+
+            mirror = OtelMirror(settings, worker_id, health=self.health)
+        self._mirror = mirror
 
     # ------------------------------------------------------------------------------ recording
 
@@ -218,6 +227,10 @@ class MetricsRecorder:
                     f"metric {name} of operation {operation} was recorded in {series.unit} and now in {unit}"
                 )
             series.add(float(value), self._max_samples)
+        if self._mirror is not None:
+            self._mirror.record(
+                operation, name, float(value), unit, shard_id=shard_id, aggregation=aggregation
+            )
 
     # ------------------------------------------------------------------------------ flushing
 
@@ -244,6 +257,8 @@ class MetricsRecorder:
         ):
             documents.extend(self._documents_for(operation, shard_id, stream, series_by_name, timestamp))
         self._shipper.submit(documents)
+        if self._mirror is not None:
+            self._mirror.export()  # after the EMF documents are queued: a slow collector only delays the next flush
         return len(documents)
 
     def _documents_for(
@@ -314,6 +329,8 @@ class MetricsRecorder:
             self.flush()
         finally:
             self._shipper.close(timeout_seconds)
+            if self._mirror is not None:
+                self._mirror.shutdown()
 
 
 _VALID_UNITS = {unit.value for unit in Unit}

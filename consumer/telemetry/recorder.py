@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from consumer.telemetry.metric_names import Aggregation
+
 
 class Metrics(Protocol):
     """What the other packages call; MetricsRecorder and NullMetrics provide it."""
@@ -22,3 +24,23 @@ class Metrics(Protocol):
     ) -> None: ...
 
     def timing(self, operation: str, name_prefix: str, millis: float, success: bool) -> None: ...
+
+
+class MetricsMirror(Protocol):
+    """A second backend beside EMF (:class:`consumer.telemetry.otel.OtelMirror`): hears every figure
+    the recorder keeps (after the metrics level), exports when the recorder flushes."""
+
+    def record(
+        self,
+        operation: str,
+        name: str,
+        value: float,
+        unit: str,
+        *,
+        shard_id: str | None,
+        aggregation: Aggregation,
+    ) -> None: ...
+
+    def export(self) -> None: ...
+
+    def shutdown(self) -> None: ...

@@ -307,6 +307,8 @@ def transport_from_settings(
     worker (:func:`log_stream_name`); ``logs`` needs ``logs_client`` (the composition root's,
     :mod:`consumer.runtime.clients`)."""
     destination = settings.metrics.destination
+    if settings.metrics.backend == "otel":
+        return NullTransport()  # OpenTelemetry only: no EMF documents go anywhere
     stream = log_stream_name(worker_id)
     if destination == "agent":
         return AgentTransport(

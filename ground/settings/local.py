@@ -54,6 +54,14 @@ class EmulatorSettings(SettingsModel):
     trim_after_seconds: float = Field(360.0, gt=0, description="Records older than this are trimmed (24 h).")
     iterator_expiry_seconds: float = Field(60.0, gt=0, description="Shard iterators expire after (15 min).")
     seed: int = Field(7, description="Seed for hashing, splits and faults: runs are repeatable.")
+    unknown_record_fields: bool = Field(
+        False,
+        description=(
+            "Stream records carry fields a consumer may not know: dynamodb.ApproximateCreationDateTimePrecision "
+            "(sent for tables whose timestamp precision is set) and a top-level emulatorExtension object "
+            "no service sends. For tests that unknown fields pass through untouched."
+        ),
+    )
     faults: EmulatorFaults = Field(default_factory=EmulatorFaults)
 
 

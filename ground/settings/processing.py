@@ -112,6 +112,26 @@ class ProcessingSettings(SettingsModel):
             "ParallelizationFactor. 1: one batch at a time."
         ),
     )
+    on_failure: Literal["block", "park_key"] = Field(
+        "block",
+        description=(
+            "What a record that fails holds up (function form and built-in sinks): block, its whole "
+            "shard until it succeeds or is dead-lettered; park_key, only its item's key: that key's "
+            "later records wait behind it, in order, while the shard's other keys go on (needs "
+            "worker.call_process_records_even_for_empty_record_list: true, so a quiet shard still "
+            "retries it)."
+        ),
+    )
+    max_parked_records: int = Field(
+        10_000,
+        ge=1,
+        description=(
+            "With on_failure park_key: records a shard (a lane) may hold back behind parked keys, "
+            "theirs and those finished after them that the checkpoint cannot pass yet; past it the "
+            "shard waits for its parked keys as block does. Bounds memory and what a new owner reads "
+            "again."
+        ),
+    )
     tumbling_window_seconds: int = Field(
         0,
         ge=0,
@@ -127,3 +147,12 @@ class ProcessingSettings(SettingsModel):
         le=350_000,
         description="Largest window state (JSON) a handler may return; bigger fails the batch.",
     )
+
+    @model_validator(mode="after")
+    def _parking_is_per_record(self) -> ProcessingSettings:
+        if self.on_failure == "park_key" and self.tumbling_window_seconds:
+            raise ValueError(
+                "on_failure: park_key cannot be combined with tumbling_window_seconds: a window's state "
+                "covers every record given to it, so a failure fails the whole batch (use block)"
+            )
+        return self

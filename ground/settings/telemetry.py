@@ -1,4 +1,5 @@
-"""Telemetry: where metrics (CloudWatch EMF) and logs (CloudWatch Logs) go, and how much of them.
+"""Telemetry: where metrics (CloudWatch EMF, OpenTelemetry) and logs (CloudWatch Logs) go, and how
+much of them.
 
 Kept together because both name CloudWatch destinations derived from the same name prefix, and
 the infra creates the log groups these settings name.
@@ -61,6 +62,34 @@ class MetricsSettings(SettingsModel):
             "default /<prefix>/metrics."
         ),
     )
+    backend: Literal["emf", "otel", "both"] = Field(
+        "emf",
+        description=(
+            "emf: CloudWatch EMF documents to metrics.destination; otel: OpenTelemetry metrics over "
+            "OTLP/HTTP to metrics.otlp_endpoint, with KCL 3.5's names (aws.kinesis.client.*); both."
+        ),
+    )
+    otlp_endpoint: str = Field(
+        "http://127.0.0.1:4318",
+        description=(
+            "OTLP/HTTP endpoint of an OpenTelemetry collector (metrics go to <endpoint>/v1/metrics); "
+            "on the fleet, the CloudWatch agent's OTLP receiver beside the workers."
+        ),
+    )
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_endpoint(cls, endpoint: str) -> str:
+        parts = urlsplit(endpoint)
+        try:
+            parts.port  # noqa: B018 - raises for a port that is no number or out of range
+        except ValueError:
+            parts = parts._replace(scheme="")
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/"):
+            raise ValueError(
+                "must look like http://127.0.0.1:4318 (the collector's OTLP/HTTP address, without /v1/metrics)"
+            )
+        return endpoint.rstrip("/")
 
     @field_validator("agent_endpoint")
     @classmethod

@@ -23,7 +23,7 @@ import os
 
 import pytest
 
-from simulation.histories import KINDS, history
+from simulation.histories import KINDS, MORE_KINDS, history
 
 HISTORIES = int(os.environ.get("SIM_HISTORIES", "100"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of
@@ -62,6 +62,18 @@ def test_every_whole_worker_history_keeps_the_lease_and_delivery_promises(block:
             failures[seed] = f"{kind}: {verdict}"
     assert kinds == set(KINDS) or len(seeds) < len(KINDS)
     assert not failures, f"{len(failures)} of {len(seeds)} histories broke a promise: {failures}"
+
+
+@pytest.mark.parametrize("kind", MORE_KINDS)
+def test_histories_of_the_kinds_outside_the_cycle_keep_the_promises(kind: str) -> None:
+    """``parked`` (processing.on_failure: park_key, one lane or ten): a failing key waits alone while
+    the shard's other keys go on, and every promise above still holds."""
+    failures = {}
+    for seed in range(HISTORIES // 5):
+        _, verdict = history(seed, kind=kind, chaos_millis=CHAOS_MILLIS)
+        if not verdict.ok:
+            failures[seed] = str(verdict)
+    assert not failures, f"{len(failures)} {kind} histories broke a promise: {failures}"
 
 
 @pytest.mark.parametrize("seed", LONG_FORM_SEEDS)

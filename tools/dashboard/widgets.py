@@ -252,6 +252,24 @@ WIDGETS: tuple[Widget, ...] = (
         (Reference.LAG_ALARM,),
     ),
     Widget(
+        "End-to-end lag: written -> handled",
+        "Milliseconds",
+        "ms",
+        (
+            Metric(
+                WORKER,
+                "EndToEndLag",
+                "Maximum",
+                "fleet (the oldest record handled)",
+                absent="only while records are handled",
+            ),
+            _per_worker("EndToEndLag", "Maximum", "per worker", absent="only while records are handled"),
+        ),
+        note="A record's ApproximateCreationDateTime (whole seconds) to the moment the processor finished "
+        "it: what MillisBehindLatest does not show, a record read on time but handled late (retries, a "
+        "parked key, a slow lane).",
+    ),
+    Widget(
         "Retries and dead letters",
         "Count/Second",
         "records/s",

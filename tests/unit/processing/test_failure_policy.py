@@ -196,6 +196,25 @@ def test_records_older_than_the_max_age_go_to_the_dead_letter(tmp_path: Path) ->
     assert 2 <= document["attempts"] <= 5  # dead-lettered once the record is a minute old
 
 
+def test_a_failing_record_whose_creation_time_does_not_read_is_retried_and_dead_lettered(
+    tmp_path: Path,
+) -> None:
+    """Its age is unknown: not too old, so its attempts decide (no error out of the policy)."""
+    handler = ScriptedHandler(poison={2})
+    processor = function_processor(
+        handler,
+        clock=FakeClock(),
+        policy=policy(max_record_age_seconds=60, max_retry_attempts=2),
+        dead_letter=LocalDeadLetter(tmp_path),
+    )
+    checkpointer = WatchingCheckpointer(lambda: set(handler.succeeded) | set(dead_lettered(tmp_path)))
+    bad: Any = "noon"
+    drive(processor, checkpointer, [(*records(1, 1), *records(2, 2, created=bad), *records(3, 3))])
+    assert set(dead_lettered(tmp_path)) == {2} and handler.succeeded == [1, 3]
+    (document,) = LocalDeadLetter(tmp_path).read_all()
+    assert document["attempts"] == 3
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=5),

@@ -281,10 +281,15 @@ def test_factor_one_is_the_serial_path_and_factor_ten_runs_ten_lanes_at_once() -
     processor.shutdown_requested(ShutdownRequestedInput(INFO, checkpointer))
 
 
-def test_a_stuck_lane_holds_the_checkpoint_while_the_others_go_on() -> None:
+@pytest.mark.parametrize("created", [1_700_000_000.0, "noon"])
+def test_a_stuck_lane_holds_the_checkpoint_while_the_others_go_on(created: Any) -> None:
     """Key "slow" fails until the worker stops; the other lanes finish; the checkpoint stays just
-    before the slow record (what follows it is delivered again to the next owner)."""
-    stream = [record(seq, key="slow" if seq == 4 else f"k{seq}") for seq in range(1, 13)]
+    before the slow record (what follows it is delivered again to the next owner). A creation time
+    that does not read (``noon``) costs the lag metric, never the flush."""
+    stream = [
+        record(seq, key="slow", created=created) if seq == 4 else record(seq, key=f"k{seq}")
+        for seq in range(1, 13)
+    ]
     # Only the slow key's lane waits (records of other keys that hash to it queue behind record 4).
     slow_lane = lane_of(stream[3], 4)
     blocked = {int(r.sequence_number) for r in stream[3:] if lane_of(r, 4) == slow_lane}

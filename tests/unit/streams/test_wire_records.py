@@ -198,6 +198,17 @@ identities = st.sampled_from(
 )
 
 
+unknown_names = st.text(alphabet="abcdefXYZ_", min_size=1, max_size=8).map(lambda name: "x_" + name)
+unknown_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.text(alphabet='ab{}[],":\\', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
 @st.composite
 def wire_records(draw: st.DrawFn, seq: int) -> dict[str, Any]:
     view = draw(st.sampled_from(VIEW_TYPES))
@@ -217,8 +228,23 @@ def wire_records(draw: st.DrawFn, seq: int) -> dict[str, Any]:
     identity = draw(identities)
     if identity is not None:
         rec["userIdentity"] = identity
+    # Fields this parser does not know, at the top level and in ``dynamodb``: they pass through.
+    rec["dynamodb"].update(draw(st.dictionaries(unknown_names, unknown_values, max_size=2)))
+    rec.update(draw(st.dictionaries(unknown_names, unknown_values, max_size=2)))
     order = draw(st.permutations(list(rec)))
     return {key: rec[key] for key in order}
+
+
+def unknown_arrays_of_objects(record: dict[str, Any]) -> bool:
+    def holds(value: Any, in_array: bool = False) -> bool:
+        if isinstance(value, dict):
+            return in_array or any(holds(v) for v in value.values())
+        if isinstance(value, list):
+            return any(holds(v, True) for v in value)
+        return False
+
+    fields = [*record.items(), *record["dynamodb"].items()]
+    return any(holds(value) for name, value in fields if name.startswith("x_"))
 
 
 @st.composite
@@ -238,7 +264,10 @@ def bodies(draw: st.DrawFn) -> bytes:
 @given(body=bodies())
 def test_lazily_parsed_records_equal_eagerly_parsed_ones(body: bytes) -> None:
     document = orjson.loads(body)
-    if body == orjson.dumps(document):  # compact, as the service sends: cut, not written back
+    # Compact, as the service sends: cut, not written back -- unless a field this parser does not
+    # know holds an array of objects (their boundaries look like records'): then the records are
+    # written back from the parse, the same records at some more CPU.
+    if body == orjson.dumps(document) and not any(map(unknown_arrays_of_objects, document["Records"])):
         assert cut_records(body, document, len(document["Records"])) is not None
     held = assert_reads_the_same(body)
     assert all(isinstance(r, WireRecord) for r in held)
