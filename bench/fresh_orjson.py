@@ -6,7 +6,7 @@ JSON line with the CPU seconds (``time.process_time``) of parsing every body onc
 count. This is what a user who parses the responses themselves pays at best: a small heap, the
 collector as Python starts it (nothing frozen, default thresholds, no ``gc.collect()`` first), each
 parsed response dropped before the next is parsed. It deliberately imports neither the product nor
-boto3 (``bench/__init__.py`` is empty): their modules would make the collector's full passes scan a
+boto3 (``bench/__init__.py`` imports nothing): their modules would make the collector's full passes scan a
 heap the user's own program would not have, which is the floor this module replaces (orjson timed
 inside the worker's process, bench/record_cpu.py's ``in_worker_heap`` figure).
 
