@@ -227,10 +227,10 @@ REVERTS = {
             "if v != start]",
         )
     ],
-    # Not a fix but the mechanism that covers lanes_buffer in the whole worker: the scheduler tells a
-    # consumer its lease is lost as soon as the fence drops it, before a take-back can land, so no
-    # consumer carries on with a buffer its lanes ran ahead of. Alone it is covered by lanes_buffer;
-    # lanes_buffer+reconcile_tells_lost fails the directed lanes history.
+    # The mechanism that covers lanes_buffer in the whole worker: the scheduler tells a consumer its
+    # lease is lost as soon as the fence drops it, before a take-back can land, so no consumer carries
+    # on with a buffer its lanes ran ahead of. Its own test: tests/unit/lifecycle/test_take_back.py;
+    # with lanes_buffer reverted too, the directed lanes history fails as well.
     "reconcile_tells_lost": [
         (
             "consumer/lifecycle/scheduler.py",
