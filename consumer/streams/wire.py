@@ -45,9 +45,9 @@ def cut_records(body: bytes, document: dict[str, Any], count: int) -> list[tuple
 
     For the compact JSON DynamoDB Streams sends: the text around the ``Records`` array must be exactly
     what orjson writes for the other members, and the array must hold exactly ``count - 1``
-    boundaries. Anything else (whitespace, as the emulator and moto send) gives None, and the records
-    are written back with ``orjson.dumps`` instead. A record cut wrongly could not parse (its text
-    would not be one balanced JSON value), which :class:`WireRecord` checks when it parses it.
+    boundaries, and every slice must parse back to its record. Anything else (whitespace, as the
+    emulator and moto send; a second ``Records`` member) gives None, and the records are written
+    back with ``orjson.dumps`` instead.
     """
     before: list[bytes] = []
     after: list[bytes] = []
@@ -75,6 +75,15 @@ def cut_records(body: bytes, document: dict[str, Any], count: int) -> list[tuple
         cuts.append((start, boundary + 1))
         start = boundary + 2
     cuts.append((start, end))
+    # A body with a second ``Records`` member (the parse keeps the last) still has this head and
+    # tail; only parsing each slice back proves the cut. This path is rare (bodies read_compact
+    # refused), so the parse is affordable, and a record never holds bytes that are not its own.
+    for (first, last), record in zip(cuts, document["Records"], strict=True):
+        try:
+            if orjson.loads(body[first:last]) != record:
+                return None
+        except orjson.JSONDecodeError:
+            return None
     return cuts
 
 
