@@ -24,7 +24,8 @@ are written to a file; each repeat runs three fresh interpreters, one after the 
     counter (``parse_get_records`` alone and ``orjson.loads`` alone on the same bodies, in that
     heap), then (d): a fresh worker whose processor reads every image of every record (``keys``,
     ``new_image``, ``old_image``: Python values, boto3's TypeDeserializer semantics; handler
-    ``bench.record_cpu:read_every_image``);
+    ``bench.record_cpu:read_every_image``) with ``processing.convert_images: on_fetch``, the setting
+    for such a processor, and the same with the default ``when_read`` (stated);
 (u) the same worker with CPython's default collector (``--child FILE --gc default``: what a worker
     embedded in another program, ``Worker(tune_gc=False)``, pays), then (c) stock boto3: botocore's
     JSON parser with the GetRecords output shape and boto3's TypeDeserializer on Keys, NewImage and
@@ -65,8 +66,9 @@ LIMITS = (
     "per-record floor does, and pays on top: holding each record as its bytes with the fields it reads "
     "on every record, one botocore call per 1000 records (serialise, sign, handlers, the body read in "
     "64 KiB chunks and joined) and the lifecycle, function form and checkpoint per batch; a processor "
-    "that reads every image also pays a second parse of each record and the conversion of its images "
-    "(boto3's types); see the printed stages and docs/streams.md's profile."
+    "that reads every image also pays the conversion of its images (boto3's types), from the parse that "
+    "checks each record with processing.convert_images: on_fetch (with the default when_read, a second "
+    "parse of each record as well); see the printed stages and docs/streams.md's profile."
 )
 # Fresh processes per figure: with three, the per-record row's median moved 1.29-2.41 between two
 # runs on a quiet machine.
@@ -81,11 +83,16 @@ def read_every_image(batch: Batch) -> None:
 
 
 def worker_path(
-    stream: canned.CannedStream, processor: str = "bench.canned_worker:noop", tuned: bool = True
+    stream: canned.CannedStream,
+    processor: str = "bench.canned_worker:noop",
+    tuned: bool = True,
+    convert_images: str = "when_read",
 ) -> list[float]:
     """CPU seconds of each shard's timed step (one GetRecords of 1000 records, delivered,
     checkpointed), the collector tuned as ``Worker.run`` tunes it once start-up is done, or not."""
-    settings = canned_worker.bench_settings(processing={"processor": processor})
+    settings = canned_worker.bench_settings(
+        processing={"processor": processor, "convert_images": convert_images}
+    )
     worker = canned_worker.canned_worker(stream, range(stream.shards), settings)
     try:
         consumers = worker.ready_consumers()
@@ -131,7 +138,9 @@ def child(path: str, tuned: bool) -> dict[str, Any]:
         shard = canned.shard_id(0)
         figures["parse_in_heap"] = cpu(lambda body: parse_get_records(body, shard, 0), bodies) / n
         figures["orjson_in_heap"] = cpu(orjson.loads, bodies) / n
-        figures["images"] = sum(worker_path(stream, "bench.record_cpu:read_every_image")) / n
+        images = "bench.record_cpu:read_every_image"
+        figures["images"] = sum(worker_path(stream, images, convert_images="on_fetch")) / n
+        figures["images_when_read"] = sum(worker_path(stream, images)) / n
     else:
         gc.collect()
         figures["boto3"] = cpu(boto3_path(), bodies[:boto_shards]) / (boto_shards * per_shard)
@@ -224,7 +233,14 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
             over("images", "fresh_orjson"),
             1.5,
             f"CPU/record: as record_cpu_vs_fresh_orjson with a processor reading keys, new_image and old_image "
-            f"of every record (Python values, boto3 semantics); {where}; {_spread(values('images'))}",
+            f"of every record (Python values, boto3 semantics), processing.convert_images: on_fetch (converted "
+            f"from the parse that checks each record); {where}; {_spread(values('images'))}",
+        ),
+        stated(
+            "record_cpu_every_image_when_read_vs_fresh_orjson",
+            over("images_when_read", "fresh_orjson"),
+            f"CPU/record: the same processor with processing.convert_images: when_read (the default: each "
+            f"record's bytes parsed again when its images are first read); {_spread(values('images_when_read'))}",
         ),
         stated(
             "record_cpu_vs_orjson_in_worker_heap",

@@ -261,6 +261,20 @@ class WireRecord(StreamRecord):
         held.size_bytes = size
         return held
 
+    def keep_images(self, body: Mapping[str, Any]) -> None:
+        """Convert the keys and images now, from ``body`` (this record's ``dynamodb`` member, just
+        parsed by the fast path), and keep them as a first read would (``processing.convert_images:
+        on_fetch``): a processor that reads them then pays no second parse. An image that cannot be
+        converted is left to the first read, which raises its error then, naming the value, the
+        record and the shard, inside the processor call as with ``when_read``."""
+        kept = self.__dict__
+        for name, member in (("keys", "Keys"), ("new_image", "NewImage"), ("old_image", "OldImage")):
+            try:
+                image = deserialize_item(body.get(member))
+            except Exception:  # any failure (a malformed value, nesting too deep): the read raises it
+                continue
+            kept[name] = image if image is not None or name != "keys" else {}
+
     @property
     def wire(self) -> bytes:
         """The record's JSON bytes, as held."""
