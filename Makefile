@@ -31,7 +31,7 @@ export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)
 # written instead, under __pycache__/ (ignored by git).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help setup java spark-classes browser wheelhouse lock demo test check lint typecheck bench synth clean
+.PHONY: help setup java spark-classes browser wheelhouse lock demo test check lint typecheck bench bench-check synth clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -93,6 +93,9 @@ check: lint typecheck test  ## the one gate: ruff, mypy, tests
 
 bench: setup  ## benchmarks; writes bench/RESULTS.md
 	$(BIN)/python -m bench
+
+bench-check: setup  ## is every row of bench/RESULTS.md true of the code as it is? (names what to re-run)
+	BENCH_RECORD_CHECK=1 $(BIN)/python -m pytest -q tests/unit/bench/test_results_current.py
 
 synth: $(STAMP) $(NODE_STAMP) wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
 	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet

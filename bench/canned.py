@@ -17,8 +17,9 @@ lease ``i`` (the bytes are shared, every lease parses its own copy).
 
 ``CannedTransport`` answers GetShardIterator and GetRecords for a real ``dynamodbstreams`` client
 from botocore's ``before-send`` event: botocore still serialises and signs the request, runs its
-retry handler and hands the response to its parser (and so to the worker's ``before-parse`` hook),
-but no socket is opened. An iterator names the canned shard and the response it points at; past
+retry handler, reads the body (in fresh 64 KiB chunks that it joins into a new body, as from
+urllib3) and hands the response to its parser (and so to the worker's ``before-parse`` hook), but
+no socket is opened. An iterator names the canned shard and the response it points at; past
 the last response the shard is open and idle (empty ``Records``, the same iterator) — or, with
 ``chain=True``, the lease goes on with the next canned shard's responses (whose sequence numbers
 are all higher), so a lease has backlog beyond its own canned shard.
@@ -296,15 +297,22 @@ def read(path: str) -> CannedStream:
 
 
 class _Raw:
-    """What botocore's AWSResponse reads the body from (``raw.stream()``)."""
+    """What botocore's AWSResponse reads the body from (``raw.stream()``), as urllib3 hands it over:
+    fresh chunks of at most 64 KiB (urllib3's read size), each a new bytes object, which botocore
+    joins into one new body (``AWSResponse.content``). So every response allocates its body (and,
+    while it is joined, the chunks) as on a real connection, rather than handing botocore the canned
+    object itself (a one-chunk join returns that object, allocating nothing)."""
 
     __slots__ = ("_body",)
+    CHUNK = 2**16
 
     def __init__(self, body: bytes) -> None:
         self._body = body
 
     def stream(self, **_: Any) -> Any:
-        yield self._body
+        view = memoryview(self._body)
+        for start in range(0, len(view), self.CHUNK):
+            yield view[start : start + self.CHUNK].tobytes()
 
 
 class CannedTransport:

@@ -114,7 +114,11 @@ def canned_worker(
         store.create_if_absent(Lease(shard_id(index), None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
     metrics = MetricsRecorder(settings, worker_id, NullTransport(), sample_process=False)
     transport = CannedTransport(canned, chain=chain)
-    reader = ShardReader(DynamoDBStreamSource(streams_client(transport)), STREAM_ARN)
+    reader = ShardReader(
+        DynamoDBStreamSource(streams_client(transport)),
+        STREAM_ARN,
+        convert_images=settings.processing.convert_images == "on_fetch",
+    )
     factory = build_processor_factory(settings, metrics=metrics)
     processors = wrap(factory) if wrap is not None else factory
     parts = assemble(settings.worker, Ports(store, reader, processors, metrics, SystemClock()), worker_id)

@@ -12,18 +12,19 @@ true shard table), the time from that line to the child's consumer leaving WAITI
 
 Two phases of 75 s on one fleet: calm, then faults -- the stream answers 5 % of calls with a 500
 and shows children 500 ms late, the leases and workers tables throttle 5 % of requests and answer
-each one 20 ms slower. The row is the p99 of the phase's children; the spread is min / median / max
-over them. A third, stated row: the calm phase again at failover 3 s (taker interval 1 s), where the
+each one 20 ms slower. A row's values are the phase's children (min / median / max over them); its
+goal holds every child within one taking interval (the median and the largest value, as every goal
+is checked): a phase has about 50 children (6 partitions rolling over every 9 s for 75 s), and the
+nearest-rank p99 of up to 100 values is the largest, so this is the p99 goal. A third, stated row: the calm phase again at failover 3 s (taker interval 1 s), where the
 fleet's DescribeStream timetable alone can hold a lookup up to workers / (0.7 x budget) = 0.86 s.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
-from bench.common import Ratio
+from bench.common import Ratio, at_most, stated
 from bench.fleet_load import percentile
 from bench.fleet_records import TABLE
 from bench.fleet_support import Stack, bench_stack
@@ -132,16 +133,15 @@ def _row(name: str, values: list[float], what: str, failover: str, goal: bool) -
         raise RuntimeError(f"no parent ended during the {what} phase")
     p99 = percentile(values, 99)
     method = (
-        f"p99 over {len(values)} children ({what}); median {statistics.median(values):.2f}: "
+        f"p99 {p99:.3f} over {len(values)} children ({what}): "
         f"{PARTITIONS} partitions rolling over every {ROLLOVER_SECONDS} s, {WORKERS} consumer run "
         f"processes on the emulator, {failover}; parent's SHARD_END line -> child's consumer past "
         "WAITING_ON_PARENT_SHARDS, over the taker interval"
     )
     print(f"{name}: p99 {p99:.3f}, values {sorted(round(v, 2) for v in values)}")
-    spread = (min(values), p99, max(values))
     if not goal:
-        return Ratio(name, spread, "stated", True, method)
-    return Ratio(name, spread, f"<={GOAL:g} at p99", p99 <= GOAL, method)
+        return stated(name, tuple(values), method)
+    return at_most(name, tuple(values), GOAL, method)
 
 
 def run() -> list[Ratio]:

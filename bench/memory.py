@@ -2,28 +2,32 @@
 
 Method: in a fresh interpreter (``python -m bench.memory --child FILE``), the canned responses
 (bench/canned.py) are read from a file, and a worker is built as ``consumer run`` builds one
-(bench/canned.py: boto3 client on the canned transport, fast parser, ShardConsumer per lease,
-function-form processor, LeaseCoordinator on an in-memory leases table) holding one lease per
-canned shard. Every consumer is stepped through its parents check and GetShardIterator; then the
-collector is tuned (below). Then each consumer takes one step: GetRecords of 1000 records, parsed and
-delivered to the processor, whose function form holds them in its buffer uncheckpointed
-(``processing.batching``: flush at 10 000 records or after 5 minutes) — the most the worker ever
-holds between fetch and checkpoint: shards x worker.max_records records.
+(bench/canned.py: boto3 client on the canned transport, which allocates each response body as
+botocore does -- fresh 64 KiB chunks joined into a new body --, fast parser, ShardConsumer per
+lease, function-form processor, LeaseCoordinator on an in-memory leases table) holding one lease
+per canned shard. Every consumer is stepped through its parents check and GetShardIterator; then
+the collector is tuned as ``Worker.run`` tunes it once start-up is done
+(``consumer.runtime.gc_tuning.tune_for_long_running``). Then each consumer takes one step:
+GetRecords of 1000 records, parsed and delivered to the processor, whose function form holds them
+in its buffer uncheckpointed (``processing.batching``: flush at 10 000 records or after 5 minutes)
+-- the most the worker ever holds between fetch and checkpoint: shards x worker.max_records
+records. Three fills: 1, 4 and every canned shard's lease (32 at the default BENCH_SCALE),
+``REPEATS`` fresh processes each.
 
-- ``memory_per_record_vs_wire`` (goal <= 1.5): ``tracemalloc`` started just before the steps; the
-  memory still allocated after them (everything the steps left alive: the records and whatever else
-  the worker keeps), divided by the number of records held, over the records' size on the wire
-  (the GetRecords bodies' bytes per record).
-- ``memory_peak_per_record_vs_wire`` (goal <= 1.5), in a separate fresh process without
-  tracemalloc: the kernel's peak-RSS mark is reset (``/proc/self/clear_refs`` 5) before the steps;
-  VmHWM after them minus VmRSS before, per record held, over its wire bytes. This is what the
-  machine must have: it adds to the held memory what the allocator does not give back and the
-  transient parse of a response while it is held (spread over all the records held, so it depends
-  on how many shards are held: BENCH_SCALE).
-- ``memory_traced_peak_per_record_vs_wire`` (stated beside it): tracemalloc's peak during the steps
-  over the same records and bytes: the Python objects' own peak, without the allocator's slack.
-Both processes tune the collector as ``Worker.run`` does once start-up is done
-(``consumer.runtime.gc_tuning.tune_for_long_running``), as ``consumer run`` runs.
+- ``memory_peak_per_record_vs_wire_<n>_leases`` (goal <= 1.5 at 4 and 32 leases; stated at 1),
+  without tracemalloc: the kernel's peak-RSS mark is reset (``/proc/self/clear_refs`` 5) before
+  the steps; VmHWM after them minus VmRSS before, per record held, over its wire bytes. This is
+  what the machine must have: the held records, what the allocator does not give back, and the
+  transient of the last response (its body while it is cut, its chunks while they are joined),
+  spread over the records held -- so the fewer leases, the more it weighs: a whole response
+  over 1 000 records at 1 lease, over 4 000 at 4.
+- ``memory_per_record_vs_wire`` (goal <= 1.5), in a separate fresh process at the full fill:
+  ``tracemalloc`` started just before the steps; the memory still allocated after them
+  (everything the steps left alive: the records and whatever else the worker keeps), per record
+  held, over the records' size on the wire (the GetRecords bodies' bytes per record).
+- ``memory_traced_peak_per_record_vs_wire`` (stated beside it): tracemalloc's peak during the
+  steps over the same records and bytes: the Python objects' own peak, without the allocator's
+  slack.
 The held form's make-up (Python objects per record) is printed to explain the figure.
 """
 
@@ -39,16 +43,19 @@ import tracemalloc
 from typing import Any
 
 from bench import canned, canned_worker
-from bench.common import Ratio, at_most, in_fresh_process, machine
+from bench.common import Ratio, at_most, in_fresh_process, machine, stated
 from consumer.api.worker import parse_get_records, tune_for_long_running
 
 LIMITS = (
     "each record is held as its JSON bytes (~1.03 x the wire slice, bytes header included) plus a "
     "WireRecord with the fields the worker reads on every record (sequence number, event ID: ~0.3 x), "
-    "see the printed make-up; peak RSS adds allocator slack and one record's transient parse (a compact "
-    "body is parsed record by record: consumer/streams/wire.py read_compact)."
+    "see the printed make-up; peak RSS adds allocator slack and the last response's transient: its "
+    "body while it is cut (a compact body is parsed record by record: consumer/streams/wire.py "
+    "read_compact), its chunks while botocore joins them -- a whole response spread over the records "
+    "held, so 1.0 x at 1 lease, 0.25 x at 4."
 )
-REPEATS = 3
+REPEATS = 5
+FILLS = (1, 4)  # and the full fill: every canned shard
 
 
 def _status() -> dict[str, int]:
@@ -144,70 +151,98 @@ def _slots(cls: type) -> list[str]:
     return [name for klass in cls.__mro__ for name in getattr(klass, "__slots__", ()) if name != "__dict__"]
 
 
+def _first(stream: canned.CannedStream, shards: int) -> canned.CannedStream:
+    return canned.CannedStream(
+        stream.bodies[:shards], stream.last_sequence[:shards], stream.records_per_response, stream.seed
+    )
+
+
+def _peaks(path: str, repeats: int) -> tuple[list[float], list[dict[str, Any]]]:
+    """Peak RSS growth per record over wire bytes, one fresh process per repeat."""
+    values, runs = [], []
+    for _ in range(repeats):
+        r = in_fresh_process("bench.memory", "--child", path, "--rss", timeout=600)
+        values.append(r["growth"] / r["records"] / (r["wire_bytes"] / r["records"]))
+        runs.append(r)
+    return values, runs
+
+
 def run(repeats: int = REPEATS) -> list[Ratio]:
     print(__doc__)
     print(f"machine: {machine()}")
     stream = canned.load()
+    fills = (*FILLS, stream.shards)
     print(
-        f"parameters: {stream.shards} leases x {stream.records_per_response} records in flight "
-        f"(BENCH_SCALE=1: 256 x 1000); {stream.describe()}; repeats {repeats}, each in a fresh process"
+        f"parameters: {', '.join(map(str, fills))} leases x {stream.records_per_response} records in flight "
+        f"(BENCH_SCALE=1: 256 x 1000 at full fill); {stream.describe()}; repeats {repeats}, each in a fresh process"
     )
     print(make_up(stream.bodies[0][0]))
     traced: list[float] = []
     traced_peak: list[float] = []
-    rss: list[float] = []
+    peaks: dict[int, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
-        path = os.path.join(folder, "canned.bin")
-        canned.write(stream, path)
+        paths = {}
+        for fill in fills:
+            paths[fill] = os.path.join(folder, f"canned-{fill}.bin")
+            canned.write(_first(stream, fill), paths[fill])
         print(
-            f"{'repeat':>6} | {'held/rec':>9} {'ratio':>6} {'peak/rec':>9} {'ratio':>6} | {'RSS before':>10} {'peak after':>10} "
-            f"{'growth/rec':>10} {'ratio':>6} | {'wire/rec':>8}"
+            f"{'leases':>6} | peak RSS growth per record / its wire bytes, each repeat | RSS before, peak after"
+        )
+        for fill in fills:
+            peaks[fill], runs = _peaks(paths[fill], repeats)
+            print(
+                f"{fill:>6} | {' '.join(f'{v:5.3f}' for v in peaks[fill])} | "
+                + ", ".join(f"{r['rss_before'] / 2**20:.0f}/{r['peak_after'] / 2**20:.0f} MB" for r in runs)
+                + (
+                    ""
+                    if all(r["peak_reset"] for r in runs)
+                    else "  (peak not resettable: baseline is the earlier peak)"
+                )
+            )
+        print(
+            f"{'repeat':>6} | traced at {stream.shards} leases: {'held/rec':>9} {'ratio':>6} {'peak/rec':>9} {'ratio':>6}"
         )
         for attempt in range(repeats):
-            figures = {}
-            for mode in ("--trace", "--rss"):
-                figures[mode] = in_fresh_process("bench.memory", "--child", path, mode, timeout=600)
-            t, r = figures["--trace"], figures["--rss"]
+            t = in_fresh_process("bench.memory", "--child", paths[stream.shards], "--trace", timeout=600)
             wire = t["wire_bytes"] / t["records"]
             held, peak = t["traced"] / t["records"], t["traced_peak"] / t["records"]
-            growth = r["growth"] / r["records"]
             traced.append(held / wire)
             traced_peak.append(peak / wire)
-            rss.append(growth / wire)
             print(
-                f"{attempt + 1:>6} | {held:7,.0f} B {traced[-1]:6.2f} {peak:7,.0f} B {traced_peak[-1]:6.2f} | "
-                f"{r['rss_before'] / 2**20:8.0f} MB {r['peak_after'] / 2**20:8.0f} MB {growth:8,.0f} B {rss[-1]:6.2f} | "
-                f"{wire:6,.0f} B"
-                + ("" if r["peak_reset"] else "  (peak not resettable: baseline is the earlier peak)")
+                f"{attempt + 1:>6} | {'':19} {held:7,.0f} B {traced[-1]:6.3f} {peak:7,.0f} B {traced_peak[-1]:6.3f}"
             )
     per_record = stream.size / stream.records
-    where = (
-        f"{stream.shards} x {stream.records_per_response} records held in the function form's buffer between "
-        f"fetch and checkpoint, fresh process"
-    )
+
+    def where(fill: int) -> str:
+        return (
+            f"{fill} x {stream.records_per_response} records held in the function form's buffer between fetch and "
+            f"checkpoint, each response's body allocated as botocore does; {repeats} fresh processes"
+        )
+
+    def peak_method(fill: int) -> str:
+        return (
+            f"peak RSS growth per in-flight record / its GetRecords bytes (the held records, allocator slack, and "
+            f"the last response's body and chunks spread over the records held); {where(fill)}; "
+            f"{statistics.median(peaks[fill]) * per_record:,.0f} B per {per_record:,.0f} B record"
+        )
+
+    full = stream.shards
     ratios = [
+        at_most(f"memory_peak_per_record_vs_wire_{full}_leases", tuple(peaks[full]), 1.5, peak_method(full)),
+        at_most("memory_peak_per_record_vs_wire_4_leases", tuple(peaks[4]), 1.5, peak_method(4)),
+        stated("memory_peak_per_record_vs_wire_1_lease", tuple(peaks[1]), peak_method(1)),
         at_most(
             "memory_per_record_vs_wire",
             tuple(traced),
             1.5,
-            f"memory left allocated by the steps (tracemalloc) per in-flight record / its GetRecords bytes; {where}; "
-            f"{statistics.median(traced) * per_record:,.0f} B per {per_record:,.0f} B record",
+            f"memory left allocated by the steps (tracemalloc) per in-flight record / its GetRecords bytes; "
+            f"{where(full)}; {statistics.median(traced) * per_record:,.0f} B per {per_record:,.0f} B record",
         ),
-        at_most(
-            "memory_peak_per_record_vs_wire",
-            tuple(rss),
-            1.5,
-            f"peak RSS growth per in-flight record / its GetRecords bytes (the held records plus the transient "
-            f"parse of a response and allocator slack); {where}; {statistics.median(rss) * per_record:,.0f} B per "
-            f"{per_record:,.0f} B record",
-        ),
-        Ratio(
+        stated(
             "memory_traced_peak_per_record_vs_wire",
             tuple(traced_peak),
-            "stated",
-            True,
             f"tracemalloc's peak during the steps per in-flight record / its GetRecords bytes (Python objects "
-            f"only, no allocator slack); {where}; {statistics.median(traced_peak) * per_record:,.0f} B per "
+            f"only, no allocator slack); {where(full)}; {statistics.median(traced_peak) * per_record:,.0f} B per "
             f"{per_record:,.0f} B record",
         ),
     ]

@@ -44,7 +44,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import Ratio, at_most
+from bench.common import Ratio, at_most, stated
 from bench.fleet_load import percentile, spread
 from bench.fleet_records import TABLE
 from bench.fleet_support import bench_stack
@@ -323,11 +323,9 @@ def run() -> list[Ratio]:
             "keys whose records were first done out of sequence order, the park_key and clean runs; "
             f"under block (for comparison) {len(violations['block'])}",
         ),
-        Ratio(
+        stated(
             "bisect_redeliveries_per_poison",
             tuple(per_poison),
-            "stated",
-            True,
             "records given again after the handler applied them (Powertools-style answers naming the "
             "failed records), per poison record, park_key",
         ),

@@ -315,7 +315,9 @@ class FaultyStreamSource:
         self._answered()
         return iterator
 
-    def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
+    def get_records(
+        self, iterator: str, limit: int, shard_id: str, *, convert_images: bool = False
+    ) -> GetRecordsResult:
         self._call("GetRecords")
         if self.faults.active and self.rng.random() < self.faults.expire_rate:
             self.injected["expired"] += 1

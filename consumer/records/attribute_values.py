@@ -7,13 +7,21 @@ exponent range raises :class:`AttributeValueError` instead of being rounded or f
 and so does text that is no number (boto3 would return NaN). The error names the attribute path;
 the record's images add the record and the shard, and raise it where the processor reads the image,
 so it fails that record through the processor's normal failure handling (retry, bisect, dead letter).
+
+Two paths convert an image. :func:`deserialize_item` first tries the fast one (:func:`_fast_map`:
+a table from type tag to converter, strings taken inline, every check of the careful path kept as
+an exact type test) and on *any* exception converts the image again with the careful one
+(:func:`deserialize_value`), which raises the error naming the value's path. So a well-formed
+image costs the fast path only, and a malformed one gets exactly the careful path's error. The fast
+path accepts nothing the careful path refuses: each converter either returns what the careful path
+returns for that value or raises.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Clamped, Context, Decimal, DecimalException, Inexact, Overflow, Rounded, Underflow
 from typing import Any
 
@@ -147,10 +155,98 @@ def deserialize_value(value: Mapping[str, Any]) -> Any:
     raise AttributeValueError("", f"unknown attribute type {kind!r}")
 
 
+# ---------------------------------------------------------------------------- the fast path
+
+_create_decimal = _DYNAMODB_CONTEXT.create_decimal
+
+
+class _DeclinedError(Exception):
+    """The fast path declines a value; the careful path converts it again (and says what is wrong)."""
+
+
+def _fast_number(raw: Any) -> Decimal:
+    if type(raw) is str:
+        number = _create_decimal(raw)  # the traps raise for a number DynamoDB cannot hold exactly
+        if number.is_finite():
+            return number
+    raise _DeclinedError
+
+
+def _fast_string(raw: Any) -> str:
+    if type(raw) is str:
+        return raw
+    raise _DeclinedError
+
+
+def _fast_bool(raw: Any) -> bool:
+    if raw is True or raw is False:
+        return raw
+    raise _DeclinedError
+
+
+def _fast_null(raw: Any) -> None:
+    return None  # the careful path ignores NULL's value too
+
+
+def _fast_list(raw: Any) -> list[Any]:
+    if type(raw) is list:
+        return [_fast_value(value) for value in raw]
+    raise _DeclinedError
+
+
+def _fast_nested_map(raw: Any) -> dict[str, Any]:
+    if type(raw) is dict:
+        return _fast_map(raw)
+    raise _DeclinedError
+
+
+def _fast_string_set(raw: Any) -> set[str]:
+    if type(raw) is list:
+        for member in raw:
+            if type(member) is not str:
+                raise _DeclinedError
+        return set(raw)
+    raise _DeclinedError
+
+
+# The rarer types go through the careful path's own converters (they raise on anything wrong).
+_FAST: dict[str, Callable[[Any], Any]] = {
+    "S": _fast_string,
+    "N": _fast_number,
+    "M": _fast_nested_map,
+    "L": _fast_list,
+    "BOOL": _fast_bool,
+    "NULL": _fast_null,
+    "SS": _fast_string_set,
+    "NS": lambda raw: {_decimal(n) for n in _strings("NS", raw)},
+    "B": _binary,
+    "BS": lambda raw: {_binary(b) for b in _strings("BS", raw)},
+}
+
+
+def _fast_value(value: Any) -> Any:
+    if len(value) == 1:
+        for kind in value:  # the one key
+            return _FAST[kind](value[kind])  # KeyError for a type tag nobody knows
+    raise _DeclinedError
+
+
+def _fast_map(raw: Mapping[str, Any]) -> dict[str, Any]:
+    # A string value (a third of them) is taken without a call; anything else by its converter.
+    return {
+        key: text if type(text := value.get("S")) is str and len(value) == 1 else _fast_value(value)
+        for key, value in raw.items()
+    }
+
+
 def deserialize_item(item: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """An image (``{"name": {"S": "x"}}``) to Python values; errors carry the attribute's path."""
     if item is None:
         return None
+    try:
+        return _fast_map(item)
+    except Exception:  # any failure: the careful path converts again, and explains
+        pass
     try:
         return _deserialize_map(item)
     except AttributeError as exc:

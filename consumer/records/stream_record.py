@@ -9,10 +9,11 @@ wire form (the change log) never pay for conversion, which is most of what keeps
 near a plain JSON parse.
 
 The worker's records (:class:`WireRecord`, from the GetRecords fast path) go further and hold the
-record as its JSON bytes plus the handful of fields the worker reads on every record (sequence
-number, event name and ID, creation time, size): a parsed 1.2 KB record is ~50 dicts and ~38 strs,
-~11 x its bytes, and a worker holds up to shards x ``max_records`` of them between fetch and
-checkpoint. ``raw`` and the images are parsed from the bytes (orjson) when read.
+record as its JSON bytes plus the few fields the worker reads on every record (sequence number,
+event name, creation time, size): a parsed 1.2 KB record is ~50 dicts and ~38 strs, ~11 x its
+bytes, and a worker holds up to shards x ``max_records`` of them between fetch and checkpoint.
+``raw``, the images and the fields read now and then (event ID, view type, user identity) are
+parsed from the bytes (orjson) when read.
 """
 
 from __future__ import annotations
@@ -181,15 +182,15 @@ class StreamRecord:
         )
 
 
-# The last record whose bytes were parsed for an image, and the parsed ``dynamodb`` block: a
-# processor that reads keys, new_image and old_image of one record parses it once, while at most one
-# parsed record (per process) outlives the read. Replaced as a whole tuple, so threads only ever see a
-# consistent pair; a miss just parses again. Never handed to users (``raw`` parses afresh).
-_last_parsed: tuple[WireRecord, Mapping[str, Any]] | None = None
+# The last record whose bytes were parsed (for an image, or a field not held), and the parse: a
+# processor that reads keys, new_image and old_image of one record (or its event ID) parses it once,
+# while at most one parsed record (per process) outlives the read. Replaced as a whole tuple, so
+# threads only ever see a consistent pair; a miss just parses again. Never handed to users (``raw``
+# parses afresh).
+_last_parsed: tuple[WireRecord, dict[str, Any]] | None = None
 
 # One str object per known value instead of one per record (and the event name's check).
 _EVENT_NAMES: dict[str, EventName] = {"INSERT": "INSERT", "MODIFY": "MODIFY", "REMOVE": "REMOVE"}
-_VIEW_TYPES: dict[str, str] = {v: v for v in ("NEW_AND_OLD_IMAGES", "NEW_IMAGE", "OLD_IMAGE", "KEYS_ONLY")}
 _new_wire_record = object.__new__  # WireRecord's __init__ refuses callers; the fast path fills the slots
 
 
@@ -198,36 +199,26 @@ class WireRecord(StreamRecord):
 
     Holds the record's JSON (its own slice of the response body, cut when the body is compact as the
     service sends it; else ``orjson.dumps`` of the parsed record) and, as plain attributes, only the
-    fields the worker reads on every record: sequence number, event name and ID, creation time, size,
-    view type and (TTL deletes only) the user identity. That is ~1.3 x the record's wire bytes, where
-    the parsed dicts and strs cost ~11 x. ``raw`` parses the bytes on every access (a new dict each
-    time: keep it in a local if you read it twice); ``keys``, ``new_image`` and ``old_image`` parse
-    them on first access and keep the converted image, as on :class:`StreamRecord`.
+    fields the worker reads on every record: sequence number, event name, creation time and size.
+    That is ~1.2 x the record's wire bytes, where the parsed dicts and strs cost ~11 x. The other
+    fields (event ID, view type, user identity) read as on :class:`StreamRecord`, from the parsed
+    bytes (the last record parsed is kept, so reading them with the images parses once). ``raw``
+    parses the bytes on every access (a new dict each time: keep it in a local if you read it
+    twice); ``keys``, ``new_image`` and ``old_image`` parse them on first access and keep the
+    converted image, as on :class:`StreamRecord`.
 
-    Only records whose fields are all well formed are held this way (:meth:`from_parsed` checks them
-    once); any other record stays a :class:`StreamRecord` over its parsed mapping, which raises
+    Only records whose held fields are well formed are held this way (:meth:`from_parsed` checks
+    them once); any other record stays a :class:`StreamRecord` over its parsed mapping, which raises
     :class:`RecordFormatError` where the malformed field is read, as it always did.
     """
 
-    __slots__ = (
-        "_wire",
-        "approximate_creation_time",
-        "event_id",
-        "event_name",
-        "sequence_number",
-        "size_bytes",
-        "stream_view_type",
-        "user_identity",
-    )
+    __slots__ = ("_wire", "approximate_creation_time", "event_name", "sequence_number", "size_bytes")
 
     _wire: bytes
-    event_id: str
     event_name: EventName
     sequence_number: str
     approximate_creation_time: float
     size_bytes: int
-    stream_view_type: str | None
-    user_identity: Mapping[str, Any] | None
 
     def __init__(self, raw: Mapping[str, Any], shard_id: str) -> None:
         raise TypeError(
@@ -238,7 +229,7 @@ class WireRecord(StreamRecord):
     @classmethod
     def from_parsed(cls, record: Mapping[str, Any], shard_id: str, wire: bytes | None = None) -> StreamRecord:
         """The held form of one parsed wire record, or a :class:`StreamRecord` over the mapping itself
-        when a field the worker reads is malformed (it fails where that field is read) or the record
+        when a field the worker holds is malformed (it fails where that field is read) or the record
         cannot be written back as JSON.
 
         ``wire``: the record's own bytes cut from the response body (they must parse to ``record``);
@@ -259,18 +250,14 @@ class WireRecord(StreamRecord):
         seq = body.get("SequenceNumber")
         name = record.get("eventName")
         name = _EVENT_NAMES.get(name) if type(name) is str else None
-        event_id = record.get("eventID", "")
         created = body.get("ApproximateCreationDateTime", 0.0)
         size = body.get("SizeBytes", 0)
-        view = body.get("StreamViewType")
         if (
             type(seq) is not str
             or not seq.isdigit()
             or name is None
-            or type(event_id) is not str
             or (type(created) is not float and type(created) is not int)
             or type(size) is not int
-            or (view is not None and type(view) is not str)
         ):
             return StreamRecord(record, shard_id)
         if wire is None:
@@ -284,15 +271,23 @@ class WireRecord(StreamRecord):
         held.shard_id = shard_id
         held.sequence_number = seq
         held.event_name = name
-        held.event_id = event_id
         held.approximate_creation_time = created if type(created) is float else float(created)
         held.size_bytes = size
-        held.stream_view_type = None if view is None else _VIEW_TYPES.get(view, view)
-        identity = record.get("userIdentity")
-        if identity is not None and type(identity) is not dict and not isinstance(identity, Mapping):
-            identity = None
-        held.user_identity = identity
         return held
+
+    def keep_images(self, body: Mapping[str, Any]) -> None:
+        """Convert the keys and images now, from ``body`` (this record's ``dynamodb`` member, just
+        parsed by the fast path), and keep them as a first read would (``processing.convert_images:
+        on_fetch``): a processor that reads them then pays no second parse. An image that cannot be
+        converted is left to the first read, which raises its error then, naming the value, the
+        record and the shard, inside the processor call as with ``when_read``."""
+        kept = self.__dict__
+        for name, member in (("keys", "Keys"), ("new_image", "NewImage"), ("old_image", "OldImage")):
+            try:
+                image = deserialize_item(body.get(member))
+            except Exception:  # any failure (a malformed value, nesting too deep): the read raises it
+                continue
+            kept[name] = image if image is not None or name != "keys" else {}
 
     @property
     def wire(self) -> bytes:
@@ -303,15 +298,29 @@ class WireRecord(StreamRecord):
     def raw(self) -> Mapping[str, Any]:
         return self._parse()
 
-    @property
-    def _dynamodb(self) -> Mapping[str, Any]:
+    def _kept(self) -> dict[str, Any]:
+        """The record parsed, through the one-record cache (never handed to users)."""
         global _last_parsed  # noqa: PLW0603 - a one-entry cache, see above
         last = _last_parsed
         if last is not None and last[0] is self:
             return last[1]
-        body: Mapping[str, Any] = self._parse()["dynamodb"]
-        _last_parsed = (self, body)
+        parsed = self._parse()
+        _last_parsed = (self, parsed)
+        return parsed
+
+    @property
+    def _dynamodb(self) -> Mapping[str, Any]:
+        body: Mapping[str, Any] = self._kept()["dynamodb"]
         return body
+
+    @property
+    def event_id(self) -> str:
+        return str(self._kept().get("eventID", ""))
+
+    @property
+    def user_identity(self) -> Mapping[str, Any] | None:
+        identity = self._kept().get("userIdentity")
+        return identity if isinstance(identity, Mapping) else None
 
     def _parse(self) -> dict[str, Any]:
         """The held bytes parsed; they are checked to be this record (they always are, unless the
@@ -322,16 +331,13 @@ class WireRecord(StreamRecord):
             parsed, problem = None, str(exc)
         else:
             problem = "they are another record"
-        if (
-            type(parsed) is not dict
-            or parsed.get("eventID", "") != self.event_id
-            or type(parsed.get("dynamodb")) is not dict
-        ):
+        body = parsed.get("dynamodb") if type(parsed) is dict else None
+        if type(body) is not dict or body.get("SequenceNumber") != self.sequence_number:
             raise RecordFormatError(
-                f"shard {self.shard_id}: the held bytes of record {self.event_id!r} (SequenceNumber "
-                f"{self.sequence_number}) do not parse to it: {problem}"
+                f"shard {self.shard_id}: the held bytes of the record with SequenceNumber "
+                f"{self.sequence_number} do not parse to it: {problem}"
             )
-        return parsed
+        return parsed  # type: ignore[no-any-return]
 
     def _raw_sequence_number(self) -> str | None:
         return self.sequence_number

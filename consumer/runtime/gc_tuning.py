@@ -11,11 +11,16 @@ So, once start-up is done: :func:`gc.freeze` moves everything alive into the per
 (never scanned again; it is not garbage), and the young threshold is raised so that a batch's
 short-lived objects mostly die before a pass sees them. Reference counting still frees almost
 everything at once; only cycles wait for a pass, and passes still run.
+
+The same call sets the C allocator for the responses' bodies (:mod:`consumer.runtime.allocator`):
+what a worker frees, it keeps for the next response rather than fault it in again.
 """
 
 from __future__ import annotations
 
 import gc
+
+from consumer.runtime.allocator import keep_freed_memory
 
 YOUNG_THRESHOLD = 50_000
 """Net allocations between young passes (CPython's default is 700): about one batch of parsed records."""
@@ -24,7 +29,8 @@ OLDER_THRESHOLDS = (20, 20)
 
 
 def tune_for_long_running() -> tuple[int, int, int]:
-    """Freeze the start-up heap and raise the thresholds; returns the thresholds it replaced.
+    """Freeze the start-up heap, raise the thresholds and keep freed memory for reuse; returns the
+    collector's thresholds it replaced.
 
     Call it once, after everything the process keeps for its life is built and before the first
     record is read (``Worker.run`` does).
@@ -33,4 +39,5 @@ def tune_for_long_running() -> tuple[int, int, int]:
     gc.collect()  # what start-up left as garbage is freed, not frozen
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
+    keep_freed_memory()
     return before

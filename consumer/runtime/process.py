@@ -135,7 +135,11 @@ class _StreamProcessing:
         )
         assert target is not None  # without should_stop it waits until the stream can be described
         self.resolved.append(target)
-        reader = ShardReader(source, target.stream_arn)
+        reader = ShardReader(
+            source,
+            target.stream_arn,
+            convert_images=self.settings.processing.convert_images == "on_fetch",
+        )
         if not self.namespaced:  # one table: plain lease keys, as the Java KCL writes them
             return StreamParts(target, reader, self.processors)
         stream = NamespacedStream(reader, target.table_name)

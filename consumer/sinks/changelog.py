@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -52,13 +52,17 @@ _NAME = re.compile(r"^(\d{40})-(\d{40})\.(?:jsonl\.gz|parquet)$")
 def change_line(
     record: StreamRecord, table: str, parents: tuple[str, ...], landed_at: float
 ) -> dict[str, Any]:
-    body = record.raw["dynamodb"]
+    # One parse of a held record: ``raw`` parses its bytes afresh, and the event ID and user
+    # identity (not held on a WireRecord) are read from that parse, as StreamRecord reads them.
+    raw = record.raw
+    body = raw["dynamodb"]
+    identity = raw.get("userIdentity")
     return {
         "v": 1,
         "table": table,
         "shardId": record.shard_id,
         "parentShardIds": list(parents),
-        "eventId": record.event_id,
+        "eventId": str(raw.get("eventID", "")),
         "eventName": record.event_name,
         "sequenceNumber": record.sequence_number,
         "approximateCreationDateTime": record.approximate_creation_time,
@@ -66,7 +70,7 @@ def change_line(
         "keys": body.get("Keys", {}),
         "newImage": body.get("NewImage"),
         "oldImage": body.get("OldImage"),
-        "userIdentity": record.user_identity,
+        "userIdentity": identity if isinstance(identity, Mapping) else None,
         "landedAt": landed_at,
     }
 

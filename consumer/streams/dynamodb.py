@@ -237,7 +237,9 @@ class DynamoDBStreamSource:
             raise StreamFormatError(f"GetShardIterator on shard {shard_id} returned no ShardIterator")
         return iterator
 
-    def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
+    def get_records(
+        self, iterator: str, limit: int, shard_id: str, *, convert_images: bool = False
+    ) -> GetRecordsResult:
         if not 1 <= limit <= MAX_LIMIT:
             raise ValueError(f"GetRecords limit must be 1..{MAX_LIMIT} (worker.max_records), got {limit}")
         token = _RAW_WANTED.set(True)
@@ -252,7 +254,7 @@ class DynamoDBStreamSource:
                 "GetRecords returned no raw body: another before-parse handler on this client "
                 "consumed it, or the client is not a dynamodbstreams client"
             )
-        return parse_get_records(body, shard_id, self._clock.wall_millis())
+        return parse_get_records(body, shard_id, self._clock.wall_millis(), convert_images=convert_images)
 
 
 def _translate(

@@ -129,6 +129,10 @@ class StreamSource(Protocol):
 
     def get_iterator(self, stream_arn: str, shard_id: str, position: Position) -> str: ...
 
-    def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
-        """Up to ``limit`` records (≤ 1000) from ``iterator``; ``shard_id`` labels the records."""
+    def get_records(
+        self, iterator: str, limit: int, shard_id: str, *, convert_images: bool = False
+    ) -> GetRecordsResult:
+        """Up to ``limit`` records (≤ 1000) from ``iterator``; ``shard_id`` labels the records.
+        ``convert_images``: their keys and images converted to Python values as they are read
+        (``processing.convert_images: on_fetch``); a source may ignore it (they convert when read)."""
         ...

@@ -45,9 +45,9 @@ def cut_records(body: bytes, document: dict[str, Any], count: int) -> list[tuple
 
     For the compact JSON DynamoDB Streams sends: the text around the ``Records`` array must be exactly
     what orjson writes for the other members, and the array must hold exactly ``count - 1``
-    boundaries. Anything else (whitespace, as the emulator and moto send) gives None, and the records
-    are written back with ``orjson.dumps`` instead. A record cut wrongly could not parse (its text
-    would not be one balanced JSON value), which :class:`WireRecord` checks when it parses it.
+    boundaries, and every slice must parse back to its record. Anything else (whitespace, as the
+    emulator and moto send; a second ``Records`` member) gives None, and the records are written
+    back with ``orjson.dumps`` instead.
     """
     before: list[bytes] = []
     after: list[bytes] = []
@@ -75,6 +75,15 @@ def cut_records(body: bytes, document: dict[str, Any], count: int) -> list[tuple
         cuts.append((start, boundary + 1))
         start = boundary + 2
     cuts.append((start, end))
+    # A body with a second ``Records`` member (the parse keeps the last) still has this head and
+    # tail; only parsing each slice back proves the cut. This path is rare (bodies read_compact
+    # refused), so the parse is affordable, and a record never holds bytes that are not its own.
+    for (first, last), record in zip(cuts, document["Records"], strict=True):
+        try:
+            if orjson.loads(body[first:last]) != record:
+                return None
+        except orjson.JSONDecodeError:
+            return None
     return cuts
 
 
@@ -107,7 +116,9 @@ def _between_records(body: bytes, start: int, end: int) -> bytes | None:
     return b'},{"' + key + b'"'
 
 
-def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], Any, Any] | None:
+def read_compact(
+    body: bytes, shard_id: str, convert_images: bool = False
+) -> tuple[tuple[StreamRecord, ...], Any, Any] | None:
     """The records of a compact body parsed one at a time, or None (then the body is parsed whole).
 
     Parsing the whole body builds every record's dicts before the first is held (~20 x the body:
@@ -126,6 +137,9 @@ def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], 
     records as the whole parse would give them; a cut in the wrong place cannot parse (it splits an
     object or joins two). Any other body (spaced, another shape, not JSON) gives None.
 
+    ``convert_images``: each held record's keys and images are converted from the parse that checks
+    it (:meth:`WireRecord.keep_images`), so reading them needs no second parse.
+
     Returns the records, ``NextShardIterator`` as the envelope holds it, and the last record parsed.
     """
     marker = body.find(b'"Records":[')
@@ -137,7 +151,8 @@ def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], 
         end = start if body.startswith(b"]", start) else -1
         if end < 0:
             return None
-    loads, hold = orjson.loads, WireRecord.from_parsed
+    loads = orjson.loads
+    hold = _holding_images if convert_images else WireRecord.from_parsed
     try:
         if body.find(b'"Records":[', end) >= 0:
             return None
@@ -168,13 +183,25 @@ def read_compact(body: bytes, shard_id: str) -> tuple[tuple[StreamRecord, ...], 
     return tuple(records), envelope.get("NextShardIterator"), last
 
 
-def parse_get_records(body: bytes, shard_id: str, now_wall_millis: int) -> GetRecordsResult:
+def _holding_images(record: Any, shard_id: str, wire: bytes | None = None) -> StreamRecord:
+    """:meth:`WireRecord.from_parsed`, the keys and images converted from this parse."""
+    held = WireRecord.from_parsed(record, shard_id, wire)
+    if type(held) is WireRecord:
+        held.keep_images(record["dynamodb"])
+    return held
+
+
+def parse_get_records(
+    body: bytes, shard_id: str, now_wall_millis: int, *, convert_images: bool = False
+) -> GetRecordsResult:
     """Parse one GetRecords response body.
 
     ``millis_behind_latest`` is ``now − ApproximateCreationDateTime`` of the newest record delivered
     (DynamoDB Streams has no MillisBehindLatest of its own), 0 for an empty batch.
+    ``convert_images``: convert each record's keys and images now (``processing.convert_images:
+    on_fetch``).
     """
-    compact = read_compact(body, shard_id)
+    compact = read_compact(body, shard_id, convert_images)
     if compact is not None:
         records, next_iterator, last = compact
         return GetRecordsResult(
@@ -196,7 +223,7 @@ def parse_get_records(body: bytes, shard_id: str, now_wall_millis: int) -> GetRe
         raise StreamFormatError(
             f"GetRecords on shard {shard_id} returned Records that are not a list of objects"
         )
-    hold = WireRecord.from_parsed
+    hold = _holding_images if convert_images else WireRecord.from_parsed
     cuts = cut_records(body, document, len(wire_records)) if wire_records else None
     if cuts is None:
         records = tuple([hold(r, shard_id) for r in wire_records])

@@ -147,6 +147,15 @@ class ProcessingSettings(SettingsModel):
         le=350_000,
         description="Largest window state (JSON) a handler may return; bigger fails the batch.",
     )
+    convert_images: Literal["when_read", "on_fetch"] = Field(
+        "when_read",
+        description=(
+            "when_read: a record's keys and images become Python values when the processor first reads "
+            "them (from a second parse of the record's bytes). on_fetch: as the response is read, from "
+            "the parse that checks each record: less CPU for a processor that reads every image, the "
+            "converted images held with the records (several times their bytes) for one that does not."
+        ),
+    )
 
     @model_validator(mode="after")
     def _parking_is_per_record(self) -> ProcessingSettings:

@@ -8,7 +8,7 @@ from collections import Counter
 
 import orjson
 
-from bench import canned, canned_worker
+from bench import canned, canned_worker, fresh_orjson
 from consumer.streams.wire import parse_get_records
 from tests.unit.streams.boto_reference import BotoReference, canonical
 
@@ -86,3 +86,23 @@ def test_a_chained_lease_goes_on_into_the_next_canned_shard() -> None:
             consumer.step()
     assert [c.records_delivered for c in consumers] == [80, 40]
     assert [worker.checkpoint_of(c.shard_id) for c in consumers] == [stream.last_sequence[1]] * 2
+
+
+def test_the_per_record_floor_cuts_every_body_into_exactly_its_records() -> None:
+    """bench/fresh_orjson.py's floor parses what it claims: each record's own bytes, none lost."""
+    stream = canned.generate(2, records_per_response=40, responses_per_shard=2)
+    bodies = stream.all_bodies()
+    parsed: list[object] = []
+    fresh_orjson.parse_records(bodies, lambda piece: parsed.append(orjson.loads(piece)))
+    assert parsed == [record for body in bodies for record in orjson.loads(body)["Records"]]
+    empty = orjson.dumps({"Records": [], "NextShardIterator": "it"})
+    assert fresh_orjson.parse_records([empty], parsed.append) >= 0
+    assert len(parsed) == 2 * 2 * 40
+
+
+def test_the_canned_transport_hands_botocore_fresh_chunks_of_each_body() -> None:
+    body = bytes(range(256)) * 1000  # 256 000 bytes: four 64 KiB chunks and a short one
+    chunks = list(canned._Raw(body).stream())
+    assert [len(c) for c in chunks] == [65536, 65536, 65536, 59392]
+    assert b"".join(chunks) == body
+    assert all(type(c) is bytes and c is not body for c in chunks)

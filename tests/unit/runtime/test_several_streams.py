@@ -139,6 +139,7 @@ class FakeSource:
             ARN.format("customers"): (Shard("p", None, "1"),),
         }
         self.reads: list[tuple[str, str]] = []
+        self.fetched: list[tuple[str, dict[str, bool]]] = []
 
     def list_shards(self, stream_arn: str) -> tuple[Shard, ...]:
         return self.shards[stream_arn]
@@ -150,7 +151,8 @@ class FakeSource:
         self.reads.append((stream_arn, shard_id))
         return f"{stream_arn}|{shard_id}"
 
-    def get_records(self, iterator: str, limit: int, shard_id: str) -> GetRecordsResult:
+    def get_records(self, iterator: str, limit: int, shard_id: str, **how: bool) -> GetRecordsResult:
+        self.fetched.append((iterator, how))
         return GetRecordsResult((), None, 0)
 
 
@@ -158,6 +160,20 @@ def stream_set(source: FakeSource) -> StreamSet:
     return StreamSet(
         [NamespacedStream(ShardReader(source, ARN.format(t)), t) for t in ("orders", "customers")]  # type: ignore[arg-type]
     )
+
+
+def test_each_stream_reads_with_its_own_convert_images() -> None:
+    source = FakeSource()
+    streams = StreamSet(
+        [
+            NamespacedStream(ShardReader(source, ARN.format("orders"), convert_images=True), "orders"),  # type: ignore[arg-type]
+            NamespacedStream(ShardReader(source, ARN.format("customers")), "customers"),  # type: ignore[arg-type]
+        ]
+    )
+    orders, customers = (stream_prefix(ARN.format(t)) for t in ("orders", "customers"))
+    streams.fetch(f"{orders}p", "it-o", 1000)
+    streams.fetch(f"{customers}p", "it-c", 1000)
+    assert source.fetched == [("it-o", {"convert_images": True}), ("it-c", {})]
 
 
 def test_the_stream_set_shows_every_stream_namespaced_and_routes_back() -> None:
