@@ -49,7 +49,10 @@ def heartbeat(s: LeaseState) -> Conversation[bool]:
         s.out.wake("taker")
     s.row.failing = not result.ok
     s.out.lost(result.dropped, "fenced before the heartbeat landed, or heartbeat row removed", s.me)
+    s.held_since_wall = {shard: at for shard, at in s.held_since_wall.items() if s.holdings.holds(shard)}
     for request in result.requests:
+        if s.asked_before_mine(request):
+            continue
         if s.holdings.ask_hand_over(request.shard_id, request.thief, s.stop_by(request.at_wall_millis)):
             s.hand_over_asked(request.shard_id, request.thief)
     return result.ok
@@ -69,11 +72,14 @@ def beat(s: LeaseState) -> Conversation[BeatResult]:
 
 def _settled(s: LeaseState, now_wall: int) -> list[str]:
     """Requests on my row I no longer need to see: for leases I do not hold (handed over, lost,
-    finished), or older than failover + skew (the thief has taken it by force, or given up)."""
+    finished), made before my present ownership of the lease, or older than failover + skew (the
+    thief has taken it by force, or given up)."""
     return [
         r.shard_id
         for r in s.row.on_row
-        if not s.holdings.holds(r.shard_id) or now_wall - r.at_wall_millis > s.row.stale_request_millis
+        if not s.holdings.holds(r.shard_id)
+        or s.asked_before_mine(r)
+        or now_wall - r.at_wall_millis > s.row.stale_request_millis
     ]
 
 

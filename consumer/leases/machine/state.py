@@ -69,6 +69,9 @@ class LeaseState:
     taking: bool = True
     asked: dict[str, int] = field(default_factory=dict)  # hand-overs I asked for, and when (mono ms)
     taken_at: dict[str, int] = field(default_factory=dict)  # leases I took up lately, and when (mono)
+    # When my present ownership of each lease I hold began (wall ms): a hand-over request made before
+    # that is about an earlier ownership (asked_before_mine).
+    held_since_wall: dict[str, int] = field(default_factory=dict)
     created: set[str] = field(default_factory=set)  # created here, not shown by a full scan of mine yet
     ended_parents: set[str] = field(default_factory=set)  # their parents: ended, the view may lag
     avoid: dict[str, int] = field(default_factory=dict)  # given up as stalled here, until when (mono)
@@ -101,6 +104,7 @@ class LeaseState:
             )
             return False
         self.taken_at[lease.shard_id] = self.now.mono
+        self.held_since_wall[lease.shard_id] = self.now.wall
         self.out.announce("taken", lease.shard_id, lease)
         return True
 
@@ -113,6 +117,19 @@ class LeaseState:
         """When the owner of a lease asked for at ``asked_at_wall`` must stop using it (failover -
         margin later): the thief may force a take only at failover + skew (conditions.py)."""
         return asked_at_wall + self.settings.fence_after_millis
+
+    def asked_before_mine(self, request: HandOverRequest) -> bool:
+        """A request on my row made before my present ownership of its lease began, by more than
+        the clock skew allowed: it was meant for an earlier ownership (mine before I handed the lease
+        over and got it back, or another's), and is not honoured, only cleared. Honouring it would
+        hand a lease straight back to a worker that has since given it up, and two workers that
+        asked each other would pass it to and fro. Ignoring it is safe: a forced take needs the
+        lease's own pending mark, which my take removed; a thief that still wants the lease asks
+        again, and that request is newer than my ownership."""
+        since = self.held_since_wall.get(request.shard_id)
+        if since is None or not self.holdings.holds(request.shard_id):
+            return False
+        return request.at_wall_millis < since - self.settings.max_clock_skew_millis
 
     def hand_over_asked(self, shard_id: str, thief: str | None) -> None:
         """A thief's request for a lease I hold became known (on my heartbeat row, or as the lease's

@@ -9,6 +9,7 @@ from typing import Any
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import HeartbeatConflictError, LeaseStoreUnavailableError
 from consumer.leases.machine import beating
+from consumer.leases.machine.actions import Now
 from consumer.leases.machine.beating import BeatResult
 from consumer.leases.machine.holdings import LET_GO_REMEMBERED, Holdings
 from consumer.leases.memory import InMemoryLeaseStore
@@ -148,3 +149,33 @@ def test_a_late_checkpoint_is_kept_for_the_latest_leases_given_up_only() -> None
     assert [(lease.shard_id, position) for lease, position in holdings.unwritten_unheld()] == [
         (f"s{count - 1}", ExtendedSequenceNumber("200"))
     ]
+
+
+def test_a_request_made_before_my_ownership_began_is_cleared_not_honoured() -> None:
+    """A hand-over request left on my row from an earlier ownership (I handed the lease over, and
+    got it back before my next beat cleared the request) must not send the lease back again: two
+    workers passed one lease to and fro four times in a second in a demo run at e6c9929. A request
+    within the clock skew of my take, or after it, is honoured."""
+    store, clock = Answers(), FakeClock()
+    coordinator = LeaseCoordinator(store, "me", WorkerSettings(), clock)
+    state = coordinator.machine.state
+    skew = state.settings.max_clock_skew_millis
+
+    def heartbeat() -> bool:
+        return coordinator.drive(lambda machine: beating.heartbeat(machine.state))
+
+    assert heartbeat()
+    clock.advance(2_000)
+    taken_wall = clock.wall_millis()
+    state.now = Now(clock.monotonic_millis(), taken_wall)  # the time of the take's step
+    for shard in ("old", "edge", "new"):
+        assert state.hold(Lease(shard, "me", 3, ExtendedSequenceNumber("100")), "took", state.holdings.fence_at())
+    store.ask_hand_over("me", HandOverRequest("old", "thief", taken_wall - skew - 1))
+    store.ask_hand_over("me", HandOverRequest("edge", "thief", taken_wall - skew))
+    clock.advance(100)
+    store.ask_hand_over("me", HandOverRequest("new", "thief", clock.wall_millis()))
+    assert heartbeat()
+    assert state.holdings.thief("old") is None and state.holdings.hand_over_deadline("old") is None
+    assert state.holdings.thief("edge") == "thief" and state.holdings.thief("new") == "thief"
+    assert heartbeat()  # the beat after clears the old request from the row, keeps the others
+    assert sorted(r.shard_id for r in state.row.on_row) == ["edge", "new"]
