@@ -257,6 +257,13 @@ REVERTS = {
             "            unwritten = None\n",
         ),
     ],
+    "request_before_ownership": [  # own test: tests/unit/leases/test_holdings_and_liveness.py
+        (
+            "consumer/leases/machine/state.py",
+            "        return request.at_wall_millis < since - self.settings.max_clock_skew_millis\n",
+            "        return False\n",
+        ),
+    ],
     "given_up_position_noted": [  # own test: tests/unit/leases/test_overdue_hand_over.py
         (
             "consumer/leases/machine/checkpoints.py",
