@@ -291,9 +291,14 @@ class Follower:
     def committed(self) -> list[FollowRun]:
         return [r for r in self.runs if r.ended is not None and not r.lost_race]
 
-    def up_to_date_since(self, moment: float) -> bool:
-        """Whether a run listed the change log after ``moment`` and found nothing to merge."""
-        return any(at > moment and "is up to date" in line for at, line in self.lines)
+    def caught_up(self, objects: int) -> bool:
+        """Whether a run found nothing new with at least ``objects`` change-log objects merged: follow
+        says so once per idle spell, "[follow] up to date (N object(s) merged)"."""
+        for _, line in self.lines:
+            match = re.match(r"\[follow\] up to date \((\d+) object\(s\) merged\)", line)
+            if match and int(match[1]) >= objects:
+                return True
+        return False
 
     def tail(self) -> str:
         return "".join(line for _, line in self.lines[-40:])
@@ -350,9 +355,9 @@ def run(
             first.stop()
             first.wait(timeout=600)
             writing.join()
-            written = time.time()
-            # Caught up: a run that listed after the last object landed found nothing new.
-            _wait_for(lambda: second.up_to_date_since(written + 1), 600, "the new follow to catch up", second)
+            # Caught up: a run found nothing new with every object the writer landed merged.
+            landed = sum(1 for _ in (root / "changelog").rglob("*.jsonl.gz"))
+            _wait_for(lambda: second.caught_up(landed), 600, "the new follow to catch up", second)
             second.stop()
             second.wait(timeout=600)
         finally:
