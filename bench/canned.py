@@ -366,7 +366,7 @@ def streams_client(transport: CannedTransport) -> Any:
     canned transport."""
     import boto3
 
-    from consumer.runtime.clients import stream_client_config
+    from consumer.api.aws import stream_client_config
 
     session = boto3.session.Session(
         aws_access_key_id="bench", aws_secret_access_key="bench", region_name=REGION

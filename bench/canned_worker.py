@@ -10,19 +10,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.canned import REGION, STREAM_ARN, CannedStream, CannedTransport, shard_id, streams_client
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.scheduler import Scheduler
-from consumer.lifecycle.shard_consumer import ShardConsumer
-from consumer.lifecycle.states import ShardState
-from consumer.processing.api import Batch, ProcessorFactory
-from consumer.runtime.assembly import Parts, Ports, assemble
-from consumer.runtime.processors import build_processor_factory
-from consumer.streams.dynamodb import DynamoDBStreamSource
-from consumer.streams.reader import ShardReader
-from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.transports import NullTransport
+from consumer.api.leases import ExtendedSequenceNumber, Lease
+from consumer.api.metrics import MetricsRecorder, NullTransport
+from consumer.api.worker import (
+    DynamoDBStreamSource,
+    InMemoryLeaseStore,
+    LeaseCoordinator,
+    Parts,
+    Ports,
+    Scheduler,
+    ShardConsumer,
+    ShardReader,
+    ShardState,
+    assemble,
+    build_processor_factory,
+)
+from consumer.processing import Batch, ProcessorFactory
 from ground.clock import SystemClock
 from ground.settings import Settings
 

@@ -9,10 +9,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import Lease, Snapshot
-from consumer.streams.pacing import FleetPosition
-from consumer.streams.source import Shard
+from consumer.api.leases import Lease, Snapshot
+from consumer.api.worker import FleetPosition, InMemoryLeaseStore, Shard
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 

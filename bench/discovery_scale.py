@@ -41,11 +41,8 @@ from dataclasses import dataclass
 
 from bench.common import Ratio, at_most
 from bench.discovery_model import LISTING_LAG_MILLIS, Fleet, SimStream, SimTable
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.lifecycle.shard_sync import ShardSyncer
-from consumer.streams.pacing import SlotSchedule
-from consumer.streams.source import Shard
+from consumer.api.leases import ExtendedSequenceNumber, Lease
+from consumer.api.worker import InMemoryLeaseStore, Shard, ShardSyncer, SlotSchedule
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 

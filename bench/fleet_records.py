@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from consumer.processing.api import Batch, BatchResult
+from consumer.processing import Batch, BatchResult
 
 TABLE = "orders"  # the benchmarks' source table (bench.fleet_support creates it)
 
@@ -45,7 +45,7 @@ def _delivery_fd(directory: str) -> int:
 
 
 def _changelog_sink(destination: str, table: str) -> Any:
-    from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+    from consumer.api.sinks import ChangelogSink, ChangelogStore
 
     with _process_lock:
         sink = _sinks.get((destination, table))

@@ -74,7 +74,7 @@ class Stack:
 
     def snapshot(self) -> Any:
         """The leases table now (consumer.leases.model.Snapshot: leases and heartbeat rows)."""
-        from consumer.leases.dynamodb import DynamoDBLeaseStore
+        from consumer.api.leases import DynamoDBLeaseStore
 
         return DynamoDBLeaseStore(
             self.client("dynamodb"),
@@ -84,7 +84,7 @@ class Stack:
 
     def try_snapshot(self) -> Any | None:
         """The snapshot, or None while the leases table does not exist yet (workers create it)."""
-        from consumer.leases.errors import LeaseError
+        from consumer.api.leases import LeaseError
 
         try:
             return self.snapshot()

@@ -1,7 +1,7 @@
 """Leases-table cost at steady state: this design's consumed units over the Java KCL's.
 
 Method: M lease coordinators share one in-memory table through a store that charges each request
-with DynamoDB's capacity rules (consumer.leases.cost.MeteredStore); they run their real heartbeat and
+with DynamoDB's capacity rules (bench.capacity.MeteredStore); they run their real heartbeat and
 taker timers on a fake clock until all S leases are held, then for 120 simulated seconds; the units
 consumed per second are compared with the Java KCL's for the same settings (renewal of every lease
 every failover/3, a full scan per worker every 2 x failover; formula in bench/lease_cost_model.py).
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import random
 
+from bench.capacity import MeteredStore, lease_size
 from bench.common import Ratio, at_most
 from bench.lease_cost_model import kcl_units_per_second
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.cost import MeteredStore, lease_size
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease
+from consumer.api.leases import ExtendedSequenceNumber, Lease
+from consumer.api.worker import InMemoryLeaseStore, LeaseCoordinator
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 

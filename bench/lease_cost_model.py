@@ -1,9 +1,8 @@
 """Leases-table cost at steady state, this design's against the Java KCL's, as formulas.
 
 DynamoDB's capacity rules (``scan_units``, ``write_units``, item sizes) and the store that charges a
-running fleet with them (``MeteredStore``) are in :mod:`consumer.leases.cost`; bench/lease_cost.py
+running fleet with them (``MeteredStore``) are in :mod:`bench.capacity`; bench/lease_cost.py
 measures what the real coordinators consume and compares it with :func:`kcl_units_per_second`.
-Moved out of ``consumer/leases/cost.py`` because only the benchmarks and their tests use it.
 
 :func:`kcl_units_per_second` is the Java KCL's steady state for the same settings, from its
 documented timers:
@@ -30,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consumer.leases.cost import item_bytes, lease_size, scan_units, write_units
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item
+from bench.capacity import item_bytes, lease_size, scan_units, write_units
+from consumer.api.leases import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item
 from ground.settings import WorkerSettings
 
 # Provisioned capacity: a write unit costs 5 x a read unit (us-east-1 list prices, also eu-west-1).

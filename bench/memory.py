@@ -40,8 +40,7 @@ from typing import Any
 
 from bench import canned, canned_worker
 from bench.common import Ratio, at_most, in_fresh_process, machine
-from consumer.runtime.gc_tuning import tune_for_long_running
-from consumer.streams.wire import parse_get_records
+from consumer.api.worker import parse_get_records, tune_for_long_running
 
 LIMITS = (
     "each record is held as its JSON bytes (~1.03 x the wire slice, bytes header included) plus a "

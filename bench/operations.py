@@ -7,8 +7,9 @@ once per code version, cached under var/operations/), lets it rest, meets one fa
 What is the product's own code: the alarms' expressions, thresholds, periods and missing-data rules,
 the scaling policies' adjustments and cooldowns, the group's minimum, maximum, creation policy and
 lifecycle hook (all read from the templates); every instance's watchdog (``deploy.watchdog.Watchdog``
-built as its ``main`` builds it, with ``deploy.health.HealthJudge`` and ``WorkersTableProbe``), stepped
-every 5 s against fake Auto Scaling and DynamoDB clients that fail with botocore's errors; what a boot
+built as its ``main`` builds it, with ``deploy.health.HealthJudge``, ``WorkersTableProbe`` and
+``deploy.peers.PeerLook``), stepped every 5 s against fake Auto Scaling, DynamoDB and EC2 clients that
+fail with botocore's errors; what a boot
 failing at each step does (the user data under bash with stub commands, ``deploy.bootstrap.boot`` and
 ``main`` under a temporary root, run once per process); heartbeat rows written by the worker's own
 serializer. What is modelled: the Auto Scaling group (launch, InService at EC2 running, health
@@ -102,7 +103,7 @@ def _one(seed: int) -> Summary:
 
 
 def run() -> list[Ratio]:
-    from simulation.fleet_ops.histories import environment
+    from simulation.fleet_ops.environment import environment
 
     print(__doc__)
     environment()  # synthesize (or read the cache) and run the boot scripts once, before the fork

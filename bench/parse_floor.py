@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from consumer.streams.wire import parse_get_records
+from consumer.api.worker import parse_get_records
 
 
 def sample_body(records: int, attributes: int = 12) -> bytes:

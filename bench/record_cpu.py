@@ -53,9 +53,8 @@ from bench import canned, canned_worker
 from bench.common import Ratio, at_least, at_most, in_fresh_process, machine
 from bench.parse_floor import boto3_path
 from bench.record_profile import stages_line
-from consumer.processing.api import Batch
-from consumer.runtime.gc_tuning import tune_for_long_running
-from consumer.streams.wire import parse_get_records
+from consumer.api.worker import parse_get_records, tune_for_long_running
+from consumer.processing import Batch
 
 LIMITS = (
     "the worker parses each record's bytes once with orjson (the strict floor itself) and pays on top: "

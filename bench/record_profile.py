@@ -23,7 +23,7 @@ import statistics
 from pathlib import Path
 
 from bench import canned, canned_worker
-from consumer.runtime.gc_tuning import tune_for_long_running
+from consumer.api.worker import tune_for_long_running
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = str(ROOT) + "/"
@@ -32,7 +32,7 @@ STAGES = {
     "botocore call (serialise, sign, handlers)": ("botocore/client.py", "_make_api_call"),
     "fast parse (parse_get_records)": ("consumer/streams/wire.py", "parse_get_records"),
     "  of which orjson.loads": ("~", "<orjson.loads>"),
-    "  of which holding each record as bytes": ("consumer/records.py", "from_parsed"),
+    "  of which holding each record as bytes": ("consumer/records/stream_record.py", "from_parsed"),
     "delivery (ShardConsumer._deliver)": ("consumer/lifecycle/shard_consumer.py", "_deliver"),
     "  of which the function form": ("consumer/processing/function_processor.py", "process_records"),
     "checkpoint (ShardCheckpointer)": ("consumer/lifecycle/checkpointer.py", "checkpoint"),

@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import Ratio
 from bench.fleet_records import TABLE, RecordingChangelog
 from bench.fleet_support import Stack, bench_stack
-from consumer.processing.api import Batch, BatchResult
+from consumer.processing import Batch, BatchResult
 
 PARTITIONS = 4
 WORKERS = 2

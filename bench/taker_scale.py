@@ -6,7 +6,7 @@ Method, in two parts measured in one run:
 1. **Fleet on simulated time.** 100 real LeaseCoordinators (heartbeat and taker timers at the
    default settings: failover 10 s, rounds every failover/6 (half the taking interval), full scans at most 2 x failover apart
    unless a reason comes up) share one in-memory leases table through a store that charges every
-   request with DynamoDB's capacity rules (consumer.leases.cost.MeteredStore). They start together
+   request with DynamoDB's capacity rules (bench.capacity.MeteredStore). They start together
    on 10 000 unowned leases and run until every lease is held and the fleet is balanced; then for
    ``MEASURE_SECONDS`` of simulated time shards roll over at the rate a 10 000-partition table
    produces (every shard closes about every 4 hours: 0.69 per second): the owner checkpoints
@@ -30,12 +30,11 @@ from typing import Any
 
 import orjson
 
+from bench.capacity import MeteredStore, lease_size
 from bench.common import Ratio, at_most, machine
 from bench.lease_cost_model import WRITE_UNIT_PRICE_IN_READ_UNITS, kcl_units_per_second
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.cost import MeteredStore, lease_size
-from consumer.leases.memory import InMemoryLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item, lease_to_item
+from consumer.api.leases import ExtendedSequenceNumber, Heartbeat, Lease, heartbeat_to_item, lease_to_item
+from consumer.api.worker import InMemoryLeaseStore, LeaseCoordinator
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 
@@ -207,8 +206,8 @@ def page_costs(repeats: int = 5) -> dict[str, float]:
     """Part 2: CPU of one full scan and one workers-table scan through the product's store."""
     import boto3
 
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.runtime.clients import stream_client_config
+    from consumer.api.aws import stream_client_config
+    from consumer.api.leases import DynamoDBLeaseStore
 
     leases = [
         lease_to_item(

@@ -37,8 +37,8 @@ from typing import Any
 
 from bench import canned, canned_worker
 from bench.common import Ratio, at_least, machine
-from consumer.lifecycle.states import ShardState
-from consumer.processing.api import (
+from consumer.api.worker import ShardState
+from consumer.processing import (
     InitializationInput,
     LeaseLostInput,
     ProcessRecordsInput,

@@ -1,13 +1,15 @@
 """The whole worker under the fault model, long form: tens of thousands of seeded histories.
 
-Method: simulation/ (the model; tests/simulation holds its tests; the short form runs 200 histories with half the chaos in ``make test``).
+Method: simulation/ (the model; tests/simulation holds its tests; the short form runs 100 histories with half the chaos in ``make test``).
 Each history runs three workers (more join during the chaos) as the product assembles them — lease
 coordinator, shard sync, the scheduler with its shard consumers and checkpointer, and a processor
 built by the product's registry: the function form on one lane or on ten, tumbling windows, the
 class form or the change-log sink, cycling with the seed, with retries, bisection, a dead letter,
-poison and flaky records and slow calls — on simulated threads for a minute of chaos: a leases table
-that is slow with a long tail, stale on scans, throttling and answering committed writes with a 500
-or a timeout; a stream that throttles, answers 500s, expires iterators and trims records, while its
+poison and flaky records and slow calls — on simulated threads for a minute of chaos: the product's
+DynamoDB lease store on a model of DynamoDB's API (simulation/dynamodb_api.py) that is slow with a long
+tail, stale on scan pages, throttling, failing and out of reach (alone or in storms of a few seconds),
+and answering committed writes with a 500 or not in time, behind botocore's retries as the leases
+client is configured; a stream that throttles, answers 500s, expires iterators and trims records, while its
 shards roll over and split; an S3 bucket and a window-state table that are slow, refuse writes, and
 land writes that still fail; whole processes stopped just before a call goes out; workers paused
 (mostly 0.2-2.5 x failover, one pause in five 2.5-8 x), killed, stopped gracefully and added; clocks
@@ -36,9 +38,10 @@ HISTORIES = 20_000
 FIRST_SEED = 1_000_000
 LIMITS = (
     "the fault model is ours: DynamoDB's, DynamoDB Streams' and S3's real latency tails, staleness "
-    "and ambiguity rates are not published, so the rates are chosen harsh (up to 15 % throttled, 15 % "
-    "ambiguous writes, scans a whole failover stale, calls up to failover/2 slow) rather than "
-    "measured; the processors are ours, written as careful users write them (a side effect only while "
+    "and ambiguity rates are not published, so the rates are chosen harsh (up to 15 % of attempts throttled, 15 % "
+    "ambiguous writes, storms of up to failover/2 in which every attempt fails, scans a whole failover "
+    "stale, calls up to a failover slow) rather than measured; the leases table's API is our model of "
+    "it (checked against moto request by request, and botocore's retry rules); the processors are ours, written as careful users write them (a side effect only while "
     "the lease is held); the emulator's end-to-end runs and the chaos demo cover the real boundaries."
 )
 

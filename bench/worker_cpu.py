@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import canned, canned_worker
 from bench.common import Ratio, at_most, machine
-from consumer.lifecycle.states import ShardState
+from consumer.api.worker import ShardState
 
 IDLE_MANY = 200
 IDLE_FEW = 20
@@ -82,7 +82,7 @@ def _busy_child(tuned: bool, heap: bool, results: Queue[Any]) -> None:
     try:
         import gc
 
-        from consumer.runtime.gc_tuning import tune_for_long_running
+        from consumer.api.worker import tune_for_long_running
 
         stream = canned.generate(2, records_per_response=1000, responses_per_shard=BUSY_RESPONSES // 2)
         in_flight = []

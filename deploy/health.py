@@ -3,14 +3,14 @@
 Each ``consumer run`` rewrites its heartbeat file (``--heartbeat-file``) at every lease-taking round
 it attempts: the file's time is the last attempt, its content the last round whose reads succeeded
 and, while rounds fail, why (``consumer.telemetry.health.HeartbeatFile``). So the watchdog tells
-apart two things that used to look the same:
+apart two things that the file's age alone would not:
 
 * a loop that stopped (no attempt for ``heartbeat_max_age_seconds``: hung, crashed, never started);
 * a loop that runs but whose rounds fail (the leases or workers table refuses or cannot be reached).
 
 Neither is blamed on the instance by itself. A DynamoDB brownout makes every worker of the fleet
-fail its rounds at once, and marking every instance unhealthy replaced the whole fleet with
-instances that failed the same way (while the churn deepened the throttling). So the judge asks
+fail its rounds at once, and marking every instance unhealthy would replace the whole fleet with
+instances that fail the same way (while the churn deepens the throttling). So the judge asks
 how the rest of the fleet is doing (:class:`PeerView`, the watchdog's own read of both tables,
 ``deploy.watchdog.WorkersTableProbe``) and blames the instance only when the failure is its own:
 

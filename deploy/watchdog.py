@@ -29,10 +29,11 @@ from typing import Any
 
 from deploy.health import HealthJudge, PeerView, heartbeats
 from deploy.imds import metadata
+from deploy.peers import LOOK_SECONDS, PeerLook, Silent, host_of
 from deploy.plan import WORKER_UNIT, BootPlan, Layout
 
 # The heartbeat row's attribute of the worker's last good lease-taking round (wall ms); the worker
-# writes it (consumer.leases.model.ROUND_OK_ATTRIBUTE: the watchdog imports nothing of consumer).
+# writes it (consumer.leases.items.ROUND_OK_ATTRIBUTE: the watchdog imports nothing of consumer).
 ROUND_OK_ATTRIBUTE = "leaseRoundOkAt"
 
 POLL_SECONDS = 5.0
@@ -63,6 +64,27 @@ def stop_workers() -> None:
         subprocess.run(["systemctl", "stop", f"{WORKER_UNIT}@*"], check=False, timeout=3600)
     except (OSError, subprocess.SubprocessError) as exc:  # the lifecycle action completes regardless
         print(f"could not stop the workers: {exc}", file=sys.stderr, flush=True)
+
+
+def agent_flush_seconds(plan: BootPlan) -> float:
+    """Twice the CloudWatch agent's log flush interval (``force_flush_interval``, 5 s by default)."""
+    logs = plan.agent_config.get("logs", {})
+    interval = logs.get("force_flush_interval", 5) if isinstance(logs, dict) else 5
+    return 2.0 * float(interval)
+
+
+def hand_off(
+    plan: BootPlan, *, stop: Callable[[], None] = stop_workers, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """Stop the workers, then give the agent time to ship what they sent last.
+
+    Each stopping worker sends its last EMF document (the final period's checkpoints, released
+    leases and the shutdown itself) to the agent, which buffers logs up to its flush interval;
+    completing the lifecycle action right away would let the instance terminate with that document
+    still in the agent's buffer, and the dashboard and alarms would miss the hand-over's last minute.
+    """
+    stop()
+    sleep(agent_flush_seconds(plan))
 
 
 class WorkersTableProbe:
@@ -127,12 +149,11 @@ class WorkersTableProbe:
 
     def _fine(self, item: dict[str, Any], now: float) -> bool:
         """A worker of another host whose heartbeat and whose last good round are both recent."""
-        worker = str(item.get("workerId", {}).get("S", ""))
-        host = worker.split("@", 1)[1].split(":", 1)[0] if "@" in worker else ""
+        host = host_of(str(item.get("workerId", {}).get("S", "")))
         beat = item.get("heartbeatAt", {}).get("N")
         round_ok = item.get(ROUND_OK_ATTRIBUTE, {}).get("N")
         return (
-            host not in ("", self._host)
+            host not in ("", self._host.split(".", 1)[0])
             and beat is not None
             and round_ok is not None
             and now - int(beat) / 1000 <= self._horizon
@@ -151,8 +172,11 @@ class Watchdog:
     restarts: Callable[[], int | None] = lambda: None
     stop: Callable[[], None] = stop_workers
     peers: Callable[[], PeerView] = lambda: PeerView(readable=False, error="no probe configured")
+    # Peers cut off from the tables (deploy.peers), looked for while this instance's workers are fine.
+    peer_look: Callable[[], Silent | None] | None = None
     reported: str | None = None
     _said: str | None = None
+    _next_peer_look: float = 0.0
 
     def step(self, now: float) -> bool:
         """One poll; False once the instance was handed over (the watchdog exits)."""
@@ -167,9 +191,15 @@ class Watchdog:
             return False
         if self.reported is not None:
             return True
-        judgement = self.judge.observe(
-            now, heartbeats(self.plan, self.layout, now), self.restarts(), self.peers
-        )
+        beats = heartbeats(self.plan, self.layout, now)
+        judgement = self.judge.observe(now, beats, self.restarts(), self.peers)
+        if (
+            judgement.unhealthy is None
+            and judgement.excused is None
+            and beats
+            and now - self.judge.started >= self.judge.grace_seconds
+        ):
+            self._look_at_peers(now)
         if judgement.excused is not None:
             self._say(
                 f"not blamed on this instance: {judgement.excused}", f"excused: {judgement.why_excused}"
@@ -189,9 +219,36 @@ class Watchdog:
         self.reported = judgement.unhealthy
         return True
 
-    def replacement_in_progress(self) -> str | None:
-        """Why not now: another instance of the group is not InService and Healthy (one replacement
-        at a time for the whole fleet), or the group cannot be read (then nothing is replaced)."""
+    def _look_at_peers(self, now: float) -> None:
+        """Mark a peer cut off from the tables Unhealthy (deploy.peers), one replacement at a time."""
+        if self.peer_look is None or now < self._next_peer_look:
+            return
+        self._next_peer_look = now + LOOK_SECONDS
+        silent = self.peer_look()
+        if silent is None:
+            return
+        member = silent.member
+        why = (
+            f"peer {member.instance_id} ({member.host}): its workers' heartbeats are "
+            f"{silent.silent_seconds:.0f} s old while {silent.fresh_hosts} instance(s)' are fresh"
+        )
+        busy = self.replacement_in_progress(also=member.instance_id)
+        if busy is not None:
+            self._say(f"{why}; waiting: {busy}", f"peer waiting {member.instance_id}")
+            return
+        try:
+            self.autoscaling.set_instance_health(
+                InstanceId=member.instance_id, HealthStatus="Unhealthy", ShouldRespectGracePeriod=False
+            )
+        except Exception as exc:  # botocore's errors; the next look tries again
+            self._say(f"{why}; could not mark it Unhealthy: {exc}", f"peer failed {member.instance_id}")
+            return
+        print(f"{why}: marked Unhealthy", flush=True)
+
+    def replacement_in_progress(self, also: str | None = None) -> str | None:
+        """Why not now: another instance of the group (than this one and ``also``) is not InService
+        and Healthy (one replacement at a time for the whole fleet), or the group cannot be read
+        (then nothing is replaced)."""
         try:
             groups = self.autoscaling.describe_auto_scaling_groups(
                 AutoScalingGroupNames=[self.plan.group_name]
@@ -200,7 +257,7 @@ class Watchdog:
             return f"the group {self.plan.group_name} cannot be read ({exc})"
         for group in groups.get("AutoScalingGroups", []):
             for instance in group.get("Instances", []):
-                if instance.get("InstanceId") == self.instance_id:
+                if instance.get("InstanceId") in (self.instance_id, also):
                     continue
                 state, health = instance.get("LifecycleState"), instance.get("HealthStatus")
                 if state != "InService" or health != "Healthy":
@@ -212,6 +269,30 @@ class Watchdog:
         if kind != self._said:
             print(message, flush=True)
             self._said = kind
+
+
+def peer_look(
+    plan: BootPlan,
+    dynamodb: Any,
+    ec2: Any,
+    autoscaling: Any,
+    host: str,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> PeerLook:
+    """The look for peers cut off from the tables, with the plan's limits (deploy.peers)."""
+    assert plan.workers_table is not None
+    return PeerLook(
+        dynamodb=dynamodb,
+        ec2=ec2,
+        autoscaling=autoscaling,
+        workers_table=plan.workers_table,
+        group_name=plan.group_name,
+        own_host=host,
+        limit=plan.heartbeat_max_age_seconds,
+        settle=plan.health_timeout_seconds + plan.heartbeat_max_age_seconds,
+        clock=clock,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,16 +318,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         instance_id,
         HealthJudge(plan, started=time.time(), grace_seconds=plan.health_timeout_seconds),
         restarts=lambda: systemd_restarts(plan.unit_names()),
+        stop=lambda: hand_off(plan, stop=stop_workers, sleep=time.sleep),
     )
     if plan.workers_table:
+        dynamodb = boto3.client("dynamodb", region_name=plan.region, config=quick)
         watchdog.peers = WorkersTableProbe(
-            boto3.client("dynamodb", region_name=plan.region, config=quick),
+            dynamodb,
             plan.workers_table,
             socket.gethostname(),
             plan.peer_horizon_seconds,
             round_horizon_seconds=plan.heartbeat_max_age_seconds,
             leases_table=plan.leases_table,
         )
+        watchdog.peer_look = peer_look(
+            plan, dynamodb, boto3.client("ec2", region_name=plan.region, config=quick), watchdog.autoscaling,
+            socket.gethostname(),
+        )  # fmt: skip
     while watchdog.step(time.time()):
         time.sleep(POLL_SECONDS)
     return 0

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from consumer.processing.windows import WindowedBatch
+from consumer.processing import WindowedBatch
 
 
 class WindowedCounter:
@@ -62,9 +62,13 @@ class WindowedCounter:
 
 
 def main() -> None:
-    from consumer.processing import InMemoryCheckpointer, ProcessRecordsInput, ShardEndedInput
-    from consumer.processing.api import InitializationInput
-    from consumer.processing.factory import windowed_processor
+    from consumer.processing import (
+        InitializationInput,
+        InMemoryCheckpointer,
+        ProcessRecordsInput,
+        ShardEndedInput,
+        windowed_processor,
+    )
     from consumer.records import ShardInfo
     from examples.sample_records import SHARD_ID, sample_records
 

@@ -2,9 +2,9 @@
 processors it names, and the locked wheelhouse. Nothing else, so nothing else moves the asset.
 
 The asset's hash names the object the launch template downloads: any change to the asset is a new
-launch template, and the Auto Scaling group replaced with new instances. It used to carry all of
-``config/`` and ``processors/``, so dev and prod shared one asset and a comment in a local-only
-YAML replaced prod's fleet. Now:
+launch template, and the Auto Scaling group replaced with new instances. An asset that carried all
+of ``config/`` and ``processors/`` would be one asset for dev and prod, and a comment in a
+local-only YAML would replace prod's fleet. So it carries:
 
 * **configuration**: one file, ``config/<env>.yaml``, generated from the environment's settings as
   the synth read them (``base.yaml``, ``<env>.yaml`` and any ``CONSUMER_*`` variable, so the

@@ -9,8 +9,15 @@ deploy, the size the environment's group runs at, within the new MinSize and Max
 
 The custom resource is asked again whenever the group's properties change (its ``Watched`` property
 holds them all, DesiredCapacity and the stack-wide tags aside), so every update of the group gets a
-fresh answer and never a stale one. Its function may describe Auto Scaling groups (an action that
-takes no resource ARN), nothing else.
+fresh answer and never a stale one.
+
+That answer is read when the deploy begins; the new group then boots for minutes while the scaling
+alarms still act on the old one. A second custom resource (``Custom::FleetSizeCarried``, the same
+function) is created or updated once the new group, the scaling policies and the alarms naming it
+exist (:meth:`FleetSize.after`), and sets the new group to the size the old one reached meanwhile,
+before CloudFormation deletes the old group: a scale-out during a deploy is kept, not undone with the
+old group and needed again minutes later. The function may describe Auto Scaling groups (an action
+that takes no resource ARN) and set the desired capacity of this stack's groups, nothing else.
 """
 
 from __future__ import annotations
@@ -55,6 +62,17 @@ class FleetSize(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["autoscaling:DescribeAutoScalingGroups"], resources=["*"])
         )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["autoscaling:SetDesiredCapacity"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {
+                        "autoscaling:ResourceTag/aws:cloudformation:stack-name": stack.stack_name
+                    }
+                },
+            )
+        )
         self.function: lambda_.Function = lambda_.Function(
             self,
             "Function",
@@ -70,19 +88,40 @@ class FleetSize(Construct):
         function_resource = self.function.node.default_child
         assert isinstance(function_resource, lambda_.CfnFunction)
         function_resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        # Which group (by the tags CloudFormation gives it) and its bounds: both resources' inputs.
+        bounds = {
+            "StackName": stack.stack_name,
+            "GroupLogicalId": stack.resolve(group.logical_id),
+            "MinSize": str(min_size),
+            "MaxSize": str(max_size),
+        }
         self.resource = CustomResource(
             self,
             "Size",
             service_token=self.function.function_arn,
             resource_type="Custom::FleetSize",
             properties={
-                "StackName": stack.stack_name,
-                "GroupLogicalId": stack.resolve(group.logical_id),
-                "MinSize": str(min_size),
-                "MaxSize": str(max_size),
+                **bounds,
                 # Every property of the group but its size and tags (tests/infra checks it): any
                 # change of the group asks again.
                 "Watched": dict(watched),
             },
         )
         self.size = self.resource.get_att_string("Size")
+        self.carried = CustomResource(
+            self,
+            "Carried",
+            service_token=self.function.function_arn,
+            resource_type="Custom::FleetSizeCarried",
+            properties={
+                **bounds,
+                "Mode": "carry",
+                # The group's name changes with each replacement: a new group is carried to once.
+                "GroupName": group.ref,
+            },
+        )
+
+    def after(self, *scaling: Construct) -> None:
+        """The carried size is set only once ``scaling`` (the policies and the alarms that act on the
+        group) name the new group: no scaling action can reach the old group after it is read."""
+        self.carried.node.add_dependency(*scaling)

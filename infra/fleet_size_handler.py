@@ -1,13 +1,11 @@
-"""The size a deploy gives the workers' group: what the group runs now (a Lambda-backed custom resource).
+"""The workers' group's size at a deploy: inline Lambda code of two custom resources (infra/fleet_size.py).
 
-Run by AWS Lambda as the inline code of :mod:`infra.fleet_size` (Python and boto3 only; Lambda
-provides ``cfnresponse`` for inline code). At each deploy that changes the group, before the group
-is updated, it reads the desired capacity of the environment's group as it runs now (Auto Scaling
-names it, so it is found by the tags CloudFormation gives it: the stack's name and the group's
-logical id) and answers that size, kept within the new MinSize and MaxSize. The group's
-DesiredCapacity is that answer, so a deploy keeps the size the scaling alarms gave the fleet: a
-replacing update starts the new group at the old one's size instead of at MinSize, and an update in
-place does not reset it. A first deploy finds no group and answers MinSize.
+``Custom::FleetSize`` runs before the group is updated: it answers the size the environment's group
+runs at now, within the new MinSize and MaxSize (MinSize on a first deploy), the group's
+DesiredCapacity. ``Custom::FleetSizeCarried`` (``Mode: carry``) runs once a replacing update's new
+group and the scaling alarms naming it exist, before the old group is deleted: the old group kept
+scaling while the new one booted, so the new group is set to the size the old one reached.
+Groups are found by the tags CloudFormation gives them (the stack's name, the group's logical id).
 """
 
 from __future__ import annotations
@@ -17,14 +15,12 @@ from typing import Any
 
 
 def starting_size(groups: Iterable[Mapping[str, Any]], minimum: int, maximum: int) -> int:
-    """The largest desired capacity of the groups found (one, or two while a replacement is under
-    way), within ``minimum`` and ``maximum``; ``minimum`` when there is none."""
+    """The largest desired capacity of ``groups`` within the bounds; ``minimum`` when there is none."""
     sizes = [int(group["DesiredCapacity"]) for group in groups]
     return max(minimum, min(maximum, max(sizes, default=minimum)))
 
 
 def groups_of(client: Any, stack_name: str, logical_id: str) -> list[Mapping[str, Any]]:
-    """The stack's groups of that logical id, by the tags CloudFormation puts on them."""
     filters = [
         {"Name": "tag:aws:cloudformation:stack-name", "Values": [stack_name]},
         {"Name": "tag:aws:cloudformation:logical-id", "Values": [logical_id]},
@@ -40,12 +36,22 @@ def groups_of(client: Any, stack_name: str, logical_id: str) -> list[Mapping[str
 
 
 def answer(event: Mapping[str, Any], client: Any) -> dict[str, str]:
-    """The data the custom resource returns for ``event`` (``Size``, a string as CloudFormation takes it)."""
+    """The custom resource's data (``Size``, a string as CloudFormation takes it)."""
     if event["RequestType"] == "Delete":
         return {"Size": "0"}
-    properties = event["ResourceProperties"]
-    groups = groups_of(client, properties["StackName"], properties["GroupLogicalId"])
-    size = starting_size(groups, int(properties["MinSize"]), int(properties["MaxSize"]))
+    props = event["ResourceProperties"]
+    bounds = int(props["MinSize"]), int(props["MaxSize"])
+    groups = groups_of(client, props["StackName"], props["GroupLogicalId"])
+    if props.get("Mode") != "carry":
+        return {"Size": str(starting_size(groups, *bounds))}
+    name = props["GroupName"]
+    now = [int(g["DesiredCapacity"]) for g in groups if g["AutoScalingGroupName"] == name]
+    older = [g for g in groups if g["AutoScalingGroupName"] != name]
+    if not older:  # no replacement under way (or the old group is gone): nothing to carry
+        return {"Size": str(now[0] if now else 0)}
+    size = starting_size(older, *bounds)
+    if now != [size]:
+        client.set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=size, HonorCooldown=False)
     return {"Size": str(size)}
 
 
@@ -56,7 +62,8 @@ def handler(event: Mapping[str, Any], context: Any, respond: Callable[..., None]
         import cfnresponse  # Lambda's module for inline code (not installed here)
 
         respond = cfnresponse.send
-    physical = f"{event['ResourceProperties']['StackName']}-fleet-size"
+    props = event["ResourceProperties"]
+    physical = f"{props['StackName']}-fleet-size" + ("-carried" if props.get("Mode") == "carry" else "")
     try:
         import boto3
 

@@ -43,11 +43,13 @@ def capacity_bounds(settings: Settings) -> CapacityBounds | None:
 
     Floors: ``worker.initial_lease_table_*_capacity``. Ceilings: ``scaling.lease_table_max_capacity``
     when set; otherwise what `consumer plan` figures the table needs with the group at
-    ``fleet.max_instances`` (``lease_table_read_units``, ``lease_table_write_units``: heartbeats,
-    checkpoints and scans), plus, for writes, a rollover's burst (a child lease created and a parent's
-    last checkpoint for each of the N partitions), at the target utilization. A fixed capacity is
-    sized for a steady fleet: prod's 100 WCU leave no room for the ~88 a rollover of its 44 partitions
-    asks on top of its checkpoints.
+    ``fleet.max_instances`` (``lease_table_read_units``: scans; ``lease_table_write_units_catching_up``:
+    heartbeats and every shard checkpointing at its catch-up read rate, as after an outage or a load
+    spike), plus, for writes, a rollover's burst (a child lease created and a parent's last checkpoint
+    for each of the N partitions), at the target utilization. A fixed capacity is sized for a steady
+    fleet: prod's 100 WCU leave no room for the ~88 a rollover of its 44 partitions asks on top of its
+    checkpoints, and a ceiling sized for one checkpoint a second per shard throttles a fleet catching
+    up after a tenfold load.
     """
     worker, scaling = settings.worker, settings.scaling
     if worker.lease_table_billing_mode != "PROVISIONED":
@@ -66,7 +68,7 @@ def capacity_bounds(settings: Settings) -> CapacityBounds | None:
     n = settings.table.expected_partitions()[0]
     target = scaling.lease_table_target_utilization_percent / 100
     reads = math.ceil(plan.value("lease_table_read_units") / target)
-    writes = math.ceil((plan.value("lease_table_write_units") + 2 * n) / target)
+    writes = math.ceil((plan.value("lease_table_write_units_catching_up") + 2 * n) / target)
     return CapacityBounds(read_floor, max(read_floor, reads), write_floor, max(write_floor, writes))
 
 

@@ -28,8 +28,6 @@ at a quarter of the stream's retention. docs/deploy.md states each alarm's time 
 
 from __future__ import annotations
 
-import re
-
 import jsii
 from aws_cdk import Duration
 from aws_cdk import aws_autoscaling as autoscaling
@@ -40,10 +38,18 @@ from constructs import Construct
 
 from ground.settings import Settings
 from infra.alarm_topic import alarm_name_prefix, alarm_topic_arn
-from infra.scaling import AT_MAX_PERIODS, ScalingRules, scaling_rules
+from infra.processing_alarms import (
+    STOPPED_EXPRESSION,
+    STOPPED_MINUTES,
+    processing_stopped,
+    scaling_expression,
+    stalled_shards_query,
+    table_metric,
+)
+from infra.scaling import AT_MAX_PERIODS, scaling_rules
 from infra.stream_rows import insights as _insights
 from infra.stream_rows import stream_alarms, stream_row
-from infra.widgets import DYNAMODB_NAMESPACE, dashboard_widgets, panel
+from infra.widgets import dashboard_widgets, panel
 
 # A five-minute period always holds some of the lease taker's gauges while one worker runs (it
 # publishes them every failover_time_millis, flushed every metrics.flush_interval_seconds).
@@ -92,7 +98,7 @@ class Monitoring(Construct):
             f"Leases per open shard >= {scaling.returned_item_count_multiplier:g} (leases-table Scan "
             f"ReturnedItemCount >= {scaling.returned_item_count_multiplier:g}N, N = the open shards the "
             "sync leader lists): the fleet is falling behind; adds one instance.",
-            self._scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
+            scaling_expression(rules, rules.scale_out_expression, "leases per open shard"),
             rules.multiplier,
         )
         self.scale_out_alarm.add_alarm_action(_PolicyAction(self.scale_out_policy.attr_arn))
@@ -109,7 +115,7 @@ class Monitoring(Construct):
             f"throughput within {scaling.scale_in_max_utilization:.0%} and hold "
             f"{scaling.returned_item_count_multiplier:g}N leases: removes one "
             "instance, drained by the termination lifecycle hook.",
-            self._scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
+            scaling_expression(rules, rules.scale_in_expression, "one instance fewer would do"),
             1,
             evaluation_periods=scaling.scale_in_evaluation_periods,
         )
@@ -189,23 +195,42 @@ class Monitoring(Construct):
                 evaluation_periods=3,
                 datapoints_to_alarm=2,
             ),
-            self._alarm(
+            self._insights_alarm(
                 "StalledShards",
                 f"{prefix}-stalled-shards",
-                "Workers found shards stalled (lease held, records waiting, checkpoint not moving: a "
-                "processor that hangs, an iterator that stopped) and released them, in 2 of 3 five-minute "
-                "periods: the stall follows the shard. The workers' ERROR line (SHARD_STALLED) names the shard and the stuck "
-                "call's stack.",
-                cloudwatch.Metric(
-                    namespace=settings.metrics_namespace,
-                    metric_name="StalledShards",
-                    dimensions_map={"Operation": "ProcessTask"},
-                    statistic="Sum",
-                    period=Duration.seconds(LIVENESS_PERIOD_SECONDS),
-                ),
+                "A shard was found stalled (lease held, records waiting, checkpoint not moving: a "
+                "processor that hangs, an iterator that stopped) and released, in 2 of 3 five-minute "
+                "periods: the stall follows the shard. One contributor per shard (GROUP BY ShardId): the "
+                "notification names it; the workers' ERROR line (SHARD_STALLED) has the stuck call's stack.",
+                stalled_shards_query(settings),
                 1,
+                period_seconds=LIVENESS_PERIOD_SECONDS,
                 evaluation_periods=3,
                 datapoints_to_alarm=2,
+            ),
+            self._insights_alarm(
+                "LeasesNotTaken",
+                f"{prefix}-leases-not-taken",
+                "Ready leases stayed free past worker.stall_timeout_millis although workers had room "
+                "(LeasesNotTaken), in 3 of 5 minutes: their shards are not processed and nothing else "
+                "takes them. The workers' ERROR line (LEASES_NOT_TAKEN) names them; `consumer leases` "
+                "shows their parents and owners.",
+                _insights(settings, "MAX", "LeasesNotTaken", "TakeLeases"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
+            ),
+            self._insights_alarm(
+                "LeaseTablesFailing",
+                f"{prefix}-lease-tables-failing",
+                "Workers' requests to the leases or workers table failed after their retries (HTTP 5xx, "
+                "timeouts, unreachable: LeaseTableErrors) in 3 of 5 minutes: rounds, heartbeats and "
+                "checkpoints fail. From every host: DynamoDB is failing (see its health dashboard); from "
+                "one host only: that host is cut off (its watchdog's peers replace it).",
+                _insights(settings, "SUM", "LeaseTableErrors", "LeaseTable"),
+                1,
+                evaluation_periods=PERSIST_PERIODS,
+                datapoints_to_alarm=PERSIST_DATAPOINTS,
             ),
             self._insights_alarm(
                 "DeadLetters",
@@ -225,16 +250,10 @@ class Monitoring(Construct):
                     # without data would make the sum missing (no alarm while only writes throttle).
                     expression="FILL(reads, 0) + FILL(writes, 0) + FILL(workerReads, 0) + FILL(workerWrites, 0)",
                     using_metrics={
-                        "reads": self._leases_table_metric(settings.leases_table_name, "ReadThrottleEvents"),
-                        "writes": self._leases_table_metric(
-                            settings.leases_table_name, "WriteThrottleEvents"
-                        ),
-                        "workerReads": self._leases_table_metric(
-                            settings.workers_table_name, "ReadThrottleEvents"
-                        ),
-                        "workerWrites": self._leases_table_metric(
-                            settings.workers_table_name, "WriteThrottleEvents"
-                        ),
+                        "reads": table_metric(settings.leases_table_name, "ReadThrottleEvents"),
+                        "writes": table_metric(settings.leases_table_name, "WriteThrottleEvents"),
+                        "workerReads": table_metric(settings.workers_table_name, "ReadThrottleEvents"),
+                        "workerWrites": table_metric(settings.workers_table_name, "WriteThrottleEvents"),
                     },
                     label="leases-table throttle events",
                     period=Duration.seconds(60),
@@ -250,7 +269,7 @@ class Monitoring(Construct):
                 f"(fleet.max_instances) with leases still at {scaling.returned_item_count_multiplier:g}N "
                 f"for {AT_MAX_PERIODS} periods: the fleet is behind and scale-out can add no more; raise "
                 "fleet.max_instances (`consumer plan` sizes it).",
-                self._scaling_expression(rules, rules.at_max_expression, "at max and behind"),
+                scaling_expression(rules, rules.at_max_expression, "at max and behind"),
                 1,
                 evaluation_periods=AT_MAX_PERIODS,
             ),
@@ -260,6 +279,26 @@ class Monitoring(Construct):
             if settings.several_streams
             else []
         )
+        # The fleet processing nothing while its tables are written to: once per stream.
+        self.processing_alarms = [
+            self._alarm(
+                construct_id,
+                name,
+                description,
+                cloudwatch.MathExpression(
+                    expression=STOPPED_EXPRESSION,
+                    using_metrics={"processed": processed, "writes": writes},
+                    label="records written, none processed",
+                    period=Duration.seconds(60),
+                ),
+                1,
+                evaluation_periods=STOPPED_MINUTES,
+            )
+            for construct_id, name, description, processed, writes in processing_stopped(
+                settings, prefix, streams
+            )
+        ]
+        self.health_alarms += self.processing_alarms
         # Several streams: each stream's own lag, loss and dead-letter alarms (infra/stream_rows.py).
         self.stream_alarms = [
             self._insights_alarm(*alarm.arguments, period_seconds=alarm.period_seconds)
@@ -267,9 +306,9 @@ class Monitoring(Construct):
             for alarm in stream_alarms(settings, prefix, table)
         ]
         self.health_alarms += self.stream_alarms
-        # Not before the group has its boot signals: no deploy finds the liveness alarm red.
+        # Not before the group has its boot signals: no deploy finds the liveness alarms red.
         for alarm in self.health_alarms:
-            if alarm.node.id == "WorkersSilent":
+            if alarm.node.id == "WorkersSilent" or alarm in self.processing_alarms:
                 alarm.node.add_dependency(group)
         # Only what needs a person pages: the health alarms. The scaling alarms act on the group.
         for alarm in self.health_alarms:
@@ -301,37 +340,6 @@ class Monitoring(Construct):
             adjustment_type="ChangeInCapacity",
             scaling_adjustment=step,
             cooldown=str(cooldown_seconds),
-        )
-
-    @staticmethod
-    def _scaling_expression(rules: ScalingRules, expression: str, label: str) -> cloudwatch.MathExpression:
-        """One of the scaling rules' expressions over the metrics they name (infra/scaling.py)."""
-        period = Duration.seconds(rules.period_seconds)
-        return cloudwatch.MathExpression(
-            expression=expression,
-            using_metrics={
-                m.id: cloudwatch.Metric(
-                    namespace=m.namespace,
-                    metric_name=m.name,
-                    dimensions_map=dict(m.dimensions),
-                    statistic=m.statistic,
-                    period=period,
-                )
-                for m in rules.metrics
-                if re.search(rf"\b{m.id}\b", expression)
-            },
-            label=label,
-            period=period,
-        )
-
-    @staticmethod
-    def _leases_table_metric(table: str, name: str) -> cloudwatch.Metric:
-        return cloudwatch.Metric(
-            namespace=DYNAMODB_NAMESPACE,
-            metric_name=name,
-            dimensions_map={"TableName": table},
-            statistic="Sum",
-            period=Duration.seconds(60),
         )
 
     def _alarm(

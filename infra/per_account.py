@@ -2,10 +2,10 @@
 guesses them.
 
 An environment deployed to AWS needs its account, its region, the AMI of that region and, where
-alarms must page someone, a topic or an address. The repository used to carry AWS's documentation
-account, a made-up AMI and an ``example.com`` address: they passed every check, so a deploy went as
-far as the AMI failing at instance launch, and prod's pages would have gone to example.com. Now the
-synth of such an environment stops with one line naming every key to set and the section of
+alarms must page someone, a topic or an address. Stand-in values (AWS's documentation account, a
+made-up AMI, an ``example.com`` address) would pass every other check, so a deploy would go as far as
+the AMI failing at instance launch, and prod's pages would go to example.com. So the synth of an
+environment without them stops with one line naming every key to set and the section of
 docs/deploy.md that says where each value comes from. Example values (the documentation's accounts
 and AMIs, reserved e-mail domains) are refused like missing ones.
 

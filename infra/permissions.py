@@ -131,11 +131,16 @@ def worker_statements(
                 )
             ],
         ),
-        # Two reads that take no resource ARN: at boot, which group this instance is in (the group's
+        # Reads that take no resource ARN: at boot, which group this instance is in (the group's
         # name is CloudFormation's); for the watchdog, whether another instance of the group is being
-        # replaced (it replaces one at a time).
+        # replaced (it replaces one at a time), and the host names of the group's instances (a peer
+        # cut off from the tables is marked Unhealthy by the others: deploy/peers.py).
         iam.PolicyStatement(
-            actions=["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeAutoScalingGroups"],
+            actions=[
+                "autoscaling:DescribeAutoScalingInstances",
+                "autoscaling:DescribeAutoScalingGroups",
+                "ec2:DescribeInstances",
+            ],
             resources=["*"],
         ),
         # The bootstrap's creation/update signal (cloudformation:SignalResource on this stack only)

@@ -186,6 +186,13 @@ class ConsumerStack(Stack):
         self.monitoring = Monitoring(
             self, "Monitoring", settings=settings, group=self.fleet.group, group_name=self.fleet.group_name
         )
+        monitoring = self.monitoring
+        self.fleet.size.after(
+            monitoring.scale_out_policy,
+            monitoring.scale_in_policy,
+            monitoring.scale_out_alarm,
+            monitoring.scale_in_alarm,
+        )
         self.pipeline: PipelineResources | None = None
         if settings.pipeline.emr_serverless:
             # Grants by the configured names (the pipeline's URIs are s3:// then), so no export.

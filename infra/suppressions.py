@@ -61,10 +61,11 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
     _ack(
         policy,
         "AwsSolutions-IAM5[Resource::*]",
-        "Three actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
-        "cloudwatch:namespace condition to the application's namespace, and two autoscaling reads: "
-        "DescribeAutoScalingInstances (an instance learns its group's name at boot) and "
-        "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced).",
+        "Four actions that support no resource ARN: cloudwatch:PutMetricData, limited by the "
+        "cloudwatch:namespace condition to the application's namespace, and three reads: "
+        "DescribeAutoScalingInstances (an instance learns its group's name at boot), "
+        "DescribeAutoScalingGroups (the watchdog checks no other instance is being replaced) and "
+        "ec2:DescribeInstances (the watchdog finds the host of a peer cut off from the tables).",
     )
     if isinstance(fleet, WorkerFleet):
         size = fleet.size
@@ -72,7 +73,9 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             size,
             "AwsSolutions-IAM5[Resource::*]",
             "autoscaling:DescribeAutoScalingGroups supports no resource ARN; the function reads the "
-            "environment's group size at a deploy and changes nothing.",
+            "environment's group size at a deploy, and sets the desired capacity only of groups "
+            "tagged with this stack's name (a ResourceTag condition: the group's generated name is "
+            "not known before it exists).",
         )
         # The grant names the group by its generated name: a Ref to its logical id.
         group = fleet.signal_resource

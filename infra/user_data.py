@@ -35,8 +35,12 @@ INSTALL_ROOT = str(INSTANCE.install_root)
 SOURCE_DIR = str(INSTANCE.source_dir)
 ASSET_ARCHIVE = f"{INSTALL_ROOT}/asset.zip"
 PLAN_SOURCE = "/etc/consumer-boot.json"
-# Leave the hook this long after the units stopped to complete the lifecycle action itself.
-_STOP_MARGIN_SECONDS = 15
+# The CloudWatch agent ships buffered logs (the workers' EMF documents) this often; the watchdog's
+# hand-off waits twice this after the units stopped (deploy.watchdog.hand_off).
+AGENT_FLUSH_INTERVAL_SECONDS = 5
+# Leave the hook this long after the units stopped: the agent's wait, then the watchdog's poll and
+# its call completing the lifecycle action.
+_STOP_MARGIN_SECONDS = 15 + 2 * AGENT_FLUSH_INTERVAL_SECONDS
 # From boot to the bootstrap's verdict: dnf, the download, the virtualenv, and the workers' first
 # lease-taking rounds. The creation policy's timeout is this plus a margin.
 HEALTH_TIMEOUT_SECONDS = 600
@@ -107,6 +111,7 @@ def agent_config(settings: Settings) -> dict[str, object]:
                 "emf": {"service_address": agent_listener(settings)},
             },
             "log_stream_name": "{instance_id}",
+            "force_flush_interval": AGENT_FLUSH_INTERVAL_SECONDS,
         },
     }
 
@@ -146,8 +151,18 @@ def boot_script(settings: Settings, boot: BootParameters) -> list[str]:
     retry = "--retry 10 --retry-connrefused --retry-delay 1"
     return [
         "set -euxo pipefail",
-        f'token=$(curl -sf {retry} -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300")',
-        f'instance_id=$(curl -sf {retry} -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id)',
+        # Without its id nothing below can signal or mark the instance: it powers off instead, and
+        # Auto Scaling's EC2 health check replaces an instance that is not running.
+        "metadata_lost() {",
+        '  echo "the instance metadata service did not answer: powering off for the group to replace '
+        'this instance" >&2',
+        "  shutdown -h now",
+        "  exit 1",
+        "}",
+        f'token=$(curl -sf {retry} -X PUT {imds}/api/token -H "X-aws-ec2-metadata-token-ttl-seconds: 300") '
+        "|| metadata_lost",
+        f'instance_id=$(curl -sf {retry} -H "X-aws-ec2-metadata-token: $token" {imds}/meta-data/instance-id) '
+        "|| metadata_lost",
         # Outside a deploy nobody hears the signal, and the watchdog that would judge the instance
         # never started: the group replaces it instead of keeping it InService without workers.
         "mark_unhealthy() {",

@@ -1,10 +1,10 @@
 """The locked wheelhouse that ships in the CDK asset, so an instance installs without an index.
 
-An instance used to ``pip install`` the runtime packages from PyPI at boot: unhashed, through the
-NAT, and subject to whatever PyPI served that minute. Now the asset carries every wheel the worker
-needs, built for the instance's platform (Amazon Linux 2023, CPython 3.11, manylinux x86_64 or
-aarch64 by the configured instance type), and the instance installs them with ``--no-index
---require-hashes``: what runs is byte for byte what ``deploy/requirements.lock`` names.
+Installing the runtime packages from PyPI at boot would take them unhashed, through the NAT, and
+as PyPI serves them that minute. So the asset carries every wheel the worker needs, built for the
+instance's platform (Amazon Linux 2023, CPython 3.11, manylinux x86_64 or aarch64 by the configured
+instance type), and the instance installs them with ``--no-index --require-hashes``: what runs is
+byte for byte what ``deploy/requirements.lock`` names.
 
 * :func:`write_lock` (``python -m infra.wheelhouse lock``, needs PyPI) resolves the runtime
   packages at the pins of ``requirements.txt`` for both architectures and writes the lock with a

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -21,15 +21,27 @@ from pipeline.errors import ConcurrentRunError, HalfCommittedError, SnapshotStor
 from pipeline.ranges import RANGES, KeyRanges
 from pipeline.stored import FileTask
 
-if TYPE_CHECKING:  # the tables call this module: a runtime import would be a loop
-    from pipeline.table import SnapshotTables
-
 RUN = "consumer.run"  # runs committed: the snapshot's version number
 WATERMARKS = "consumer.watermarks"
 LISTED_AT = "consumer.listed_at"
 RUN_AGAIN = "this run wrote nothing: run it again to merge on top of the other"
 
 TasksOf = Callable[[list[int] | None], list[FileTask]]  # a table's live files: all, or some buckets'
+
+
+class RunTables(Protocol):
+    """What a run's commit uses of the snapshot tables: :class:`pipeline.table.SnapshotTables`, which
+    commits through this module (so this module names the tables by what it asks of them)."""
+
+    items_name: str
+    tombstones_name: str
+    snapshots_kept: int
+
+    def load(self, name: str) -> Any | None: ...
+
+    def tasks(self, name: str, buckets: Iterable[int] | None = None) -> list[FileTask]: ...
+
+    def check_unmoved(self, read_at: Mapping[str, int | None], what: str) -> tuple[Any, Any]: ...
 
 
 def replace(
@@ -140,7 +152,7 @@ class RunFiles:
 
 
 def commit_run(
-    tables: SnapshotTables,
+    tables: RunTables,
     files: RunFiles,
     *,
     watermarks: Mapping[str, str],
@@ -164,9 +176,9 @@ def commit_run(
     finds, so applying a change twice is harmless). Returns the snapshot's new version
     (``consumer.run``, six digits).
 
-    ``read_at`` (:meth:`SnapshotTables.snapshot_ids` when the run began): if either table has moved
-    since, another run (or a maintenance pass) committed in between and this run's plan (which
-    buckets to replace, which rows to delete) is stale, so nothing is written
+    ``read_at`` (:meth:`~pipeline.table.SnapshotTables.snapshot_ids` when the run began): if either
+    table has moved since, another run (or a maintenance pass) committed in between and this run's
+    plan (which buckets to replace, which rows to delete) is stale, so nothing is written
     (:class:`ConcurrentRunError`). From here on each table's commit requires the snapshot loaded
     here to still be current (Iceberg's optimistic concurrency), so no other writer can slip in
     unnoticed. ``planned`` (per table name, the files of the buckets the run touched, as it planned
@@ -226,9 +238,10 @@ def commit_run(
     return f"{run:06d}"
 
 
-def _tasks_of(tables: SnapshotTables, name: str, planned: Mapping[str, Sequence[FileTask]] | None) -> TasksOf:
+def _tasks_of(tables: RunTables, name: str, planned: Mapping[str, Sequence[FileTask]] | None) -> TasksOf:
     """A table's live files by bucket: from ``planned`` when the run planned those buckets (the
-    table cannot have moved since, :meth:`SnapshotTables.check_unmoved`), else from the table."""
+    table cannot have moved since, :meth:`~pipeline.table.SnapshotTables.check_unmoved`), else from
+    the table."""
 
     def tasks_of(buckets: list[int] | None) -> list[FileTask]:
         if planned is None or buckets is None:

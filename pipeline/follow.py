@@ -6,7 +6,7 @@ committed if new objects landed meanwhile, else after a short poll (a tenth of t
 1 to 10 s: listing the change log is cheap). A change is then visible at most one sink batch, one
 poll and two runs after DynamoDB made it. Incremental runs in a loop, rather than a Spark
 streaming query, because the run already reads only new objects and commits its watermarks with
-its data: measured at 1 000 changes/s (bench/lake_freshness.py), its runs take a few seconds.
+its data, so each run is short (bench/lake_freshness.py measures them under a steady load).
 
 Exactly once across restarts: the only state is in the tables — each commit moves the watermarks
 with the data (:meth:`pipeline.table.SnapshotTables.commit`) — so a process killed anywhere leaves

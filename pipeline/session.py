@@ -37,6 +37,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from pipeline import class_archive
+
 QUIET_LOG4J2 = """\
 # consumer pipeline: Spark's JVM logs errors only (`consumer pipeline ... -v` shows warnings too).
 rootLogger.level = error
@@ -108,7 +110,11 @@ def build_session(
     shuffle_partitions: int = 4,
     *,
     verbose: bool = False,
+    extra_java_options: str = "",
 ) -> SparkSession:
+    """The process's session; a local master's driver JVM starts on the class archive when there is
+    one (pipeline/class_archive.py). ``extra_java_options`` go to that JVM too (and replace the
+    archive: the archive's own build passes the option that writes it)."""
     # Python workers (the verify UDF) must run the same interpreter, with the same packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not verbose:
@@ -121,6 +127,7 @@ def build_session(
         # EMR's 3.5 has no Column.try_cast: a failed cast must give null there (pipeline/parse.py).
         options["spark.sql.ansi.enabled"] = "false"
     log4j2: Path | None = None
+    java_options = [extra_java_options] if extra_java_options else []
     if master is not None:
         if master.startswith("local"):
             # This machine only: bind to the loopback address, not to whatever the host name
@@ -141,9 +148,13 @@ def build_session(
             # paths Spark checks them with a distributed job, which on one machine costs more than
             # the driver doing it (0.7 s against 0.1 s for a 144-file table in bench.pipeline_table).
             options["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
+            if not extra_java_options:
+                java_options.append(class_archive.java_options())
         if not verbose:
             log4j2 = _quiet_log4j2_file()
-            options["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j2}"
+            java_options.append(f"-Dlog4j2.configurationFile=file:{log4j2}")
+        if any(java_options):
+            options["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
     try:
         fresh_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
         if not verbose and master is not None and fresh_jvm:

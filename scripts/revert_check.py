@@ -15,8 +15,8 @@ lanes, 2 windows, 3 the class form, 4 the change-log sink, 0 the function form o
     KIND=windows ...      # every seed with this processor form (a fix that matters for one form)
 
 The directed histories are tests/simulation/test_directed.py (the lease core's moments),
-test_directed_delivery.py and test_directed_hand_over.py (delivery's): ``directed`` runs them in the
-reverted copy. The fixes and their edits are in scripts/reverts.py.
+test_directed_delivery.py and test_directed_hand_over.py (delivery's), test_directed_store.py (the
+DynamoDB store's): ``directed`` runs them in the reverted copy. The fixes and their edits are in scripts/reverts.py.
 
 ``none`` reverts nothing: a sweep of the product itself. ``A+B`` reverts both A and B (a fix whose
 absence another defence covers fails only with that one reverted too).
@@ -39,8 +39,15 @@ from reverts import REVERTS  # noqa: E402  (scripts/ is on sys.path when this ru
 def prepare(name: str) -> Path:
     target = Path("/tmp/revert-check") / name
     shutil.rmtree(target, ignore_errors=True)
-    for folder in ("ground", "consumer", "simulation", "tools", "tests"):
+    folders = ("ground", "consumer", "deploy", "infra", "simulation", "tools", "tests", "config", "docs")
+    # What tests import besides the product: the example processors, bench's models, the pipeline.
+    for folder in (*folders, "examples", "bench", "pipeline", "emulator"):
         shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for file in ("app.py", "cdk.json", "pyproject.toml"):
+        shutil.copy2(ROOT / file, target / file)
+    for built in ("node_modules", "var"):  # built artefacts: linked
+        if (ROOT / built).exists():
+            (target / built).symlink_to(ROOT / built)
     for path, old, new in [change for part in name.split("+") for change in REVERTS[part]]:
         text = (target / path).read_text()
         assert text.count(old) == 1, (
@@ -54,6 +61,7 @@ DIRECTED = (
     "tests/simulation/test_directed.py",
     "tests/simulation/test_directed_delivery.py",
     "tests/simulation/test_directed_hand_over.py",
+    "tests/simulation/test_directed_store.py",
 )
 
 

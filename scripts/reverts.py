@@ -5,50 +5,52 @@ longer matches stops the check with an AssertionError naming it, so drift is lou
 # ruff: noqa: E501  (the entries quote lines of code as they stand)
 from __future__ import annotations
 
+from reverts_fleet import FLEET_REVERTS  # scripts/ is on sys.path when revert_check runs
+
 REVERTS = {
     "fence_at_deadline": [
         (
-            "consumer/leases/holdings.py",
-            "            dropped = self._expire_locked(now_mono)\n            deadline = started_mono",
-            "            dropped: list[str] = []\n            deadline = started_mono",
-        )
+            "consumer/leases/machine/holdings.py",
+            "        dropped = self.expire(now_mono)\n        deadline = started_mono",
+            "        dropped: list[str] = []\n        deadline = started_mono",
+        ),
     ],
     "consistent_reread": [
         (
-            "consumer/leases/taker.py",
-            "            checked[owner] = seen_at is None or asked - seen_at > horizon",
-            "            checked[owner] = True",
-        )
+            "consumer/leases/machine/executing.py",
+            "        checked[owner] = seen_at is None or asked - seen_at > horizon",
+            "        checked[owner] = True",
+        ),
     ],
     "ambiguous_heartbeat": [
         (
-            "consumer/leases/liveness.py",
-            "            self.counter = row.counter if row is not None else None",
-            "            self.counter = None",
-        )
+            "consumer/leases/machine/beating.py",
+            "        s.row.counter = row.counter if row is not None else None",
+            "        s.row.counter = None",
+        ),
     ],
     "fence_full": [
         (
-            "consumer/leases/holdings.py",
+            "consumer/leases/machine/holdings.py",
             "        if self._held and (self._fence_at is None or now_mono >= self._fence_at):",
             "        if False:",
         ),
         (
-            "consumer/leases/holdings.py",
-            "            return self._held.get(shard_id), dropped",
-            "            return (None if self._fence_at is None or now_mono >= self._fence_at else self._held.get(shard_id)), dropped",
+            "consumer/leases/machine/holdings.py",
+            "        return self._held.get(shard_id), dropped",
+            "        return (None if self._fence_at is None or now_mono >= self._fence_at else self._held.get(shard_id)), dropped",
         ),
     ],
     "no_readopt_while_fenced": [
         (
-            "consumer/leases/taker.py",
-            "                if self._fenced_now():\n                    return\n",
+            "consumer/leases/machine/taking.py",
+            "            if s.fenced_now():\n                return\n",
             "",
         ),
         (
-            "consumer/leases/taker.py",
-            "            self._reconcile(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
-            "            self._reconcile(snapshot)\n            self._adopt(snapshot)\n        if self.holdings.fenced(self.clock.monotonic_millis()) or not self.taking:\n",
+            "consumer/leases/machine/taking.py",
+            "        _reconcile(s, snapshot)\n    if s.holdings.fenced(s.now.mono) or not s.taking:\n",
+            "        _reconcile(s, snapshot)\n        yield from _adopt(s, snapshot)\n    if s.holdings.fenced(s.now.mono) or not s.taking:\n",
         ),
     ],
     "scan_before_list": [
@@ -81,64 +83,64 @@ REVERTS = {
     ],
     "ownership_binding": [
         (
-            "consumer/leases/coordinator.py",
-            "        if lease is None or (counter is not None and not self.holdings.within(shard_id, counter)):\n            return False",
+            "consumer/leases/machine/machine.py",
+            "        if lease is None or (counter is not None and not s.holdings.within(shard_id, counter)):\n            return False",
             "        if lease is None:\n            return False",
-        )
+        ),
     ],
     "take_sent_deadline": [
         (
-            "consumer/leases/holdings.py",
-            "            if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:",
-            "            if lease.finished or self._fence_at is None or now_mono >= self._fence_at:",
-        )
+            "consumer/leases/machine/holdings.py",
+            "        if lease.finished or sent_fence_at is None or now_mono >= sent_fence_at:",
+            "        if lease.finished or self._fence_at is None or now_mono >= self._fence_at:",
+        ),
     ],
     "owner_judged_at_read": [
         (
-            "consumer/leases/taker.py",
-            "            asked = self.clock.wall_millis()\n            beat = self.store.get_heartbeat(owner)\n",
-            "            beat = self.store.get_heartbeat(owner)\n            asked = self.clock.wall_millis()\n",
-        )
+            "consumer/leases/machine/executing.py",
+            "        asked = s.now.wall\n        beat = yield from ask(GetHeartbeat(owner))\n",
+            "        beat = yield from ask(GetHeartbeat(owner))\n        asked = s.now.wall\n",
+        ),
     ],
     "fenced_take_check": [
         (
-            "consumer/leases/taker.py",
-            "        return self.holdings.fenced(self.clock.monotonic_millis())\n\n    def _take",
-            "        return False\n\n    def _take",
-        )
+            "consumer/leases/machine/state.py",
+            "        return self.holdings.fenced(self.now.mono)\n\n    def expire",
+            "        return False\n\n    def expire",
+        ),
     ],
     "update_same_ownership": [
         (
-            "consumer/leases/holdings.py",
-            "            if held is not None and held.counter == lease.counter:\n                self._held[lease.shard_id] = lease",
-            "            if held is not None:\n                self._held[lease.shard_id] = lease",
-        )
+            "consumer/leases/machine/holdings.py",
+            "        if held is not None and held.counter == lease.counter:\n            self._held[lease.shard_id] = lease",
+            "        if held is not None:\n            self._held[lease.shard_id] = lease",
+        ),
     ],
     "take_back_checkpoint_retry": [
         (
-            "consumer/leases/coordinator.py",
-            "            return True\n        if held_now is None:\n",
-            "            return False\n        if held_now is None:\n",
-        )
+            "consumer/leases/machine/checkpoints.py",
+            "        return True\n    if held_now is None:\n",
+            "        return False\n    if held_now is None:\n",
+        ),
     ],
     "absent_lease_not_lost": [
         (
-            "consumer/leases/holdings.py",
-            "                if found is None:\n",
-            "                if found is None and False:\n",
+            "consumer/leases/machine/holdings.py",
+            "            if found is None:\n",
+            "            if found is None and False:\n",
         ),
         (
-            "consumer/leases/holdings.py",
-            "                if found.owner != me or found.counter != mine.counter:\n                    if found.counter < mine.counter:",
-            "                if found is None or found.owner != me or found.counter != mine.counter:\n                    if found is not None and found.counter < mine.counter:",
+            "consumer/leases/machine/holdings.py",
+            "            if found.owner != me or found.counter != mine.counter:\n                if found.counter < mine.counter:",
+            "            if found is None or found.owner != me or found.counter != mine.counter:\n                if found is not None and found.counter < mine.counter:",
         ),
     ],
     "record_before_release": [
         (
-            "consumer/leases/taker.py",
-            "        lease = self._record_before_release(lease)\n",
+            "consumer/leases/machine/letting_go.py",
+            "    lease = yield from _record_before_release(s, lease)\n",
             "",
-        )
+        ),
     ],
     # ---------------------------------------------------------------- delivery (issue 35)
     "lanes_carry": [
@@ -185,24 +187,24 @@ REVERTS = {
     ],
     "held_lease_processed": [
         (
-            "consumer/leases/holdings.py",
-            "            return [self._with_unwritten(lease) for lease in self._held.values()]\n",
-            "            return list(self._held.values())\n",
-        )
+            "consumer/leases/machine/holdings.py",
+            "        return [self._with_unwritten(lease) for lease in self._held.values()]\n",
+            "        return list(self._held.values())\n",
+        ),
     ],
     "processed_same_ownership": [
         (
-            "consumer/leases/holdings.py",
-            "        if not self._within_locked(lease.shard_id, known[0].counter):\n",
+            "consumer/leases/machine/holdings.py",
+            "        if not self._within(lease.shard_id, known[0].counter):\n",
             "        if known[0].counter != lease.counter:\n",
-        )
+        ),
     ],
     "written_covers_only": [
         (
-            "consumer/leases/holdings.py",
-            "            if known is not None and (position is None or not position < known[1]):\n",
-            "            if known is not None:\n",
-        )
+            "consumer/leases/machine/holdings.py",
+            "        if known is not None and (position is None or not position < known[1]):\n",
+            "        if known is not None:\n",
+        ),
     ],
     "window_versions_kept": [
         (
@@ -213,10 +215,10 @@ REVERTS = {
     ],
     "overdue_position_noted": [
         (
-            "consumer/leases/coordinator.py",
-            '            self.holdings.note_unwritten(lease, target)\n            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
-            '            raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
-        )
+            "consumer/leases/machine/checkpoints.py",
+            '        s.holdings.note_unwritten(lease, target)\n        raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+            '        raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)\n',
+        ),
     ],
     "window_start_keeps_later": [
         (
@@ -225,10 +227,10 @@ REVERTS = {
             "if v != start]",
         )
     ],
-    # Not a fix but the mechanism that covers lanes_buffer in the whole worker: the scheduler tells a
-    # consumer its lease is lost as soon as the fence drops it, before a take-back can land, so no
-    # consumer carries on with a buffer its lanes ran ahead of. Alone it is covered by lanes_buffer;
-    # lanes_buffer+reconcile_tells_lost fails the directed lanes history.
+    # The mechanism that covers lanes_buffer in the whole worker: the scheduler tells a consumer its
+    # lease is lost as soon as the fence drops it, before a take-back can land, so no consumer carries
+    # on with a buffer its lanes ran ahead of. Its own test: tests/unit/lifecycle/test_take_back.py;
+    # with lanes_buffer reverted too, the directed lanes history fails as well.
     "reconcile_tells_lost": [
         (
             "consumer/lifecycle/scheduler.py",
@@ -236,53 +238,53 @@ REVERTS = {
             "                if False:\n",
         )
     ],
-    "adopted_take_back_resumes": [
+    "adopted_take_back_resumes": [  # own test (no directed history reaches it): tests/unit/leases/test_unwritten_checkpoints.py
         (
-            "consumer/leases/coordinator.py",
-            "        elif held_now.counter == now.counter and not held_now.finished:\n",
-            "        elif False:\n",
-        )
-    ],
-    "free_lease_keeps_position": [
-        (
-            "consumer/leases/taker.py",
-            "                if now is not None and now.owner in (self.me, None) and not now.finished:\n",
-            "                if now is not None and now.owner == self.me:\n",
-        ),
-        (
-            "consumer/leases/taker.py",
-            "                unwritten = self.holdings.unwritten_for(got)\n",
-            "                unwritten = None\n",
+            "consumer/leases/machine/checkpoints.py",
+            "    elif held_now.counter == now.counter and not held_now.finished:\n",
+            "    elif False:\n",
         ),
     ],
-    "given_up_position_noted": [
+    "free_lease_keeps_position": [  # own test (no directed history reaches it): tests/unit/leases/test_overdue_hand_over.py
         (
-            "consumer/leases/coordinator.py",
-            "            if self.holdings.refused_after_letting_go(shard_id, target):\n",
-            "            if False:\n",
-        )
+            "consumer/leases/machine/taking.py",
+            "            if now is not None and now.owner in (s.me, None) and not now.finished:\n",
+            "            if now is not None and now.owner == s.me:\n",
+        ),
+        (
+            "consumer/leases/machine/executing.py",
+            "            unwritten = s.holdings.unwritten_for(got)\n",
+            "            unwritten = None\n",
+        ),
     ],
-    # Issue 46
+    "given_up_position_noted": [  # own test: tests/unit/leases/test_overdue_hand_over.py
+        (
+            "consumer/leases/machine/checkpoints.py",
+            "    if s.holdings.refused_after_letting_go(shard_id, target):\n",
+            "    if False:\n",
+        ),
+    ],
+    # Issue 46. overdue_waits_for_delivery's own test: tests/unit/leases/test_overdue_hand_over.py.
     "overdue_waits_for_delivery": [
         (
-            "consumer/leases/taker.py",
-            "            if self.holdings.being_delivered(shard_id) or not self.holdings.holds(shard_id):\n",
-            "            if not self.holdings.holds(shard_id):\n",
-        )
+            "consumer/leases/machine/letting_go.py",
+            "        if s.holdings.being_delivered(shard_id) or not s.holdings.holds(shard_id):\n",
+            "        if not s.holdings.holds(shard_id):\n",
+        ),
     ],
     "created_scanned_at_once": [
         (
-            "consumer/leases/reading.py",
+            "consumer/leases/machine/reading.py",
             "                new_leases=new_leases or self.created != self.created_at_full,\n",
             "                new_leases=new_leases,\n",
-        )
+        ),
     ],
     "free_leases_announced": [
         (
-            "consumer/leases/reading.py",
-            "            why = reason(live, self.handing, self._newest_free(workers) > self.new_leases_seen)\n",
+            "consumer/leases/machine/reading.py",
+            "            why = reason(live, self.handing, self._unanswered(announced))\n",
             "            why = reason(live, self.handing)\n",
-        )
+        ),
     ],
     "stalls_moved": [
         (
@@ -293,10 +295,10 @@ REVERTS = {
     ],
     "fenced_delivery_drops": [
         (
-            "consumer/leases/coordinator.py",
-            "            self._expire()\n            if self.taker.hand_over_overdue(shard_id)",
-            "            if self.taker.hand_over_overdue(shard_id)",
-        )
+            "consumer/leases/machine/letting_go.py",
+            "    s.expire()\n    if s.hand_over_overdue(shard_id)",
+            "    if s.hand_over_overdue(shard_id)",
+        ),
     ],
     "judge_in_time_order": [
         (
@@ -307,8 +309,8 @@ REVERTS = {
     ],
     "stalled_not_adopted_back": [
         (
-            "consumer/leases/taker.py",
-            "            if seen.shard_id in avoided:\n                self._hand_on_stalled(seen.shard_id)\n                continue\n",
+            "consumer/leases/machine/taking.py",
+            "        if seen.shard_id in avoided:\n            yield from hand_on_stalled(s, seen.shard_id)\n            continue\n",
             "",
         )
     ],
@@ -335,9 +337,9 @@ REVERTS = {
     ],
     "scan_request_announced": [
         (
-            "consumer/leases/taker.py",
-            "                self.asked(lease.shard_id, to)\n",
-            "                pass\n",
+            "consumer/leases/machine/executing.py",
+            "            s.hand_over_asked(lease.shard_id, to)\n",
+            "            pass\n",
         )
     ],
     "pause_mark_cleared": [
@@ -347,5 +349,27 @@ REVERTS = {
             '        return "SIGSTOP" if spans else None\n',
         )
     ],
+    "transaction_capacity_list": [
+        (
+            "consumer/leases/table_requests.py",
+            "        entries = capacity if isinstance(capacity, list) else [capacity]\n",
+            "        entries = [capacity]\n",
+        )
+    ],
+    "forced_take_only_overdue": [
+        (
+            "consumer/leases/machine/executing.py",
+            "    if lease.pending_owner == s.me and hand_over_overdue(lease, s.now.wall, s.timing):\n",
+            "    if lease.pending_owner == s.me and lease.pending_since is not None:\n",
+        )
+    ],
+    "split_announced_at_creation": [
+        (
+            "consumer/leases/machine/taking.py",
+            "    if len(s.created) > _room_for(s, s.created, frozenset(s.ended_parents)):\n",
+            "    if False:\n",
+        )
+    ],
+    **FLEET_REVERTS,
     "none": [],
 }

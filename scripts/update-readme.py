@@ -1,7 +1,7 @@
 """Regenerate the generated section of docs/settings.md (the settings table).
 
-The table used to sit in README.md; it moved to docs/settings.md so the README reads as a user's
-guide. The script keeps its name so that habits and links keep working.
+The table lives in docs/settings.md rather than README.md so that the README reads as a user's
+guide; the script's name is the one habits and links know.
 """
 
 from __future__ import annotations

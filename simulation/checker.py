@@ -11,7 +11,7 @@ The lease protocol's:
 3. **A finished shard is never leased again.**
 4. **Progress**: after the faults stop, every shard finishes within the bound the caller ran for.
 5. **A fenced worker takes nothing.** It could not use the lease, and the take moves the counter
-   under a worker that may be taking it (issue 15, defect 6). A take decided while unfenced and
+   under a worker that may be taking it. A take decided while unfenced and
    held up by a stop before it goes out is the fault model's, not the worker's, and is allowed.
 
 Delivery's:

@@ -10,9 +10,13 @@ CloudWatch's documented semantics:
   ``FILL(x, value | REPEAT)``; a datapoint missing in an operand is missing in the result, and so is
   a division by zero;
 * the Metrics Insights form the alarms use: ``SELECT FUNC(name) FROM SCHEMA("ns", k1, k2) WHERE k = 'v'``
-  over every series with exactly those dimension keys;
+  over every series with exactly those dimension keys, optionally ``GROUP BY`` some of the keys;
 * the state over the last ``EvaluationPeriods`` periods (``DatapointsToAlarm`` of them breaching), a
-  missing datapoint counted as ``TreatMissingData`` says.
+  missing datapoint counted as ``TreatMissingData`` says;
+* a query with ``GROUP BY`` is a multi-time-series alarm: each group with data in the window is a
+  contributor, judged alone and only ever ALARM or OK (a series exists only while it has data); the
+  alarm is in ALARM while any contributor is (:func:`alarm_contributors`), and each contributor
+  entering ALARM is notified, named (CloudWatch's contributor-level SNS notifications).
 
 tests/infra evaluates the alarms over a healthy fleet's metrics with it, and the fleet model
 (simulation/fleet_ops) every minute of a history. It is a model, so tests/infra also checks that it
@@ -85,17 +89,37 @@ def statistic_series(
 
 
 _INSIGHTS = re.compile(
-    r"^SELECT (\w+)\((\w+)\) FROM SCHEMA\(\"([^\"]+)\", ([\w, ]+)\) WHERE (\w+) = '([^']*)'$"
+    r"^SELECT (\w+)\((\w+)\) FROM SCHEMA\(\"([^\"]+)\", ([\w, ]+)\) WHERE (\w+) = '([^']*)'"
+    r"(?: GROUP BY ([\w, ]+?))?$"
 )
 
 
-def insights_series(query: str, data: Datapoints, start: float, period: int, count: int) -> Series:
+def _keys(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",")]
+
+
+def is_grouped(alarm: Mapping[str, Any]) -> bool:
+    """Whether the alarm's query is a Metrics Insights query with GROUP BY (a multi-time-series alarm)."""
+    for query in alarm.get("Metrics", ()):
+        match = _INSIGHTS.match(str(query.get("Expression", "")).strip())
+        if match is not None and match.group(7):
+            return True
+    return False
+
+
+def insights_groups(
+    query: str, data: Datapoints, start: float, period: int, count: int
+) -> dict[tuple[tuple[str, str], ...], Series]:
+    """The query's series by group (the GROUP BY keys' values; one group ``()`` without GROUP BY)."""
     match = _INSIGHTS.match(query.strip())
     if match is None:
         raise NotImplementedError(f"Metrics Insights query {query!r}")
-    function, name, namespace, keys, where_key, where_value = match.groups()
-    wanted = {k.strip() for k in keys.split(",")}
-    pooled: list[tuple[float, float]] = []
+    function, name, namespace, keys, where_key, where_value, group_by = match.groups()
+    wanted = set(_keys(keys))
+    grouping = _keys(group_by) if group_by else []
+    if not set(grouping) <= wanted:
+        raise NotImplementedError(f"GROUP BY keys outside the schema in {query!r}")
+    pooled: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = defaultdict(list)
     for (ns, metric, dims), points in data.points.items():
         values = dict(dims)
         if (
@@ -104,8 +128,17 @@ def insights_series(query: str, data: Datapoints, start: float, period: int, cou
             and set(values) == wanted
             and values.get(where_key) == where_value
         ):
-            pooled.extend(points)
-    return statistic_series(pooled, INSIGHTS_FUNCTIONS[function], start, period, count)
+            pooled[tuple((k, values[k]) for k in grouping)].extend(points)
+    stat = INSIGHTS_FUNCTIONS[function]
+    groups = {group: statistic_series(points, stat, start, period, count) for group, points in pooled.items()}
+    return groups if grouping else {(): groups.get((), [None] * count)}
+
+
+def insights_series(query: str, data: Datapoints, start: float, period: int, count: int) -> Series:
+    groups = insights_groups(query, data, start, period, count)
+    if () not in groups:
+        raise NotImplementedError(f"a query with GROUP BY is judged per contributor: {query!r}")
+    return groups[()]
 
 
 # ------------------------------------------------------------------------------------ metric math
@@ -307,15 +340,44 @@ def alarm_series(alarm: Mapping[str, Any], data: Datapoints, start: float, end: 
     return evaluate_expression(expression, variables, count), period
 
 
+def alarm_contributors(
+    alarm: Mapping[str, Any], data: Datapoints, start: float, end: float
+) -> dict[str, str]:
+    """A multi-time-series alarm's contributors at ``end`` (``k=v,...`` of the GROUP BY keys) and
+    each one's state, ALARM or OK; a group without data in the window is no contributor."""
+    (returned,) = [q for q in alarm["Metrics"] if q.get("ReturnData", True)]
+    period = int(returned["Period"])
+    count = int((end - start) // period)
+    periods = int(alarm["EvaluationPeriods"])
+    found: dict[str, str] = {}
+    for group, series in insights_groups(returned["Expression"], data, start, period, count).items():
+        if all(v is None for v in series[-periods:]):
+            continue
+        state = _state_of(alarm, series, missing="notBreaching")
+        found[",".join(f"{k}={v}" for k, v in group)] = state
+    return found
+
+
 def alarm_state(alarm: Mapping[str, Any], data: Datapoints, start: float, end: float) -> str:
-    """OK, ALARM or INSUFFICIENT_DATA at ``end``."""
+    """OK, ALARM or INSUFFICIENT_DATA at ``end`` (a multi-time-series alarm: ALARM while any
+    contributor is, OK while it has contributors, else as its missing data says)."""
+    if is_grouped(alarm):
+        contributors = alarm_contributors(alarm, data, start, end)
+        if contributors:
+            return "ALARM" if "ALARM" in contributors.values() else "OK"
+        periods = int(alarm["EvaluationPeriods"])
+        return _state_of(alarm, [None] * periods)
     series, _ = alarm_series(alarm, data, start, end)
+    return _state_of(alarm, series)
+
+
+def _state_of(alarm: Mapping[str, Any], series: Series, missing: str | None = None) -> str:
     periods = int(alarm["EvaluationPeriods"])
     needed = int(alarm.get("DatapointsToAlarm", periods))
     window = series[-periods:]
     compare = _COMPARE[alarm["ComparisonOperator"]]
     threshold = float(alarm["Threshold"])
-    missing = alarm.get("TreatMissingData", "missing")
+    missing = missing or alarm.get("TreatMissingData", "missing")
     breaching = 0
     present = 0
     for value in window:

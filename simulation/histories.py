@@ -85,7 +85,7 @@ def sim_settings(worker: dict[str, Any], processing: dict[str, Any] | None = Non
 def settings_for(rng: random.Random, plan: Plan, *, trims: bool) -> Settings:
     """Default timing (failover 10 s, skew 0.5 s), a short shard sync, and the rest drawn.
     TRIM_HORIZON: the checker requires every record of every shard, which a LATEST first start
-    rightly skips for shards that closed before it (found by the long form: seeds 1 001 377, 1 001 619).
+    rightly skips for shards that closed before it.
     With trimming, ``skip_to_trim_horizon``: ``fail`` would (rightly) leave the shard stuck."""
     worker = {
         "initial_position": "TRIM_HORIZON",

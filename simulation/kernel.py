@@ -29,8 +29,10 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import monotonic
 
 HANG_SECONDS = 120.0  # real time one baton hand-over may take before the history is declared hung
+HANG_SLICE = 1.0  # the hand-over is awaited in slices of this many seconds; see Kernel._await_back
 
 
 class SimExit(BaseException):
@@ -46,6 +48,14 @@ class Group:
     name: str
     paused_until: int = 0
     crashed: bool = False
+
+
+def pause_millis(rng: random.Random, failover_millis: int) -> int:
+    """How long a process stays stopped: mostly a GC pause or a short SIGSTOP (0.2-2.5 x failover),
+    sometimes a suspended VM or a stopped process that comes back long after its leases were taken
+    (2.5-8 x failover)."""
+    factor = rng.uniform(0.2, 2.5) if rng.random() < 0.8 else rng.uniform(2.5, 8.0)
+    return int(factor * failover_millis)
 
 
 @dataclass(eq=False)
@@ -167,10 +177,24 @@ class Kernel:
             self.switches += 1
             task.ticket += 1  # this wait is over: its other wake-ups are stale now
             task.go.release()
-            if not self._back.acquire(timeout=HANG_SECONDS):
+            if not self._await_back():
                 raise SimHangError(f"simulated thread {task.name} blocked outside the kernel at {self.now}")
             self._current = None
         self.now = max(self.now, end)
+
+    def _await_back(self) -> bool:
+        """Wait for the running simulated thread to hand the baton back, for HANG_SECONDS of time in
+        which this process could run. A slice that took far longer than asked means the process was
+        stopped (SIGSTOP, a suspended job) or starved, not that the thread is stuck: it does not
+        count, so a long form can be paused and resumed without its histories being declared hung."""
+        waited = 0.0
+        while waited < HANG_SECONDS:
+            started = monotonic()
+            if self._back.acquire(timeout=HANG_SLICE):
+                return True
+            if monotonic() - started < 3 * HANG_SLICE:
+                waited += HANG_SLICE
+        return False
 
     def shutdown(self) -> None:
         """End every simulated thread (each raises SimExit where it waits)."""

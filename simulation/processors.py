@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from consumer.leases.errors import LeaseError, LeaseLostError
-from consumer.leases.memory import InMemoryLeaseStore
 from consumer.processing.api import (
     Batch,
     BatchResult,
@@ -40,6 +39,7 @@ from consumer.processing.api import (
 from consumer.processing.errors import HandlerStoppedError
 from consumer.processing.windows import WindowedBatch
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from simulation.ddb_tables import Tables
 from simulation.kernel import Kernel
 from simulation.sinks import CHANGELOG
 
@@ -82,7 +82,7 @@ class Final:
 @dataclass
 class Ledger:
     kernel: Kernel
-    table: InMemoryLeaseStore
+    table: Tables
     rng: random.Random
     poison: frozenset[int] = frozenset()
     flaky: dict[int, int] = field(default_factory=dict)  # sequence number -> failures left

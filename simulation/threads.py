@@ -16,7 +16,7 @@ from concurrent.futures import Executor, Future
 from types import TracebackType
 from typing import Any
 
-from ground.threads import Event, Lock
+from ground.threads import Event, Lock, Running
 from simulation.kernel import Group, Kernel, SimExit, Task
 
 
@@ -183,3 +183,35 @@ class SimThreads:
 
     def lock(self) -> Lock:
         return SimLock(self._kernel)
+
+    def start(self, name: str, target: Callable[[], None]) -> Running:
+        running = SimRunning(self._kernel)
+
+        def body() -> None:
+            try:
+                target()
+            finally:
+                running.finished()
+
+        running.task = self._kernel.spawn(f"{self._group.name}-{name}", self._group, body)
+        return running
+
+
+class SimRunning:
+    """A simulated thread started by :meth:`SimThreads.start`; joining waits on the kernel."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._done = SimEvent(kernel)
+        self.task: Task | None = None
+
+    def finished(self) -> None:
+        if self._kernel.inside:  # not while the history's threads unwind at its end
+            self._done.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.is_alive():
+            self._done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        return self.task is not None and not self.task.done

@@ -1,19 +1,21 @@
-"""The whole worker under the fault model: every simulated worker is the product's own, assembled by
-:func:`consumer.runtime.assembly.assemble` from simulated ports, on simulated threads and time.
+"""The whole worker under the fault model: every simulated worker is the product's own
+:class:`~consumer.runtime.worker.Worker`, built from simulated ports, on simulated threads and time.
 
-Each worker process is a kernel :class:`~simulation.kernel.Group`: its lease coordinator's
-heartbeat and taker, shard sync's listing and children lookups, and the scheduler's loop run as
-simulated threads, and the scheduler's pool and every shard's lanes run on the worker's
-:class:`~simulation.threads.SimThreads` — the real scheduler, shard consumers and
-checkpointer, the real processors (function and class form, lanes, windows, the failure policy with
-retries, bisection and dead letters, the change-log sink) built by the product's own registry. The
-ports are the fault model's: the leases table (:mod:`simulation.faults`), the stream
-(:mod:`simulation.stream`: throttles, 500s, slow calls, expired iterators, trimmed data, splits
-and rollovers), S3 and the window-state table (:mod:`simulation.sinks`: writes that land and
-still fail). A chaos thread pauses workers (often past their fence), kills them, stops them
-gracefully and adds new ones. What the processors handled is in the history's ledger
-(:mod:`simulation.processors`), what the table saw in its history; the checker
-(:mod:`simulation.checker`) judges both.
+Each worker process is a kernel :class:`~simulation.kernel.Group` running the product's
+:class:`~consumer.runtime.worker.Worker` by its own ``run()``: every loop it starts (the lease
+coordinator's heartbeat and taker, shard sync's listing and children lookups, the metrics timer and
+shipper), the scheduler's pool and every shard's lanes run on the worker's
+:class:`~simulation.threads.SimThreads` — no loop is copied here. The real scheduler, shard
+consumers and checkpointer, the real metrics recorder, the real processors (function and class form,
+lanes, windows, the failure policy with retries, bisection and dead letters, the change-log sink)
+built by the product's own registry, the product's own DynamoDB lease store. The ports are the
+fault model's: the leases tables' DynamoDB API (:mod:`simulation.faults`,
+:mod:`simulation.dynamodb_api`), the stream (:mod:`simulation.stream`: throttles, 500s, slow calls,
+expired iterators, trimmed data, splits and rollovers), S3 and the window-state table
+(:mod:`simulation.sinks`: writes that land and still fail). A chaos thread pauses workers (often
+past their fence), kills them, stops them gracefully and adds new ones. What the processors handled
+is in the history's ledger (:mod:`simulation.processors`), what the table saw in its history; the
+checker (:mod:`simulation.checker`) judges both.
 """
 
 from __future__ import annotations
@@ -24,21 +26,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.processing.window_state import InMemoryWindowStateStore
-from consumer.runtime.assembly import FleetFacts, Parts, Ports, assemble
+from consumer.runtime.assembly import FleetFacts, Parts, Ports
+from consumer.runtime.clients import lease_client_timeouts
 from consumer.runtime.processors import ProcessingClients, build_processor_factory
+from consumer.runtime.worker import Worker
 from consumer.streams.reader import ShardReader
-from consumer.telemetry.metrics import Metrics, NullMetrics
+from consumer.telemetry.metrics import Metrics, MetricsRecorder
+from consumer.telemetry.transports import InMemoryTransport
 from ground.settings import Settings
+from simulation.ddb_tables import Tables
 from simulation.directed import Directed, Script
-from simulation.faults import Faults, FaultyStore, RecordingStore, pause_millis
-from simulation.kernel import Group, Kernel
+from simulation.dynamodb_api import FaultyDynamoDB
+from simulation.faults import Faults, FaultyStore
+from simulation.kernel import Group, Kernel, pause_millis
 from simulation.processors import LEDGERS, Ledger
 from simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
 from simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage
-from simulation.threads import SimEvent, SimThreads
-
-CHILDREN_POLL_MILLIS = 250  # how often the children thread looks whether a lookup is due
+from simulation.threads import SimThreads
 
 
 class SimClock:
@@ -60,18 +66,29 @@ class SimClock:
 
 @dataclass
 class SimWorker:
+    """One simulated ``consumer run`` process: the product's :class:`Worker`, run by its own
+    ``run()`` on the process's simulated threads, and its faulty ports."""
+
     name: str
     group: Group
-    parts: Parts
+    worker: Worker
     store: FaultyStore
     source: FaultyStreamSource
     s3: FaultyS3
-    stop: SimEvent
-    stopped: bool = False  # its graceful stop is over: its loops end
+    metrics: Metrics  # the real recorder, or what the history's metrics_for gave
+    stopped: bool = False  # Worker.run returned: its graceful stop is over
+
+    @property
+    def parts(self) -> Parts:
+        return self.worker.parts
 
     @property
     def coordinator(self) -> LeaseCoordinator:
-        return self.parts.coordinator
+        return self.worker.coordinator
+
+    @property
+    def stopping(self) -> bool:
+        return self.worker.stopping
 
 
 @dataclass
@@ -107,7 +124,7 @@ class World:
         on_round_for: Callable[[str], Callable[[bool | None, str | None], None]] | None = None,
     ) -> None:
         self.seed = seed
-        self.metrics_for = metrics_for  # a worker's metrics (by its name); none recorded without
+        self.metrics_for = metrics_for  # a worker's metrics (by its name); the real recorder's without
         self.on_round_for = on_round_for  # who hears of a worker's lease-taking rounds (its heartbeat file)
         self.rng = random.Random(seed)
         self.kernel = Kernel(seed)
@@ -116,7 +133,12 @@ class World:
         self.stream_faults = stream_faults or StreamFaults()
         self.sink_faults = sink_faults or SinkFaults()
         self.plan = plan or Plan({"processor": "simulation.processors:Recorder"})
-        self.table = RecordingStore(self.kernel)
+        self.table = Tables(
+            self.kernel,
+            {settings.leases_table_name: "leaseKey", settings.workers_table_name: "workerId"},
+            settings.leases_table_name,
+            page_bytes=faults.page_bytes,
+        )
         self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
         self.stream = SimStream(
             self.kernel,
@@ -173,7 +195,31 @@ class World:
         rng = random.Random(f"{self.seed}-{name}")
         group = Group(name)
         threads = SimThreads(self.kernel, group)
-        store = FaultyStore(self.table, self.kernel, self.faults, rng, worker_settings.failover_time_millis)
+        # The real recorder on the process's threads, shipping to memory (what ``consumer run`` does
+        # to the agent's port), unless the history reads the worker's metrics itself.
+        metrics: Metrics = (
+            self.metrics_for(name)
+            if self.metrics_for is not None
+            else MetricsRecorder(
+                self.settings, name, InMemoryTransport(), clock, sample_process=False, threads=threads
+            )
+        )
+        # The product's DynamoDB store on a client configured as consumer.runtime.clients does.
+        client = FaultyDynamoDB(
+            self.table,
+            self.kernel,
+            self.faults,
+            rng,
+            config=lease_client_timeouts(worker_settings.lease_call_budget_millis),
+            failover_millis=worker_settings.failover_time_millis,
+        )
+        dynamodb = DynamoDBLeaseStore(
+            client,
+            self.settings.leases_table_name,
+            workers_table_name=self.settings.workers_table_name,
+            metrics=metrics,
+        )
+        store = FaultyStore(dynamodb, client, self.table, self.kernel)
         store.name, store.script = name, self.script
         source = FaultyStreamSource(self.stream, self.kernel, self.stream_faults, rng, store)
         s3 = FaultyS3(self.bucket, self.kernel, self.sink_faults, rng, name)
@@ -186,72 +232,34 @@ class World:
         processors = build_processor_factory(
             self.worker_settings(name, s3), clients=clients, clock=clock, rng=rng, threads=threads
         )
-        metrics = self.metrics_for(name) if self.metrics_for is not None else NullMetrics()
         ports = Ports(store, ShardReader(source, ARN), processors, metrics, clock, threads)
         facts = FleetFacts(on_round=self.on_round_for(name)) if self.on_round_for is not None else None
-        parts = assemble(worker_settings, ports, name, rng=rng, fleet=facts)
-        store.fenced = parts.coordinator.fenced
-        worker = SimWorker(name, group, parts, store, source, s3, SimEvent(self.kernel))
-        self.workers[name] = worker
-        self.kernel.spawn(f"{name}-heartbeat", group, lambda: self._heartbeats(worker))
-        self.kernel.spawn(f"{name}-taker", group, lambda: self._taker(worker), delay=1)
-        self.kernel.spawn(f"{name}-sync", group, lambda: self._sync(worker), delay=2)
-        self.kernel.spawn(f"{name}-children", group, lambda: self._children(worker), delay=3)
-        self.kernel.spawn(f"{name}-scheduler", group, lambda: self._schedule(worker), delay=4)
-        return worker
+        worker = Worker(worker_settings, ports, worker_id=name, tune_gc=False, rng=rng, fleet=facts)
+        store.fenced = worker.coordinator.fenced
+        sim = SimWorker(name, group, worker, store, source, s3, metrics)
+        self.workers[name] = sim
+        self.kernel.spawn(f"{name}-main", group, lambda: self._main(sim))
+        return sim
 
     def alive(self) -> list[SimWorker]:
-        return [w for w in self.workers.values() if not w.group.crashed and not w.stop.is_set()]
+        return [w for w in self.workers.values() if not w.group.crashed and not w.stopping]
 
-    def _heartbeats(self, worker: SimWorker) -> None:
-        c = worker.coordinator
-        ok = c.heartbeat_once()
-        while not worker.stopped:
-            self.kernel.sleep(c.liveness.next_wait_millis(ok))
-            if worker.stopped:
-                return
-            ok = c.heartbeat_once()
-
-    def _taker(self, worker: SimWorker) -> None:
-        c = worker.coordinator
-        while not worker.stopped:
-            if c.taking:
-                c.take_round()
-            else:
-                c.held()  # a stopping worker's taker thread only expires (coordinator._taker_loop)
-            self.kernel.sleep(c.taker_wait_millis())
-
-    def _sync(self, worker: SimWorker) -> None:
-        """As Worker.run starts it: one sync at start-up, then the leader's listing every interval."""
-        syncer = worker.parts.syncer
-        syncer.sync()
-        while not worker.stopped:
-            self.kernel.sleep(self.settings.worker.shard_sync_interval_millis)
-            if worker.stopped or worker.stop.is_set():
-                return
-            syncer.sync_if_leader()
-
-    def _children(self, worker: SimWorker) -> None:
-        syncer = worker.parts.syncer
-        while not worker.stopped and not worker.stop.is_set():
-            due = syncer.next_children_due()
-            if due is not None and due <= self.kernel.now:
-                syncer.sync_children_due()
-            self.kernel.sleep(CHILDREN_POLL_MILLIS)
-
-    def _schedule(self, worker: SimWorker) -> None:
-        """The scheduler's own loop until a graceful stop, then what Worker.run does last."""
-        parts = worker.parts
-        parts.scheduler.run(worker.stop, drain_millis=self.settings.worker.failover_time_millis)
-        parts.coordinator.stop_taking()
-        parts.coordinator.stop(release=True)
-        worker.stopped = True
+    def _main(self, worker: SimWorker) -> None:
+        """What ``consumer run`` does (consumer.runtime.process): metrics, then the worker until it
+        is stopped, then the last metrics."""
+        recorder = worker.metrics if isinstance(worker.metrics, MetricsRecorder) else None
+        if recorder is not None:
+            recorder.start()
+        try:
+            worker.worker.run()
+        finally:
+            worker.stopped = True
+            if recorder is not None:
+                recorder.stop()
 
     def stop_gracefully(self, worker: SimWorker) -> None:
-        """SIGTERM: what Worker.request_stop does; the scheduler's thread drains and releases."""
-        worker.coordinator.stop_taking()
-        worker.stop.set()
-        worker.parts.scheduler.wake()
+        """SIGTERM: the worker's own handler (Worker.request_stop); its run() drains and releases."""
+        worker.worker.request_stop()
 
     # -------------------------------------------------------------------------- chaos
 

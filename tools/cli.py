@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError, LeaseTableMissingError
 from ground.settings import ConfigError
 from tools.commands import CommandError, ExitCode, exit_codes_text
 
@@ -81,6 +80,10 @@ def _error(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Here, not at the top, so that importing this module loads no lease store and no botocore;
+    # build_parser() has loaded them by now anyway (the leases command reads the tables).
+    from consumer.api.leases import LeaseError, LeaseStoreUnavailableError, LeaseTableMissingError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -288,7 +288,7 @@ def shards_behind(shards: list[dict[str, Any]], leases: Mapping[str, Any]) -> li
     at or past its last record, or when it has no lease but a leased shard descends from it (a
     finished lease is deleted once its children start, ``cleanup_leases_upon_shard_completion``).
     """
-    from consumer.leases.model import ExtendedSequenceNumber
+    from consumer.api.leases import ExtendedSequenceNumber
 
     parent = {row["shardId"]: row.get("parentShardId") for row in shards}
     ancestors_of_leased: set[str] = set()

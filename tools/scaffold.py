@@ -178,7 +178,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer.processing.lambda_event import streams_event
+from consumer.processing import streams_event
 from consumer.records import StreamRecord
 from processors.{name} import lambda_handler
 

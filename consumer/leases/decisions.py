@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import random
-import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -87,97 +86,6 @@ def sync_leader(me: str, snapshot: Snapshot, now_wall: int, timing: Timing) -> s
     return min(live_workers(snapshot, now_wall, timing) | {me})
 
 
-def successor(
-    me: str,
-    snapshot: Snapshot,
-    now_wall: int,
-    timing: Timing,
-    *,
-    shard_id: str,
-    max_leases_for_worker: int,
-) -> str | None:
-    """Whom a stopping worker hands ``shard_id`` to. Every lease of every stopping worker (its row
-    says so; this one too) is dealt out in one deal, in shard order, each to the live worker that
-    is not stopping and below its cap: one on another host than the lease's owner first, then one
-    still below its share of the fleet without the stopping workers, then the fewest leases; ties
-    by a hash of the shard and the worker (:func:`tie_rank`). Every stopping worker reads the same
-    rows, so they deal alike and no survivor gets two stoppers' shares (it shed them again at once,
-    and those shards paused twice). None when nobody is live or everyone is at the cap: the lease
-    is then released free.
-
-    Ties by the hash rather than by id, because stopping workers whose views differ (read a moment
-    apart while a fleet balances) still spread their leases: by id, each gave its leases to the
-    same lowest ids, and a rolling deploy's new worker ``worker-10`` was handed 7 leases where its
-    share was 4, adopted them one by one (the last 2.5 s later) and shed the surplus at once, so
-    those shards paused twice in a row (3.9 s).
-
-    A lease released to a named worker is adopted at that worker's next taker round, within one
-    taking interval; a free lease waits until some worker's plan wants it, which takes longer while
-    the stopping worker's heartbeat row still counts it as live. Another host first, because a host
-    stops its workers together (a scale-in, a rolling deploy's terminated instance): a worker of
-    the same host was often told to stop in the same second, before its row could say so, and a
-    lease handed to it waited for its heartbeat to expire (a rolling deploy measured 13 s)."""
-    live = live_workers(snapshot, now_wall, timing)
-    stopping = {w for w in live if snapshot.heartbeats[w].stopping} | {me}
-    loads: dict[str, int] = {w: 0 for w in live if w not in stopping}
-    if not loads:
-        return None
-    active = [lease for lease in snapshot.leases.values() if not lease.finished]
-    dealt = {lease.shard_id: lease.owner or me for lease in active if lease.owner in stopping}
-    dealt.setdefault(shard_id, me)
-    for lease in active:
-        if lease.owner in loads:
-            loads[lease.owner] += 1
-    share = -(-len(active) // len(loads))
-    for shard in sorted(dealt):
-        host = host_of(dealt[shard])
-        open_ = [w for w, n in loads.items() if n < max_leases_for_worker]
-        if not open_:
-            return None
-        chosen = min(
-            open_,
-            key=lambda w: (
-                host is not None and host_of(w) == host,
-                loads[w] >= share,
-                loads[w],
-                tie_rank(shard, w),
-                w,
-            ),
-        )
-        if shard == shard_id:
-            return chosen
-        loads[chosen] += 1
-    return None  # pragma: no cover - shard_id is always dealt
-
-
-def tie_rank(shard_id: str, worker_id: str) -> int:
-    """A worker's rank for a shard among equally loaded survivors: a stable hash (crc32, the same in
-    every process, unlike ``hash``), so each shard prefers its own worker and the deal spreads."""
-    return zlib.crc32(f"{shard_id}\n{worker_id}".encode())
-
-
-def relief(
-    me: str, snapshot: Snapshot, now_wall: int, timing: Timing, *, shard_id: str, cap: int
-) -> str | None:
-    """Who takes over a shard that stalled here: the live worker, not stopping, below ``cap``, that
-    holds the fewest leases (ties by :func:`tie_rank`). Named in the release, it adopts the lease at
-    its next round even when it is at its share (a free lease would wait for a worker below it).
-    None when there is nobody: the lease is released free."""
-    live = live_workers(snapshot, now_wall, timing)
-    loads = {w: 0 for w in live if w != me and not snapshot.heartbeats[w].stopping}
-    for lease in snapshot.leases.values():
-        if not lease.finished and lease.owner in loads:
-            loads[lease.owner] += 1
-    ranked = sorted((n, -tie_rank(shard_id, w), w) for w, n in loads.items() if n < cap)
-    return ranked[0][2] if ranked else None
-
-
-def host_of(worker_id: str) -> str | None:
-    """The host in a worker id of the usual shape ``[name@]host:pid:random`` (new_worker_id), else None."""
-    rest = worker_id.split("@", 1)[-1]
-    return rest.split(":", 1)[0] if rest.count(":") >= 2 else None
-
-
 def owner_alive(lease: Lease, snapshot: Snapshot, live: frozenset[str], kcl_expired: frozenset[str]) -> bool:
     if lease.owner is None:
         return False
@@ -232,76 +140,29 @@ def plan_round(
         for lease in active
     }
     expired = sum(1 for lease in active if lease.owner is not None and owner[lease.shard_id] is None)
-    workers = set(live) | {o for o in owner.values() if o is not None}
+    workers = frozenset(live | {o for o in owner.values() if o is not None})
+    view = _View(me, owner, workers, live, now_wall, timing)
 
     ready = [lease for lease in active if parents_finished(lease, snapshot.leases)]
     blocked = [lease for lease in active if not parents_finished(lease, snapshot.leases)]
 
     # While another worker stops gracefully its leases are on their way to survivors chosen for
     # their share of the fleet without it; shedding meanwhile (by a share that still counts it)
-    # moved a shard a second time, and a rolling deploy's shards paused twice. Balance after.
+    # would move a shard a second time, and pause it twice. Balance after.
     handing = any(beat.stopping for w, beat in snapshot.heartbeats.items() if w != me and w in live)
-    take: list[Lease] = []
-    spare: list[tuple[Lease, ...]] = []
-    steal: list[Lease] = []
-    shed: list[Lease] = []
-    target = spillover = mine_total = short = 0
+    parts = _Parts()
     for pool, cap in ((ready, max_leases_for_worker), (blocked, None)):
-        counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
-        share = quotas(counts, workers, len(pool), cap)
-        mine = sorted(
-            (lease for lease in pool if owner[lease.shard_id] == me), key=lambda lease: lease.shard_id
+        _balance(
+            parts,
+            view,
+            pool,
+            cap=cap,
+            handing=handing,
+            keep=keep,
+            rng=rng,
+            avoid=avoid,
+            steal_at_most=max_leases_to_steal,
         )
-        quota = share[me]
-        mine_total += len(mine)
-        if cap is not None:
-            target = quota
-            spillover = max(0, math.ceil(len(pool) / len(workers)) - cap)
-        if len(mine) > quota:
-            # Shed the leases that are not already being handed to a pending thief first.
-            surplus = sorted(
-                mine,
-                key=lambda lease: (
-                    lease.pending_owner is not None,
-                    lease.shard_id not in keep,
-                    lease.shard_id,
-                ),
-                reverse=True,
-            )
-            if not handing:
-                shed.extend(surplus[: len(mine) - quota])
-            continue
-        # Free leases are taken up to ⌈n/W⌉ (KCL's target): if every worker stopped at its fair quota,
-        # a lease could stay unowned until the next round whenever two workers computed the same one.
-        ceiling = math.ceil(len(pool) / len(workers))
-        room = (min(ceiling, cap) if cap is not None else ceiling) - len(mine)
-        # Hand-overs I asked for and that are still pending. Those older than failover + skew were not
-        # honoured (the owner stopped processing them at failover - margin): take them by force.
-        asked = [
-            lease for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)
-        ]
-        overdue = [lease for lease in asked if hand_over_overdue(lease, now_wall, timing)]
-        free = [lease for lease in pool if owner[lease.shard_id] is None and lease.shard_id not in avoid]
-        rng.shuffle(free)
-        chosen = (overdue + free)[: max(0, room)]
-        take.extend(chosen)
-        spare.append(tuple(lease for lease in free if lease not in chosen))
-        # The rest are on their way: asking again every round would mark one more lease per round
-        # until the victim had none left.
-        need = quota - len(mine) - len(chosen) - (len(asked) - sum(1 for lease in overdue if lease in chosen))
-        short += max(0, quota - len(mine) - len(chosen))
-        if need > 0 and cap is not None:
-            over = {w for w in workers if counts.get(w, 0) > share.get(w, 0) and w != me}
-            victims = [
-                lease
-                for lease in pool
-                if owner[lease.shard_id] in over
-                and lease.pending_owner is None
-                and lease.owner in live
-                and lease.shard_id not in avoid
-            ]
-            victims.sort(key=lambda lease: (-counts[lease.owner or ""], lease.shard_id))
-            steal.extend(victims[: min(need, max_leases_to_steal)])
 
     hand_over = tuple(
         (lease, lease.pending_owner if lease.pending_owner in live else None)
@@ -310,19 +171,150 @@ def plan_round(
     )
     handed = {lease.shard_id for lease, _ in hand_over}
     return RoundPlan(
-        take=tuple(take),
-        spare=tuple(spare),
-        steal=tuple(steal),
-        shed=tuple(lease for lease in shed if lease.shard_id not in handed),
+        take=tuple(parts.take),
+        spare=tuple(parts.spare),
+        steal=tuple(parts.steal),
+        shed=tuple(lease for lease in parts.shed if lease.shard_id not in handed),
         hand_over=hand_over,
         workers=len(workers),
-        target=target,
-        spillover=spillover,
+        target=parts.target,
+        spillover=parts.spillover,
         expired=expired,
-        mine=mine_total,
+        mine=parts.mine,
         unassigned_ready=max(0, len(ready) - max_leases_for_worker * len(workers)),
-        short=short,
+        short=parts.short,
     )
+
+
+@dataclass(frozen=True)
+class _View:
+    """What each pool of a round is judged against."""
+
+    me: str
+    owner: Mapping[str, str | None]  # each unfinished lease's live owner (None: free or expired)
+    workers: frozenset[str]  # the live workers and the owners judged alive by KCL's rule
+    live: frozenset[str]
+    now_wall: int
+    timing: Timing
+
+
+@dataclass
+class _Parts:
+    """A round's plan as its pools add to it."""
+
+    take: list[Lease] = field(default_factory=list)
+    spare: list[tuple[Lease, ...]] = field(default_factory=list)
+    steal: list[Lease] = field(default_factory=list)
+    shed: list[Lease] = field(default_factory=list)
+    target: int = 0
+    spillover: int = 0
+    mine: int = 0
+    short: int = 0
+
+
+def _surplus(mine: list[Lease], quota: int, keep: frozenset[str]) -> list[Lease]:
+    """The leases to shed down to ``quota``: those not already being handed to a pending thief
+    first, and of those the ones that did not just move here."""
+    surplus = sorted(
+        mine,
+        key=lambda lease: (
+            lease.pending_owner is not None,
+            lease.shard_id not in keep,
+            lease.shard_id,
+        ),
+        reverse=True,
+    )
+    return surplus[: len(mine) - quota]
+
+
+def _balance(
+    parts: _Parts,
+    view: _View,
+    pool: list[Lease],
+    *,
+    cap: int | None,
+    handing: bool,
+    keep: frozenset[str],
+    rng: random.Random,
+    avoid: frozenset[str],
+    steal_at_most: int,
+) -> None:
+    """One pool of a round, capped at ``cap`` leases per worker or not: this worker's share of it,
+    and the surplus it sheds (not while another worker is ``handing`` its leases over) or what it
+    takes and asks for to reach its share."""
+    me, owner = view.me, view.owner
+    counts = Counter(o for lease in pool if (o := owner[lease.shard_id]) is not None)
+    share = quotas(counts, view.workers, len(pool), cap)
+    mine = sorted((lease for lease in pool if owner[lease.shard_id] == me), key=lambda lease: lease.shard_id)
+    quota = share[me]
+    parts.mine += len(mine)
+    if cap is not None:
+        parts.target = quota
+        parts.spillover = max(0, math.ceil(len(pool) / len(view.workers)) - cap)
+    if len(mine) > quota:
+        if not handing:
+            parts.shed.extend(_surplus(mine, quota, keep))
+        return
+    _fill(
+        parts,
+        view,
+        pool,
+        cap=cap,
+        counts=counts,
+        share=share,
+        mine=len(mine),
+        rng=rng,
+        avoid=avoid,
+        steal_at_most=steal_at_most,
+    )
+
+
+def _fill(
+    parts: _Parts,
+    view: _View,
+    pool: list[Lease],
+    *,
+    cap: int | None,
+    counts: Counter[str],
+    share: Mapping[str, int],
+    mine: int,
+    rng: random.Random,
+    avoid: frozenset[str],
+    steal_at_most: int,
+) -> None:
+    """A pool where this worker holds ``mine`` leases, no more than its share: take free, expired
+    and overdue leases up to ⌈n/W⌉, and ask over-quota workers for the rest of its share."""
+    me, owner = view.me, view.owner
+    quota = share[me]
+    # Free leases are taken up to ⌈n/W⌉ (KCL's target): if every worker stopped at its fair quota,
+    # a lease could stay unowned until the next round whenever two workers computed the same one.
+    ceiling = math.ceil(len(pool) / len(view.workers))
+    room = (min(ceiling, cap) if cap is not None else ceiling) - mine
+    # Hand-overs I asked for and that are still pending. Those older than failover + skew were not
+    # honoured (the owner stopped processing them at failover - margin): take them by force.
+    asked = [lease for lease in pool if lease.pending_owner == me and owner[lease.shard_id] not in (None, me)]
+    overdue = [lease for lease in asked if hand_over_overdue(lease, view.now_wall, view.timing)]
+    free = [lease for lease in pool if owner[lease.shard_id] is None and lease.shard_id not in avoid]
+    rng.shuffle(free)
+    chosen = (overdue + free)[: max(0, room)]
+    parts.take.extend(chosen)
+    parts.spare.append(tuple(lease for lease in free if lease not in chosen))
+    # The rest are on their way: asking again every round would mark one more lease per round
+    # until the victim had none left.
+    need = quota - mine - len(chosen) - (len(asked) - sum(1 for lease in overdue if lease in chosen))
+    parts.short += max(0, quota - mine - len(chosen))
+    if need > 0 and cap is not None:
+        over = {w for w in view.workers if counts.get(w, 0) > share.get(w, 0) and w != me}
+        victims = [
+            lease
+            for lease in pool
+            if owner[lease.shard_id] in over
+            and lease.pending_owner is None
+            and lease.owner in view.live
+            and lease.shard_id not in avoid
+        ]
+        victims.sort(key=lambda lease: (-counts[lease.owner or ""], lease.shard_id))
+        parts.steal.extend(victims[: min(need, steal_at_most)])
 
 
 @dataclass

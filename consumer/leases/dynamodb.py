@@ -22,13 +22,7 @@ from consumer.leases.errors import (
     LeaseStoreUnavailableError,
     LineageChangedError,
 )
-from consumer.leases.model import (
-    LINEAGE_KEY,
-    ExtendedSequenceNumber,
-    HandOverRequest,
-    Heartbeat,
-    Lease,
-    Snapshot,
+from consumer.leases.items import (
     first_start_item,
     hand_over_attribute,
     hand_over_requests,
@@ -39,6 +33,14 @@ from consumer.leases.model import (
     lease_from_item,
     lease_to_item,
     snapshot_from_items,
+)
+from consumer.leases.model import (
+    LINEAGE_KEY,
+    ExtendedSequenceNumber,
+    HandOverRequest,
+    Heartbeat,
+    Lease,
+    Snapshot,
 )
 from consumer.leases.table_requests import TRANSACTION_THROTTLING, ConsumedCapacity, TableRequests
 from consumer.telemetry.metrics import Metrics

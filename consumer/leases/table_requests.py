@@ -34,7 +34,7 @@ from consumer.leases.errors import (
     LeaseTableMissingError,
     LeaseTableSchemaError,
 )
-from consumer.leases.model import lease_from_item
+from consumer.leases.items import lease_from_item
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.settings import WorkerSettings
 
@@ -233,14 +233,19 @@ class TableRequests:
     def count(self, response: Mapping[str, Any], *, scan: bool = False) -> None:
         """Add one response's consumed capacity (reads or writes, by the request's kind)."""
         capacity = response.get("ConsumedCapacity") or {}
-        units = float(capacity.get("CapacityUnits", 0.0))
-        if "ReadCapacityUnits" in capacity or "WriteCapacityUnits" in capacity:
-            reads = float(capacity.get("ReadCapacityUnits", 0.0))
-            writes = float(capacity.get("WriteCapacityUnits", 0.0))
-        elif scan or "Item" in response or response.get("Items") is not None or "Responses" in response:
-            reads, writes = units, 0.0
-        else:
-            reads, writes = 0.0, units
+        # TransactWriteItems answers a list (one entry per table); every other operation, one map.
+        entries = capacity if isinstance(capacity, list) else [capacity]
+        read = scan or "Item" in response or response.get("Items") is not None or "Responses" in response
+        reads = writes = 0.0
+        for entry in entries:
+            units = float(entry.get("CapacityUnits", 0.0))
+            if "ReadCapacityUnits" in entry or "WriteCapacityUnits" in entry:
+                reads += float(entry.get("ReadCapacityUnits", 0.0))
+                writes += float(entry.get("WriteCapacityUnits", 0.0))
+            elif read:
+                reads += units
+            else:
+                writes += units
         with self._lock:
             self.consumed.requests += 1
             self.consumed.scans += int(scan)
@@ -276,6 +281,10 @@ class TableRequests:
                     f"{op} {key}: {kind} {table} is throttling ({code}); raise its capacity "
                     "(worker.initial_lease_table_*_capacity or on-demand, see `consumer plan`)"
                 ) from exc
+            self._metrics.count("LeaseTable", "LeaseTableErrors", 1)
             raise LeaseStoreUnavailableError(f"{op} {key} on {kind} {table} failed: {code}: {exc}") from exc
         except BotoCoreError as exc:
+            # Refused, timed out or unreachable: DynamoDB's own metrics see none of it (a request
+            # that never arrived), so the workers count it for the lease-tables-failing alarm.
+            self._metrics.count("LeaseTable", "LeaseTableErrors", 1)
             raise LeaseStoreUnavailableError(f"{op} {key}: {kind} {table} unreachable: {exc}") from exc

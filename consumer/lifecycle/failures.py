@@ -1,12 +1,14 @@
 """How a shard consumer's step judges what went wrong: fatal or retried, and after how long.
 
-Kept apart from :mod:`consumer.lifecycle.shard_consumer` (the state machine) because these are pure
-functions of an error, a record or a failure count, and the scheduler uses them too.
+Kept apart from the shard's state machine (:mod:`consumer.lifecycle.shard_machine`) because these are
+functions of an error, a record or a failure count (and the back-off's count itself), and the
+scheduler uses them too.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from operator import attrgetter
 
 from consumer.leases.errors import LeaseError, LeaseTableMissingError, LeaseTableSchemaError
@@ -48,11 +50,31 @@ def backoff_millis(
     return max(min(base_millis, cap_millis), int(rng.uniform(0, ceiling)))
 
 
+@dataclass
+class Backoff:
+    """One shard's failures in a row and the wait before the next try: :func:`backoff_millis` from
+    ``task_backoff_time_millis`` (``base_millis``), drawn from the shard's own ``rng``. A step that
+    goes through resets it."""
+
+    base_millis: int
+    rng: random.Random
+    failures: int = 0
+
+    def next_millis(self, cap_millis: int = MAX_BACKOFF_MILLIS) -> int:
+        """The wait after one more failure in a row."""
+        self.failures += 1
+        return backoff_millis(self.failures, self.base_millis, self.rng, cap_millis)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
 def outage_cap_millis(exc: BaseException, taker_interval_millis: int) -> int:
     """The longest wait before a step retries after ``exc``: a leases-table error (throttled,
     unreachable) is retried within one taker interval, so that a shard's SHARD_END checkpoint, or a
-    graceful stop's last checkpoint, goes through within one interval of the table answering again
-    -- exponential waits grew to 14-27 s after a three-second throttle. Anything else keeps 30 s."""
+    graceful stop's last checkpoint, goes through within one interval of the table answering again:
+    an exponential wait, up to 30 s, would outlast a throttle of a few seconds many times over.
+    Anything else keeps 30 s."""
     return taker_interval_millis if isinstance(exc, LeaseError) else MAX_BACKOFF_MILLIS
 
 

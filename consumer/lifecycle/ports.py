@@ -10,7 +10,7 @@ its own: the lifecycle drives :class:`consumer.processing.api.RecordProcessor` d
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -53,7 +53,13 @@ class LeaseOps(Protocol):
 
     def give_up_stalled(self, shard_id: str, counter: int | None = None) -> None:
         """Release a stalled shard's lease for another worker to take (this one does not take it
-        back for a stall timeout): consumer.lifecycle.stalls."""
+        back for a stall timeout, nor while its call here is stuck: :meth:`ask_stuck_calls`):
+        consumer.lifecycle.stalls."""
+        ...
+
+    def ask_stuck_calls(self, stuck: Callable[[], frozenset[str]]) -> None:
+        """Where the lease side asks, at each round, which stalled shards' calls here have not
+        returned (the stall mover keeps that count alone): it takes none of them back meanwhile."""
         ...
 
     def shards_with_children(self) -> frozenset[str]:

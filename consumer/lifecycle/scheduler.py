@@ -14,6 +14,12 @@ taking it again — so this worker never hands its handler a record it already f
 the shard in between (they may replay it: that is theirs). What is kept is at most one flush's
 records per shard, for the last CARRIED_SHARDS shards stopped.
 
+A stalled shard (:mod:`consumer.lifecycle.stall_mover`) is released while its call may never
+return; Python cannot stop that thread. The pool keeps as many threads again in reserve and runs at
+most ``max_worker_threads`` steps of held shards at once, so such calls do not take the other
+shards' threads; and this worker does not take the shard back while its call there is stuck (it
+would hang a second thread on it), so a shard that hangs everywhere costs each worker one thread.
+
 Graceful stop: every consumer is asked to shut down (finish the batch in hand, checkpoint through
 its processor, release the lease); the loop keeps running until they have, or until the drain
 deadline passes.
@@ -88,7 +94,11 @@ class Scheduler:
         self._metrics = metrics or NullMetrics()
         self._on_shard_end = on_shard_end
         self._threads = threads
-        self._pool = threads.pool(settings.max_worker_threads, "shard")
+        # A stalled shard's call that never returns keeps its thread: the pool has as many threads
+        # again in reserve, and at most ``max_worker_threads`` steps of held shards run at once, so
+        # calls left behind do not take the other shards' threads (module docstring).
+        self._steps_at_once = settings.max_worker_threads
+        self._pool = threads.pool(2 * settings.max_worker_threads, "shard")
         self._lock = threading.Lock()
         self._heap: list[tuple[int, int, str]] = []
         self._sequence = itertools.count()
@@ -100,6 +110,7 @@ class Scheduler:
         self._stalls = StallMover(
             leases=leases, settings=settings, clock=clock, metrics=self._metrics, threads=threads
         )
+        leases.ask_stuck_calls(self._stalls.stuck)  # the stall mover alone counts calls left stuck
         self._ended: set[str] = set()  # shards this worker finished (SHARD_END) and still holds
         # What a stopped consumer's processor had finished beyond its checkpoint (lanes run ahead
         # of it), for the next consumer of the shard on this worker: module docstring. Oldest first.
@@ -111,7 +122,7 @@ class Scheduler:
         self._start_failures: dict[str, tuple[int, int]] = {}
         self._reconcile_failures = 0
         self._next_reconcile = 0
-        self._changed = threading.Event()  # a lease change was announced: reconcile at the next turn
+        self._changed = threads.event()  # a lease change was announced: reconcile at the next turn
         self._asked: set[str] = set()  # shards asked for since the last reconcile (step them now)
         subscribe = getattr(leases, "add_listener", None)
         if callable(subscribe):
@@ -225,7 +236,7 @@ class Scheduler:
         now = self._clock.monotonic_millis()
         due: list[ShardConsumer] = []
         with self._lock:
-            while self._heap and self._heap[0][0] <= now:
+            while self._heap and self._heap[0][0] <= now and len(self._in_flight) < self._steps_at_once:
                 _, _, shard_id = heapq.heappop(self._heap)
                 consumer = self._consumers.get(shard_id)
                 if consumer is None or shard_id in self._in_flight:
@@ -244,10 +255,11 @@ class Scheduler:
                 del self._in_flight[consumer.shard_id]
             if self._consumers.get(consumer.shard_id) is not consumer:
                 # Orphaned: found stalled and released meanwhile (StallMover); whatever it returns
-                # or raises now is no longer this worker's business.
+                # or raises now is no longer this worker's business, and the shard may come back.
                 log.warning(
                     "shard %s: the stalled call returned after its lease was released", consumer.shard_id
                 )
+                self._stalls.returned(consumer.shard_id)
                 self._wake.set()
                 return
             try:
@@ -276,8 +288,8 @@ class Scheduler:
         now = self._clock.monotonic_millis()
         with self._lock:
             wait = min(self._next_reconcile - now, RECONCILE_MILLIS) if reconciling else RECONCILE_MILLIS
-            if self._heap:
-                wait = min(wait, self._heap[0][0] - now)
+            if self._heap and len(self._in_flight) < self._steps_at_once:
+                wait = min(wait, self._heap[0][0] - now)  # when full, a step that ends wakes the loop
         return max(wait, 0) / 1000
 
     def wake(self) -> None:
@@ -302,9 +314,9 @@ class Scheduler:
         for shard_id in self._stalls.due(consumers, running):
             with self._lock:
                 consumer = self._consumers.pop(shard_id, None)
-                self._in_flight.pop(shard_id, None)
+                stuck = self._in_flight.pop(shard_id, None) is not None
             if consumer is not None:
-                self._stalls.move(consumer)
+                self._stalls.move(consumer, stuck=stuck)
 
     def run(self, stop: Event, drain_millis: int | None = None) -> None:
         """Process until ``stop`` is set, then drain gracefully; raises a fatal error if one occurred."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
+from consumer.processing.redelivery import DoneSequences
 from consumer.records import StreamRecord
 
 # ------------------------------------------------------------------------------------ requests
@@ -229,6 +230,15 @@ class Pending:
     next_iterator: str | None
     failures: int = 0
     malformed: bool = False
+
+    def undelivered(self, done: DoneSequences, processed_through: int) -> tuple[StreamRecord, ...]:
+        """The batch cut to what is not done yet: above the floor and the ranges of ``done`` (the
+        redelivery rule) and above ``processed_through``, what a refused checkpoint declared."""
+        records = done.fresh(self.records).records
+        # In order, so the first record decides whether any is at or below processed_through.
+        if records and int(records[0].sequence_number) <= processed_through:
+            records = tuple(r for r in records if int(r.sequence_number) > processed_through)
+        return records
 
 
 class ProtocolError(RuntimeError):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Callable
 
 from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
@@ -113,8 +112,8 @@ class ShardConsumer:
         self._metrics = metrics or NullMetrics()
         self._on_shard_end = on_shard_end
         self.checkpointer = ShardCheckpointer(shard.shard_id, leases, checkpoint, counter, threads.lock())
-        self._shutdown_requested = threading.Event()
-        self._lease_lost = threading.Event()
+        self._shutdown_requested = threads.event()
+        self._lease_lost = threads.event()
         self.records_delivered = 0
 
     # ----------------------------------------------------------------------- signals (any thread)

@@ -16,13 +16,13 @@ yields: a **request** is performed and answered (:meth:`~ShardMachine.answer`: i
 ``Failed`` with what it raised), a **note** is logged or counted, ``Wait`` ends the step until a
 time, ``Finished`` ends the consumer.
 
-What it decides, as the lifecycle always has: nothing moves a checkpoint here (the processor does,
-through the checkpointer; SHARD_END only once the processor checkpointed it); a batch the processor
-fails on is delivered again after a back-off, cut to what is not done yet (the redelivery rule,
-:mod:`consumer.processing.redelivery`), never skipped; a transient error (throttled table or stream,
-a processor method that raised) is retried with exponential back-off per shard; ``LeaseLostError``
-turns any state into LEASE_LOST (nothing is checkpointed any more) unless the processor's part of
-the shutdown is over already. What is *fatal* never reaches the machine: the driver raises it.
+What it decides: nothing moves a checkpoint here (the processor does, through the checkpointer;
+SHARD_END only once the processor checkpointed it); a batch the processor fails on is delivered again
+after a back-off, cut to what is not done yet (the redelivery rule,
+:mod:`consumer.processing.redelivery`), never skipped; a transient error (throttled table or stream, a
+processor method that raised) is retried with exponential back-off per shard; ``LeaseLostError`` turns
+any state into LEASE_LOST (nothing is checkpointed any more) unless the processor's part of the
+shutdown is over already. What is *fatal* never reaches the machine: the driver raises it.
 
 What is done beyond the checkpoint (:attr:`ShardMachine.done`): the checkpoint is the floor, and
 records a processor finished out of order above it — lanes of ``processing.parallelization_factor``
@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from consumer.leases.errors import LeaseLostError
-from consumer.lifecycle.failures import MAX_BACKOFF_MILLIS, backoff_millis, first_malformed, outage_cap_millis
+from consumer.lifecycle.failures import Backoff, first_malformed, outage_cap_millis
 from consumer.lifecycle.polling import next_read_delay, parent_poll_wait
 from consumer.lifecycle.shard_actions import (
     Action,
@@ -98,7 +98,6 @@ class ShardMachine:
     iterator: str | None = None
     pending: Pending | None = None
     delivered_through: str | None = None  # the last record handed to the processor
-    backoff_failures: int = 0
     empty_polls: int = 0  # empty answers in a row (adaptive polling: consumer/lifecycle/polling.py)
     parent_polls: int = 0  # parent checks that found a parent unfinished (parent_poll_wait)
     read_started: int = 0  # when the last GetRecords was asked for
@@ -109,11 +108,13 @@ class ShardMachine:
     # Declared processed by a checkpoint the table refused for now: not delivered again by this
     # consumer (never carried to the next one, whose processor resumes from the lease's checkpoint).
     processed_through: int = -1
+    backoff: Backoff = field(init=False)  # failures in a row and the next wait, from rng
     _notes: deque[Note] = field(default_factory=deque, repr=False)
     _request: Request | None = field(default=None, repr=False)
     _then: Request | Wait | Finished | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        self.backoff = Backoff(self.settings.task_backoff_time_millis, self.rng)
         self.done.advance(floor_of(self.checkpoint))
 
     @property
@@ -217,10 +218,7 @@ class ShardMachine:
         """The batch in hand, cut to what is not done yet (after a failure: after the checkpoint)."""
         pending = self.pending
         assert pending is not None
-        records = self.done.fresh(pending.records).records
-        # In order, so the first record decides whether any is at or below processed_through.
-        if records and int(records[0].sequence_number) <= self.processed_through:
-            records = tuple(r for r in records if int(r.sequence_number) > self.processed_through)
+        records = pending.undelivered(self.done, self.processed_through)
         if records:
             self.delivered_through = records[-1].sequence_number
         return Deliver(records, pending.millis_behind_latest, pending.failures)
@@ -246,7 +244,7 @@ class ShardMachine:
     def _succeeded(self, request: Request, outcome: Outcome, now: int) -> Request | Wait | Finished | None:
         if isinstance(request, CheckParents):
             assert isinstance(outcome, ParentsChecked)
-            self.backoff_failures = 0
+            self.backoff.reset()
             if outcome.pending:
                 self._go(E.PARENTS_PENDING)
                 self.parent_polls += 1
@@ -256,7 +254,7 @@ class ShardMachine:
         if isinstance(request, Initialize):
             # Not again, even if a later part of the step fails (a throttled GetShardIterator).
             self.initialized = True
-            self.backoff_failures = 0
+            self.backoff.reset()
             return None
         if isinstance(request, GetIterator):
             assert isinstance(outcome, IteratorAt)
@@ -275,7 +273,7 @@ class ShardMachine:
                 self.processor_stopped = True
                 return None
             self._notes.append(ShardEndNotCheckpointed())
-            return Wait(now + self._backoff())
+            return Wait(now + self.backoff.next_millis())
         if isinstance(request, StopProcessor):
             self.processor_stopped = True
             return None
@@ -287,7 +285,7 @@ class ShardMachine:
         records = fetched.records
         cut = first_malformed(records)
         if cut == 0:
-            delay = self._backoff()
+            delay = self.backoff.next_millis()
             self._notes.append(StuckOnMalformed(records[0], self.checkpoint, delay))
             return Wait(now + delay)
         if cut is not None:
@@ -295,7 +293,7 @@ class ShardMachine:
                 records[:cut], fetched.millis_behind_latest, fetched.next_iterator, malformed=True
             )
             return None  # delivered in the same step
-        self.backoff_failures = 0
+        self.backoff.reset()
         self.gone_since = None
         if not records and not self.settings.call_process_records_even_for_empty_record_list:
             return self._advance(
@@ -313,7 +311,7 @@ class ShardMachine:
             self.iterator = None
             self._go(E.BATCH)
             return Wait(now)
-        self.backoff_failures = 0
+        self.backoff.reset()
         return self._advance(
             pending.next_iterator,
             now,
@@ -343,7 +341,7 @@ class ShardMachine:
 
     def _failed(self, request: Request, error: Exception, now: int) -> Request | Wait:
         if isinstance(request, Initialize):
-            delay = self._backoff()
+            delay = self.backoff.next_millis()
             self._notes.append(InitializeRetry(error, delay))
             return Wait(now + delay)
         trimmed = isinstance(error, TrimmedDataError | ShardNotFoundError)
@@ -358,7 +356,7 @@ class ShardMachine:
         if isinstance(request, Deliver) and not isinstance(error, LeaseLostError):
             assert self.pending is not None
             self.pending.failures += 1
-            delay = self._backoff()
+            delay = self.backoff.next_millis()
             self._notes.append(Redeliver(len(request.records), self.pending.failures, error, delay))
             return Wait(now + delay)
         return self._retry(error, now)
@@ -368,7 +366,7 @@ class ShardMachine:
         if isinstance(error, LeaseLostError) and not self.processor_stopped:
             self._go(E.LEASE_LOST)  # never checkpoint again; the processor is told next step
             return Wait(now)
-        delay = self._backoff(outage_cap_millis(error, self.settings.taker_interval_millis))
+        delay = self.backoff.next_millis(outage_cap_millis(error, self.settings.taker_interval_millis))
         self._notes.append(Retrying(self.life.state, error, delay))
         return Wait(now + delay)
 
@@ -400,10 +398,3 @@ class ShardMachine:
         self.life = before.on(event)
         if self.life.state is not before.state:
             self._notes.append(Moved(before, self.life, event))
-
-    def _backoff(self, cap_millis: int = MAX_BACKOFF_MILLIS) -> int:
-        """The next delay after one more failure in a row (from task_backoff_time_millis up to the cap)."""
-        self.backoff_failures += 1
-        return backoff_millis(
-            self.backoff_failures, self.settings.task_backoff_time_millis, self.rng, cap_millis
-        )

@@ -58,6 +58,7 @@ from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
 from ground.positions import LATEST, TRIM_HORIZON
 from ground.settings import WorkerSettings
+from ground.threads import SYSTEM_THREADS, Event, Threads
 
 log = logging.getLogger("consumer.lifecycle")
 
@@ -80,6 +81,7 @@ class ShardSyncer:
         clock: Clock,
         metrics: Metrics | None = None,
         list_children: Callable[[str], Iterable[Shard]] | None = None,
+        threads: Threads = SYSTEM_THREADS,
     ) -> None:
         self._list_shards = list_shards
         self._list_children = list_children
@@ -92,8 +94,8 @@ class ShardSyncer:
         self._settings = settings
         self._clock = clock
         self._metrics = metrics or NullMetrics()
-        self._wake = threading.Event()
-        self._children_wake = threading.Event()
+        self._wake = threads.event()
+        self._children_wake = threads.event()
         self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
         self.open_shards: int | None = None  # in the last whole listing
 
@@ -277,7 +279,7 @@ class ShardSyncer:
         self._wake.set()
         self._children_wake.set()
 
-    def run(self, stop: threading.Event, first_after_millis: int | None = None) -> None:
+    def run(self, stop: Event, first_after_millis: int | None = None) -> None:
         """The listing thread: the whole stream every interval while this worker is the fleet's sync
         leader (module docstring), or at once when a shard ended and children cannot be looked up.
         The first round comes ``first_after_millis`` after the start (default: one interval)."""
@@ -299,7 +301,7 @@ class ShardSyncer:
                 else:
                     self.sync_if_leader()
 
-    def run_children(self, stop: threading.Event) -> None:
+    def run_children(self, stop: Event) -> None:
         """The children thread: ended shards' children looked up when due. Its own thread, so that a
         long paced listing (hundreds of pages on the leader) never delays a child's lease."""
         while not stop.is_set():

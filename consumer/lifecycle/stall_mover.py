@@ -6,7 +6,10 @@ where a processor that hangs is found), publishes ``StalledShards`` and gives th
 the coordinator, which keeps this worker from taking it straight back (another worker with room
 takes it; the worker's own taker may after a stall timeout). The thread that is stuck cannot be
 stopped from Python: it is left to return on its own, and what it returns is ignored (the scheduler
-orphans its consumer).
+orphans its consumer). Until it returns, this worker does not take the shard back (the lease side
+asks :meth:`StallMover.stuck` at each round: the count is kept here alone), and counts it in
+``StalledShards`` again every stall timeout: a shard that hangs in every worker ends up free and
+avoided by all, and the alarm must keep saying so.
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ class StallMover:
         self._threads: dict[int, int] = {}  # id(consumer) -> the thread running its step
         self._lock = threads.lock()
         self._found: dict[str, Stall] = {}
+        # Shards given up while their call here was stuck, and when StalledShards last counted them:
+        # counted again every stall timeout until the call returns, so the alarm stays in ALARM while
+        # a shard waits with nobody able to take it (every worker it hung in avoids it). Under the
+        # lock: the lease side's taker asks for them (stuck), a step's callback says one returned.
+        self._stuck: dict[str, int] = {}
+        self._timeout = timeout
 
     def stepping(self, consumer: ShardConsumer) -> int | None:
         """Run one step of ``consumer``, remembering which thread runs it (for the stack of a stall)."""
@@ -78,6 +87,7 @@ class StallMover:
         if self._watch is None or now < self._next_look:
             return []
         self._next_look = now + LOOK_EVERY_MILLIS
+        self._count_still_stuck(now)
         ended = self._leases.shards_with_children() if consumers else frozenset()
         observed = [
             Observed(
@@ -92,8 +102,29 @@ class StallMover:
         self._found = {stall.shard_id: stall for stall in stalls}
         return list(self._found)
 
-    def move(self, consumer: ShardConsumer) -> None:
-        """Say so, with the stack, and give the lease up (the consumer was orphaned by the caller)."""
+    def _count_still_stuck(self, now: int) -> None:
+        assert self._timeout is not None
+        with self._lock:
+            again = [shard_id for shard_id, counted in self._stuck.items() if now - counted >= self._timeout]
+            self._stuck.update(dict.fromkeys(again, now))
+        for shard_id in again:
+            log.error("shard %s: the stalled call left behind has still not returned", shard_id)
+            self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
+
+    def returned(self, shard_id: str) -> None:
+        """The call a stalled shard was given up under returned (no longer counted, nor avoided)."""
+        with self._lock:
+            self._stuck.pop(shard_id, None)
+
+    def stuck(self) -> frozenset[str]:
+        """Shards given up as stalled whose call here has not returned: the lease side asks at each
+        round (LeaseOps.ask_stuck_calls), and neither takes nor adopts them back meanwhile."""
+        with self._lock:
+            return frozenset(self._stuck)
+
+    def move(self, consumer: ShardConsumer, *, stuck: bool) -> None:
+        """Say so, with the stack, and give the lease up (the consumer was orphaned by the caller;
+        ``stuck``: its step is still running, so the shard is not taken back here until it returns)."""
         shard_id = consumer.shard_id
         stall = self._found.pop(shard_id, None)
         if self._watch is not None:
@@ -108,6 +139,9 @@ class StallMover:
             )
         log_shard_stalled(log, shard_id, what, stuck_stacks(thread, f"lanes-{shard_id[-12:]}"))
         self._metrics.count("ProcessTask", "StalledShards", 1, shard_id=shard_id)
+        if stuck:
+            with self._lock:
+                self._stuck[shard_id] = self._clock.monotonic_millis()
         consumer.lease_lost()
         try:
             self._leases.give_up_stalled(shard_id, consumer.counter)

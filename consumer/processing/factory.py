@@ -40,6 +40,7 @@ from consumer.processing.windows import WindowedAdapter, WindowedHandler, Window
 from consumer.records import ShardInfo
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock, SystemClock
+from ground.settings import DEFAULT_BATCH_SIZE, DEFAULT_MAX_WINDOW_STATE_BYTES
 from ground.threads import SYSTEM_THREADS, Threads
 
 CLASS_METHODS = ("initialize", "process_records", "lease_lost", "shard_ended", "shutdown_requested")
@@ -168,7 +169,7 @@ class WindowPlan:
 
     seconds: int
     states: WindowStateStore
-    max_state_bytes: int = 262_144
+    max_state_bytes: int = DEFAULT_MAX_WINDOW_STATE_BYTES
 
 
 def runner_chain(
@@ -178,7 +179,7 @@ def runner_chain(
     clock: Clock,
     dead_letter: DeadLetter | None = None,
     metrics: Metrics | None = None,
-    batch_size: int = 1000,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     lanes: int = 1,
     window: WindowPlan | None = None,
     threads: Threads = SYSTEM_THREADS,
@@ -232,7 +233,7 @@ def function_processor(
         clock=clock,
         dead_letter=dead_letter,
         metrics=metrics,
-        batch_size=kwargs.get("batch_size", 1000),
+        batch_size=kwargs.get("batch_size", DEFAULT_BATCH_SIZE),
         lanes=parallelization_factor,
         window=window,
         threads=threads,
@@ -245,7 +246,7 @@ def windowed_processor(
     *,
     seconds: int,
     states: WindowStateStore | None = None,
-    max_state_bytes: int = 262_144,
+    max_state_bytes: int = DEFAULT_MAX_WINDOW_STATE_BYTES,
     **kwargs: Any,
 ) -> FunctionProcessor:
     """A RecordProcessor for one windowed handler (tumbling windows of ``seconds``), for code that

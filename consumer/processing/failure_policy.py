@@ -35,6 +35,7 @@ from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.catalogue import log_retries_exhausted
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
+from ground.settings import DEFAULT_BATCH_SIZE
 
 log = logging.getLogger("consumer.processing")
 OPERATION = "ProcessTask"
@@ -58,7 +59,7 @@ class FailurePolicyRunner(RunnerEvents):
         *,
         dead_letter: DeadLetter | None = None,
         metrics: Metrics | None = None,
-        batch_size: int = 1000,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         lane: int = 0,
         lanes: int = 1,
     ) -> None:

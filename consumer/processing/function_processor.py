@@ -40,6 +40,7 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.runner import BatchRunner, Delivery, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from ground.clock import Clock
+from ground.settings import DEFAULT_BATCH_SIZE
 
 log = logging.getLogger("consumer.processing")
 
@@ -59,7 +60,7 @@ class FunctionProcessor:
         clock: Clock,
         *,
         record_filter: RecordFilter | None = None,
-        batch_size: int = 1000,
+        batch_size: int = DEFAULT_BATCH_SIZE,
         max_window_millis: int = 0,
     ) -> None:
         self._runner = runner

@@ -44,7 +44,7 @@ from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished, 
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
-from ground.threads import SYSTEM_THREADS, Lock, Threads
+from ground.threads import SYSTEM_THREADS, Event, Lock, Threads
 
 MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
 
@@ -71,6 +71,8 @@ class _Flush:
         checkpoint: Callable[[str], object],
         finished: Callable[[Sequence[str]], None] = ignore_finished,
         lock: Lock | None = None,
+        *,
+        stop: Event | None = None,
     ) -> None:
         self.delivered = delivered
         self.lanes = lanes
@@ -82,7 +84,8 @@ class _Flush:
         self._checkpointed = -1  # index in ``delivered`` checkpointed by this flush
         # Held across the checkpoint write (checkpoints go up): from the worker's threads.
         self._lock: Lock = lock if lock is not None else threading.Lock()
-        self.stop = threading.Event()  # one lane raised: the others stop at their next record
+        # One lane raised: the others stop at their next record (an event of the worker's threads).
+        self.stop: Event = stop if stop is not None else SYSTEM_THREADS.event()
 
     def first_unfinished(self) -> StreamRecord | None:
         """The record the checkpoint waits for: the first unfinished one in shard order."""
@@ -188,6 +191,7 @@ class LaneRunner(RunnerEvents):
             checkpoint,
             delivery.finished,
             self._threads.lock(),
+            stop=self._threads.event(),
         )
         sid = shard.shard_id
         self._metrics.gauge(OPERATION, "LanesInFlight", len(grouped), "Count", sid)

@@ -38,13 +38,18 @@ def resolve_exception_class(path: str) -> type[BaseException]:
     return found
 
 
+# The settings' defaults are the policy's (a processor wired by hand gets what an unset
+# processing.retry gives): one value per setting.
+_DEFAULTS = RetrySettings()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retry_attempts: int = -1  # -1: until an operator acts
-    max_record_age_seconds: int = -1  # -1: no limit
-    base_backoff_millis: int = 200
-    max_backoff_millis: int = 30_000
-    bisect_on_error: bool = True
+    max_retry_attempts: int = _DEFAULTS.max_retry_attempts  # -1: until an operator acts
+    max_record_age_seconds: int = _DEFAULTS.max_record_age_seconds  # -1: no limit
+    base_backoff_millis: int = _DEFAULTS.base_backoff_millis
+    max_backoff_millis: int = _DEFAULTS.max_backoff_millis
+    bisect_on_error: bool = _DEFAULTS.bisect_on_error
     non_retryable: tuple[type[BaseException], ...] = (NonRetryableError,)
     rng: random.Random = field(default_factory=random.Random, compare=False)
 

@@ -111,6 +111,7 @@ def assemble(
         settings=settings,
         clock=ports.clock,
         metrics=ports.metrics,
+        threads=ports.threads,
     )
     scheduler = Scheduler(
         leases=coordinator,

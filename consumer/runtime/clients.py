@@ -19,8 +19,8 @@ def user_agent() -> str:
     """The User-Agent every client of the worker sends: this product, botocore and Python, fixed.
 
     Given as ``Config(user_agent=...)``, botocore sends it as it is instead of assembling its own
-    from about twenty parts on every request: measured, that assembly was a third of the CPU of an
-    empty GetRecords call, which an idle shard makes every few seconds for its whole life.
+    from about twenty parts on every request: that assembly is a large share of the CPU of an empty
+    GetRecords call, which an idle shard makes every few seconds for its whole life.
     """
     import platform
 

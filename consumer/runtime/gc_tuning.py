@@ -5,7 +5,7 @@ often, a full pass over every tracked object. A worker's heap is mostly what sta
 never frees (botocore's service models, the settings, imported modules: hundreds of thousands of
 objects) plus records that live for one batch. With the defaults, a full pass re-scans the start-up
 heap again and again, and a batch's records survive enough young passes to be promoted and scanned
-later; measured on the record path, that was 30–40 µs of ~60 µs per record.
+later: on the record path, those passes are a large share of each record's CPU.
 
 So, once start-up is done: :func:`gc.freeze` moves everything alive into the permanent generation
 (never scanned again; it is not garbage), and the young threshold is raised so that a batch's

@@ -18,16 +18,16 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from consumer.lease_keys import split_lease_key
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease, Snapshot
 from consumer.leases.store import LeaseStore
-from ground.lease_keys import split_lease_key
 
 log = logging.getLogger("consumer.leases")
 
 
 class ConfiguredStreamsOnly:
     """A :class:`~consumer.leases.store.LeaseStore` whose scans hold only keys of ``namespaces``
-    (ground.lease_keys.stream_prefix of each configured stream). Every other call goes through
+    (consumer.lease_keys.stream_prefix of each configured stream). Every other call goes through
     unchanged: the lease core only ever names keys it saw in a scan."""
 
     def __init__(

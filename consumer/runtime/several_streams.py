@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from consumer.lease_keys import split_lease_key
 from consumer.processing.api import (
     InitializationInput,
     LeaseLostInput,
@@ -30,7 +31,6 @@ from consumer.streams.namespace import NamespacedStream, StreamSet
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamConfigError, StreamTarget
 from consumer.telemetry.metrics import Metrics
-from ground.lease_keys import split_lease_key
 
 
 class StreamMetrics:

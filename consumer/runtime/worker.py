@@ -16,7 +16,6 @@ import os
 import random
 import signal
 import socket
-import threading
 import uuid
 from types import FrameType
 
@@ -53,7 +52,8 @@ class Worker:
         self.tune_gc = tune_gc  # consumer/runtime/gc_tuning.py; off for a worker inside another program
         self.parts: Parts = assemble(settings, ports, self.worker_id, rng=rng, fleet=fleet)
         self._metrics = ports.metrics
-        self._stop = threading.Event()
+        self._threads = ports.threads
+        self._stop = ports.threads.event()
         self._started = False
 
     @property
@@ -93,26 +93,19 @@ class Worker:
         if callable(add_hook):  # the recorder: N published at every flush while this worker leads
             add_hook(lambda _recorder: syncer.report_open_shards())
         if self.tune_gc:
-            # Before the lease threads start: the collection holds the interpreter for a moment (a
-            # second on a loaded host), and a lease taken meanwhile waited for it before its consumer
-            # started (a rolling deploy's new workers took leases in their first 0.6 s and paused
-            # those shards 0.5-1.3 s longer). What lives now lives for the process's life.
+            # Before the lease threads start: the collection holds the interpreter for a moment (up
+            # to a second on a loaded host), and a lease taken meanwhile would wait for it before its
+            # consumer starts; a rolling deploy's new workers take leases within their first second,
+            # so each shard they take would pause that much longer. What lives now lives for the
+            # process's life.
             tune_for_long_running()
         coordinator.start()
         self._started = True
         if self._stop.is_set():
             coordinator.stop_taking()
-        sync_thread = threading.Thread(
-            target=syncer.run,
-            args=(self._stop, self.settings.taker_interval_millis),
-            name="shard-sync",
-            daemon=True,
-        )
-        sync_thread.start()
-        children_thread = threading.Thread(
-            target=syncer.run_children, args=(self._stop,), name="shard-children", daemon=True
-        )
-        children_thread.start()
+        first_listing = self.settings.taker_interval_millis
+        sync_thread = self._threads.start("shard-sync", lambda: syncer.run(self._stop, first_listing))
+        children_thread = self._threads.start("shard-children", lambda: syncer.run_children(self._stop))
         try:
             scheduler.run(self._stop, drain_millis=self.settings.drain_millis)
         finally:

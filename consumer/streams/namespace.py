@@ -1,6 +1,6 @@
 """Several streams behind one stream port: lease keys namespaced per stream.
 
-The keys' form is :mod:`ground.lease_keys`'s.
+The keys' form is :mod:`consumer.lease_keys`'s.
 
 :class:`NamespacedStream` shows one stream with namespaced shard ids (parents included), so the
 shard graph, the sync plan and the lease taker all work on the union of the streams as if it were
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from consumer.lease_keys import split_lease_key, stream_prefix
 from consumer.streams.errors import ShardNotFoundError
 from consumer.streams.reader import ShardReader
 from consumer.streams.source import GetRecordsResult, Shard
-from ground.lease_keys import split_lease_key, stream_prefix
 
 
 class NamespacedStream:

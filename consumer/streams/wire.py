@@ -10,8 +10,8 @@ when read, and converted to Python values, with boto3's TypeDeserializer semanti
 processor asks.
 
 A compact body (as the service sends it) is cut into its records first and each record's bytes are
-parsed, held and dropped in turn (:func:`read_compact`): the whole body parsed at once was ~20 x its
-bytes in transient objects and, freed after the last record, cost more CPU than the parse of the
+parsed, held and dropped in turn (:func:`read_compact`): the whole body parsed at once would be ~20 x
+its bytes in transient objects and, freed after the last record, cost more CPU than the parse of the
 records one by one. Any other body (the emulator's and moto's spaced JSON) is parsed whole.
 """
 

@@ -151,6 +151,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("LeaseTableThrottles", "Count", S, SUM, "LeaseTable", "Throttled leases-table requests."),
     MetricSpec(
+        "LeaseTableErrors",
+        "Count",
+        S,
+        SUM,
+        "LeaseTable",
+        "Leases- or workers-table requests that failed after their retries (HTTP 5xx, timeouts, unreachable).",
+    ),
+    MetricSpec(
         "LeaseTableScans",
         "Count",
         S,

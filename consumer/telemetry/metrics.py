@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from aws_embedded_metrics.unit import Unit
 
+from consumer.lease_keys import table_of
 from consumer.telemetry.emf import MetricValues, build_documents
 from consumer.telemetry.errors import MetricsError
 from consumer.telemetry.health import TransportHealth
@@ -39,8 +40,8 @@ from consumer.telemetry.recorder import Metrics as Metrics  # noqa: PLC0414 (the
 from consumer.telemetry.shipper import BackgroundShipper
 from consumer.telemetry.transports import MetricsTransport
 from ground.clock import Clock, SystemClock
-from ground.lease_keys import table_of
 from ground.settings import Settings
+from ground.threads import SYSTEM_THREADS, Running, Threads
 
 log = logging.getLogger("consumer.telemetry.metrics")
 
@@ -113,6 +114,7 @@ class MetricsRecorder:
         max_samples_per_period: int = 1_000,
         sample_process: bool = True,
         retry_millis: int = 1_000,
+        threads: Threads = SYSTEM_THREADS,
     ) -> None:
         self._namespace = settings.metrics_namespace
         self._level = Level[settings.metrics.level]
@@ -123,16 +125,21 @@ class MetricsRecorder:
         self._clock = clock or SystemClock()
         self.health = health or TransportHealth(self._clock)
         self._shipper = BackgroundShipper(
-            transport, self.health, max_queued=max_queued_documents, retry_millis=retry_millis
+            transport,
+            self.health,
+            max_queued=max_queued_documents,
+            retry_millis=retry_millis,
+            threads=threads,
         )
+        self._threads = threads
         self._max_samples = max_samples_per_period
         self._lock = threading.Lock()
         self._groups: dict[_GroupKey, dict[str, _Series]] = {}
         self._hooks: list[FlushHook] = []
         if sample_process:
             self._hooks.append(ProcessSampler(self._clock).record)
-        self._stop = threading.Event()
-        self._timer: threading.Thread | None = None
+        self._stop = threads.event()
+        self._timer: Running | None = None
 
     # ------------------------------------------------------------------------------ recording
 
@@ -289,8 +296,7 @@ class MetricsRecorder:
         if self._level is Level.NONE or self._timer is not None:
             return
         self._shipper.start()
-        self._timer = threading.Thread(target=self._tick, name="metrics-flush", daemon=True)
-        self._timer.start()
+        self._timer = self._threads.start("metrics-flush", self._tick)
 
     def _tick(self) -> None:
         while not self._stop.wait(self._interval_seconds):

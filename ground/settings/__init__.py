@@ -58,6 +58,8 @@ from ground.settings.local import EmulatorFaults, EmulatorSettings, LoadSettings
 from ground.settings.locations import LOCATION_KEYS, PLACEHOLDERS, fill_locations, unfilled_locations
 from ground.settings.pipeline import PipelineSettings, emr_location_problems
 from ground.settings.processing import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_WINDOW_STATE_BYTES,
     BatchingSettings,
     DeadLetterSettings,
     FilterSettings,
@@ -71,7 +73,9 @@ from ground.settings.worker import UNBOUNDED, WorkerSettings
 
 __all__ = [
     "CONFIG_DIR_VARIABLE",
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_CONFIG_DIR",
+    "DEFAULT_MAX_WINDOW_STATE_BYTES",
     "ENVIRONMENTS",
     "ENV_PREFIX",
     "LOCATION_KEYS",

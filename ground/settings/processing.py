@@ -10,6 +10,11 @@ from pydantic import Field, model_validator
 
 from ground.settings.base import SettingsModel, take_renamed_keys
 
+# The defaults of settings that code wiring a processor by hand (consumer.processing.factory) also
+# takes as its own defaults: one value each, whichever way a processor is built.
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_MAX_WINDOW_STATE_BYTES = 262_144
+
 
 class RetrySettings(SettingsModel):
     max_retry_attempts: int = Field(
@@ -52,16 +57,16 @@ class FilterSettings(SettingsModel):
 class BatchingSettings(SettingsModel):
     """Buffering across polls: the pair Lambda calls BatchSize and MaximumBatchingWindowInSeconds.
 
-    ``batch_size`` was ``max_records`` until this release, the name ``worker.max_records`` (the
-    GetRecords Limit) also has; the old name is still read, with a warning, for one release.
+    ``batch_size``, not ``max_records``: that is ``worker.max_records``, the GetRecords Limit, a
+    different setting. ``processing.batching.max_records`` is still read as ``batch_size``, with a
+    warning that names the new key, for one release.
     """
 
     batch_size: int = Field(
-        1000,
+        DEFAULT_BATCH_SIZE,
         ge=1,
         description=(
-            "Records per handler call at most; a shard's buffer is flushed when it holds this many "
-            "(formerly max_records)."
+            "Records per handler call at most; a shard's buffer is flushed when it holds this many."
         ),
     )
     max_window_millis: int = Field(0, ge=0, le=300_000, description="Or after this long (0: every poll).")
@@ -117,7 +122,7 @@ class ProcessingSettings(SettingsModel):
         ),
     )
     max_window_state_bytes: int = Field(
-        262_144,
+        DEFAULT_MAX_WINDOW_STATE_BYTES,
         ge=1024,
         le=350_000,
         description="Largest window state (JSON) a handler may return; bigger fails the batch.",

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from ground.positions import LATEST, InitialPosition
 from ground.settings.base import SettingsModel
 
 # Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
@@ -96,8 +97,8 @@ class WorkerSettings(SettingsModel):
     cleanup_leases_upon_shard_completion: bool = Field(
         True, description="Delete finished leases once their children have progressed."
     )
-    initial_position: Literal["TRIM_HORIZON", "LATEST"] = Field(
-        "LATEST", description="Where shards open at first start begin; descendants always use TRIM_HORIZON."
+    initial_position: InitialPosition = Field(
+        LATEST, description="Where shards open at first start begin; descendants always use TRIM_HORIZON."
     )
     lease_table_billing_mode: Literal["PROVISIONED", "PAY_PER_REQUEST"] = Field(
         "PROVISIONED", description="Leases table billing mode."

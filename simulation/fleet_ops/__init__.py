@@ -1,4 +1,4 @@
-"""The deployed fleet under one fault model (issue 46): prod as its synthesized templates deploy it,
+"""The deployed fleet under one fault model: prod as its synthesized templates deploy it,
 its Auto Scaling group, instances (boot, units, the real watchdog and health judge), tables, stream,
 alarms, topic, follow jobs and bill, run for seeded histories and judged against the operational
 promises.

@@ -5,7 +5,9 @@ period, evaluation periods, datapoints to alarm, threshold, comparison, missing 
 :mod:`simulation.cloudwatch` over the datapoints of its last evaluation window. The window slides
 with the evaluation minute (CloudWatch aligns periods; the model does not, which moves a breach by
 less than a period). Actions as CloudWatch takes them: a topic is notified on the transition into
-ALARM (``AlarmActions``) or into INSUFFICIENT_DATA (``InsufficientDataActions``); a new alarm starts
+ALARM (``AlarmActions``) or into INSUFFICIENT_DATA (``InsufficientDataActions``), and, for a
+multi-time-series alarm (GROUP BY), also whenever one of its contributors enters ALARM, naming it;
+an alarm that depends on the group (``DependsOn``) exists once the group's creation completed; a new alarm starts
 in INSUFFICIENT_DATA and notifies nobody for it; a scaling policy is invoked at every evaluation while
 the alarm stays in ALARM (Auto Scaling actions are the one kind CloudWatch repeats), the group's
 cooldown deciding whether it acts. ``OKActions`` (no template has them) would not page.
@@ -20,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulation.cloudwatch import Datapoints, Key, alarm_state
-from simulation.fleet_ops.templates import Templates
+from simulation.cloudwatch import Datapoints, Key, alarm_contributors, alarm_state, is_grouped
+from simulation.fleet_ops.templates import Templates, _join
 
 KEEP_SECONDS = 3_600  # longer than any alarm's window (scale-in: 6 periods of 5 minutes)
 _INSIGHTS_FROM = re.compile(r"SELECT \w+\((\w+)\) FROM SCHEMA\(\"([^\"]+)\"")
@@ -38,6 +40,11 @@ class AlarmSpec:
     policies: tuple[str, ...]  # logical ids of the scaling policies it invokes
     # Topics it notifies on entering INSUFFICIENT_DATA (its InsufficientDataActions): that state pages too.
     insufficient_topics: tuple[str, ...] = ()
+    # It depends on the group (DependsOn): CloudFormation creates it once the group's creation
+    # completed (its creation policy's signals arrived), not with the stack.
+    after_group: bool = False
+    # A Metrics Insights query with GROUP BY: each group is a contributor, notified by name.
+    grouped: bool = False
 
     @property
     def pages(self) -> bool:
@@ -75,8 +82,32 @@ def _reads(properties: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+def _topics(actions: list[Any], templates: Templates) -> tuple[str, ...]:
+    """The topics ``actions`` notify, by the logical id of the templates' topic they name (by
+    ``Ref``, or by an ARN ending in its ``TopicName``: a topic of the other stack); an ARN no
+    template's topic has (an imported topic, ``scaling.alarm_topic_arn``) stays the ARN's text."""
+    by_name = {
+        str(r["Properties"].get("TopicName")): k for k, r in templates.of_type("AWS::SNS::Topic").items()
+    }
+    found: list[str] = []
+    for action in actions:
+        if isinstance(action, dict) and "Ref" in action:
+            found.append(action["Ref"])
+            continue
+        arn = _join(action)
+        if ":sns:" in arn:
+            found.append(by_name.get(arn.rsplit(":", 1)[-1], arn))
+    return tuple(found)
+
+
+def _depends(resource: Mapping[str, Any]) -> list[str]:
+    depends = resource.get("DependsOn", [])
+    return [depends] if isinstance(depends, str) else list(depends)
+
+
 def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
     specs = []
+    groups = set(templates.of_type("AWS::AutoScaling::AutoScalingGroup"))
     for logical, resource in sorted(templates.of_type("AWS::CloudWatch::Alarm").items()):
         props = resource["Properties"]
         actions = props.get("AlarmActions", [])
@@ -88,9 +119,11 @@ def alarm_specs(templates: Templates, prefix: str) -> list[AlarmSpec]:
                 props,
                 _reads(props),
                 int(props["EvaluationPeriods"]) * _period(props),
-                tuple(a["Ref"] for a in actions if "Ref" in a),
-                tuple(a["Fn::GetAtt"][0] for a in actions if "Fn::GetAtt" in a),
-                tuple(a["Ref"] for a in insufficient if "Ref" in a),
+                _topics(actions, templates),
+                tuple(a["Fn::GetAtt"][0] for a in actions if isinstance(a, dict) and "Fn::GetAtt" in a),
+                _topics(insufficient, templates),
+                bool(groups & set(_depends(resource))),
+                is_grouped(props),
             )
         )
     return specs
@@ -149,25 +182,50 @@ class AlarmBook:
 
     specs: list[AlarmSpec]
     store: MetricStore
-    notify: Callable[[str, AlarmSpec, float], None]  # topic logical id, alarm, time
+    # topic logical id, alarm, time, and the contributors the notification names ("" for none)
+    notify: Callable[[str, AlarmSpec, float, str], None]
     invoke: Callable[[str, AlarmSpec, float], None]  # policy logical id, alarm, time
     states: dict[str, str] = field(default_factory=dict)
+    contributors: dict[str, dict[str, str]] = field(default_factory=dict)  # grouped alarms' last states
     transitions: list[Transition] = field(default_factory=list)
     created_at: float | None = None
 
     def create(self, now: float) -> None:
-        """The stack created (or re-created) the alarms: each starts in INSUFFICIENT_DATA."""
+        """The stack created (or re-created) its alarms: each starts in INSUFFICIENT_DATA. Those
+        that depend on the group wait for :meth:`group_created` (the ones of a deleted stack are gone)."""
         self.created_at = now
         for spec in self.specs:
-            self.states[spec.name] = "INSUFFICIENT_DATA"
+            if spec.after_group:
+                self.states.pop(spec.name, None)
+            else:
+                self.states[spec.name] = "INSUFFICIENT_DATA"
+
+    def group_created(self, now: float) -> None:
+        """The stack's group completed its creation: the alarms that depend on it are created."""
+        for spec in self.specs:
+            if spec.after_group and spec.name not in self.states:
+                self.states[spec.name] = "INSUFFICIENT_DATA"
 
     def evaluate(self, now: float) -> None:
         if self.created_at is None:
             return
         for spec in self.specs:
+            if spec.name not in self.states:
+                continue  # not created (yet)
             start = now - spec.window
-            state = alarm_state(spec.properties, self.store.view(spec.reads, start), start, now)
+            data = self.store.view(spec.reads, start)
+            state = alarm_state(spec.properties, data, start, now)
             before = self.states.get(spec.name)
+            named = ""
+            if spec.grouped:
+                now_in = alarm_contributors(spec.properties, data, start, now)
+                was = self.contributors.get(spec.name, {})
+                self.contributors[spec.name] = now_in
+                entering = sorted(c for c, s in now_in.items() if s == "ALARM" and was.get(c) != "ALARM")
+                named = "; ".join(sorted(c for c, s in now_in.items() if s == "ALARM"))
+                for contributor in entering:  # contributor-level notifications, each named
+                    for topic in spec.topics:
+                        self.notify(topic, spec, now, contributor)
             if state != before:
                 self.states[spec.name] = state
                 self.transitions.append(Transition(now, spec.name, state))
@@ -178,7 +236,7 @@ class AlarmBook:
                     if state == "INSUFFICIENT_DATA"
                     else ()
                 ):
-                    self.notify(topic, spec, now)
+                    self.notify(topic, spec, now, named if state == "ALARM" else "")
             if state == "ALARM":
                 for policy in spec.policies:
                     self.invoke(policy, spec, now)

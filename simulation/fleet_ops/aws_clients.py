@@ -1,25 +1,24 @@
 """The boto3 clients an instance's watchdog is built with, answering from the fleet model.
 
 ``deploy.watchdog`` calls Auto Scaling (``set_instance_health``, ``describe_auto_scaling_groups``,
-``complete_lifecycle_action``) and DynamoDB (``scan`` of the workers table, and of whatever other
-table its probe reads) with botocore's own exceptions on failure; these fakes answer the same
-calls from the group, the tables and the partitions of the model, and fail the same way:
+``complete_lifecycle_action``), DynamoDB (``scan`` of the workers table, and of whatever other
+table its probe reads) and EC2 (``describe_instances``, to find a silent peer's host) with
+botocore's own exceptions on failure; these fakes answer the same calls from the group, the tables
+and the partitions of the model, and fail the same way:
 ``EndpointConnectionError`` when the instance cannot reach the service, ``ClientError`` with
 DynamoDB's codes when a table throttles or refuses (the watchdog's client makes two attempts, with
 a 10 s read timeout: a slower table times out).
 
-Times: the probe compares a row's ``heartbeatAt`` with ``time.time()``, the machine's clock, not
-the simulation's. A scan's answer therefore carries every wall-time attribute of a row (a name
-ending in ``At``: ``heartbeatAt``, ``leaseRoundOkAt``) moved by the difference between the two
-clocks at the moment of the scan; the probe's comparisons are then those it would make on an
-instance at the simulated time (within the microseconds between its clock read and the scan).
+Times: the watchdog's probes are built with the simulation's clock (``clock``, which
+``deploy.watchdog.main`` leaves at ``time.time``), so the rows' wall times and the instances' launch
+times are answered as the model holds them.
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
@@ -83,12 +82,32 @@ class FakeAutoScaling:
         self._groups.complete_hook(AutoScalingGroupName, InstanceId, LifecycleHookName)
 
 
-def _shifted(item: dict[str, Any], offset_millis: int) -> dict[str, Any]:
-    out = dict(item)
-    for name, value in item.items():
-        if name.endswith("At") and isinstance(value, dict) and "N" in value:
-            out[name] = {"N": str(int(value["N"]) + offset_millis)}
-    return out
+class FakeEC2:
+    """``describe_instances`` of the model's machines: each one's private DNS name (its host) and
+    launch time."""
+
+    def __init__(
+        self, machines: Callable[[str], tuple[str, float] | None], reachable: Callable[[], bool]
+    ) -> None:
+        self._machines = machines
+        self._reachable = reachable
+
+    def describe_instances(self, *, InstanceIds: list[str]) -> dict[str, Any]:  # noqa: N803
+        if not self._reachable():
+            raise EndpointConnectionError(endpoint_url="https://ec2.eu-west-1.amazonaws.com/")
+        instances = []
+        for instance_id in InstanceIds:
+            found = self._machines(instance_id)
+            if found is not None:
+                host, launched = found
+                instances.append(
+                    {
+                        "InstanceId": instance_id,
+                        "PrivateDnsName": f"{host}.eu-west-1.compute.internal",
+                        "LaunchTime": datetime.fromtimestamp(launched, UTC),
+                    }
+                )
+        return {"Reservations": [{"Instances": instances}]}
 
 
 class FakeDynamoDB:
@@ -125,8 +144,7 @@ class FakeDynamoDB:
         items = list(self._rows(table.role))
         if "Limit" in request:
             items = items[: int(request["Limit"])]
-        offset = int((time.time() - now) * 1000)
-        return {"Items": [_shifted(item, offset) for item in items], "Count": len(items)}
+        return {"Items": items, "Count": len(items)}
 
     def _fail(self, kind: str, rate: float, latency: float, table: Table) -> None:
         if kind == "refusing":

@@ -3,8 +3,8 @@
 The instance's boot is two programs: the user data (``infra.user_data.boot_script``, bash) and the
 bootstrap it hands over to (``deploy/bootstrap.py``). For each step that can fail the model needs
 what the two did about it: which CloudFormation signals were sent, whether the instance marked
-itself Unhealthy, which systemd units were started (so whether a watchdog runs), and the exit
-status. Rather than restate the scripts, :func:`outcomes` runs them once per process:
+itself Unhealthy or powered off, which systemd units were started (so whether a watchdog runs), and
+the exit status. Rather than restate the scripts, :func:`outcomes` runs them once per process:
 
 * the bootstrap's ``main`` under a temporary root with a recording host (in place of
   ``SystemdHost``), a real archive and a stand-in interpreter for the virtualenv, made to fail at
@@ -45,6 +45,7 @@ class BootOutcome:
     unhealthy: bool  # the instance marked itself Unhealthy
     units: tuple[str, ...]  # systemd units started
     status: int  # the user data's exit status
+    powered_off: bool = False  # it shut itself down (not running: EC2's health check replaces it)
 
     @property
     def watchdog(self) -> bool:
@@ -174,6 +175,7 @@ def _user_data(script: str, step: str | None, bootstrap_status: int, root: Path)
         "dnf": "exit 1" if step == "packages" else "true",
         "aws": aws,
         "python3.11": f'echo "python3.11 $*" >> {calls}; exit {bootstrap_status}',
+        "shutdown": f'echo "shutdown $*" >> {calls}',
     }
     for name, body in commands.items():
         (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
@@ -237,7 +239,8 @@ def outcomes(settings: Any, plan: Any) -> dict[str | None, BootOutcome]:
                     signals.append(call.split("--status ", 1)[1].split()[0])
                 if "set-instance-health" in call and "Unhealthy" in call:
                     health = True
-            found[step] = BootOutcome(step, tuple(signals), health, units, exit_status)
+            off = any(call.startswith("shutdown") for call in calls)
+            found[step] = BootOutcome(step, tuple(signals), health, units, exit_status, off)
     return found
 
 

@@ -5,10 +5,12 @@ Assumption column: us-east-1 list prices, 730 hours a month), plus one it leaves
 for a public IPv4 address ($0.005 an hour, each NAT gateway has one). What is billed is what the
 model runs, hour by hour: the instances of every group (two groups during a deploy), their volumes
 and detailed monitoring, the NAT gateways and interface endpoints of the templates, the leases
-table's provisioned units, the workers table's requests on demand, the stream's reads, the custom
-metrics of every worker process, the alarms, dashboard and key of the templates, and the EMR
-Serverless capacity of the follow jobs. Per-GB charges (NAT, endpoints, logs beyond the table's
-estimate) are left out, as the table leaves them out ("comes on top").
+table's provisioned units as its auto scaling sets them minute by minute, the workers table's
+requests on demand, the stream's reads, the custom metrics of every worker process, the alarms,
+dashboard and key of the templates, the EMR Serverless capacity of the follow jobs, and the change
+log's PUTs (one object per batch and shard a second while records flow, where the destination is
+S3). Per-GB charges (NAT, endpoints, logs beyond the table's estimate) and the change log's growing
+storage are left out, as the table leaves them out ("comes on top").
 
 The promise read from the table is its total for prod: ``≈ $A at M instances, ≈ $B at K`` (a line
 through those points, per instance beyond).
@@ -37,6 +39,7 @@ METRICS_PER_PROCESS = 20
 LOGS_MONTH = 12.0  # the table's prod estimate (20 GB ingested, 90 days kept)
 DASHBOARD_MONTH, ALARM_MONTH, KMS_MONTH = 3.0, 0.10, 1.0
 EMR_VCPU_HOUR, EMR_GB_HOUR = 0.053, 0.0058
+S3_PUT = 0.005 / 1_000
 TOLERANCE = 0.15  # the table's figures are "≈"
 ZONES = 2
 
@@ -86,13 +89,6 @@ class Bill:
             for r in t.of_type("AWS::EC2::VPCEndpoint").values()
             if r["Properties"].get("VpcEndpointType") == "Interface"
         )
-        units = 0.0
-        for table in t.of_type("AWS::DynamoDB::Table").values():
-            throughput = table["Properties"].get("ProvisionedThroughput")
-            if throughput:
-                units += (
-                    throughput["ReadCapacityUnits"] * RCU_HOUR + throughput["WriteCapacityUnits"] * WCU_HOUR
-                )
         monthly = (
             len(t.of_type("AWS::CloudWatch::Alarm")) * ALARM_MONTH
             + len(t.of_type("AWS::CloudWatch::Dashboard")) * DASHBOARD_MONTH
@@ -102,13 +98,33 @@ class Bill:
         return (
             nat * (NAT_HOUR + PUBLIC_IPV4_HOUR)
             + interface * ZONES * ENDPOINT_ZONE_HOUR
-            + units
             + monthly / HOURS_PER_MONTH
         )
 
+    def provisioned_floor(self) -> tuple[float, float]:
+        """The tables' provisioned read and write units as the templates create them."""
+        reads = writes = 0.0
+        for table in self.templates.of_type("AWS::DynamoDB::Table").values():
+            throughput = table["Properties"].get("ProvisionedThroughput")
+            if throughput:
+                reads += throughput["ReadCapacityUnits"]
+                writes += throughput["WriteCapacityUnits"]
+        return reads, writes
+
     def accrue(
-        self, seconds: float, instances: int, processes: int, open_shards: int, emr: tuple[float, float]
+        self,
+        seconds: float,
+        instances: int,
+        processes: int,
+        open_shards: int,
+        emr: tuple[float, float],
+        *,
+        provisioned: tuple[float, float] | None = None,
+        change_log_puts: float = 0.0,
     ) -> None:
+        """``seconds`` of the fleet as it ran: ``provisioned`` (RCU, WCU) the tables' units then
+        (default: as created), ``change_log_puts`` the change log's PUTs a second."""
+        reads, writes = self.provisioned_floor() if provisioned is None else provisioned
         per_instance = (
             INSTANCE_HOUR[self.instance_type]
             + (self.volume_gb * EBS_GB_MONTH + DETAILED_MONITORING_MONTH) / HOURS_PER_MONTH
@@ -118,6 +134,9 @@ class Bill:
             + processes * (3600 / 3.3) * ON_DEMAND_WRITE
             + open_shards * 3600 * STREAM_READ
             + processes * METRICS_PER_PROCESS * METRIC_MONTH / HOURS_PER_MONTH
+            + reads * RCU_HOUR
+            + writes * WCU_HOUR
+            + change_log_puts * 3600 * S3_PUT
         )
         cost = (self.fixed_per_hour() + variable) * seconds / 3600
         cost += emr[0] * EMR_VCPU_HOUR + emr[1] * EMR_GB_HOUR

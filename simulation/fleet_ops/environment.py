@@ -3,6 +3,7 @@ and the cost table's promise), and what a history samples every minute for the c
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ground.settings import Settings
@@ -36,6 +37,12 @@ class Environment:
         )
 
 
+@functools.cache
+def environment() -> Environment:
+    """The prod environment's templates and boot outcomes, loaded once per process."""
+    return Environment.load("prod")
+
+
 @dataclass
 class Sample:
     at: float
@@ -46,3 +53,4 @@ class Sample:
     lag: float
     leases: int
     lost: float  # records trimmed unprocessed this minute
+    backlog: float = 0.0  # records written and not processed yet

@@ -16,9 +16,10 @@ import math
 import random
 from typing import Any
 
-from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
+from consumer.leases.items import lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from simulation.fleet_ops.alarms import AlarmBook, AlarmSpec, MetricStore
-from simulation.fleet_ops.aws_clients import FakeAutoScaling, FakeDynamoDB
+from simulation.fleet_ops.aws_clients import FakeAutoScaling, FakeDynamoDB, FakeEC2
 from simulation.fleet_ops.clock import WALL0, Loop
 from simulation.fleet_ops.cost import Bill
 from simulation.fleet_ops.environment import Environment, Sample
@@ -26,12 +27,12 @@ from simulation.fleet_ops.group import Group, Member
 from simulation.fleet_ops.heartbeat_files import Filesystem, standing_in
 from simulation.fleet_ops.instance import Machine
 from simulation.fleet_ops.leasing import balance, process
-from simulation.fleet_ops.minutes import publish_minute
+from simulation.fleet_ops.minutes import publish_minute, ship_period
 from simulation.fleet_ops.pipeline_jobs import Follow, Pager
 from simulation.fleet_ops.scenarios import Scenario
 from simulation.fleet_ops.stack import Stack
 from simulation.fleet_ops.stream import Stream
-from simulation.fleet_ops.tables import Table
+from simulation.fleet_ops.tables import Table, table_scaling
 from simulation.fleet_ops.workers import Timing, WorkerProcess
 
 TICK = 10.0  # the groups, the leases' moves and the processing (each watchdog keeps its own 5 s)
@@ -65,7 +66,9 @@ class Fleet:
                 if throughput
                 else (None, None)
             )
-            return Table(role, name, units[0], units[1], read_timeout=budget / 5)
+            made = Table(role, name, units[0], units[1], read_timeout=budget / 5)
+            made.scaling = table_scaling(templates, name)
+            return made
 
         self.leases_table = table("leases", settings.leases_table_name)
         self.workers_table = table("workers", settings.workers_table_name)
@@ -116,7 +119,9 @@ class Fleet:
         self.group_logical = group_logical
         self.group_props = group_resource["Properties"]
         self.bill = Bill(templates, launch["Properties"]["InstanceType"], 20, environment.totals)
-        self.stack = Stack(templates, self._new_group, self._fleet_stack_created)
+        destination = settings.processing.options.get("destination") if settings.processing.options else None
+        self.change_log = isinstance(destination, str) and destination.startswith("s3://")
+        self.stack = Stack(templates, self._new_group, self._fleet_stack_created, self.alarms.group_created)
         self.machines: dict[str, Machine] = {}
         self.by_host: dict[str, Machine] = {}
         self.workers: list[WorkerProcess] = []
@@ -125,6 +130,7 @@ class Fleet:
         self.processed_minute = 0.0
         self.lost_before = 0.0
         self.live_count = 0  # workers whose heartbeat row is fresh, as of the last tick
+        self.free_since: float | None = None  # leases free while a live worker had room, since
 
     # ------------------------------------------------------------------------- the history
 
@@ -248,7 +254,7 @@ class Fleet:
         if group is not None:
             group.set_unhealthy(member, self.loop.now, by)
 
-    def clients(self, machine: Machine) -> tuple[Any, Any]:
+    def clients(self, machine: Machine) -> tuple[Any, Any, Any]:
         fleet = self
 
         class Groups:
@@ -272,7 +278,13 @@ class Fleet:
             lambda: not machine.cut_off(self.loop.now, "tables"),
             random.Random(machine.rng.random()),
         )
-        return autoscaling, dynamodb
+        ec2 = FakeEC2(
+            lambda instance_id: (
+                (m.host, m.member.launched_at) if (m := self.machines.get(instance_id)) is not None else None
+            ),
+            lambda: not machine.cut_off(self.loop.now, "aws"),
+        )
+        return autoscaling, dynamodb, ec2
 
     def _rows(self, role: str) -> list[dict[str, Any]]:
         if role == "leases":
@@ -298,8 +310,9 @@ class Fleet:
         for worker in machine.workers.values():
             self.loop.after(self.rng.uniform(1.0, 3.0), functools.partial(self._exited, worker))
 
-    @staticmethod
-    def _exited(worker: WorkerProcess) -> None:
+    def _exited(self, worker: WorkerProcess) -> None:
+        if worker.alive:  # a graceful stop ships the last period (MetricsRecorder.stop)
+            ship_period(self, worker, self.loop.now, leader=False)
         worker.alive = False
 
     # ------------------------------------------------ Surroundings (what workers' calls meet)
@@ -335,19 +348,22 @@ class Fleet:
             worker.advance(now, self)
         self.live_count = sum(1 for w in alive if w.row_fresh(now))
         holders = [w for w in self.workers if w.alive or w.leases]
-        leases_ok = self.leases_table.outage_at(now)
         balance(
             holders,
             self.stream.lease_count(),
             now,
             lambda w: (
-                (leases_ok is None or leases_ok.kind == "slow")
+                self.leases_table.write_lands(now, self.minute(now), self.rng)
                 and w.last_full is not None
                 and now - w.last_full <= self.timing.full_scan + self.timing.taker
                 and not self.by_host[w.host].cut_off(now, "tables")
             ),
             self.settings.worker.max_leases_to_steal_at_one_time,
         )
+        live = [w for w in alive if w.row_fresh(now) and not w.stopping]
+        free = self.stream.lease_count() - sum(w.leases for w in live)
+        room = any(w.leases < self.timing.cap for w in live)
+        self.free_since = (self.free_since or now) if free > 0 and room else None
         self.processed_minute += process(alive, self.stream, now, TICK, self.per_process)
         self.workers = [
             w for w in self.workers if w.alive or w.leases or (w.row and now - w.row["at"] <= RETIRED_AFTER)
@@ -358,8 +374,8 @@ class Fleet:
 
     # ------------------------------------------------------------------------ alarm actions
 
-    def _notify(self, topic: str, alarm: AlarmSpec, now: float) -> None:
-        self.pager.publish(topic, alarm.name, now)
+    def _notify(self, topic: str, alarm: AlarmSpec, now: float, names: str) -> None:
+        self.pager.publish(topic, alarm.name, now, names)
 
     def _invoke(self, policy: str, alarm: AlarmSpec, now: float) -> None:
         group = self.stack.current

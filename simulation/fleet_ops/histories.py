@@ -6,32 +6,16 @@ form in ``make bench`` (bench/operations.py). ``python -m simulation.fleet_ops.h
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 import traceback
-from dataclasses import dataclass
 
 from simulation.fleet_ops.clock import WALL0
-from simulation.fleet_ops.environment import Environment
+from simulation.fleet_ops.environment import environment
 from simulation.fleet_ops.fleet import Fleet
-from simulation.fleet_ops.promises import OpsVerdict, check
+from simulation.fleet_ops.promises import OpsVerdict, Outcome, check
 from simulation.fleet_ops.scenarios import DIRECTED, Scenario, directed, draw
 from simulation.fleet_ops.slices import SLICE_KINDS, run_slice
-
-
-@functools.cache
-def environment() -> Environment:
-    """The prod environment's templates and boot outcomes, loaded once per process."""
-    return Environment.load("prod")
-
-
-@dataclass
-class Outcome:
-    seed: int
-    scenario: str
-    verdict: OpsVerdict
-    fleet: Fleet | None = None
 
 
 def history(seed: int, kind: str | None = None, *, keep: bool = False) -> Outcome:

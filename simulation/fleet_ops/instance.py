@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from deploy.health import HealthJudge, fresh_workers
 from deploy.plan import BootPlan, Layout
-from deploy.watchdog import POLL_SECONDS, Watchdog, WorkersTableProbe
+from deploy.watchdog import POLL_SECONDS, Watchdog, WorkersTableProbe, peer_look
 from simulation.fleet_ops.boot_outcomes import BOOTSTRAP_STEPS, USER_DATA_STEPS, BootOutcome
 from simulation.fleet_ops.clock import Loop
 from simulation.fleet_ops.group import Member
@@ -56,6 +56,8 @@ STEP_SECONDS = {
 }
 BOOT_ORDER = tuple(s for s in USER_DATA_STEPS + BOOTSTRAP_STEPS if s != "workers")
 RESTART_SECONDS = 5.0
+# Auto Scaling's EC2 health check (periodic) finds a stopped instance not running.
+STOPPED_NOTICED_SECONDS = 60.0
 # EC2's status checks (every minute) mark a host without network impaired after two or three.
 EC2_IMPAIRED = (120.0, 180.0)
 
@@ -71,7 +73,7 @@ class Site(Protocol):
 
     def set_unhealthy(self, member: Member, by: str) -> None: ...
 
-    def clients(self, machine: Machine) -> tuple[Any, Any]: ...
+    def clients(self, machine: Machine) -> tuple[Any, Any, Any]: ...
 
     def advance_workers(self, machine: Machine, t: float) -> None: ...
 
@@ -93,12 +95,14 @@ def build_watchdog(
     *,
     autoscaling: Any,
     dynamodb: Any,
+    ec2: Any,
     instance_id: str,
     host: str,
     started: float,
     restarts: Callable[[], int | None],
     lifecycle_state: Callable[[], str | None],
     stop: Callable[[], None],
+    clock: Callable[[], float],
 ) -> Watchdog:
     """The watchdog as ``deploy.watchdog.main`` assembles it (tests/simulation holds the two equal)."""
     watchdog = Watchdog(
@@ -119,7 +123,9 @@ def build_watchdog(
             plan.peer_horizon_seconds,
             round_horizon_seconds=plan.heartbeat_max_age_seconds,
             leases_table=plan.leases_table,
+            clock=clock,
         )
+        watchdog.peer_look = peer_look(plan, dynamodb, ec2, autoscaling, host, clock=clock)
     return watchdog
 
 
@@ -182,6 +188,12 @@ class Machine:
             self.site.signal(self.member, status)
         if self.outcome.unhealthy:
             self.site.set_unhealthy(self.member, "boot")
+        elif self.outcome.powered_off:  # stopped: Auto Scaling's next EC2 health check sees it
+            self.site.loop.after(STOPPED_NOTICED_SECONDS, self._stopped_noticed)
+
+    def _stopped_noticed(self) -> None:
+        if not self.gone:
+            self.site.set_unhealthy(self.member, "ec2")
 
     def _units_started(self) -> None:
         if self.gone:
@@ -303,18 +315,20 @@ class Machine:
         if self.gone:
             return
         now = self.site.loop.now
-        autoscaling, dynamodb = self.site.clients(self)
+        autoscaling, dynamodb, ec2 = self.site.clients(self)
         self.watchdog = build_watchdog(
             replace(self.plan, group_name=self.member.group),
             self.layout,
             autoscaling=autoscaling,
             dynamodb=dynamodb,
+            ec2=ec2,
             instance_id=self.member.instance_id,
             host=self.host,
             started=now,
             restarts=self.nrestarts,
             lifecycle_state=lambda: self.target,
             stop=self._stop_units,
+            clock=lambda: self.site.loop.now,
         )
         self.watchdog_runs += 1
         self.site.loop.after(self.rng.uniform(0.0, POLL_SECONDS), self._poll)

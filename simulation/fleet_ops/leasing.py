@@ -5,7 +5,7 @@ Every few seconds, as the lease takers of ``consumer/leases`` would over their r
 
 * a worker others see as dead (its heartbeat row older than failover + skew), stopping, or gone
   loses its leases to the others; they take them once their own rounds read the leases table
-  (a taker that was cut off itself waits failover + skew more: ``Taker._forgiving``); a worker that
+  (a taker that was cut off itself waits failover + skew more: ``LeaseState.forgiving``); a worker that
   comes back finds them taken at its next full scan (``LostLeases``);
 * the live workers even out their counts (at most ``max_leases_to_steal_at_one_time`` a worker a
   round), each up to ``max_leases_for_worker``;

@@ -120,6 +120,7 @@ class Page:
     alarm: str
     delivered: bool
     why: str = ""
+    names: str = ""  # what a multi-time-series alarm's notification names (its contributors)
 
 
 @dataclass
@@ -166,12 +167,12 @@ class Pager:
             if self.topics.get(subscription.topic) == stack:
                 subscription.confirmed_at = now + self.rng.uniform(0.1, 1.0) * confirm_within
 
-    def publish(self, topic: str, alarm: str, now: float) -> None:
+    def publish(self, topic: str, alarm: str, now: float, names: str = "") -> None:
         if topic not in self.topics:  # a topic the stack imports (scaling.alarm_topic_arn): its owner's
-            self.pages.append(Page(now, alarm, True))
+            self.pages.append(Page(now, alarm, True, names=names))
             return
         if not self.publishable.get(topic, False):
-            self.pages.append(Page(now, alarm, False, "the topic's policy refuses CloudWatch"))
+            self.pages.append(Page(now, alarm, False, "the topic's policy refuses CloudWatch", names))
             return
         confirmed = [
             s
@@ -179,4 +180,4 @@ class Pager:
             if s.topic == topic and s.confirmed_at is not None and s.confirmed_at <= now
         ]
         why = "" if confirmed else "no confirmed subscription"
-        self.pages.append(Page(now, alarm, bool(confirmed), why))
+        self.pages.append(Page(now, alarm, bool(confirmed), why, names))

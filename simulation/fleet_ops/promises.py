@@ -16,11 +16,11 @@
 4. **Each real failure pages within its stated time**, and the page reaches a confirmed
    subscription: the fleet processing nothing for five minutes (ten minutes), a table throttling
    or refusing for five minutes (ten), the lake's follow jobs failing (eight), records trimmed
-   before they were processed (five), the group at its maximum and still falling behind for 15
-   minutes (20).
+   before they were processed (five), the group at its maximum and still falling behind (its
+   backlog growing) for 15 minutes (20).
 5. **Scaling converges both ways without flapping**: while the load holds, the group's desired
-   count moves one way only; after a tenfold load falls back, the group is back at its minimum
-   within :func:`back_to_min_seconds`.
+   count moves one way only; after a tenfold load falls back and the fleet has drained what the
+   peak left, the group is back at its minimum within :func:`back_to_min_seconds`.
 6. **Cost per hour stays within the cost table** (:mod:`simulation.fleet_ops.cost`).
 7. **No data lost**: no record trimmed unprocessed. (Re-delivery and per-record loss are the real
    worker's, judged by simulation/checker.py on the slices of simulation/fleet_ops/slices.py.)
@@ -40,6 +40,7 @@ from simulation.fleet_ops.instance import Broken, Machine
 REST_GRACE = 300.0  # after a deploy completes: the workers' first metrics flush and period
 SETTLE_GRACE = 1_200.0  # after a fault: lag caught up, periods of the alarms passed
 SINGLE_EVENT_WINDOW = 900.0
+CAUGHT_UP_LAG = 60.0  # seconds: the fleet has drained a peak's backlog
 
 
 @dataclass
@@ -73,6 +74,17 @@ class OpsVerdict:
             if isinstance(values, list) and values
         ]
         return "; ".join(parts) or "ok"
+
+
+@dataclass
+class Outcome:
+    """One history: its seed, its scenario as told, the checker's verdict, and the fleet itself when
+    the caller keeps it (to describe what happened)."""
+
+    seed: int
+    scenario: str
+    verdict: OpsVerdict
+    fleet: Fleet | None = None
 
 
 def _minutes(t: float) -> str:
@@ -235,7 +247,9 @@ def real_failures(fleet: Fleet) -> list[tuple[float, float, str]]:
     behind: float | None = None
     told = False
     for before, sample in itertools.pairwise(fleet.samples):
-        short = sample.in_service >= maximum and sample.lag > before.lag and sample.lag > 60
+        # Behind: the backlog grows. (Not the lag: the age of the oldest record grows too while the
+        # fleet drains a past peak's backlog at many times the present load.)
+        short = sample.in_service >= maximum and sample.backlog > before.backlog and sample.lag > 60
         if not short:
             behind, told = None, False
         elif behind is None:
@@ -309,17 +323,22 @@ def _scaling(fleet: Fleet, verdict: OpsVerdict) -> None:
                 )
     if s.kind == "load" and s.profile:
         fall = WALL0 + s.profile[-1][0]
-        at_fall = [x.desired for x in fleet.samples if x.at <= fall]
-        peak = max(at_fall) if at_fall else 0
-        deadline = fall + back_to_min_seconds(fleet, peak)
+        # The way down starts once the fleet has drained what the peak left (scaling in while
+        # behind would only be undone); the group's largest size by then is where it starts from.
+        caught = next((x.at for x in fleet.samples if x.at > fall and x.lag <= CAUGHT_UP_LAG), None)
+        start = fleet.loop.now if caught is None else caught
+        peak = max((x.desired for x in fleet.samples if x.at <= start), default=0)
+        deadline = start + back_to_min_seconds(fleet, peak)
         minimum = int(fleet.group_props["MinSize"])
         reached = [x.at for x in fleet.samples if x.at > fall and x.desired == minimum]
-        verdict.back_to_min = bool(reached) and reached[0] <= deadline
+        verdict.back_to_min = caught is not None and bool(reached) and reached[0] <= deadline
         if not verdict.back_to_min:
             last = [x.desired for x in fleet.samples][-1]
+            since = f", caught up at {_minutes(caught)}" if caught is not None else ", never caught up"
+            got = f"reached {minimum} at {_minutes(reached[0])}" if reached else f"never back to {minimum}"
             verdict.not_back_to_min.append(
-                f"load fell at {_minutes(fall)} from a fleet of {peak}: still {last} at {_minutes(fleet.loop.now)}, "
-                f"not back to {minimum} by {_minutes(deadline)}"
+                f"load fell at {_minutes(fall)} from a fleet of {peak}{since}: {last} at "
+                f"{_minutes(fleet.loop.now)}, {got} (due by {_minutes(deadline)})"
             )
 
 

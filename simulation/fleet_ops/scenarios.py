@@ -4,7 +4,7 @@ load, and whether a deploy lands in the middle of it.
 Every history starts with the environment's first deploy (the stack created, the follow schedule
 with it, the topic's subscription confirmed within the hour, the pipeline's release uploaded some
 minutes later) and a stretch at rest; then the fault; then calm until the end, so that each
-history ends at rest too. The faults (issue 46's list):
+history ends at rest too. The faults:
 
 * ``tables``: the leases table, the workers table or both slow, throttled or refusing, for ten
   seconds to 30 minutes;

@@ -2,16 +2,19 @@
 happens inside the workers (simulation/world.py assembles them as the product does, on simulated
 threads and time).
 
-* ``rollover``: shards that end and hand over to children, generation after generation. Promise:
-  a child's lease is taken within one taking interval of its parent's end (docs/leases.md), or of
-  its creation when the children lookup (paced by the DescribeStream budget) comes later.
+* ``rollover``: shards that end and hand over to children, generation after generation. Promise: a
+  child's lease is taken within one taking interval of its parent's end (docs/leases.md), or of its
+  creation when the children lookup (paced by the DescribeStream budget) comes later.
 * ``hung-processor``: from a moment on, the processor never returns on one shard, in whichever
   worker runs it (bench/stall_move.py's hang: the stall follows the shard).
 * ``hung-read``: likewise one shard's GetRecords.
-  Promise for both: after each hang the shard's lease moves to another worker within 1.2 x the
-  stall timeout, and a page comes within the stall timeout and the paging alarm's window (the
-  template's alarm on ``StalledShards``, if it has one: else nothing pages). The hung shard itself
-  cannot finish; every other promise holds for it and for the others.
+  Promise for both: after each hang the shard's lease moves within 1.2 x the stall timeout to
+  another worker, while one has no call stuck on it (no worker takes back a shard whose call there
+  never returned: it would hang a second thread), and a page naming the shard comes within the
+  stall timeout and the paging alarm's window (the template's alarm on ``StalledShards``, grouped
+  by ShardId so that its notification names each stalled shard: an alarm on the fleet's series
+  names none). The hung shard itself cannot finish; every other promise holds for it and for the
+  others.
 
 The stall timeout is :data:`STALL_SECONDS` (the slice sets ``worker.stall_timeout_millis`` when the
 product has it; the promise scales with it). Every slice is also judged by the lease and delivery
@@ -24,23 +27,21 @@ evaluated every minute.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ground.settings import WorkerSettings
 from simulation.checker import check as check_data
 from simulation.faults import Faults
 from simulation.fleet_ops.alarms import AlarmBook, AlarmSpec, MetricStore
 from simulation.fleet_ops.clock import WALL0
+from simulation.fleet_ops.environment import environment
 from simulation.fleet_ops.period_metrics import PeriodMetrics
-from simulation.fleet_ops.promises import OpsVerdict
+from simulation.fleet_ops.promises import OpsVerdict, Outcome
 from simulation.histories import sim_settings
 from simulation.kernel import Group
 from simulation.stream import ShardSpec, lineage
 from simulation.threads import SimEvent
 from simulation.world import Plan, World
-
-if TYPE_CHECKING:
-    from simulation.fleet_ops.histories import Outcome
 
 SLICE_KINDS = ("rollover", "hung-processor", "hung-read")
 # Issue 46 measured children's start and stalls' moves at failover 3 s (bench/child_pickup.py,
@@ -95,8 +96,6 @@ def _long_shards(start: int, count: int, life: int) -> dict[str, ShardSpec]:
 
 
 def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None) -> Outcome:
-    from simulation.fleet_ops.histories import Outcome, environment
-
     rng = random.Random(f"slice-{seed}")
     kind = kind or rng.choice(SLICE_KINDS)
     specs = alarms if alarms is not None else environment().alarms
@@ -127,8 +126,10 @@ def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None
         shards=shards,
         metrics_for=metrics_for,
     )
-    pages: list[tuple[float, str]] = []
-    book = AlarmBook(specs, store, lambda topic, spec, now: pages.append((now, spec.name)), lambda *a: None)
+    pages: list[tuple[float, str, str]] = []  # when, which alarm, what it names
+    book = AlarmBook(
+        specs, store, lambda topic, spec, now, names: pages.append((now, spec.name, names)), lambda *a: None
+    )
     hang: dict[str, Any] = {}
     verdict = OpsVerdict()
     kernel = world.kernel
@@ -138,6 +139,7 @@ def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None
 
     def minutes() -> None:
         book.create(wall())
+        book.group_created(wall())  # the slice's fleet is running from the start
         while True:
             kernel.sleep(60_000)
             now = wall()
@@ -228,7 +230,7 @@ def _judge_pickup(world: World, settings: Any, verdict: OpsVerdict) -> None:
 def _judge_stall(
     world: World,
     hang: dict[str, Any],
-    pages: list[tuple[float, str]],
+    pages: list[tuple[float, str, str]],
     verdict: OpsVerdict,
     *,
     length: int,
@@ -243,7 +245,13 @@ def _judge_stall(
     stall = STALL_SECONDS * 1000
     end = start + length
     worst = 0.0
+    seen = [worker for worker, _ in hangs]
+    twice = sorted({worker for worker in seen if seen.count(worker) > 1})
+    if twice:
+        verdict.data.append(f"{shard} taken back and hung again by {twice}, whose calls on it were stuck")
     for worker, since in hangs:
+        if not set(world.workers) - {w for w, t in hangs if t <= since}:
+            continue  # every worker has a call stuck on it: nobody takes it again (the page says so)
         moved = [t for t, owner in owners if t > since and owner not in (None, worker)]
         took = (moved[0] if moved else end) - since
         if not moved and took <= 1.2 * stall:
@@ -258,8 +266,10 @@ def _judge_stall(
     verdict.stall_moved_over_timeout = worst
     first = WALL0 + (hangs[0][1] - start) / 1000
     stated = STALL_SECONDS + window + 60
-    if not any(first <= at <= first + stated for at, _ in pages):
+    timely = [(at, names) for at, _, names in pages if first <= at <= first + stated]
+    if not any(f"ShardId={shard}" in names.split("; ") for _, names in timely):
+        said = f" (pages named: {[n for _, n in timely]})" if timely else ""
         verdict.unpaged_failures.append(
-            f"{shard} hung from {(hangs[0][1] - start) / 1000:.0f} s ({len(hangs)} hang(s)): no page within "
-            f"{stated:.0f} s (the stall timeout and the StalledShards alarm's window)"
+            f"{shard} hung from {(hangs[0][1] - start) / 1000:.0f} s ({len(hangs)} hang(s)): no page naming it "
+            f"within {stated:.0f} s (the stall timeout and the StalledShards alarm's window){said}"
         )

@@ -63,6 +63,10 @@ KEPT_TYPES = {
     "AWS::EC2::VPCEndpoint",
     "AWS::EC2::LaunchTemplate",
     "AWS::DynamoDB::Table",
+    "AWS::ApplicationAutoScaling::ScalableTarget",
+    "AWS::ApplicationAutoScaling::ScalingPolicy",
+    "Custom::FleetSize",
+    "Custom::FleetSizeCarried",
     "AWS::Logs::LogGroup",
     "AWS::S3::Bucket",
     "AWS::CloudWatch::Dashboard",
@@ -106,7 +110,13 @@ def extract(stacks: Mapping[str, Mapping[str, Any]], data_stack: str) -> dict[st
                 "Properties": resource.get("Properties", {}),
                 "Stack": "data" if stack_name == data_stack else "fleet",
             }
-            for policy in ("CreationPolicy", "UpdatePolicy", "DeletionPolicy", "UpdateReplacePolicy"):
+            for policy in (
+                "CreationPolicy",
+                "UpdatePolicy",
+                "DeletionPolicy",
+                "UpdateReplacePolicy",
+                "DependsOn",
+            ):
                 if policy in resource:
                     kept[policy] = resource[policy]
             if resource["Type"] == "AWS::EC2::LaunchTemplate":

@@ -3,20 +3,22 @@ see it: its heartbeat file, its heartbeat row, the metrics it flushes. A model o
 the worker (simulation/world.py runs the real one, for the data's promises): what it follows of the
 real code, rule by rule:
 
-* **taker rounds** (``consumer/leases/taker.py``, ``reading.py``): a round every half taking
+* **taker rounds** (``consumer/leases/machine/taking.py``, ``reading.py``): a round every half taking
   interval after a round whose reads succeeded, a whole interval after a failed one. A round reads
   the workers table; a full scan (due every ``lease_full_scan_interval`` since the last one that
   succeeded, and at the first round) reads the leases table too, so while the leases table fails,
   every round from the first due full scan on fails (``full_at`` only moves on success). The
   heartbeat file is written as a round begins and as it ends (``HeartbeatFile.record``).
-* **liveness** (``consumer/leases/liveness.py``): a heartbeat row put every renewal interval, a
+* **liveness** (``consumer/leases/machine/beating.py``): a heartbeat row put every renewal interval, a
   third of it after a failed put; the row holds the start of the last put that succeeded, the lease
   count and (when the product's Heartbeat carries it) the time of the last good round. A worker
   whose last good put started more than ``fence_after`` ago is fenced: it processes nothing.
 * **metrics** (``consumer/telemetry``, flushed every ``metrics.flush_interval_seconds``):
-  ``NumWorkers``, ``TotalLeases`` and ``ReadyLeasesUnassigned`` only from a full round that
-  succeeded (``Taker._report``); ``CurrentLeases`` from a good heartbeat; ``LeaseTableScans`` per
-  complete scan; the records it processed and their lag; ``OpenShards`` from the sync leader.
+  ``NumWorkers``, ``TotalLeases``, ``ReadyLeasesUnassigned`` and ``LeasesNotTaken`` only from a
+  full round that succeeded (``taking._report``); ``CurrentLeases`` from a good heartbeat;
+  ``LeaseTableScans`` per complete scan; ``LeaseTableErrors`` per table call that failed for another
+  reason than a throttle (``TableRequests.errors``); the records it processed and their lag;
+  ``OpenShards`` from the sync leader.
 
 In a stretch with no fault anywhere near the worker its rounds and puts are advanced arithmetically
 (every one succeeds on the same rhythm); otherwise one by one, each call asking the table model.
@@ -32,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
-from consumer.leases.model import Heartbeat, heartbeat_to_item
+from consumer.leases.items import heartbeat_to_item
+from consumer.leases.model import Heartbeat
 from ground.settings import Settings
 from simulation.fleet_ops.heartbeat_files import HeartbeatState
 from simulation.fleet_ops.tables import Answer, Table
@@ -94,6 +97,7 @@ class Period:
     lag_millis: float | None = None
     lost: int = 0
     trimmed: float = 0.0
+    errors: int = 0  # table calls that failed for another reason than a throttle
 
 
 @dataclass(eq=False)
@@ -162,8 +166,12 @@ class WorkerProcess:
 
     def _call(self, table: Table, t: float, env: Surroundings, write: bool) -> Answer:
         if not env.reaches_tables(self.host, t):
-            return Answer(False, 3 * 1.0 + 0.3, UNREACHABLE)
-        return table.call(t, env.minute(t), write, self.rng)
+            answer = Answer(False, 3 * 1.0 + 0.3, UNREACHABLE)
+        else:
+            answer = table.call(t, env.minute(t), write, self.rng)
+        if not answer.ok and (answer.error or "").startswith("LeaseStoreUnavailableError"):
+            self.period.errors += 1  # the store counts it as LeaseTableErrors
+        return answer
 
     def _round(self, at: float, env: Surroundings) -> None:
         self.file.record(at, None)
@@ -263,7 +271,9 @@ class WorkerProcess:
             values["round_ok_at_wall_millis"] = int(self.row["round_ok_at"] * 1000)
         return heartbeat_item(Heartbeat(**values))
 
-    def flush(self, leader: bool, open_shards: int, ready_unassigned: int) -> list[tuple[str, str, float]]:
+    def flush(
+        self, leader: bool, open_shards: int, ready_unassigned: int, not_taken: int = 0
+    ) -> list[tuple[str, str, float]]:
         """(operation, metric, value) of the period just ended, as the recorder publishes them."""
         p, self.period = self.period, Period()
         out: list[tuple[str, str, float]] = []
@@ -271,6 +281,7 @@ class WorkerProcess:
             out += [
                 ("TakeLeases", "NumWorkers", float(self.live_seen)),
                 ("TakeLeases", "ReadyLeasesUnassigned", float(ready_unassigned)),
+                ("TakeLeases", "LeasesNotTaken", float(not_taken if self.leases < self.timing.cap else 0)),
             ]
         if p.good_beats:
             out.append(("RenewAllLeases", "CurrentLeases", float(self.leases)))
@@ -284,6 +295,8 @@ class WorkerProcess:
             out.append(("RenewAllLeases", "LostLeases", float(p.lost)))
         if p.trimmed:
             out.append(("Fetcher", "RecordsTrimmedLost", p.trimmed))
+        if p.errors:
+            out.append(("LeaseTable", "LeaseTableErrors", float(p.errors)))
         if leader:
             out.append(("ShardSyncTask", "OpenShards", float(open_shards)))
         return out

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
+from consumer.lease_keys import table_of
+from consumer.leases.items import lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from emulator.testing import RunningEmulator, running_emulator
-from ground.lease_keys import table_of
 from ground.settings import LoadSettings, load_settings
 from tests.e2e.fast_settings import FAST_WORKER_YAML, TELEMETRY_TO_LOGS_YAML
 from tests.support import wait_for

@@ -113,6 +113,15 @@ def publish(
         leases_table,
         [(at + scan * 0.1, count) for at in times for scan in range(scans_per_minute) for count in pages],
     )
+    # The source table's writes: a record of the stream each (items of 1 KB or less).
+    for view in settings.per_stream():
+        source = {"TableName": view.table.source_table_name}
+        data.extend(
+            DYNAMODB,
+            "ConsumedWriteCapacityUnits",
+            source,
+            [(at, state.records_per_second * 60) for at in times],
+        )
     workers_table = {"Operation": "Scan", "TableName": settings.workers_table_name}
     data.extend(DYNAMODB, "ReturnedItemCount", workers_table, [(at, processes) for at in times])
     data.extend(

@@ -272,8 +272,12 @@ def _failing(synth: Synthesized, alarm: str, minutes: list[int]) -> Datapoints:
     elif alarm == "leases-table-throttled":
         table = {"TableName": settings.leases_table_name}
         data.extend("AWS/DynamoDB", "WriteThrottleEvents", table, [(t, 4.0) for t in at])
-    elif alarm == "stalled-shards":
-        data.extend(namespace, "StalledShards", {"Operation": "ProcessTask"}, [(t, 1.0) for t in at])
+    elif alarm == "stalled-shards":  # by shard: the alarm's contributors
+        shard = {"Operation": "ProcessTask", "ShardId": "shardId-00000001700000000000-0001"}
+        data.extend(namespace, "StalledShards", shard, [(t, 1.0) for t in at])
+    elif alarm == "processing-stopped":  # the source table still written to, nothing processed
+        for key in [k for k in data.points if k[1] == "RecordsProcessed"]:
+            data.points[key] = [(t, v) for t, v in data.points[key] if int(t // 60) not in minutes]
     else:
         metric = {
             "leases-lost": "LostLeases",
@@ -282,6 +286,8 @@ def _failing(synth: Synthesized, alarm: str, minutes: list[int]) -> Datapoints:
             "telemetry-send-failures": "TelemetrySendFailures",
             "records-lost-to-trimming": "RecordsTrimmedLost",
             "dead-letters": "RecordsSentToDeadLetter",
+            "leases-not-taken": "LeasesNotTaken",
+            "lease-tables-failing": "LeaseTableErrors",
         }[alarm]
         worker_event(settings, data, metric, minutes)
     return data
@@ -296,6 +302,9 @@ PAGES = {
     "telemetry-dropped": (10, False),
     "telemetry-send-failures": (10, False),
     "stalled-shards": (10, False),
+    "leases-not-taken": (3, False),
+    "lease-tables-failing": (3, False),
+    "processing-stopped": (5, False),
     "lake-freshness": (3, False),
     "records-lost-to-trimming": (1, True),
     "dead-letters": (1, True),

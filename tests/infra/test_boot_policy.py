@@ -108,10 +108,12 @@ def test_signal_and_health_permissions_are_scoped(synth: Synthesized) -> None:
     assert not any(s["Resource"] == "*" for s in statements if "autoscaling:SetInstanceHealth" in _actions(s))
     # The one question at boot, read-only (Describe calls take no resource).
     (describe,) = [s for s in statements if "autoscaling:DescribeAutoScalingInstances" in _actions(s)]
-    # Two reads that take no resource ARN: the boot's group name, the watchdog's one-at-a-time check.
+    # Reads that take no resource ARN: the boot's group name, the watchdog's one-at-a-time check and
+    # its peers' host names (deploy/peers.py).
     assert set(_actions(describe)) == {
         "autoscaling:DescribeAutoScalingInstances",
         "autoscaling:DescribeAutoScalingGroups",
+        "ec2:DescribeInstances",
     }
     assert describe["Resource"] == "*"
 

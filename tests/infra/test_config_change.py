@@ -53,7 +53,8 @@ def test_worker_and_capacity_edits_reach_the_template(
     assert alarm["Threshold"] == 3  # leases per open shard
     plan = boot_plan_of(edited.raw)
     assert plan.unit_names()[-1] == "consumer-worker@6" and len(plan.unit_names()) == 6
-    assert "TimeoutStopSec=285" in instance_units(edited.raw)["consumer-worker@.service"]
+    # The hook's 300 s less the agent's flush wait (2 x 5 s) and 15 s to complete the action.
+    assert "TimeoutStopSec=275" in instance_units(edited.raw)["consumer-worker@.service"]
     # Creation waits for the new minimum's signals.
     (group_resource,) = [
         r for r in edited.raw["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"

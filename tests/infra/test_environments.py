@@ -55,6 +55,8 @@ NOT_PHYSICAL = {
     # Unique per scalable target (the leases table's read or write capacity).
     ("AWS::ApplicationAutoScaling::ScalingPolicy", "PolicyName"),
     ("Custom::FleetSize", "StackName"),  # the stack it reads the group of
+    ("Custom::FleetSizeCarried", "StackName"),
+    ("Custom::FleetSizeCarried", "GroupName"),  # the group it sets (a Ref)
 }
 
 

@@ -47,10 +47,60 @@ def test_the_group_keeps_its_size_across_deploys(env: str, synthesized: dict[str
         if {"Ref": role} in p["Roles"]
         for s in p["PolicyDocument"]["Statement"]
     ]
-    assert [(s["Action"], s["Resource"]) for s in statements] == [
-        ("autoscaling:DescribeAutoScalingGroups", "*")
+    assert [(s["Action"], s["Resource"], s.get("Condition")) for s in statements] == [
+        ("autoscaling:DescribeAutoScalingGroups", "*", None),
+        (
+            "autoscaling:SetDesiredCapacity",
+            "*",
+            {
+                "StringEquals": {
+                    "autoscaling:ResourceTag/aws:cloudformation:stack-name": list(synth.stacks)[-1]
+                }
+            },
+        ),
     ]
     assert not resources[role]["Properties"].get("ManagedPolicyArns")
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_the_new_group_is_carried_to_the_old_ones_size_once_scaling_names_it(
+    env: str, synthesized: dict[str, Synthesized]
+) -> None:
+    """The size read when a deploy begins goes stale while the new group boots (the alarms still scale
+    the old one): a second resource of the same function, updated with each new group, after the
+    scaling policies and their alarms name it, before the old group is deleted."""
+    resources = synthesized[env].raw["Resources"]
+    ((group_id, group),) = [
+        (k, r["Properties"])
+        for k, r in resources.items()
+        if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
+    ]
+    (size,) = [r for r in resources.values() if r["Type"] == "Custom::FleetSize"]
+    (carried,) = [r for r in resources.values() if r["Type"] == "Custom::FleetSizeCarried"]
+    props = carried["Properties"]
+    assert props["ServiceToken"] == size["Properties"]["ServiceToken"]
+    assert (props["Mode"], props["GroupName"], props["GroupLogicalId"]) == (
+        "carry",
+        {"Ref": group_id},
+        group_id,
+    )
+    assert (props["MinSize"], props["MaxSize"]) == (group["MinSize"], group["MaxSize"])
+    scaling = {
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::AutoScaling::ScalingPolicy"
+        or (
+            r["Type"] == "AWS::CloudWatch::Alarm"
+            and any(
+                "Fn::GetAtt" in a
+                and resources[a["Fn::GetAtt"][0]]["Type"] == "AWS::AutoScaling::ScalingPolicy"
+                for a in r["Properties"].get("AlarmActions", [])
+                if isinstance(a, dict)
+            )
+        )
+    }
+    assert len(scaling) == 4  # scale out, scale in: each policy and its alarm
+    assert scaling <= set(carried.get("DependsOn", []))
 
 
 class AutoScaling:
@@ -114,6 +164,49 @@ def test_the_size_is_the_groups_within_the_new_bounds(
     assert starting_size([{"DesiredCapacity": d} for d in groups], minimum, maximum) == size
 
 
+def carry(name: str = "new", minimum: int = 3, maximum: int = 12) -> dict[str, Any]:
+    request = event("Update", minimum, maximum)
+    request["ResourceProperties"].update({"Mode": "carry", "GroupName": name})
+    return request
+
+
+class Carrying(AutoScaling):
+    def __init__(self, groups: list[dict[str, Any]]) -> None:
+        super().__init__(groups)
+        self.set: list[dict[str, Any]] = []
+
+    def set_desired_capacity(self, **request: Any) -> None:
+        self.set.append(request)
+
+
+def named(name: str, desired: int, **tags: str) -> dict[str, Any]:
+    return {**group(desired, **tags), "AutoScalingGroupName": name}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "maximum", "size"),
+    [
+        (6, 5, 12, 6),  # the old group scaled out while the new one booted
+        (4, 5, 12, 4),  # ... or in
+        (14, 10, 12, 12),  # within the new bounds
+    ],
+)
+def test_the_new_group_takes_the_size_the_old_one_reached(
+    old: int, new: int, maximum: int, size: int
+) -> None:
+    client = Carrying([named("old", old), named("new", new), named("dev", 9, stack="app-dev")])
+    assert answer(carry(maximum=maximum), client) == {"Size": str(size)}
+    assert client.set == [{"AutoScalingGroupName": "new", "DesiredCapacity": size, "HonorCooldown": False}]
+
+
+@pytest.mark.parametrize("groups", [[("new", 5)], [("old", 5), ("new", 5)], []])
+def test_nothing_is_set_without_an_old_group_or_a_difference(groups: list[tuple[str, int]]) -> None:
+    """An update in place (no replacement), a size already right, or a group not listed yet."""
+    client = Carrying([named(n, d) for n, d in groups])
+    assert answer(carry(), client) == {"Size": "5" if groups else "0"}
+    assert client.set == []
+
+
 def test_cloudformation_always_hears_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
 
@@ -129,10 +222,12 @@ def test_cloudformation_always_hears_an_answer(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(boto3, "client", lambda service: AutoScaling([], fail=RuntimeError("throttled")))
     handler(event("Update"), None, respond)
     handler(event("Delete"), None, respond)
+    handler(carry(), None, respond)
     assert sent == [
         ("SUCCESS", {"Size": "8"}, "app-prod-fleet-size", None),
         ("FAILED", {}, "app-prod-fleet-size", "RuntimeError: throttled"),
         ("SUCCESS", {"Size": "0"}, "app-prod-fleet-size", None),
+        ("FAILED", {}, "app-prod-fleet-size-carried", "RuntimeError: throttled"),
     ]
 
 

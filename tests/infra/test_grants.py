@@ -47,12 +47,20 @@ def test_no_wildcard_grants_on_dynamodb_logs_cloudwatch(synth: Synthesized) -> N
                 assert "*" not in name, statement
         if "*" in resources:
             # Reads that take no resource ARN: the boot's question for its group's name, the
-            # watchdog's one-replacement-at-a-time check, and the group's size read at a deploy
-            # (infra/fleet_size.py, alone in its function's role).
+            # watchdog's one-replacement-at-a-time check and its peers' host names, and the group's
+            # size read at a deploy (infra/fleet_size.py, alone in its function's role).
             if set(actions) <= {
                 "autoscaling:DescribeAutoScalingInstances",
                 "autoscaling:DescribeAutoScalingGroups",
+                "ec2:DescribeInstances",
             }:
+                continue
+            # The new group's size after a replacing update: only this stack's groups, by tag.
+            if actions == ["autoscaling:SetDesiredCapacity"]:
+                tag = statement["Condition"]["StringEquals"][
+                    "autoscaling:ResourceTag/aws:cloudformation:stack-name"
+                ]
+                assert tag == list(synth.stacks)[-1], statement
                 continue
             # PutMetricData takes no resource ARN; it must then be pinned to our namespace.
             assert actions == ["cloudwatch:PutMetricData"], statement

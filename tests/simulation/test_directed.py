@@ -154,17 +154,24 @@ def test_a_heartbeat_learnt_after_the_deadline_drops_the_leases_before_it_extend
     and taken its shards; w1 resumes 0.5 s after that, still within the new heartbeat's own deadline.
     If the heartbeat thread runs first on resume and only moves the deadline, the processor finds
     the leases usable again and delivers a shard that w2 now owns. Defence: a renewal learnt after
-    the deadline drops everything held first (fence_at_deadline). Whichever thread runs first on
-    resume is a seeded draw, so the sequence is played three times."""
+    the deadline drops everything held first (fence_at_deadline). w1's taker, whose round fell due
+    during the stop, runs on resume too and would tell the consumers their shards are lost: its
+    scan's answer comes 2 s late (within the client's bound), so the moment is the heartbeat's and
+    the processor's. Whichever of those runs first on resume is a seeded draw, so the sequence is
+    played three times."""
     shards = {
         f"shardId-{i:04d}": ShardSpec(f"shardId-{i:04d}", None, START, START + 150_000, 700) for i in range(4)
     }
+    # The throttles begin with the first beat at or after ``at`` (within a renewal interval, 3.3 s)
+    # and last 4.4 s: w1 is stopped by ``at`` + 8 s and resumes 7.5 s after it stopped, so the
+    # taker's first scan from ``at`` + 8 s is the one on resume.
     late = tuple(
         fault
         for at in (30_000, 60_000, 90_000)
         for fault in (
             *(Directed("w1", "heartbeat", at, throttle=True) for _ in range(4)),
             Directed("w1", "heartbeat", at, commit_delay_millis=7_000, pause_after_send_millis=7_500),
+            Directed("w1", "scan", at + 8_000, thread="taker", answer_delay_millis=2_000),
         )
     )
     world = World(5, settings(), Faults(), shards=shards, directed=late)

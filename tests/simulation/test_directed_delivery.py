@@ -128,16 +128,33 @@ def test_what_the_lanes_finished_before_a_fence_is_not_handled_again_after_the_t
     own buffer fix (lanes_buffer) guards a consumer that carries on after the take-back, which this
     consumer never does: the scheduler tells it its lease is lost first (the fence's drop is
     announced at once; a take-back needs a heartbeat and a round of the taker). The two cover each
-    other: this history fails with both reverted (lanes_buffer+reconcile_tells_lost), not with one."""
+    other: this history fails with both reverted (lanes_buffer+reconcile_tells_lost), not with one.
+    The stop comes the moment a lane has finished a record beyond one still in flight, and is played
+    three times."""
     processing = {"processor": f"{MODULE}:Recorder", "parallelization_factor": 10}
     history = world(18, processing, records=60, closes=40_000)
     history.ledger.slow_rate, history.ledger.slow_millis = 1.0, 3_000
 
+    def half_done(w: World) -> bool:
+        """Some lane has finished a record beyond one still in flight: the checkpoint waits for it."""
+        handled = {h.sequence_number for h in w.ledger.handled}
+        waiting = [r.sequence_number for r in w.stream.written[SHARD] if r.sequence_number not in handled]
+        return bool(handled) and bool(waiting) and max(handled) > min(waiting)
+
     def director(w: World) -> None:
-        wait_for(w.kernel, lambda: bool(w.ledger.handled), step=1)
-        w.kernel.sleep(1_000)  # the flush is half done
+        group = w.workers["w1"].group
+        for _ in range(3):
+            wait_for(w.kernel, lambda: half_done(w), step=1)
+            group.paused_until = back = w.kernel.now + FAILOVER + 2_000  # SIGSTOP past the fence
+            # On resume the heartbeat and the taker's round (both due during the stop) run side by
+            # side: the round's scan answers 0.1 s late, after the renewal, so the round takes the
+            # lease back at once instead of half an interval later.
+            late = Directed(
+                "w1", "scan", w.kernel.now - w.script.start, thread="taker", answer_delay_millis=100
+            )
+            w.script.faults.append(late)
+            wait_for(w.kernel, lambda back=back: any(h.at > back for h in w.ledger.handled))
         w.ledger.slow_rate = 0.0
-        w.workers["w1"].group.paused_until = w.kernel.now + FAILOVER + 2_000  # SIGSTOP past the fence
 
     verdict = run(history, 45_000, director)
     assert verdict.ok, str(verdict)
@@ -156,7 +173,7 @@ def test_a_checkpoint_refused_after_the_take_back_it_waited_through_is_where_the
     refused = Directed(
         "w1",
         "checkpoint",
-        20_000,  # the first checkpoint (a new fleet's worker takes its first lease after ~21 s)
+        20_000,  # a checkpoint 20 s in (the worker holds its lease from one taker interval after the start)
         thread="shard",
         throttle=True,
         pause_after_send_millis=FAILOVER + 2_000,
@@ -236,7 +253,7 @@ def test_an_owner_that_initializes_late_keeps_a_newer_owners_window_state() -> N
     checkpoint with the state saved with it — deleted, it would start the window empty and the final
     state would miss the records before. Fix: starting deletes only older versions
     (window_start_keeps_later; seed 6 174 of the third sweep)."""
-    late = Directed("w1", "Query", 20_000, pause_before_send_millis=40_000)
+    late = Directed("w1", "Query", 0, pause_before_send_millis=40_000)  # its first lease's initialize
     history = world(15, windows(), records=60, closes=90_000, directed=(late,))
 
     def director(w: World) -> None:
@@ -253,11 +270,12 @@ def test_an_owner_that_initializes_late_keeps_a_newer_owners_window_state() -> N
 def deferred_then_failed() -> tuple[Directed, ...]:
     """In one flush: the first batch's checkpoint throttled (deferred), the next batch's state refused
     by the window-state table (the call raises), the deferred checkpoint throttled once more on the
-    way out."""
+    way out. The first flush: the worker's first lease comes one taker interval after the start,
+    with a few batches written meanwhile (later, caught up, a flush holds one record)."""
     return (
-        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
-        Directed("w1", "PutItem", 20_000, skip=1, throttle=True),
-        Directed("w1", "checkpoint", 20_000, thread="shard", throttle=True),
+        Directed("w1", "checkpoint", 0, thread="shard", throttle=True),
+        Directed("w1", "PutItem", 0, skip=1, throttle=True),
+        Directed("w1", "checkpoint", 0, thread="shard", throttle=True),
     )
 
 

@@ -48,8 +48,9 @@ def test_a_checkpoint_refused_because_the_hand_over_is_overdue_is_recorded_by_th
     records are handled. The thief is gone, so w1 frees the lease and takes it again: its next
     consumer must start after those records. Fix: the refused position is noted, and the release
     records it (overdue_position_noted; seed 6 025 of the third sweep). Answered 9.9 s late, the
-    refusal comes after the release and shows the lease free: the position is kept and written when
-    w1 takes the lease from nobody (free_lease_keeps_position; it replayed record 2640 before)."""
+    refusal came after the release and showed the lease free; the release now waits for the
+    delivery, so the refusal comes first here as well (the position kept while the lease is free:
+    free_lease_keeps_position, tests/unit/leases/test_overdue_hand_over.py)."""
     history = _lanes_on_two_shards()
     late: list[Directed] = []
 

@@ -1,4 +1,4 @@
-"""The whole worker under the fault model, in its short form: a few hundred seeded histories.
+"""The whole worker under the fault model, in its short form: a hundred seeded histories.
 
 Each history runs several workers as the product assembles them (consumer.runtime.assembly) — lease
 coordinator, shard sync, the scheduler and its shard consumers, the checkpointer and a processor —
@@ -25,14 +25,17 @@ import pytest
 
 from simulation.histories import KINDS, history
 
-HISTORIES = int(os.environ.get("SIM_HISTORIES", "200"))
+HISTORIES = int(os.environ.get("SIM_HISTORIES", "100"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of
 # chaos. 1 007 305: a checkpoint refused after the worker had already adopted its take-back of the
 # lease (fenced, then mine again at a new counter) was forgotten, and the next consumer replayed it.
 # 1 009 574 broke the checker instead: a zombie's (idempotent) landing under another worker's
 # ownership shared its millisecond with the zombie's own take-back, and the replay after it was
 # judged by the owners' history, which names the take-back's owner for that whole millisecond.
-LONG_FORM_SEEDS = (1_007_305, 1_009_574, 1_014_485, 1_018_069)
+# 1 000 782 and 1 002 823 (the DynamoDB store under the API model, each Scan page stale on its own):
+# a thief took a lease it had asked for from a live owner, its pending mark fresh and the owner's row
+# stale, the hand-over not overdue.
+LONG_FORM_SEEDS = (1_007_305, 1_009_574, 1_014_485, 1_018_069, 1_000_782, 1_002_823)
 BLOCKS = 8
 CHAOS_MILLIS = 30_000
 

@@ -14,7 +14,8 @@ import logging
 
 import pytest
 
-from simulation.fleet_ops.histories import Outcome, history
+from simulation.fleet_ops.histories import history
+from simulation.fleet_ops.promises import Outcome
 from simulation.fleet_ops.scenarios import DIRECTED, KINDS
 from simulation.fleet_ops.slices import SLICE_KINDS
 
@@ -75,3 +76,19 @@ def test_a_seed_replays_exactly() -> None:
         (s.at, s.desired, s.processed, s.lag) for s in again.fleet.samples
     ]
     assert first.fleet.loop.events == again.fleet.loop.events
+
+
+def test_a_scale_out_during_a_deploy_outlives_the_old_group() -> None:
+    """The long form's seed 1 000 232 (at 6f589d3): load x10, a deploy while the group grew; the old
+    group's scale-out a minute into the deploy was undone when CloudFormation deleted it, the new
+    group still at the size read when the deploy began. Its Custom::FleetSizeCarried resource now
+    sets the new group to the old one's size before the old one goes."""
+    outcome = history(1_000_232, keep=True)
+    assert outcome.fleet is not None
+    assert "load x10" in outcome.scenario and "deploy at" in outcome.scenario
+    update = next(o for o in outcome.fleet.stack.operations if o.kind == "update")
+    old = outcome.fleet.stack.groups[0]
+    grown = [a for a in old.activities if update.started < a.at < (update.ended or 0)]
+    assert [a.desired_to - a.desired_from for a in grown] == [1]  # the case: the old group grew meanwhile
+    assert not outcome.verdict.scaling_flaps, outcome.verdict
+    assert outcome.verdict.ok, outcome.verdict

@@ -19,10 +19,9 @@ from deploy.health import HealthJudge, Judgement
 from simulation.fleet_ops.alarms import AlarmSpec
 from simulation.fleet_ops.clock import WALL0
 from simulation.fleet_ops.cost import Bill
-from simulation.fleet_ops.environment import Environment, Sample
+from simulation.fleet_ops.environment import Environment, Sample, environment
 from simulation.fleet_ops.fleet import Fleet
-from simulation.fleet_ops.histories import environment
-from simulation.fleet_ops.promises import OpsVerdict, _scaling, check
+from simulation.fleet_ops.promises import OpsVerdict, _scaling, check, real_failures
 from simulation.fleet_ops.scenarios import directed
 from simulation.fleet_ops.stream import Stream
 
@@ -164,3 +163,47 @@ def test_records_left_until_the_stream_trims_them_are_lost() -> None:
         t += 600
         stream.step(t, 600, capacity=0.0, served_share=0.0)
     assert stream.lost > 0 and stream.lag(t) <= 24 * 3600 + 600
+
+
+def _at_max(backlog: list[float], lag: list[float]) -> Any:
+    samples = [
+        Sample(WALL0 + 60 * i, 12, 12, 1_000.0, 60_000.0, g, 44, 0.0, b)
+        for i, (b, g) in enumerate(zip(backlog, lag, strict=True))
+    ]
+    return SimpleNamespace(
+        samples=samples,
+        stack=SimpleNamespace(completed_at=lambda kind="create": WALL0),
+        leases_table=SimpleNamespace(outages=[], read_timeout=2.0),
+        workers_table=SimpleNamespace(outages=[]),
+        follow=None,
+        loop=SimpleNamespace(now=samples[-1].at),
+        group_props={"MinSize": "3", "MaxSize": "12"},
+    )
+
+
+def test_a_group_at_its_maximum_is_behind_when_its_backlog_grows_not_its_oldest_records_age() -> None:
+    minutes = 40
+    ages = [3_000.0 + 40 * i for i in range(minutes)]  # the oldest record ages: a past peak drains
+    draining = _at_max([1e9 - 5e6 * i for i in range(minutes)], ages)
+    assert not [f for f in real_failures(draining) if "maximum" in f[2]]
+    growing = _at_max([1e9 + 5e6 * i for i in range(minutes)], ages)
+    assert [f for f in real_failures(growing) if "maximum" in f[2]]
+
+
+def test_the_way_back_to_the_minimum_is_timed_from_when_the_peaks_backlog_is_drained() -> None:
+    minutes = 600
+    desired = [3] * 30 + [min(12, 3 + i // 5) for i in range(90)] + [12] * 120
+    desired += [max(3, 12 - i // 31) for i in range(minutes - len(desired))]
+    load = [1.0] * 30 + [10.0] * 90 + [1.0] * (minutes - 120)
+    walk = _walk(desired, load)
+    for i, sample in enumerate(walk.samples):  # two hours to drain the peak's backlog
+        sample.lag = 2_000.0 if 120 <= i < 240 else 0.0
+    verdict = OpsVerdict()
+    _scaling(walk, verdict)
+    assert verdict.back_to_min is True, verdict.not_back_to_min
+    never = _walk(desired, load)
+    for sample in never.samples[120:]:
+        sample.lag = 2_000.0
+    verdict = OpsVerdict()
+    _scaling(never, verdict)
+    assert verdict.back_to_min is False and "never caught up" in verdict.not_back_to_min[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_the_model_builds_the_watchdog_main_builds(tmp_path: Path, monkeypatch: 
 
     plan_file = tmp_path / "boot.json"
     plan_file.write_text(PLAN.to_json())
-    clients = {"autoscaling": object(), "dynamodb": object()}
+    clients = {"autoscaling": object(), "dynamodb": object(), "ec2": object()}
     monkeypatch.setattr(boto3, "client", lambda service, **_: clients[service])
     monkeypatch.setattr(watchdog_module, "metadata", lambda path: "i-0sim")
     monkeypatch.setattr(watchdog_module.socket, "gethostname", lambda: "ip-10-0-1-2")
@@ -148,12 +149,14 @@ def test_the_model_builds_the_watchdog_main_builds(tmp_path: Path, monkeypatch: 
         Layout(tmp_path),
         autoscaling=clients["autoscaling"],
         dynamodb=clients["dynamodb"],
+        ec2=clients["ec2"],
         instance_id="i-0sim",
         host="ip-10-0-1-2",
         started=real.judge.started,
         restarts=lambda: 0,
         lifecycle_state=lambda: "InService",
         stop=lambda: None,
+        clock=time.time,
     )
     assert (mine.plan, mine.layout, mine.instance_id, mine.autoscaling) == (
         real.plan,
@@ -164,10 +167,12 @@ def test_the_model_builds_the_watchdog_main_builds(tmp_path: Path, monkeypatch: 
     assert (mine.judge.plan, mine.judge.grace_seconds) == (real.judge.plan, real.judge.grace_seconds)
     assert type(mine.peers) is type(real.peers)
     assert vars(mine.peers) == vars(real.peers)
+    assert type(mine.peer_look) is type(real.peer_look)
+    assert vars(mine.peer_look) == vars(real.peer_look)
 
 
 def test_the_boot_outcomes_come_from_the_real_scripts() -> None:
-    from simulation.fleet_ops.histories import environment
+    from simulation.fleet_ops.environment import environment
 
     table = environment().outcomes
     assert table[None].signals == ("SUCCESS",) and table[None].watchdog and table[None].workers

@@ -55,7 +55,7 @@ def effective_settings(settings: Settings) -> dict[str, Any]:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from consumer.processing.errors import ProcessingConfigError
+    from consumer.processing import ProcessingConfigError
 
     settings = settings_from(args)
     try:
@@ -83,9 +83,9 @@ def _check_processing(settings: Settings) -> None:
 
     The clients are created (which needs no network) but never called.
     """
-    from consumer.processing.errors import ProcessingConfigError
-    from consumer.runtime.clients import AwsClients
-    from consumer.runtime.processors import build_processor_factory
+    from consumer.api.aws import AwsClients
+    from consumer.api.worker import build_processor_factory
+    from consumer.processing import ProcessingConfigError
 
     for index, view in enumerate(settings.per_stream()):  # each stream's, naming its entry
         try:

@@ -61,9 +61,8 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
     import threading
     from pathlib import Path
 
-    from consumer.leases.decisions import Timing
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.runtime.clients import client_for, logs_client
+    from consumer.api.aws import client_for, logs_client
+    from consumer.api.leases import DynamoDBLeaseStore, Timing
     from tools.commands import CommandError, ExitCode
     from tools.dashboard.errors import DashboardError
     from tools.dashboard.lease_view import LeaseFeed
@@ -112,7 +111,7 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from consumer.runtime.clients import logs_client
+    from consumer.api.aws import logs_client
     from tools.commands import CommandError
     from tools.dashboard.errors import DashboardError
     from tools.dashboard.readback import points_of_all, read_jsonl, read_log_group

@@ -8,13 +8,17 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from tools.commands import CommandError, ExitCode, add_command, add_env_arguments, settings_from
 from tools.demo.chaos import SCHEDULES
+
+if TYPE_CHECKING:
+    from ground.settings import Settings
+    from tools.demo.run import DemoOutcome
 
 
 def register(subparsers: Any) -> None:
@@ -75,7 +79,9 @@ def _step(console: Console, title: str, command: list[str]) -> tuple[int, str]:
     console.rule(title)
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     output = (result.stdout + result.stderr).strip()
-    console.print(output[-4000:], markup=False, highlight=False)
+    # Not wrapped at the console's width: a step's line (a long change-log path, say) stays one line,
+    # as the step printed it, for whoever reads or compares the output (docs/demo.md's capture).
+    console.print(output[-4000:], markup=False, highlight=False, soft_wrap=True)
     return result.returncode, output
 
 
@@ -86,29 +92,18 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tools.demo.run import Demo, DemoError, prepare_workdir, start_local_aws, stop_process
+    from tools.demo.run import Demo, DemoError, start_local_aws, stop_process
 
     settings = settings_from(args)
     if args.schedule is not None and args.chaos is None:
         raise CommandError("--schedule chooses a chaos schedule: give --chaos SEED too", ExitCode.USAGE)
-    # The local endpoint accepts any credentials; a machine with none configured still runs the demo
-    # (the worker processes inherit these).
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", settings.region)
-    console = Console()
-    config_dir = Path(args.config_dir or "config")
-    workdir = Path(args.workdir)
-    for view in settings.per_stream():  # every table's change log starts empty
-        prepare_workdir(workdir, Path(str(view.processing.options.get("destination", "var/changelog"))))
-    for uri in (settings.pipeline.snapshot_uri, settings.pipeline.stats_uri):
-        if "://" not in uri:
-            prepare_workdir(Path(uri), Path(uri))
+    config_dir, workdir = _prepare(args, settings)
     if not settings.endpoint_url:
         raise CommandError(
             f"env {settings.env} has no endpoint_url: the demo runs only against a local endpoint",
             ExitCode.USAGE,
         )
+    console = Console()
     console.rule("dynamodb-stream-fleet demo")
     console.print(
         f"local AWS endpoint {settings.endpoint_url}: the emulator (moto for DynamoDB, S3, Logs, CloudWatch; "
@@ -139,30 +134,8 @@ def _demo(args: argparse.Namespace) -> int:
             bootstrap=not args.skip_spark,
             live=live.dashboard,
         ).run(workers=args.workers)
-        cli = [sys.executable, "-m", "tools.cli"]
-        env = ["--env", settings.env, "--config-dir", str(config_dir)]
-        spark = ["-v"] if args.verbose else []
-        verify_code: int | None = None
-        if not args.skip_spark:
-            # One Spark session for both jobs: `snapshot --verify` verifies what it just committed.
-            verify_code, _ = _step(
-                console,
-                "Spark: change log -> current state of the table, then verified against a scan of it",
-                [*cli, "pipeline", "snapshot", "--verify", *env, *spark],
-            )
-        # The dashboard's time axis is the demo's clock (t+0 when the load started), as in the events.
-        dash_code, _ = _step(
-            console,
-            "dashboard",
-            [
-                *cli,
-                "dashboard",
-                *env,
-                "--out",
-                str(workdir / "dashboard.png"),
-                "--start-millis",
-                str(outcome.started_millis),
-            ],
+        verify_code, dash_code = _after_the_fleet(
+            console, args, settings, config_dir=config_dir, workdir=workdir, outcome=outcome
         )
     except DemoError as exc:
         console.print(f"[red]demo failed: {exc}")
@@ -175,10 +148,81 @@ def _demo(args: argparse.Namespace) -> int:
             live.stop()
         stop_process(server)
 
+    judged_ok = _report(console, outcome, verify_code)
+    spark_ok = args.skip_spark or verify_code == 0
+    ok = judged_ok and spark_ok and dash_code == 0
+    console.print(
+        "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
+    )
+    return ExitCode.OK if ok else ExitCode.FAILED
+
+
+def _prepare(args: argparse.Namespace, settings: Settings) -> tuple[Path, Path]:
+    """What the demo starts from: credentials for the local endpoint and empty work directories
+    (every table's change log, the pipeline's local outputs). Returns the config and work directories."""
+    from tools.demo.run import prepare_workdir
+
+    # The local endpoint accepts any credentials; a machine with none configured still runs the demo
+    # (the worker processes inherit these).
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", settings.region)
+    config_dir = Path(args.config_dir or "config")
+    workdir = Path(args.workdir)
+    for view in settings.per_stream():  # every table's change log starts empty
+        prepare_workdir(workdir, Path(str(view.processing.options.get("destination", "var/changelog"))))
+    for uri in (settings.pipeline.snapshot_uri, settings.pipeline.stats_uri):
+        if "://" not in uri:
+            prepare_workdir(Path(uri), Path(uri))
+    return config_dir, workdir
+
+
+def _after_the_fleet(
+    console: Console,
+    args: argparse.Namespace,
+    settings: Settings,
+    *,
+    config_dir: Path,
+    workdir: Path,
+    outcome: DemoOutcome,
+) -> tuple[int | None, int]:
+    """The steps once the fleet has stopped: Spark builds the table's current state and verifies it
+    (unless ``--skip-spark``: its exit code is then None), and the dashboard is drawn."""
+    cli = [sys.executable, "-m", "tools.cli"]
+    env = ["--env", settings.env, "--config-dir", str(config_dir)]
+    spark = ["-v"] if args.verbose else []
+    verify_code: int | None = None
+    if not args.skip_spark:
+        # One Spark session for both jobs: `snapshot --verify` verifies what it just committed.
+        verify_code, _ = _step(
+            console,
+            "Spark: change log -> current state of the table, then verified against a scan of it",
+            [*cli, "pipeline", "snapshot", "--verify", *env, *spark],
+        )
+    # The dashboard's time axis is the demo's clock (t+0 when the load started), as in the events.
+    dash_code, _ = _step(
+        console,
+        "dashboard",
+        [
+            *cli,
+            "dashboard",
+            *env,
+            "--out",
+            str(workdir / "dashboard.png"),
+            "--start-millis",
+            str(outcome.started_millis),
+        ],
+    )
+    return verify_code, dash_code
+
+
+def _report(console: Console, outcome: DemoOutcome, verify_code: int | None) -> bool:
+    """The events, each table's verdict and the fleet's figures, the duplicate deliveries; True when
+    every table's verdict holds and every duplicate delivery is explained."""
     events = outcome.events
     console.rule("events")
     for line in events.events:
-        console.print(line, markup=False)
+        console.print(line, markup=False, soft_wrap=True)
     unexplained = [r for r in events.redeliveries if not r.explained]
     verdicts = outcome.verdicts or (("", outcome.verdict),)
     for name, verdict in verdicts:
@@ -221,19 +265,13 @@ def _demo(args: argparse.Namespace) -> int:
             f"{redelivery.worker}: {redelivery.cause}",
             markup=False,
         )
-    spark_ok = args.skip_spark or verify_code == 0
-    ok = all(verdict.ok for _, verdict in verdicts) and not unexplained and spark_ok and dash_code == 0
-    console.print(
-        "[green]VERDICT: nothing lost, nothing reordered" if ok else "[red]VERDICT: FAILED (see above)"
-    )
-    return ExitCode.OK if ok else ExitCode.FAILED
+    return all(verdict.ok for _, verdict in verdicts) and not unexplained
 
 
 def live_dashboard(settings: Any, port: int) -> Any:
     """The live dashboard's server on the emulator's metrics log group and leases table, started."""
-    from consumer.leases.decisions import Timing
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.runtime.clients import client_for, logs_client
+    from consumer.api.aws import client_for, logs_client
+    from consumer.api.leases import DynamoDBLeaseStore, Timing
     from tools.dashboard.errors import DashboardError
     from tools.dashboard.lease_view import LeaseFeed
     from tools.dashboard.live import LiveDashboard, LiveServer, LogGroupFeed

@@ -15,10 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from consumer.leases.decisions import Timing, live_workers
-from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.errors import LeaseTableMissingError
-from consumer.leases.model import Snapshot
+from consumer.api.leases import DynamoDBLeaseStore, LeaseTableMissingError, Snapshot, Timing, live_workers
 from ground.settings import Settings
 from tools.commands import (
     CommandError,
@@ -100,7 +97,7 @@ def missing_table_fix(settings: Settings) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from consumer.runtime.clients import client_for
+    from consumer.api.aws import client_for
 
     settings = settings_from(args)
     require_local_endpoint_up(settings)

@@ -252,8 +252,7 @@ def _positions(control: Any, table: str) -> dict[str, str | None] | None:
 def _wait_until_processed(settings: Settings, endpoint: str, timeout: float) -> None:
     """Poll the emulator's shard table and the leases table until every shard holding records is
     checkpointed past its last one (so the processor has handled them), or ``timeout`` passes."""
-    from consumer.leases.dynamodb import DynamoDBLeaseStore
-    from consumer.leases.errors import LeaseError
+    from consumer.api.leases import DynamoDBLeaseStore, LeaseError
     from emulator.control import EmulatorControl
     from emulator.errors import ControlError
     from tools.local_aws import shards_behind

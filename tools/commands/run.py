@@ -70,12 +70,9 @@ def with_log_options(settings: Settings, log_format: str | None, log_level: str 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from consumer.leases.errors import LeaseError
-    from consumer.processing.errors import ProcessingConfigError
-    from consumer.runtime.process import WorkerProcess
-    from consumer.runtime.worker import new_worker_id
-    from consumer.streams.errors import FatalStreamError
-    from consumer.streams.target import StreamConfigError
+    from consumer.api.leases import LeaseError
+    from consumer.api.worker import FatalStreamError, StreamConfigError, WorkerProcess, new_worker_id
+    from consumer.processing import ProcessingConfigError
 
     settings = with_log_options(settings_from(args), args.log_format, args.log_level)
     # Start-up checks run before logging and metrics start, so that a mistake gives one line on

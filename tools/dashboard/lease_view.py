@@ -8,10 +8,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from consumer.leases.decisions import Timing, live_workers
-from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.errors import LeaseTableMissingError
-from consumer.leases.model import Lease, Snapshot
+from consumer.api.leases import (
+    DynamoDBLeaseStore,
+    Lease,
+    LeaseTableMissingError,
+    Snapshot,
+    Timing,
+    live_workers,
+)
 
 
 def lease_state(lease: Lease, snapshot: Snapshot, live: frozenset[str]) -> str:

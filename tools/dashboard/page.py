@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from consumer.telemetry.metric_names import Aggregation, spec_for
+from consumer.api.metrics import Aggregation, spec_for
 from tools.dashboard.readback import MetricPoint
 
 UNEXPLAINED = "UNEXPLAINED"

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
+from consumer.api.metrics import LOAD_GENERATOR_OPERATION
 from tools.dashboard.readback import MetricPoint
 from tools.dashboard.widget_model import Formula, Metric, Statistic
 

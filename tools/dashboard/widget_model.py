@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-from consumer.telemetry.metric_names import spec_for
+from consumer.api.metrics import spec_for
 from ground.settings import Settings
 
 Statistic = Literal["Sum", "Average", "Maximum", "Minimum"]

@@ -52,7 +52,10 @@ def abridge(output: str) -> list[str]:
 
 
 def shape(line: str) -> str:
-    """A line with what changes from run to run taken out: numbers, shard ids, worker names, paths."""
+    """A line with what changes from run to run taken out: numbers, shard ids, worker names, paths,
+    and the change log's count of other files (a worker the demo kills mid-write leaves its
+    temporary ``.part`` file, which the pipeline names and ignores)."""
+    line = re.sub(r", \d+ other file\(s\) ignored$", "", line)
     line = re.sub(r"[\w.~-]*(?:/[\w.-]+)+/?", lambda m: "PATH" if re.search("[A-Za-z]", m[0]) else m[0], line)
     line = re.sub(r"worker-\d+", "worker-#", line)
     line = re.sub(r"\b[0-9a-f]{8}\b", "#", line)

@@ -199,7 +199,7 @@ class FleetEvents:
             return
         if not isinstance(entry, dict):
             return
-        # A lease key of several streams (ground/lease_keys.py) is read as its shard id, as the
+        # A lease key of several streams (consumer/lease_keys.py) is read as its shard id, as the
         # processors' lines name it: the demo's shard ids are unique across its tables.
         message = _NAMESPACE.sub("", str(entry.get("message", "")))
         worker = process_name(str(entry.get("worker_id") or "?"))

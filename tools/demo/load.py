@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from consumer.telemetry.metric_names import LOAD_GENERATOR_OPERATION
-from consumer.telemetry.metrics import Metrics, NullMetrics
+from consumer.api.metrics import LOAD_GENERATOR_OPERATION, Metrics, NullMetrics
 from ground.clock import Clock, SystemClock
 from ground.settings import LoadSettings, TableSettings
 

@@ -9,16 +9,14 @@
    last batch), then build the table's current state with Spark, verify it against the table, and
    render the dashboard.
 
-Everything started here is stopped in ``finally`` blocks, Ctrl-C included.
+What the fleet stands on is set up in :mod:`tools.demo.stage`, and what is done to it while the
+load runs in :mod:`tools.demo.disruptions`; this module runs the steps in order. Everything started
+here is stopped in ``finally`` blocks, Ctrl-C included.
 """
 
 from __future__ import annotations
 
 import random
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -28,27 +26,39 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from consumer.runtime.clients import client_for, logs_client
-from consumer.telemetry.metrics import MetricsRecorder
-from consumer.telemetry.transports import transport_from_settings
+from consumer.api.aws import client_for, logs_client
+from consumer.api.metrics import MetricsRecorder, transport_from_settings
 from emulator.control import EmulatorControl
-from emulator.errors import StartupError
-from emulator.faults import FaultSettings
-from emulator.testing import emulator_command, wait_until_ready
-from emulator.testing import stop as stop_emulator
 from ground.settings import Settings
 from tools.dashboard.live import LiveDashboard
-from tools.demo.chaos import ChaosAction, FaultValue, Schedule, schedule_plan
-from tools.demo.events import FleetEvents, LogTail, in_time_order, short_shard
+from tools.demo.chaos import ChaosAction, Schedule, schedule_plan
+from tools.demo.disruptions import Disruptions, Undo
+from tools.demo.events import FleetEvents, LogTail, in_time_order
 from tools.demo.fleet import LocalFleet
-from tools.demo.load import PREFILL_ITEMS, LoadGenerator, prefill
+from tools.demo.load import PREFILL_ITEMS, LoadGenerator
+from tools.demo.stage import (
+    DemoError,
+    bootstrap_snapshot,
+    create_source_table,
+    prepare_workdir,
+    start_local_aws,
+    stop_process,
+)
 from tools.demo.tables import SLOW_EVERY, SLOW_PROCESSOR, demo_tables, slow_streams_config
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
 from tools.demo.view import FleetSnapshot, lease_rows_from_items, render
 
-
-class DemoError(Exception):
-    """The demo could not run (a port in use, a process that would not start)."""
+# The demo's whole surface, the stage's part included: `consumer demo` (tools/commands/demo.py) and
+# bench/fleet_support.py import it from here.
+__all__ = [
+    "Demo",
+    "DemoError",
+    "DemoOutcome",
+    "create_source_table",
+    "prepare_workdir",
+    "start_local_aws",
+    "stop_process",
+]
 
 
 def generations(shards: list[dict[str, Any]]) -> int:
@@ -61,102 +71,6 @@ def generations(shards: list[dict[str, Any]]) -> int:
             depth, current = depth + 1, parents[current]
         deepest = max(deepest, depth)
     return deepest
-
-
-def _port_of(endpoint: str) -> int:
-    return int(endpoint.rsplit(":", 1)[1].split("/", 1)[0])
-
-
-def start_local_aws(env: str, config_dir: Path, endpoint: str, log_path: Path) -> subprocess.Popen[bytes]:
-    """The emulator (moto + the multi-shard stream engine) on ``endpoint``'s port, settings from
-    ``config/<env>.yaml``'s ``emulator`` section; it exits by itself if this process dies."""
-    port = _port_of(endpoint)
-    if not _free(port):
-        raise DemoError(
-            f"port {port} (endpoint_url of env {env}) is taken by another program, perhaps another demo "
-            f"or `consumer local up --env {env}`: stop it, or give the demo another port: "
-            f"CONSUMER_ENDPOINT_URL=http://127.0.0.1:{_free_port()} make demo"
-        )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [*emulator_command(env, config_dir, {"port": port}), "--exit-with-parent"]
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    try:
-        wait_until_ready(server, 30.0, log_path)
-    except StartupError as exc:
-        stop_process(server)
-        first = str(exc).splitlines()[0]
-        raise DemoError(
-            f"the local AWS emulator did not start on port {port}: {first} (its log: {log_path})"
-        ) from exc
-    return server
-
-
-def _free(port: int) -> bool:
-    """Nothing listens on ``port``. Connections a previous demo's emulator closed linger in TIME_WAIT
-    for a minute; the emulator binds past them (SO_REUSEADDR, as every HTTP server does), so the
-    probe does too: it still fails while any program listens there."""
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    stop_emulator(process)
-
-
-def create_source_table(ddb: Any, settings: Settings, prefilled: int = 0) -> int:
-    """The table, ``prefilled`` items written while it has no stream (as in a table older than the
-    stream's 24 h), then its stream. Returns the items written before the stream."""
-    table = settings.table
-    keys = [(table.partition_key, "HASH")] + ([(table.sort_key, "RANGE")] if table.sort_key else [])
-    ddb.create_table(
-        TableName=table.name,
-        KeySchema=[{"AttributeName": k.name, "KeyType": kind} for k, kind in keys],
-        AttributeDefinitions=[{"AttributeName": k.name, "AttributeType": k.type} for k, _ in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    written = prefill(ddb, table, prefilled) if prefilled else 0
-    ddb.update_table(
-        TableName=table.name,
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": table.stream_view_type},
-    )
-    return written
-
-
-def bootstrap_snapshot(env: str, config_dir: Path, log_path: Path) -> str:
-    """``consumer pipeline bootstrap``: the snapshot's base from a parallel scan of the table, taken
-    before the load starts (so every change after it is in the change log). Returns its last line."""
-    command = [sys.executable, "-m", "tools.cli", "pipeline", "bootstrap", "--env", env]
-    run = subprocess.run(
-        [*command, "--config-dir", str(config_dir)], capture_output=True, text=True, timeout=600, check=False
-    )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(run.stdout + run.stderr, encoding="utf-8")
-    if run.returncode != 0:
-        raise DemoError(f"consumer pipeline bootstrap failed (exit {run.returncode}; see {log_path})")
-    lines = [line for line in run.stdout.splitlines() if line.startswith("[bootstrap]")]
-    return lines[-1] if lines else run.stdout.strip().splitlines()[-1]
-
-
-@dataclass(frozen=True, order=True)
-class Undo:
-    """Something a chaos action does later: resume a frozen worker (``resume:<name>``) or put the
-    fault settings ``names`` back to their baseline (``what`` is the action's kind)."""
-
-    due: float
-    what: str
-    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -233,6 +147,15 @@ class Demo:
         self._tail = LogTail()
         self._started = time.monotonic()
         self._started_millis = time.time_ns() // 1_000_000
+        self.disruptions = Disruptions(
+            settings,
+            self.tables,
+            self.ddb,
+            self.control,
+            self.events,
+            note=self._note,
+            elapsed=self._elapsed,
+        )
 
     # ------------------------------------------------------------------ observing
 
@@ -287,132 +210,6 @@ class Demo:
             ),
             events=tuple(self.events.events),
         )
-
-    def _split(self, rng: random.Random | None) -> str:
-        """Split a shard of the one table, or (several streams, chaos) of one chosen by ``rng``."""
-        table = rng.choice(self.tables) if rng is not None and len(self.tables) > 1 else self.tables[0]
-        children = self.control.split(table.name)
-        where = f" of {table.name}" if len(self.tables) > 1 else ""
-        return f"split{where}: children {', '.join(short_shard(c) for c in children)}"
-
-    def _holder(self, fleet: LocalFleet) -> str | None:
-        """A worker that holds a lease now (the one the script kills), or None when none does yet."""
-        try:
-            items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
-        except self.ddb.exceptions.ResourceNotFoundException:
-            return None  # no worker has created the leases table yet (a slow start): anyone will do
-        owners = [
-            i["leaseOwner"]["S"]
-            for i in items
-            if "leaseOwner" in i and not i["leaseKey"]["S"].startswith("__")
-        ]
-        for name in fleet.workers:
-            if any(owner.startswith(f"{name}@") for owner in owners):
-                return name
-        return None
-
-    # ------------------------------------------------------------------ acting
-
-    def _start(self, fleet: LocalFleet, why: str) -> None:
-        name = fleet.start_worker().name
-        self._note(f"{name} started ({why})")
-
-    def _kill(self, fleet: LocalFleet, victim: str, why: str) -> None:
-        self.events.fate[victim] = "SIGKILL"
-        fleet.kill(victim)
-        self._note(f"SIGKILL {victim} ({why})")
-
-    def _scripted(self, fleet: LocalFleet, script: dict[str, float], elapsed: float) -> None:
-        """The plain demo: a worker joins at 25 %, a split at 35 %, a lease holder is killed at 50 %."""
-        if script.get("join", 0) and elapsed >= script["join"]:
-            self._start(fleet, "joins the fleet")
-            script["join"] = 0
-        if script.get("split", 0) and elapsed >= script["split"]:
-            self._note(self._split(None).replace(": children", ": a shard closed; children", 1))
-            script["split"] = 0
-        if script.get("kill", 0) and elapsed >= script["kill"]:
-            victim = self._holder(fleet) or next(iter(fleet.workers))
-            self._kill(fleet, victim, "it held leases")
-            script["kill"] = 0
-
-    def _chaos(self, fleet: LocalFleet, action: ChaosAction, rng: random.Random, undo: list[Undo]) -> None:
-        running = [w.name for w in fleet.alive() if not w.paused]
-        victim = rng.choice(running) if running else None
-        if action.kind == "kill" and victim:
-            self._kill(fleet, victim, "chaos")
-            self._start(fleet, f"replaces {victim}")
-        elif action.kind == "pause" and victim:
-            self._pause(fleet, action, rng, victim=victim, running=running, undo=undo)
-        elif action.kind == "restart" and victim:
-            self.events.fate[victim] = "SIGTERM"
-            code = fleet.terminate(victim)
-            self._note(f"SIGTERM {victim}: exited {code} (chaos restart)")
-            self._start(fleet, f"replaces {victim}")
-        elif action.kind in ("stream-faults", "table-faults"):
-            changes: dict[str, FaultValue | str] = dict(action.fault_changes)
-            scope = ""
-            if action.scope == "leases":
-                changes["table_fault_tables"] = self._leases_tables()
-                scope = " (leases tables)"
-            self.control.set_faults(**changes)
-            undo.append(Undo(self._elapsed() + action.seconds, action.kind, tuple(action.fault_changes)))
-            self._note(f"{action.kind}{scope} on for {action.seconds:g} s: {action.fault_changes}")
-        elif action.kind == "split":
-            self._note(self._split(rng))
-
-    def _pause(
-        self,
-        fleet: LocalFleet,
-        action: ChaosAction,
-        rng: random.Random,
-        *,
-        victim: str,
-        running: list[str],
-        undo: list[Undo],
-    ) -> None:
-        """SIGSTOP ``victim`` and, for a multi-worker pause, more running workers; a pause freezes
-        the last running worker only when the action asks for the whole fleet."""
-        count = len(running) if action.whole_fleet else min(action.workers, len(running) - 1)
-        if count < 1:
-            return
-        others = [name for name in running if name != victim]
-        victims = [victim, *rng.sample(others, count - 1)]
-        failover = self.settings.worker.failover_time_millis / 1000
-        relation = "longer" if action.seconds > failover else "shorter"
-        for name in victims:
-            self.events.paused(name, time.time())
-            fleet.pause(name)
-            undo.append(Undo(self._elapsed() + action.seconds, f"resume:{name}"))
-            self._note(
-                f"SIGSTOP {name} for {action.seconds:.1f} s "
-                f"(chaos: {action.seconds / failover:.2f} x failover, {relation} than the failover time"
-                f"{'; the whole fleet' if action.whole_fleet else ''})"
-            )
-
-    def _leases_tables(self) -> str:
-        """The emulator's table_fault_tables for this application's leases and workers tables."""
-        leases = self.settings.leases_table_name
-        workers = getattr(self.settings, "workers_table_name", None) or f"{leases}-workers"
-        return f"{leases},{workers}"
-
-    def _baseline(self, name: str) -> FaultValue:
-        """What a fault setting is outside chaos: the configured stream faults, else the default."""
-        configured = self.settings.emulator.faults
-        value: FaultValue = (
-            getattr(configured, name) if hasattr(configured, name) else getattr(FaultSettings(), name)
-        )
-        return value
-
-    def _undo(self, fleet: LocalFleet, item: Undo) -> None:
-        if item.what.startswith("resume:"):
-            name = item.what.split(":", 1)[1]
-            if fleet.workers[name].alive:
-                fleet.resume(name)
-                self.events.resumed(name, time.time())
-                self._note(f"SIGCONT {name}")
-        else:
-            self.control.set_faults(**{name: self._baseline(name) for name in item.names})
-            self._note(f"{item.what} off")
 
     def _worker_environ(self) -> dict[str, str]:
         if self.chaos_seed is None or len(self.tables) > 1:  # several: in _worker_config instead
@@ -526,16 +323,16 @@ class Demo:
                         while plan and elapsed >= plan[0].at_seconds:
                             action = plan.pop(0)
                             chaos_log.append(f"t+{elapsed:.0f}s {action.kind}")
-                            self._chaos(fleet, action, rng, undo)
+                            self.disruptions.chaos(fleet, action, rng, undo)
                     else:
-                        self._scripted(fleet, script, elapsed)
+                        self.disruptions.scripted(fleet, script, elapsed)
                     for item in [u for u in undo if u.due <= elapsed]:
                         undo.remove(item)
-                        self._undo(fleet, item)
+                        self.disruptions.undo(fleet, item)
                     live.update(render(self._snapshot(fleet, load)))
                     time.sleep(0.5)
                 for item in sorted(undo):
-                    self._undo(fleet, item)
+                    self.disruptions.undo(fleet, item)
                 self._note(f"load stopped after {load.writes} writes; draining")
                 deadline = time.monotonic() + 180
                 while time.monotonic() < deadline:
@@ -554,10 +351,3 @@ class Demo:
             # what follows the live view starts on a line of its own.
             if not self.console.is_terminal:
                 self.console.line()
-
-
-def prepare_workdir(workdir: Path, changelog: Path) -> None:
-    for path in (workdir, changelog):
-        if path.exists():
-            shutil.rmtree(path)
-    workdir.mkdir(parents=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import time
 
-from consumer.processing.api import Batch, BatchResult
-from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from consumer.api.sinks import ChangelogSink, ChangelogStore
+from consumer.processing import Batch, BatchResult
 
 log = logging.getLogger("tools.demo.slow")
 

@@ -14,6 +14,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ground.positions import SHARD_END
+
 
 @dataclass(frozen=True)
 class LeaseRow:
@@ -68,8 +70,8 @@ def _short(shard_id: str) -> str:
 def render(snapshot: FleetSnapshot, *, events: bool = True) -> RenderableType:
     """The live view; ``events=False`` for the last frame, after which the demo prints every event
     once in its events block (the panel shows only the latest, and would repeat them)."""
-    per_owner = Counter(row.owner or "(free)" for row in snapshot.leases if row.checkpoint != "SHARD_END")
-    finished = sum(1 for row in snapshot.leases if row.checkpoint == "SHARD_END")
+    per_owner = Counter(row.owner or "(free)" for row in snapshot.leases if row.checkpoint != SHARD_END)
+    finished = sum(1 for row in snapshot.leases if row.checkpoint == SHARD_END)
 
     header = Text.assemble(
         ("t+", "dim"),

@@ -35,7 +35,7 @@ class Target:
 
 
 def client(settings: Settings, service: str) -> Any:
-    from consumer.runtime.clients import client_for
+    from consumer.api.aws import client_for
 
     return client_for(settings, service)
 

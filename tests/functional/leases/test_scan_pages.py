@@ -17,7 +17,8 @@ import pytest
 from moto import mock_aws
 
 from consumer.leases.dynamodb import DynamoDBLeaseStore
-from consumer.leases.model import ExtendedSequenceNumber, Lease, lease_to_item
+from consumer.leases.items import lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from ground.clock import FakeClock

@@ -167,6 +167,22 @@ def test_throttling_is_counted_as_a_metric_and_the_taker_backs_off() -> None:
     assert coordinator.taker_wait_millis() == WorkerSettings().taker_interval_millis
 
 
+def test_failed_table_requests_are_counted_apart_from_throttles() -> None:
+    """What the lease-tables-failing alarm reads: refusals (HTTP 5xx) and unreachable tables, not
+    throttles (leases-table-throttled reads DynamoDB's own throttle metrics)."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    metrics = RecordingMetrics()
+    store = DynamoDBLeaseStore(client, "app", metrics=metrics)
+    coordinator = LeaseCoordinator(store, "w", WorkerSettings(), FakeClock(), metrics=metrics)
+    stub = Stubber(client)
+    stub.add_client_error("scan", "InternalServerError", "Internal server error", 500)
+    stub.add_client_error("scan", "ProvisionedThroughputExceededException", "Rate exceeded", 400)
+    with stub:
+        assert coordinator.take_round() is None
+        assert coordinator.take_round() is None
+    assert metrics.counts["LeaseTableErrors"] == 1 and metrics.counts["LeaseTableThrottles"] == 1
+
+
 def test_consumed_capacity_is_counted_per_request(client: Any) -> None:
     metrics = RecordingMetrics()
     store = DynamoDBLeaseStore(client, "app", metrics=metrics)
@@ -203,3 +219,24 @@ def test_the_leases_table_holds_kcl_leases_only_while_workers_run_and_after_a_ki
     assert [p for item in scan["Items"] for p in kcl_problems(item, shards)] == []
     workers_rows = client.scan(TableName="app-workers")["Items"]
     assert {row["workerId"]["S"] for row in workers_rows} == {"a", "b", "__app__#first-start"}
+
+
+def test_a_transaction_s_consumed_capacity_is_a_list_and_is_added_up() -> None:
+    """TransactWriteItems answers ConsumedCapacity as a list (one entry per table), every other
+    operation as one map. Read as a map, the list raised AttributeError after every lineage-checked
+    create and ended shard sync; moto answers an empty list, so only the DynamoDB API model in the
+    simulator (branch simdb) saw it."""
+    from consumer.leases.table_requests import TableRequests
+
+    requests = TableRequests(object(), "app-leases")
+    transaction = {
+        "ConsumedCapacity": [
+            {"TableName": "app-leases", "CapacityUnits": 4.0, "WriteCapacityUnits": 4.0},
+            {"TableName": "app-leases-workers", "CapacityUnits": 2.0, "ReadCapacityUnits": 2.0},
+        ]
+    }
+    requests.count(transaction)
+    requests.count({"ConsumedCapacity": {"TableName": "app-leases", "CapacityUnits": 1.0}})  # a put
+    requests.count({"ConsumedCapacity": {"CapacityUnits": 0.5}, "Items": []}, scan=True)
+    assert requests.consumed.write_units == 5.0 and requests.consumed.read_units == 2.5
+    assert requests.consumed.requests == 3

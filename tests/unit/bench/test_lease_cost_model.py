@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bench.capacity import scan_units
 from bench.lease_cost_model import compare, design_units_per_second, kcl_units_per_second
-from consumer.leases.cost import scan_units
 from ground.settings import WorkerSettings
 
 

@@ -63,3 +63,25 @@ def test_a_capture_is_stale_when_a_line_every_run_prints_changed_shape() -> None
         "[4/4] pointer var/snapshot/CURRENT -> version 000001 (262 items)"
     ]
     assert shape("t+3s worker-12 asked worker-3 for 120-c33cc60b") == "t+#s worker-# asked worker-# for #-#"
+    # A worker killed mid-write leaves a temporary file the pipeline names and ignores (CI's run did).
+    ignored = (
+        "[1/4] change log var/changelog: 727 object(s) to read, 0 already merged, 1 other file(s) ignored"
+    )
+    assert shape(ignored) == shape("[1/4] change log var/changelog: 30 object(s) to read, 0 already merged")
+
+
+def test_a_spark_step_s_long_line_is_printed_whole_at_any_console_width() -> None:
+    """The demo prints each Spark step's output through its console; wrapped at the console's width
+    (COLUMNS=120 in the e2e test, whose change log sits under a long pytest directory) the [1/4]
+    line became two and no longer matched docs/demo.md's capture (CI, twice)."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from tools.commands.demo import _step
+
+    line = "[1/4] change log /tmp/" + "d" * 150 + "/changelog: 727 object(s) to read, 0 already merged"
+    out = io.StringIO()
+    code, _ = _step(Console(file=out, width=60), "snapshot", [sys.executable, "-c", f"print({line!r})"])
+    assert code == 0 and line in out.getvalue().splitlines()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from tools.demo.run import _free
+from tools.demo.stage import _free
 
 
 def _listener() -> socket.socket:

@@ -215,6 +215,16 @@ def test_each_user_data_step_failing_signals_and_marks_the_instance_unhealthy(
     assert calls.count(SIGNAL) == 1 and BOOTSTRAP_SIGNAL not in calls
 
 
+def test_a_boot_without_the_instance_metadata_powers_off(tmp_path: Path) -> None:
+    """Without its id the instance can neither signal nor mark itself: it shuts down, and Auto
+    Scaling's EC2 health check replaces an instance that is not running (the deployed fleet's model,
+    seed 1 000 018: a boot that lost the metadata service stayed InService with no workers)."""
+    stubs = {"curl": "exit 22", "shutdown": 'echo "shutdown $*" >> {calls}'}
+    status, calls = run_user_data(tmp_path, "metadata", stubs)
+    assert status != 0
+    assert calls == ["shutdown -h now"], calls
+
+
 def test_a_boot_that_works_signals_nothing_from_the_shell(tmp_path: Path) -> None:
     status, calls = run_user_data(tmp_path, "none", {"python3.11": 'echo "python3.11 $*" >> {calls}; exit 0'})
     assert status == 0

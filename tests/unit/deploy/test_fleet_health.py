@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from consumer.leases.model import ROUND_OK_ATTRIBUTE as WORKER_SIDE
+from consumer.leases.items import ROUND_OK_ATTRIBUTE as WORKER_SIDE
 from deploy.health import HealthJudge
 from deploy.plan import Layout
 from deploy.watchdog import ROUND_OK_ATTRIBUTE, Watchdog, WorkersTableProbe

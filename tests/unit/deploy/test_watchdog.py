@@ -234,3 +234,41 @@ def test_the_probe_counts_workers_of_other_hosts_whose_rounds_succeed_as_their_s
         )
         # ip-10-0-0-1 is this host; ip-10-0-0-2's row says its round succeeded.
         assert probe() == PeerView(readable=True, fresh_peers=1)
+
+
+def test_the_hand_off_waits_for_the_agent_to_ship_the_workers_last_metrics() -> None:
+    """The workers' last EMF document goes to the agent as they stop; the agent buffers logs up to
+    its force_flush_interval, so the lifecycle action completes only after twice that."""
+    from dataclasses import replace
+
+    from deploy.watchdog import hand_off
+
+    events: list[object] = []
+    p = replace(plan(), agent_config={"logs": {"force_flush_interval": 7}})
+    hand_off(p, stop=lambda: events.append("stopped"), sleep=events.append)
+    assert events == ["stopped", 14.0]
+    hand_off(replace(p, agent_config={"logs": {}}), stop=lambda: None, sleep=events.append)
+    assert events[-1] == 10.0  # the agent's default, 5 s
+
+
+def test_the_watchdog_main_hands_off_through_the_agent_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    import deploy.watchdog as watchdog_module
+
+    p = plan()
+    plan_file = tmp_path / "boot.json"
+    plan_file.write_text(p.to_json())
+    client = Recording()
+    monkeypatch.setattr(boto3, "client", lambda service, **_: client)
+    monkeypatch.setattr(
+        watchdog_module, "metadata", lambda path: "Terminated" if "lifecycle" in path else "i-0abc"
+    )
+    events: list[object] = []
+    monkeypatch.setattr(watchdog_module, "stop_workers", lambda: events.append("stopped"))
+    monkeypatch.setattr(watchdog_module.time, "sleep", events.append)
+    assert watchdog_module.main(["--plan", str(plan_file), "--root", str(tmp_path)]) == 0
+    assert events == ["stopped", watchdog_module.agent_flush_seconds(p)]
+    assert [c[0] for c in client.calls] == ["complete_lifecycle_action"]

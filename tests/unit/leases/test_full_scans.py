@@ -5,12 +5,12 @@ hand-overs adopted."""
 
 from __future__ import annotations
 
+from bench.capacity import MeteredStore
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.cost import MeteredStore
 from consumer.leases.decisions import RoundPlan
+from consumer.leases.machine.reading import full_scan_reason
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
-from consumer.leases.reading import full_scan_reason
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 

@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.decisions import Timing, successor
+from consumer.leases.decisions import Timing
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease, Snapshot
+from consumer.leases.successors import successor
 from ground.clock import FakeClock
 from ground.settings import WorkerSettings
 
@@ -34,7 +35,7 @@ def test_each_released_lease_goes_to_the_least_loaded_survivor_who_takes_it_up_i
     leaving, b, c = workers
     leaving.stop_taking()
     b.take_round()  # before the leaving worker's row says it is stopping: a light round, nothing to do
-    assert b.taker.latest is not None
+    assert b.latest_snapshot() is not None
     leaving.heartbeat_once()  # the row now says "stopping": the others scan every round
     leaving.release_all()
     owners = sorted(lease.owner or "" for lease in store.scan().leases.values())

@@ -1,17 +1,20 @@
-"""The two small parts of the lease coordinator on their own: Holdings (what a worker holds and until
-when it may use it) and Liveness (its heartbeat row, including writes that committed and failed)."""
+"""Two parts of the lease machine on their own: Holdings (what a worker holds and until when it may
+use it) and the heartbeat (its row, including writes that committed and failed), the latter driven
+by the coordinator as one conversation."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.errors import HeartbeatConflictError, LeaseStoreUnavailableError
-from consumer.leases.holdings import LET_GO_REMEMBERED, Holdings
-from consumer.leases.liveness import Liveness
+from consumer.leases.machine import beating
+from consumer.leases.machine.beating import BeatResult
+from consumer.leases.machine.holdings import LET_GO_REMEMBERED, Holdings
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, HandOverRequest, Heartbeat, Lease
-from consumer.telemetry.metrics import NullMetrics
 from ground.clock import FakeClock
+from ground.settings import WorkerSettings
 
 FENCE = 8_000
 LEASE = Lease("s1", "me", 3, ExtendedSequenceNumber("100"))
@@ -74,20 +77,26 @@ class Answers(InMemoryLeaseStore):
         return answer
 
 
+class Liveness:
+    """One worker's heartbeat conversation (consumer.leases.machine.beating.beat) on its own, driven
+    by its coordinator; ``counter`` is the one its row holds, as far as it knows."""
+
+    def __init__(self, coordinator: LeaseCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def beat(self) -> BeatResult:
+        return self._coordinator.drive(lambda machine: beating.beat(machine.state))
+
+    @property
+    def counter(self) -> int | None:
+        return self._coordinator.machine.state.row.counter
+
+
 def liveness(store: InMemoryLeaseStore, clock: FakeClock) -> tuple[Liveness, Holdings]:
-    holdings = Holdings(FENCE)
-    return (
-        Liveness(
-            store=store,
-            worker_id="me",
-            holdings=holdings,
-            clock=clock,
-            metrics=NullMetrics(),
-            renewal_interval_millis=3_000,
-            stale_request_millis=10_500,
-        ),
-        holdings,
-    )
+    settings = WorkerSettings()  # fenced FENCE after a good heartbeat; requests settle at 10 500
+    assert settings.fence_after_millis == FENCE and settings.expiry_horizon_millis == 10_500
+    coordinator = LeaseCoordinator(store, "me", settings, clock)
+    return Liveness(coordinator), coordinator.machine.state.holdings
 
 
 def test_a_retried_heartbeat_that_meets_its_own_write_is_a_success_with_its_requests() -> None:

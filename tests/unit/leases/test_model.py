@@ -7,15 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.leases.errors import LeaseItemError
-from consumer.leases.model import (
-    ExtendedSequenceNumber,
-    Heartbeat,
-    Lease,
-    heartbeat_to_item,
-    lease_from_item,
-    lease_to_item,
-    snapshot_from_items,
-)
+from consumer.leases.items import heartbeat_to_item, lease_from_item, lease_to_item, snapshot_from_items
+from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
 
 ESN = ExtendedSequenceNumber
 

@@ -32,7 +32,7 @@ def _owner_asked_by_thief() -> tuple[InMemoryLeaseStore, FakeClock, LeaseCoordin
     thief = LeaseCoordinator(store, "thief", SETTINGS, clock)
     thief.heartbeat_once()
     # The thief's request, as the owner's heartbeat brings it: hand over by failover - margin.
-    owner.holdings.ask_hand_over(SHARD, "thief", owner.taker.stop_by(clock.wall_millis()))
+    owner.holdings.ask_hand_over(SHARD, "thief", owner.machine.state.stop_by(clock.wall_millis()))
     owner.take_round()  # the owner sees the thief alive
     return store, clock, owner, thief
 
@@ -100,3 +100,32 @@ def test_a_request_seen_first_in_a_scan_wakes_the_shards_consumer_too() -> None:
     owner.heartbeat_once()
     owner.take_round()
     assert ("asked", SHARD) in events
+
+
+def test_a_checkpoint_answered_after_an_overdue_release_to_nobody_is_written_when_the_lease_is_taken_again() -> (
+    None
+):
+    """The thief asked and is gone (its row retired); the owner's hand-over runs overdue and the
+    lease is released free. A lane's checkpoint then comes back (answered late, after the release):
+    refused, its records handled all the same. The owner's next round finds the lease free, takes
+    it from nobody, and must start after those records: the position is kept while the lease is
+    free (not forgotten when recording it is refused because the owner changed) and written by the
+    take (free_lease_keeps_position; in the whole worker the overdue release now waits for the
+    delivery, so the directed history of test_directed_hand_over.py no longer reaches this)."""
+    store, clock, owner, thief = _owner_asked_by_thief()
+    thief.stop(release=True)  # SIGTERM: its heartbeat row goes
+    step = SETTINGS.renewal_interval_millis // 2
+    for _ in range((SETTINGS.fence_after_millis + SETTINGS.fence_margin_millis) // step + 2):
+        clock.advance(step)
+        owner.heartbeat_once()
+    owner.take_round()  # the hand-over is overdue: released, to nobody
+    assert store.get(SHARD).owner is None, "the overdue hand-over was not released free"
+    with pytest.raises(LeaseLostError):
+        owner.checkpoint(SHARD, "300")  # a lane's checkpoint, answered after the release
+    for _ in range(SETTINGS.full_scan_interval_millis // step + 2):
+        clock.advance(step)
+        owner.heartbeat_once()
+        owner.take_round()
+    lease = store.get(SHARD)
+    assert lease.owner == "owner", "the owner never took the free lease again"
+    assert lease.checkpoint == ExtendedSequenceNumber("300"), "the records up to 300 would be handled again"

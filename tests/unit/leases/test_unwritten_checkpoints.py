@@ -250,3 +250,35 @@ def test_a_checkpoint_that_arrives_after_the_worker_gave_the_lease_up_is_written
     a.take_round()
     (lease,) = a.held()
     assert lease.checkpoint == ESN("200") == store.get("s1").checkpoint  # type: ignore[union-attr]
+
+
+def test_a_checkpoint_refused_after_a_new_ownership_of_mine_was_adopted_moves_the_lease_held_now() -> None:
+    """The worker stops with a checkpoint of 200 in flight, past its fence. Back, its first take-back
+    lands but is answered with a timeout, so the next round adopts the lease at a counter it never
+    held: a new ownership, not the one the write was sent under. Only then is the write refused (the
+    counter moved). The records up to 200 were processed here: the lease held now says 200, so the
+    next shard consumer starts after them and its checkpoint or release writes them, instead of
+    replaying them from 100."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    (before,) = a.held()
+
+    def adopted_anew_then_refused(call: Any) -> Any:
+        clock.advance(SETTINGS.fence_after_millis + 1)  # stopped with the write in flight: fenced
+        assert a.heartbeat_once()
+        store.hooks["take"] = timed_out_after_commit  # the take-back lands; its answer is a timeout
+        a.take_round()
+        assert a.held() == []
+        a.take_round()  # adopts the lease the table says is mine, at a counter it never held
+        return call()  # the write sent under the old counter lands now: refused
+
+    store.hooks["checkpoint"] = adopted_anew_then_refused
+    with pytest.raises(LeaseLostError):
+        a.checkpoint("s1", "200", before.counter)
+    (lease,) = a.held()
+    assert lease.counter > before.counter + 1  # two takes since: a new ownership
+    assert lease.checkpoint == ESN("200"), "the next consumer would replay the records from 100"
+    assert store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]  # written by what follows
+    a.release("s1")
+    assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]

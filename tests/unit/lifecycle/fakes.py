@@ -194,5 +194,8 @@ class FlakyLeases:
         self._enter("release")
         self.inner.give_up_stalled(shard_id, counter)
 
+    def ask_stuck_calls(self, stuck: Callable[[], frozenset[str]]) -> None:
+        self.inner.ask_stuck_calls(stuck)
+
     def shards_with_children(self) -> frozenset[str]:
         return self.inner.shards_with_children()

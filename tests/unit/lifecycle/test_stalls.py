@@ -181,6 +181,84 @@ def test_a_processor_that_hangs_forever_on_one_shard_is_moved_and_the_others_go_
             coordinator.stop()
 
 
+def test_a_shard_that_hangs_in_every_worker_costs_each_worker_one_thread_and_the_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The processor hangs on `stuck` in whichever worker runs it, forever; each worker has one
+    thread for steps. A worker never takes `stuck` back while its call there is stuck (it would
+    hang a second thread), and the call left behind does not take the thread the worker's other
+    shards need: they are delivered and never found stalled. Once both workers have a call stuck
+    on it, neither takes `stuck` again (the deployed fleet's model: a shard that hung in every worker
+    leaked a thread per move until every worker's pool was full and all its shards stalled)."""
+    settings = FAST.model_copy(update={"stall_timeout_millis": 1_000, "max_worker_threads": 1})
+    store = InMemoryLeaseStore()
+    stream = FakeStream()
+    shards = ("stuck", "fine-1", "fine-2", "fine-3")
+    for i, shard in enumerate(shards):
+        stream.add(shard, 1000 * (i + 1), 30, closed=False)
+        store.create_if_absent(Lease(shard, None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    hang = threading.Event()
+    hangs: list[str] = []
+    seen: dict[str, set[str]] = {}
+    lock = threading.Lock()
+
+    def factory_of(worker: str):  # type: ignore[no-untyped-def]
+        def factory(shard: ShardInfo) -> RecordingProcessor:
+            processor = RecordingProcessor()
+
+            def process_records(process: ProcessRecordsInput) -> None:
+                if shard.shard_id == "stuck":
+                    with lock:
+                        hangs.append(worker)
+                    hang.wait()
+                with lock:
+                    seen.setdefault(shard.shard_id, set()).update(r.sequence_number for r in process.records)
+
+            processor.process_records = process_records  # type: ignore[method-assign]
+            return processor
+
+        return factory
+
+    clock = SystemClock()
+    coordinators = [LeaseCoordinator(store, name, settings, clock) for name in ("w1", "w2")]
+    stops, runners = [], []
+    caplog.set_level(logging.ERROR, logger="consumer.lifecycle")
+    try:
+        for coordinator, name in zip(coordinators, ("w1", "w2"), strict=True):
+            coordinator.start()
+            scheduler = Scheduler(
+                leases=coordinator,
+                reader=stream,
+                processor_factory=factory_of(name),
+                settings=settings,
+                clock=clock,
+            )
+            stop = threading.Event()
+            runner = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+            runner.start()
+            stops.append(stop)
+            runners.append(runner)
+        assert wait_for(lambda: bool(hangs), timeout=30)
+        fine = [s for s in shards if s != "stuck"]
+        assert wait_for(lambda: all(len(seen.get(s, ())) == 30 for s in fine), timeout=30), {
+            s: len(seen.get(s, ())) for s in fine
+        }
+        time.sleep(8 * settings.stall_timeout_millis / 1000)  # long past any worker's avoidance of it
+        assert len(hangs) == len(set(hangs)), (
+            f"a worker took the shard back while its call was stuck: {hangs}"
+        )
+        stalled = [r.getMessage() for r in caplog.records if "SHARD_STALLED" in r.getMessage()]
+        assert stalled and all("Shard stuck stalled" in m for m in stalled), stalled
+    finally:
+        for stop in stops:
+            stop.set()
+        for runner in runners:
+            runner.join(timeout=10)
+        hang.set()
+        for coordinator in coordinators:
+            coordinator.stop()
+
+
 def test_a_hand_over_request_wakes_an_idle_consumer_before_its_back_off_ends() -> None:
     """A quiet shard's consumer backs off between empty reads up to max_idle_time_between_reads
     (10 s by default), longer than a hand-over's deadline (failover - margin: 8 s). Asked for, it must
@@ -221,3 +299,45 @@ def test_a_hand_over_request_wakes_an_idle_consumer_before_its_back_off_ends() -
         stop.set()
         runner.join(timeout=10)
         owner.stop()
+
+
+def test_a_stalled_call_that_never_returns_is_counted_again_every_stall_timeout() -> None:
+    """A shard given up while its call was stuck may end free and avoided by every worker it hung in:
+    nothing finds it stalled again, so the worker keeps counting it in StalledShards every stall
+    timeout until the call returns, and the stalled-shards alarm stays in ALARM (it went quiet after
+    the first burst of moves in the deployed fleet's model)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from consumer.lifecycle.stall_mover import StallMover
+    from ground.clock import FakeClock
+    from ground.threads import SYSTEM_THREADS
+
+    counted: list[tuple[Any, ...]] = []
+    given_up: list[str] = []
+    leases = SimpleNamespace(
+        give_up_stalled=lambda shard, counter=None: given_up.append(shard),
+        shards_with_children=frozenset,
+    )
+    metrics = SimpleNamespace(count=lambda *args, **kwargs: counted.append((*args, kwargs.get("shard_id"))))
+    clock = FakeClock()
+    mover = StallMover(
+        leases=leases,  # type: ignore[arg-type]
+        settings=FAST.model_copy(update={"stall_timeout_millis": 10_000}),
+        clock=clock,
+        metrics=metrics,  # type: ignore[arg-type]
+        threads=SYSTEM_THREADS,
+    )
+    mover.move(SimpleNamespace(shard_id="s1", counter=3, lease_lost=lambda: None), stuck=True)  # type: ignore[arg-type]
+    # Given up, and stuck as the lease side sees it when it asks (the mover alone keeps the count).
+    assert given_up == ["s1"] and mover.stuck() == {"s1"} and len(counted) == 1
+    for _ in range(35):  # 35 s of looks, one a second
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert counted == [("ProcessTask", "StalledShards", 1, "s1")] * 4  # the move, then at 10, 20, 30 s
+    mover.returned("s1")
+    assert mover.stuck() == frozenset()  # the lease side may take it back after its stall timeout
+    for _ in range(25):
+        clock.advance(1_000)
+        mover.due({}, {})
+    assert len(counted) == 4  # the call returned: no longer counted

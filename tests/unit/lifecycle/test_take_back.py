@@ -249,3 +249,35 @@ def test_the_next_consumer_of_a_held_lease_starts_after_a_checkpoint_the_table_r
     assert len(processors) > 1, "no second consumer started"
     assert sorted(set(rig.handled)) == sorted(records_of(rig))
     assert rig.twice() == [], "records handled before the refused checkpoint were handled again"
+
+
+def _started(rig: Rig) -> tuple[Scheduler, ShardConsumer]:
+    """The rig's worker holding s1, its scheduler reconciled once: one consumer started, not told."""
+    rig.stopped_once = True  # no fence inside the handler here
+    rig.coordinator.heartbeat_once()
+    rig.coordinator.take_round()
+    scheduler = Scheduler(
+        leases=rig.coordinator,
+        reader=rig.stream,
+        processor_factory=rig.processor,
+        settings=SETTINGS,
+        clock=rig.clock,
+        threads=InlineThreads(),
+    )
+    scheduler.reconcile()
+    consumer = scheduler.consumers()["s1"]
+    assert not consumer.lease_lost_signalled
+    return scheduler, consumer
+
+
+def test_the_scheduler_tells_a_consumer_its_lease_is_lost_as_soon_as_the_fence_drops_it() -> None:
+    """The fence is the worker's own promise to stop before another can take over: once it passes
+    (the process was stopped, no heartbeat landed), the next reconcile tells the consumer, before any
+    step of it and before the worker could take the lease back. This is what makes the lanes' own
+    buffer guard (a consumer carrying on after a take-back) a second line rather than the only one."""
+    rig = Rig()
+    scheduler, consumer = _started(rig)
+    rig.clock.advance(SETTINGS.fence_after_millis + 1)
+    assert not rig.coordinator.may_process("s1")
+    scheduler.reconcile()
+    assert consumer.lease_lost_signalled, "the fence dropped the lease and the consumer was not told"

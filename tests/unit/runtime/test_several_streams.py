@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consumer.lease_keys import split_lease_key, stream_prefix, table_of
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Lease
@@ -27,7 +28,6 @@ from consumer.streams.sync import LeaseView, plan_shard_sync
 from consumer.telemetry.metrics import MetricsRecorder
 from consumer.telemetry.transports import InMemoryTransport
 from ground.clock import FakeClock
-from ground.lease_keys import split_lease_key, stream_prefix, table_of
 from ground.settings import ConfigError, Settings, WorkerSettings, load_settings
 
 ARN = "arn:aws:dynamodb:eu-west-1:123456789012:table/{}/stream/2026-11-27T03:44:28.302"

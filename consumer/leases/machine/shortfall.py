@@ -11,14 +11,10 @@ times that, whatever joined. The advice is ``consumer plan``'s (:mod:`consumer.l
 
 from __future__ import annotations
 
-import logging
-
 from consumer.leases.decisions import RoundPlan, Timing, live_workers
+from consumer.leases.machine.actions import Now, Outbox
 from consumer.leases.model import Snapshot
-from ground.clock import Clock
 from ground.settings import WorkerSettings
-
-log = logging.getLogger("consumer.leases")
 
 LOG_EVERY_MILLIS = 60_000
 JOIN_GRACE_MILLIS = 60_000
@@ -31,27 +27,28 @@ class Shortfall:
         *,
         settings: WorkerSettings,
         timing: Timing,
-        clock: Clock,
+        out: Outbox,
         advice: str | None,
         expected_workers: int,
+        now_mono: int,
     ) -> None:
         self._me = me
         self._settings = settings
         self._timing = timing
-        self._clock = clock
+        self._out = out
         self._advice = (
             advice or "Raise it or run more workers (fleet.max_instances); `consumer plan` suggests values."
         )
         self._expected = expected_workers
         self._since: int | None = None
         self._fleet: frozenset[str] = frozenset()
-        self._fleet_since = clock.monotonic_millis()
+        self._fleet_since = now_mono
         self._logged_at: int | None = None
 
-    def observe(self, plan: RoundPlan, snapshot: Snapshot) -> int:
+    def observe(self, plan: RoundPlan, snapshot: Snapshot, at: Now) -> int:
         """The ready shards left over by this round, counted once the fleet had time to join, else 0."""
-        now = self._clock.monotonic_millis()
-        fleet = live_workers(snapshot, self._clock.wall_millis(), self._timing) | {self._me}
+        now = at.mono
+        fleet = live_workers(snapshot, at.wall, self._timing) | {self._me}
         if fleet != self._fleet:
             self._fleet, self._fleet_since = fleet, now
         if not plan.unassigned_ready:
@@ -64,13 +61,12 @@ class Shortfall:
         joined = settled and len(fleet) >= self._expected
         return plan.unassigned_ready if joined or now - self._since >= 5 * grace else 0
 
-    def warn(self, plan: RoundPlan) -> None:
-        """Say so, once a minute, with the advice."""
-        now = self._clock.monotonic_millis()
+    def warn(self, plan: RoundPlan, now: int) -> None:
+        """Say so, once a minute, with the advice (``now``: monotonic ms)."""
         if self._logged_at is not None and now - self._logged_at < LOG_EVERY_MILLIS:
             return
         self._logged_at = now
-        log.warning(
+        self._out.warning(
             "%d ready shards are left unprocessed: all %d workers hold worker.max_leases_for_worker=%d "
             "leases. %s",
             plan.unassigned_ready,

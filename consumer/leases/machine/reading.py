@@ -1,25 +1,23 @@
 """What a taker round reads: the workers table always, the leases table only for a reason.
 
-A full scan of the leases table costs reads in proportion to the table (about 375 read units and
-0.3 s of CPU for 10 000 leases); the workers table costs a unit or two. :class:`RoundReader` keeps
+A full scan of the leases table costs reads in proportion to the table (about 375 read units for
+10 000 leases, and the CPU to parse every item); the workers table costs a unit or two. :class:`RoundReader` keeps
 what decides between them — when the last full scan was made, who was alive then, what the last plan
-left to do — and asks :func:`full_scan_reason`. Kept apart from the taker
-(which acts on what is read) so that the policy, and its state, are in one place.
+left to do — and asks :func:`full_scan_reason`. Kept apart from the round (:mod:`.taking`, which acts
+on what is read) so that the policy, and its state, are in one place. A part of the lease machine:
+it makes its reads as requests (:mod:`.actions`), and reads the time of the machine's step.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from consumer.leases.decisions import RoundPlan, Timing, live_workers
+from consumer.leases.machine.actions import Conversation, Now, Outbox, Scan, ScanWorkers, ask
 from consumer.leases.model import Snapshot
-from consumer.leases.store import LeaseStore
-from consumer.telemetry.metrics import Metrics
-from ground.clock import Clock
 from ground.settings import WorkerSettings
-
-log = logging.getLogger("consumer.leases")
 
 
 def full_scan_reason(
@@ -83,32 +81,32 @@ def full_scan_reason(
 
 @dataclass
 class RoundReader:
-    store: LeaseStore
     me: str
     settings: WorkerSettings
     timing: Timing
-    clock: Clock
-    metrics: Metrics
+    now: Callable[[], Now]  # the time of the machine's step in progress
+    out: Outbox
     full_at: int | None = None  # when the last full scan was read (monotonic ms)
     live_at_full: frozenset[str] = field(default_factory=frozenset)  # live workers that scan showed
     held_after_plan: int = 0  # unfinished leases held right after the last plan was carried out
     handing: bool = False  # another live worker's row says it is stopping (the taker waits less)
-    # The newest Heartbeat.new_leases_at of another worker that the last full scan saw; a row
-    # showing a later one means leases were left free since (full_scan_reason).
-    new_leases_seen: int = 0
-    # Leases this worker created, as a running count (shard sync bumps it through the taker), and the
+    # Each other worker's Heartbeat.new_leases_at as answered by a full scan; a row showing another
+    # value means that worker left leases free since (full_scan_reason). Kept per worker: each stamps
+    # its announcements with its own clock, so one worker's stamp says nothing about another's.
+    new_leases_seen: dict[str, int] = field(default_factory=dict)
+    # Leases this worker created, as a running count (shard sync bumps it through the machine), and the
     # count when the last full scan was sent: a difference means one may not have been scanned yet.
     created: int = 0
     created_at_full: int = 0
 
     def read(
         self, latest: Snapshot, held: int, last_plan: RoundPlan, awaiting: bool = False
-    ) -> tuple[Snapshot, bool]:
+    ) -> Conversation[tuple[Snapshot, bool]]:
         """This round's view and whether it is a full scan. ``latest``: the view of the last round
         (its leases stand in for the table's on a round without a full scan); ``held``: unfinished
         leases held now; ``awaiting``: a hand-over this worker asked for is on its way. A full scan
         reads both tables."""
-        now = self.clock.monotonic_millis()
+        now = self.now().mono
         since = None if self.full_at is None else now - self.full_at
 
         def reason(live_now: frozenset[str], stopping: bool = False, new_leases: bool = False) -> str | None:
@@ -126,13 +124,15 @@ class RoundReader:
             )
 
         why = reason(self.live_at_full)
+        announced = None  # the announcements read before the leases are scanned, if any
         if why is None:
-            workers = self.store.scan_workers()
-            live = live_workers(workers, self.clock.wall_millis(), self.timing) | {self.me}
+            workers = yield from ask(ScanWorkers())
+            live = live_workers(workers, self.now().wall, self.timing) | {self.me}
             self.handing = self._stopping(workers, live)
-            why = reason(live, self.handing, self._newest_free(workers) > self.new_leases_seen)
+            announced = self._announcements(workers)
+            why = reason(live, self.handing, self._unanswered(announced))
             if why is None:
-                self.metrics.count("TakeLeases", "WorkerTableScans", 1)
+                self.out.count("TakeLeases", "WorkerTableScans", 1)
                 # Leases as the last full scan saw them (what successor() counts and is_shard_finished
                 # reads: a finished lease stays finished), heartbeats as they are now.
                 view = Snapshot(
@@ -140,19 +140,27 @@ class RoundReader:
                 )
                 return view, False
         created = self.created  # read before the scan: a lease created while it runs is scanned for again
-        snapshot = self.store.scan()
+        snapshot = yield from ask(Scan())
         self.created_at_full = created
-        self.full_at = self.clock.monotonic_millis()
-        self.new_leases_seen = max(self.new_leases_seen, self._newest_free(snapshot))
-        self.live_at_full = live_workers(snapshot, self.clock.wall_millis(), self.timing) | {self.me}
+        self.full_at = self.now().mono
+        # Only an announcement read before this scan began is answered by it: the scan reads the
+        # leases first and the rows after, so a row read now may announce a lease created after the
+        # leases were read (it is scanned for at the next round instead of at the full-scan interval).
+        if announced is not None:
+            self.new_leases_seen.update(announced)
+        self.live_at_full = live_workers(snapshot, self.now().wall, self.timing) | {self.me}
         self.handing = self._stopping(snapshot, self.live_at_full)
-        self.metrics.count("TakeLeases", "FullScans", 1)
-        log.debug("worker %s: full scan (%s)", self.me, why)
+        self.out.count("TakeLeases", "FullScans", 1)
+        self.out.say(logging.DEBUG, "worker %s: full scan (%s)", self.me, why)
         return snapshot, True
 
-    def _newest_free(self, view: Snapshot) -> int:
-        """When another worker last said it left leases free (0: none has)."""
-        return max((b.new_leases_at for w, b in view.heartbeats.items() if w != self.me), default=0)
+    def _announcements(self, view: Snapshot) -> dict[str, int]:
+        """When each other worker last said it left leases free, by its own clock (0: never)."""
+        return {w: b.new_leases_at for w, b in view.heartbeats.items() if w != self.me}
+
+    def _unanswered(self, announced: dict[str, int]) -> bool:
+        """Another worker announced leases left free that no full scan of mine has answered."""
+        return any(at and at != self.new_leases_seen.get(w) for w, at in announced.items())
 
     def _stopping(self, view: Snapshot, live: frozenset[str]) -> bool:
         return any(beat.stopping for w, beat in view.heartbeats.items() if w in live and w != self.me)

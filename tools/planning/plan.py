@@ -22,19 +22,15 @@ partition; the leases table's default 10 RCU/WCU is often too low, and its throt
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from consumer.leases.advice import suggested_max_leases_for_worker
+from consumer.api.leases import suggested_max_leases_for_worker
 from ground.settings import UNBOUNDED, Settings
+from tools.planning.figures import Plan, Sheet
+from tools.planning.leases_table import lease_table
 
 # Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).
 PARTITIONS_TO_TUNE = 50
 WRITES_PER_PARTITION_TO_TUNE = 100
-# Size of one lease item in the leases table, in bytes (key, owner, counter, checkpoint, parents).
-LEASE_ITEM_BYTES = 300
-# Size of one worker heartbeat row.
-HEARTBEAT_ITEM_BYTES = 120
 # Stream record size relative to the item, by view type (images carried per record).
 IMAGES_PER_RECORD = {"NEW_AND_OLD_IMAGES": 2.0, "NEW_IMAGE": 1.0, "OLD_IMAGE": 1.0, "KEYS_ONLY": 0.1}
 # Instance types a fleet commonly uses: (vCPU, memory GiB). Unknown types fall back to 2 / 4.
@@ -58,60 +54,31 @@ INSTANCE_TYPES: dict[str, tuple[int, float]] = {
 }
 
 
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    value: float
-    unit: str
-    formula: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    env: str
-    figures: list[Figure]
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    # The settings the figures were computed from, as (key, value) in the order they are used.
-    inputs: list[tuple[str, str]] = field(default_factory=list)
-
-    def value(self, name: str) -> float:
-        for figure in self.figures:
-            if figure.name == name:
-                return figure.value
-        raise KeyError(name)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "env": self.env,
-            "inputs": dict(self.inputs),
-            "figures": [asdict(f) for f in self.figures],
-            "warnings": self.warnings,
-            "notes": self.notes,
-        }
-
-
-def scan_read_units(items: float, item_bytes: float) -> float:
-    """Read units one eventually consistent Scan of the table consumes (0.5 per 4 KB, rounded up)."""
-    return math.ceil(items * item_bytes / 4096) * 0.5 if items > 0 else 0.5
-
-
-def per_second(*interval_millis: int) -> float:
-    """How many times per second a set of timers fire together."""
-    return sum(1000 / millis for millis in interval_millis)
-
-
 def make_plan(settings: Settings) -> Plan:
-    worker, fleet = settings.worker, settings.fleet
-    figures: list[Figure] = []
-    warnings: list[str] = []
-    notes: list[str] = []
-
-    def add(name: str, value: float, unit: str, formula: str) -> float:
-        figures.append(Figure(name, value, unit, formula))
-        return value
-
+    sheet = Sheet()
     views = settings.per_stream()
+    n = _partitions(sheet, settings, views)
+    workers, recommended = _fleet(sheet, settings, views, n)
+    _lease_caps(sheet, settings, n, workers, recommended)
+    lease_table(sheet, settings, n, workers)
+    sheet.add(
+        "scale_out_threshold",
+        settings.scaling.returned_item_count_multiplier * n,
+        "leases",
+        "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
+    )
+    # A shipped deployable environment has no account yet: that is the user's next step, not a fault.
+    sheet.warnings.extend(settings.warnings(account=False))
+    needed = settings.account_needed()
+    if needed is not None:
+        sheet.notes.append(f"before deploying: {needed}")
+    return Plan(settings.env, sheet.figures, sheet.warnings, sheet.notes, plan_inputs(settings))
+
+
+def _partitions(sheet: Sheet, settings: Settings, views: tuple[Settings, ...]) -> int:
+    """The table: its partitions N (each stream's first, with several), write units and shards, and
+    whether it is past the point where the KCL defaults need tuning. Returns N."""
+    add, worker = sheet.add, settings.worker
     if settings.several_streams:  # each stream sized on its own first; the fleet below serves all
         for view in views:
             name = view.table.source_table_name
@@ -144,7 +111,7 @@ def make_plan(settings: Settings) -> Plan:
         beyond.append(f"{per_partition:.0f} WCU/s per partition is more than {WRITES_PER_PARTITION_TO_TUNE}")
     tuned = "max_leases_for_worker" in worker.model_fields_set
     if beyond:
-        (notes if tuned else warnings).append(
+        (sheet.notes if tuned else sheet.warnings).append(
             f"{' and '.join(beyond)}: past the point where the KCL defaults need tuning "
             f"(more than {PARTITIONS_TO_TUNE} partitions or {WRITES_PER_PARTITION_TO_TUNE} writes/s per "
             "partition); "
@@ -154,11 +121,17 @@ def make_plan(settings: Settings) -> Plan:
                 else "size max_leases_for_worker and the fleet from the figures above"
             )
         )
+    return n
 
+
+def _fleet(sheet: Sheet, settings: Settings, views: tuple[Settings, ...], n: int) -> tuple[float, float]:
+    """The fleet for N partitions: instances recommended, worker processes M, threads and memory per
+    worker, checked against the instance type. Returns M and the recommended instances."""
+    add, worker, fleet = sheet.add, settings.worker, settings.fleet
     processes_per_instance = fleet.worker_processes_per_instance
     vcpu, memory_gib = INSTANCE_TYPES.get(fleet.instance_type, (2, 4.0))
     if processes_per_instance > vcpu:
-        warnings.append(
+        sheet.warnings.append(
             f"{processes_per_instance} worker processes on {fleet.instance_type} ({vcpu} vCPU): "
             "one process per core is the usual maximum"
         )
@@ -173,7 +146,7 @@ def make_plan(settings: Settings) -> Plan:
         "ceil(peak_writes / (records_per_second_per_process x processes)))",
     )
     if fleet.max_instances < recommended:
-        warnings.append(
+        sheet.warnings.append(
             f"fleet.max_instances {fleet.max_instances} < recommended {recommended:.0f} instances"
         )
     workers = add(
@@ -203,11 +176,18 @@ def make_plan(settings: Settings) -> Plan:
         "record KB = average_item_kb x images per record",
     )
     if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
-        warnings.append(
+        sheet.warnings.append(
             f"{processes_per_instance} workers x {memory_mib:.0f} MiB exceed 80% of {fleet.instance_type}'s "
             f"{memory_gib:g} GiB: lower max_records or choose a larger instance"
         )
+    return workers, recommended
 
+
+def _lease_caps(sheet: Sheet, settings: Settings, n: int, workers: float, recommended: float) -> None:
+    """max_leases_for_worker's advised range for N and M, and what the configured cap and fleet size
+    mean: the smallest fleet must hold every open shard, and a rollover's parents and children."""
+    add, worker, fleet = sheet.add, settings.worker, settings.fleet
+    processes_per_instance = fleet.worker_processes_per_instance
     low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
     high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
     suggested = add(
@@ -228,100 +208,37 @@ def make_plan(settings: Settings) -> Plan:
             "generation by generation (parents first), so 6N at once is not needed",
         )
     if cap < low:
-        warnings.append(f"max_leases_for_worker {cap} < N/M = {low}: the fleet cannot hold every open shard")
+        sheet.warnings.append(
+            f"max_leases_for_worker {cap} < N/M = {low}: the fleet cannot hold every open shard"
+        )
     elif cap * smallest < n:
-        warnings.append(
+        sheet.warnings.append(
             f"max_leases_for_worker {cap} x {smallest} worker processes at fleet.min_instances = {cap * smallest} "
             f"< N = {n}: the smallest fleet cannot hold every open shard"
         )
     elif cap * smallest < 2 * n:
-        warnings.append(
+        sheet.warnings.append(
             f"max_leases_for_worker {cap} x {smallest} worker processes at fleet.min_instances = {cap * smallest} "
             f"< 2N = {2 * n}: the smallest fleet cannot hold a rollover's parents and children, so every "
             f"rollover waits for the parents to finish; raise max_leases_for_worker to "
             f"{math.ceil(2 * n / smallest)} or fleet.min_instances"
         )
     elif high < cap < UNBOUNDED:
-        notes.append(
+        sheet.notes.append(
             f"configured worker.max_leases_for_worker {cap} is above 6N/M = {high:.0f} (the advised range is "
             f"{low:.0f}..{high:.0f}, suggested {suggested:.0f}): it never limits a worker, as if unbounded"
         )
     if "desired_instances" in fleet.model_fields_set:
         if fleet.desired_instances < recommended:
-            warnings.append(
+            sheet.warnings.append(
                 f"configured fleet.desired_instances {fleet.desired_instances} is fewer than the "
                 f"{recommended:.0f} recommended (see recommended_instances): the fleet may fall behind"
             )
         elif fleet.desired_instances > max(recommended, fleet.min_instances):
-            notes.append(
+            sheet.notes.append(
                 f"configured fleet.desired_instances {fleet.desired_instances} is more than the "
                 f"{recommended:.0f} recommended (see recommended_instances): headroom, and paid for"
             )
-
-    # Leases-table traffic. Steady state holds about 2N leases (open shards plus finished ones
-    # awaiting cleanup), and every active shard checkpoints at most once per poll.
-    leases = 2 * n
-    failover_s = worker.failover_time_millis / 1000
-    poll_s = (
-        max(worker.idle_time_between_reads_millis, settings.processing.batching.max_window_millis, 1) / 1000
-    )
-    checkpoints = n / poll_s
-    scan = scan_read_units(
-        leases + workers, (LEASE_ITEM_BYTES * leases + HEARTBEAT_ITEM_BYTES * workers) / (leases + workers)
-    )
-    ours_w = add(
-        "lease_table_write_units",
-        workers / (worker.renewal_interval_millis / 1000) + checkpoints,
-        "WCU/s",
-        "M / renewal_interval (one heartbeat per worker) + N / poll interval (checkpoints)",
-    )
-    ours_r = add(
-        "lease_table_read_units",
-        workers * scan * per_second(worker.taker_interval_millis, worker.shard_sync_interval_millis),
-        "RCU/s",
-        "M x scan(2N leases + M heartbeats) x (1/taker_interval + 1/shard_sync_interval); "
-        "scan = ceil(bytes / 4 KB) x 0.5",
-    )
-    kcl_scan = scan_read_units(leases, LEASE_ITEM_BYTES)
-    add(
-        "kcl_lease_table_write_units",
-        leases / (failover_s / 3) + checkpoints,
-        "WCU/s",
-        "Java KCL: 2N leases renewed every failover/3 + checkpoints",
-    )
-    add(
-        "kcl_lease_table_read_units",
-        workers * kcl_scan * (1 / (2 * failover_s) + 1000 / worker.shard_sync_interval_millis),
-        "RCU/s",
-        "Java KCL: M x scan(2N leases) x (1/(2 x failover) + 1/shard_sync_interval)",
-    )
-    if worker.lease_table_billing_mode == "PROVISIONED":
-        # The emulator does not enforce capacity: there the figures only say what AWS would need.
-        capacity_advice = notes if settings.on_emulator else warnings
-        where = " (on AWS; the emulator does not throttle)" if settings.on_emulator else ""
-        if ours_w > worker.initial_lease_table_write_capacity:
-            capacity_advice.append(
-                f"leases table needs ~{ours_w:.1f} WCU/s but initial_lease_table_write_capacity is "
-                f"{worker.initial_lease_table_write_capacity}: throttling of the leases table loses leases{where}"
-            )
-        if ours_r > worker.initial_lease_table_read_capacity:
-            capacity_advice.append(
-                f"leases table needs ~{ours_r:.1f} RCU/s but initial_lease_table_read_capacity is "
-                f"{worker.initial_lease_table_read_capacity}: throttling of the leases table loses leases{where}"
-            )
-
-    add(
-        "scale_out_threshold",
-        settings.scaling.returned_item_count_multiplier * n,
-        "leases",
-        "returned_item_count_multiplier x N: the leases-table Scan ReturnedItemCount that adds an instance",
-    )
-    # A shipped deployable environment has no account yet: that is the user's next step, not a fault.
-    warnings.extend(settings.warnings(account=False))
-    needed = settings.account_needed()
-    if needed is not None:
-        notes.append(f"before deploying: {needed}")
-    return Plan(settings.env, figures, warnings, notes, plan_inputs(settings))
 
 
 def plan_inputs(settings: Settings) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from consumer.leases.cost import MeteredStore, item_bytes, scan_units, write_units
+from bench.capacity import MeteredStore, item_bytes, scan_units, write_units
 from consumer.leases.memory import InMemoryLeaseStore
 from consumer.leases.model import ExtendedSequenceNumber, Heartbeat, Lease
 

@@ -13,8 +13,9 @@ stream ARN). No part but the account and the label's time can hold a colon, and 
 the key splits unambiguously, and a table deleted and re-created gets a new stream, a new label,
 and so keys that no lease of the old stream can be mistaken for.
 
-Here, below every package that reads lease keys: the worker writes them (consumer/streams), its
-metrics read the table back out of them (consumer/telemetry), and so do the demo and the tools.
+On consumer's lowest floor, below every room that reads lease keys: the stream adapter writes them
+(consumer/streams), the metrics read the table back out of them (consumer/telemetry) and the runtime
+splits them per stream.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ as DynamoDB would: a write costs ⌈item KB⌉ write units (the larger of the it
 eventually consistent Scan costs 0.5 read units per 4 KB of all items it reads, a strongly consistent
 GetItem 1 unit per 4 KB.
 
-The steady-state formulas of this design and of the Java KCL, and their comparison, are in
-``bench/lease_cost_model.py``: only the benchmarks use them (``consumer plan`` has its own figures
-in :mod:`tools.planning`).
+It is the benchmarks' instrument (bench/lease_cost.py, bench/taker_scale.py), never part of a worker;
+the steady-state formulas of this design and of the Java KCL, and their comparison, are in
+:mod:`bench.lease_cost_model` (``consumer plan`` has its own figures in :mod:`tools.planning`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from consumer.leases.model import (
+from consumer.api.leases import (
     ExtendedSequenceNumber,
     HandOverRequest,
     Heartbeat,
@@ -25,7 +25,7 @@ from consumer.leases.model import (
     heartbeat_to_item,
     lease_to_item,
 )
-from consumer.leases.store import LeaseStore
+from consumer.api.worker import LeaseStore
 
 
 def item_bytes(item: dict[str, dict[str, object]]) -> int:

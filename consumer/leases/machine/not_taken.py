@@ -11,31 +11,26 @@ not its to take and are left out.
 
 from __future__ import annotations
 
-import logging
-
 from consumer.leases.decisions import parents_finished
+from consumer.leases.machine.actions import Outbox
 from consumer.leases.model import Snapshot
-from consumer.telemetry.catalogue import log_leases_not_taken
-from ground.clock import Clock
 from ground.settings import WorkerSettings
-
-log = logging.getLogger("consumer.leases")
 
 LOG_EVERY_MILLIS = 60_000
 
 
 class NotTaken:
-    def __init__(self, me: str, settings: WorkerSettings, clock: Clock) -> None:
+    def __init__(self, me: str, settings: WorkerSettings, out: Outbox) -> None:
         self._me = me
         self._timeout = settings.stall_timeout_millis
-        self._clock = clock
+        self._out = out
         self._free_since: dict[str, int] = {}  # ready lease -> since when free with room here
         self._logged_at: int | None = None
 
-    def observe(self, snapshot: Snapshot, room: bool, avoided: frozenset[str]) -> list[str]:
-        """After a full scan's round: the ready leases free for longer than the stall timeout while this
-        worker had room (empty while it has none: a full worker is not the one failing to take)."""
-        now = self._clock.monotonic_millis()
+    def observe(self, snapshot: Snapshot, room: bool, avoided: frozenset[str], now: int) -> list[str]:
+        """After a full scan's round (``now``: monotonic ms): the ready leases free for longer than the
+        stall timeout while this worker had room (empty while it has none: a full worker is not the
+        one failing to take)."""
         if self._timeout is None or not room:
             self._free_since.clear()
             return []
@@ -51,5 +46,5 @@ class NotTaken:
         left = sorted(s for s, since in self._free_since.items() if now - since >= self._timeout)
         if left and (self._logged_at is None or now - self._logged_at >= LOG_EVERY_MILLIS):
             self._logged_at = now
-            log_leases_not_taken(log, left, now - min(self._free_since[s] for s in left))
+            self._out.not_taken(left, now - min(self._free_since[s] for s in left))
         return left
