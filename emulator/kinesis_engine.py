@@ -359,18 +359,9 @@ class KinesisEngine:
             if shard.is_open or remaining:
                 result["NextShardIterator"] = self._issue(stream, shard.shard_id, last)
             else:
-                result["ChildShards"] = [self._child(stream, c) for c in shard.children]
+                result["ChildShards"] = [stream.shards.shards[c].child_document() for c in shard.children]
             self.counters["kinesis_records_served"] += len(records)
             return result
-
-    @staticmethod
-    def _child(stream: KinesisStream, shard_id: str) -> dict[str, Any]:
-        child = stream.shards.shards[shard_id]
-        return {
-            "ShardId": child.shard_id,
-            "ParentShards": list(child.parents),
-            "HashKeyRange": {"StartingHashKey": str(child.low), "EndingHashKey": str(child.high)},
-        }
 
     def maybe_fail(self, operation: str) -> int:
         """Count the call and inject the configured stream faults; the latency (ms) to add."""

@@ -119,6 +119,14 @@ class KinesisShard:
             "PartitionKey": self.keys[index],
         }
 
+    def child_document(self) -> dict[str, object]:
+        """This shard as GetRecords names it in ``ChildShards`` at the end of a parent."""
+        return {
+            "ShardId": self.shard_id,
+            "ParentShards": list(self.parents),
+            "HashKeyRange": {"StartingHashKey": str(self.low), "EndingHashKey": str(self.high)},
+        }
+
     def take(self, start: int, limit: int, max_bytes: int) -> range:
         """Indices of up to ``limit`` records from ``start``, within ``max_bytes`` (at least one record,
         as AWS returns a record larger than what is left of the budget on its own)."""

@@ -315,3 +315,17 @@ def test_throttles_and_faults_reach_boto3_as_kinesis_errors(emulator: RunningEmu
     assert shard["records"] == 0 and shard["open"]
     counters = emulator.control.counters()
     assert counters["kinesis_faults_injected"] >= 1 and counters["kinesis_throttled"] >= 1
+
+
+def test_millis_behind_latest_is_the_age_of_the_last_record_returned_until_the_tip() -> None:
+    local = Local()
+    local.ok("CreateStream", StreamName="s", ShardCount=1)
+    local.put("s", b"first")
+    local.clock.advance(5_000)
+    local.put("s", b"second")
+    local.clock.advance(1_000)
+    behind = local.ok("GetRecords", ShardIterator=local.iterator("s"), Limit=1)
+    assert behind["MillisBehindLatest"] == 6_000
+    caught_up = local.ok("GetRecords", ShardIterator=behind["NextShardIterator"])
+    assert [base64.b64decode(r["Data"]) for r in caught_up["Records"]] == [b"second"]
+    assert caught_up["MillisBehindLatest"] == 0
