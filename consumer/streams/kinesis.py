@@ -45,7 +45,7 @@ from consumer.streams.errors import (
     ThrottledError,
     TransientStreamError,
 )
-from consumer.streams.source import Position
+from consumer.streams.source import Position, Shard
 
 MAX_LIMIT = 10_000
 _THROTTLED = frozenset(
@@ -72,6 +72,18 @@ class KinesisShard:
     @property
     def is_open(self) -> bool:
         return self.ending_sequence_number is None
+
+    def as_shard(self) -> Shard:
+        """The shard as the port's :class:`~consumer.streams.source.Shard`, what shard sync plans over
+        (both parents kept: a merge's child waits for both)."""
+        parents = self.parent_shard_ids
+        return Shard(
+            self.shard_id,
+            parents[0] if parents else None,
+            self.starting_sequence_number,
+            self.ending_sequence_number,
+            parents[1] if len(parents) > 1 else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
