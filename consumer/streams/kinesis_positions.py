@@ -27,3 +27,18 @@ def kinesis_resume_position(checkpoint: str) -> Position:
     if checkpoint == SHARD_END:
         raise ValueError("a shard checkpointed at SHARD_END is finished: there is nothing to read")
     return Position.at(checkpoint)
+
+
+def checkpoint_record_gone(checkpoint: str, first_sequence_read: str | None) -> bool:
+    """Whether the record a checkpoint names is no longer in the shard: records after it may have been
+    trimmed by retention before anyone read them.
+
+    Kinesis says nothing when a position was trimmed (an iterator before the trim horizon reads from
+    the horizon), but a checkpoint names a record that was delivered, and a read *at* it starts with
+    that very record while retention keeps it. So the first record of the first non-empty answer
+    (``first_sequence_read``; None when the reader reached the tip or the shard's end with nothing)
+    must be the checkpoint's own; anything else is a loud gap, as TrimmedDataAccessException is on
+    DynamoDB Streams. A sentinel checkpoint names no record: never a gap here."""
+    if not checkpoint.isdigit():
+        return False
+    return first_sequence_read is None or int(first_sequence_read) != int(checkpoint)

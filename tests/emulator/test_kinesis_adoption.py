@@ -16,7 +16,7 @@ from consumer.lease_keys import (
 )
 from consumer.leases.items import lease_from_item
 from consumer.records.kinesis_record import KinesisRecord, after_checkpoint, user_records
-from consumer.streams.kinesis_positions import kinesis_resume_position
+from consumer.streams.kinesis_positions import checkpoint_record_gone, kinesis_resume_position
 from emulator.testing import RunningEmulator
 from tests.kcl_format import kcl_problems
 from tests.kpl_format import User, aggregate
@@ -75,3 +75,31 @@ def test_a_kcl_multi_stream_lease_resumes_inside_an_aggregate(emulator: RunningE
     )
     resumed = after_checkpoint(read, lease.checkpoint.sequence, lease.checkpoint.sub_sequence)
     assert resumed == tuple(everything[4:])
+
+
+def test_a_checkpoint_whose_record_retention_removed_is_a_gap(emulator: RunningEmulator) -> None:
+    kinesis = emulator.client("kinesis")
+    name = f"gone{next(_names)}"
+    kinesis.create_stream(StreamName=name, ShardCount=1)
+    shard_id = kinesis.list_shards(StreamName=name)["Shards"][0]["ShardId"]
+    numbers = [
+        kinesis.put_record(StreamName=name, PartitionKey="p", Data=b"%d" % i)["SequenceNumber"]
+        for i in range(3)
+    ]
+
+    def first_read_at(checkpoint: str) -> str | None:
+        position = kinesis_resume_position(checkpoint)
+        read = read_shard(
+            kinesis,
+            name,
+            shard_id,
+            ShardIteratorType=position.type,
+            StartingSequenceNumber=position.sequence_number,
+        )
+        return read[0].sequence_number if read else None
+
+    assert not checkpoint_record_gone(numbers[1], first_read_at(numbers[1]))
+    assert emulator.control.kinesis_trim(name) == 3  # retention removes every record so far
+    kinesis.put_record(StreamName=name, PartitionKey="p", Data=b"after")
+    assert checkpoint_record_gone(numbers[1], first_read_at(numbers[1]))  # numbers[2] was never read
+    assert not checkpoint_record_gone("TRIM_HORIZON", None)
