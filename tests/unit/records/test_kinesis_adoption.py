@@ -20,7 +20,8 @@ from consumer.lease_keys import (
     parse_kinesis_lease_key,
     split_lease_key,
 )
-from consumer.leases.items import lease_from_item
+from consumer.leases.items import lease_from_item, lease_to_item
+from consumer.leases.model import ExtendedSequenceNumber, Lease
 from consumer.records.kinesis_record import KinesisRecord, after_checkpoint, user_records
 from consumer.streams.kinesis_positions import kinesis_resume_position
 from consumer.streams.source import Position
@@ -187,3 +188,16 @@ def test_boto3_and_wire_forms_give_the_same_user_records() -> None:
     }
     assert user_records(SHARD, boto) == user_records(SHARD, on_wire)
     assert user_records(SHARD, boto)[1].approximate_arrival_timestamp == 12.5
+
+
+def test_a_checkpoint_inside_an_aggregate_is_written_as_kcl_reads_it() -> None:
+    _, delivered = shard_records()
+    inside = delivered[3]  # sub-sequence 2 of the aggregate
+    key = kinesis_lease_key(SHARD, kinesis_stream_identifier(ARN, 1764214740))
+    lease = Lease(key, "us", 3, ExtendedSequenceNumber(inside.sequence_number, inside.sub_sequence_number))
+    kcl = parse_kcl_lease(lease_to_item(lease))
+    assert (kcl.lease_key, kcl.checkpoint, kcl.checkpoint_sub_sequence_number) == (
+        key,
+        inside.sequence_number,
+        2,
+    )
