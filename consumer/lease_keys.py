@@ -13,6 +13,9 @@ stream ARN). No part but the account and the label's time can hold a colon, and 
 the key splits unambiguously, and a table deleted and re-created gets a new stream, a new label,
 and so keys that no lease of the old stream can be mistaken for.
 
+A Kinesis data stream's keys are the Java KCL's own (the shard id, or
+``<account>:<stream name>:<creation epoch seconds>:<shard id>``): see the end of this module.
+
 On consumer's lowest floor, below every room that reads lease keys: the stream adapter writes them
 (consumer/streams), the metrics read the table back out of them (consumer/telemetry) and the runtime
 splits them per stream.
@@ -57,3 +60,72 @@ def table_of(lease_key: str) -> str | None:
     namespace, _ = split_lease_key(lease_key)
     parts = namespace.split(":")
     return parts[1] if len(parts) >= 4 else None
+
+
+# ------------------------------------------------------------------------------ Kinesis
+#
+# The Java KCL's lease keys for Kinesis data streams. A single-stream application's key is the shard
+# id. A multi-stream application's key is its *stream identifier* and the shard id joined by a colon,
+#
+#     <account id>:<stream name>:<creation epoch seconds>:<shard id>
+#     123456789012:orders:1764214740:shardId-000000000001
+#
+# the identifier being the account of the stream's ARN, its name and its DescribeStreamSummary
+# StreamCreationTimestamp in whole seconds (digits, above 0). KCL's multi-stream items also carry the
+# identifier as ``streamName`` (S) and the shard id as ``shardId`` (S).
+
+_KINESIS_ARN = re.compile(
+    r"^arn:aws[^:]*:kinesis:(?P<region>[-a-z0-9]+):(?P<account>[0-9]{12}):stream/(?P<name>[^:/]+)$"
+)
+_KCL_STREAM_IDENTIFIER = re.compile(r"^(?P<account>[0-9]+):(?P<name>[^:]+):(?P<epoch>[0-9]+)$")
+
+
+def kinesis_stream_identifier(stream_arn: str, created_epoch_seconds: int) -> str:
+    """KCL's multi-stream identifier ``<account>:<stream name>:<creation epoch seconds>`` of a stream.
+
+    Raises ValueError for an ARN that is not a Kinesis data stream's, or an epoch that is not above 0
+    (KCL refuses both)."""
+    match = _KINESIS_ARN.match(stream_arn)
+    if match is None:
+        raise ValueError(
+            f"{stream_arn!r} is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)"
+        )
+    if created_epoch_seconds <= 0:
+        raise ValueError(f"a stream's creation epoch must be above 0 seconds, got {created_epoch_seconds}")
+    return f"{match['account']}:{match['name']}:{created_epoch_seconds}"
+
+
+def kinesis_lease_key(shard_id: str, stream_identifier: str | None = None) -> str:
+    """The lease key of a shard: the shard id alone (single stream) or ``<identifier>:<shard id>``."""
+    if ":" in shard_id:
+        raise ValueError(f"shard id {shard_id!r} holds a colon: no Kinesis shard id does")
+    if stream_identifier is None:
+        return shard_id
+    if _KCL_STREAM_IDENTIFIER.match(stream_identifier) is None:
+        raise ValueError(f"{stream_identifier!r} is not a KCL stream identifier (<account>:<stream>:<epoch>)")
+    return f"{stream_identifier}:{shard_id}"
+
+
+def parse_kinesis_lease_key(lease_key: str) -> tuple[str | None, str]:
+    """(stream identifier, shard id) of a Kinesis lease key as the Java KCL writes it; the identifier
+    is None for a single stream's key. A key with a colon that is not KCL's multi-stream form raises
+    ValueError naming it (KCL could not deserialize its stream identifier either)."""
+    identifier, colon, shard_id = lease_key.rpartition(":")
+    if not colon:
+        return None, lease_key
+    match = _KCL_STREAM_IDENTIFIER.match(identifier)
+    if match is None or not shard_id or int(match["epoch"]) <= 0:
+        raise ValueError(
+            f"lease key {lease_key!r} is neither a shard id nor <account>:<stream>:<epoch>:<shard id> "
+            "(the Java KCL's multi-stream form)"
+        )
+    return identifier, shard_id
+
+
+def kcl_multi_stream_attributes(lease_key: str) -> dict[str, dict[str, str]]:
+    """The attributes KCL's multi-stream lease items carry beside the key: ``streamName`` (the stream
+    identifier) and ``shardId``; none for a single stream's key."""
+    identifier, shard_id = parse_kinesis_lease_key(lease_key)
+    if identifier is None:
+        return {}
+    return {"streamName": {"S": identifier}, "shardId": {"S": shard_id}}

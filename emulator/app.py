@@ -1,11 +1,13 @@
-"""The WSGI application: moto for every service, with three things routed around or through it.
+"""The WSGI application: moto for every service, with four things routed around or through it.
 
 * ``X-Amz-Target: DynamoDBStreams_20120810.*`` goes to the stream engine (never to moto);
+* ``X-Amz-Target: Kinesis_20131202.*`` goes to the Kinesis engine (never to moto);
 * DynamoDB requests pass the table faults first (throttle, 500, latency, ambiguous writes, stale
   scans: :meth:`emulator.gate.Gate.admit_table_call`); those that may write then run one at a time inside a
   :meth:`MotoBridge.capture`, so the order of sequence numbers is the order in which moto applied
   the writes;
-* ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards).
+* ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards;
+  ``kinesis/shards`` and ``kinesis/trim`` for Kinesis streams, which reshard through their own API).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from emulator.engine import StreamEngine
 from emulator.errors import ControlError, StreamsApiError
 from emulator.gate import TableCall
+from emulator.kinesis_api import handle_kinesis_call, region_of
+from emulator.kinesis_engine import KinesisEngine
+from emulator.kinesis_listing import shard_table
 from emulator.moto_bridge import MotoBridge
 from emulator.records import TTL_IDENTITY
 from emulator.streams_api import ERROR_NAMESPACE, handle_streams_call
@@ -34,6 +39,7 @@ StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
 
 STREAMS_PREFIX = "DynamoDBStreams_20120810."
+KINESIS_PREFIX = "Kinesis_20131202."
 DYNAMODB_PREFIX = "DynamoDB_20120810."
 # DynamoDB operations that never change an item; everything else is serialized and captured.
 READ_ONLY = frozenset(
@@ -58,9 +64,12 @@ _PARTIQL_TABLE = re.compile(r"""\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z0-9_.\-]+)"?"
 
 
 class EmulatorApp:
-    def __init__(self, engine: StreamEngine, bridge: MotoBridge) -> None:
+    def __init__(
+        self, engine: StreamEngine, bridge: MotoBridge, kinesis: KinesisEngine | None = None
+    ) -> None:
         self.engine = engine
         self.bridge = bridge
+        self.kinesis = kinesis or KinesisEngine(engine.config, faults=lambda: engine.faults)
         self.moto = DomainDispatcherApplication(create_backend_app)
         self._write_lock = threading.Lock()
 
@@ -71,6 +80,8 @@ class EmulatorApp:
             return self._control(environ, start_response, path[len(CONTROL_PREFIX) :])
         if target.startswith(STREAMS_PREFIX):
             return self._streams(environ, start_response, target[len(STREAMS_PREFIX) :])
+        if target.startswith(KINESIS_PREFIX):
+            return self._kinesis(environ, start_response, target[len(KINESIS_PREFIX) :])
         if target.startswith(DYNAMODB_PREFIX):
             return self._dynamodb(environ, start_response, target[len(DYNAMODB_PREFIX) :])
         response: Iterable[bytes] = self.moto(environ, start_response)
@@ -140,6 +151,15 @@ class EmulatorApp:
             time.sleep(latency / 1000)
         return _json_response(start_response, status, payload)
 
+    def _kinesis(self, environ: Environ, start_response: StartResponse, operation: str) -> Iterable[bytes]:
+        body = _read_body(environ)
+        region = region_of(str(environ.get("HTTP_AUTHORIZATION", "")))
+        now = self.kinesis.now_millis()
+        status, payload, latency = handle_kinesis_call(self.kinesis, operation, body, region, now)
+        if latency > 0:
+            time.sleep(latency / 1000)
+        return _json_response(start_response, status, payload, "application/x-amz-json-1.1")
+
     # ---------------------------------------------------------------------------- control
 
     def _control(self, environ: Environ, start_response: StartResponse, route: str) -> Iterable[bytes]:
@@ -171,9 +191,12 @@ class EmulatorApp:
         partition = body.get("partition")
         if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
             raise ControlError("partition must be an integer")
+        stream = body.get("stream", query.get("stream"))
+        if stream is not None and not isinstance(stream, str):
+            raise ControlError("stream must be a Kinesis stream name")
         routes: dict[tuple[str, str], Callable[[], Any]] = {
             ("GET", "health"): lambda: {"ok": True},
-            ("GET", "counters"): self.engine.counters,
+            ("GET", "counters"): lambda: {**self.engine.counters(), **self.kinesis.counter_values()},
             ("GET", "shards"): lambda: {"shards": self.engine.shard_table(table)},
             ("GET", "faults"): lambda: _faults_json(self.engine),
             ("POST", "rollover"): lambda: {"created": self.engine.rollover(table, partition)},
@@ -181,12 +204,25 @@ class EmulatorApp:
             ("POST", "trim"): lambda: {"trimmed": self.engine.trim(table, _seconds(body))},
             ("POST", "faults"): lambda: _set_faults(self.engine, body),
             ("POST", "ttl-delete"): lambda: {"deleted": self._ttl_delete(table, body.get("key"))},
+            ("GET", "kinesis/shards"): lambda: {
+                "shards": self._kinesis_control(lambda name: shard_table(self.kinesis, name), stream)
+            },
+            ("POST", "kinesis/trim"): lambda: {
+                "trimmed": self._kinesis_control(lambda name: self.kinesis.trim(name, _seconds(body)), stream)
+            },
         }
         handler = routes.get((method, route))
         if handler is None:
             known = ", ".join(f"{m} /_emulator/{r}" for m, r in routes)
             raise LookupError(f"no control route {method} /_emulator/{route}; routes: {known}")
         return handler()
+
+    @staticmethod
+    def _kinesis_control(action: Callable[[str | None], Any], stream: str | None) -> Any:
+        try:
+            return action(stream)
+        except StreamsApiError as exc:
+            raise ControlError(exc.message) from exc
 
     def _ttl_delete(self, table_name: str | None, key: object) -> bool:
         """Delete an item as DynamoDB's TTL process would: the REMOVE carries ``userIdentity``."""
@@ -274,12 +310,14 @@ def _sleep_millis(millis: int) -> None:
         time.sleep(millis / 1000)
 
 
-def _json_response(start_response: StartResponse, status: int, payload: Any) -> Iterable[bytes]:
+def _json_response(
+    start_response: StartResponse, status: int, payload: Any, content_type: str = "application/x-amz-json-1.0"
+) -> Iterable[bytes]:
     data = json.dumps(payload).encode()
     start_response(
         f"{status} {_REASONS.get(status, 'Error')}",
         [
-            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Type", content_type),
             ("Content-Length", str(len(data))),
             ("x-amzn-RequestId", uuid.uuid4().hex),
         ],

@@ -71,7 +71,10 @@ class EmulatorControl:
         child_visibility_delay_millis. DynamoDB tables: table_throttle_rate, table_error_rate,
         table_latency_millis, table_latency_tail_millis, table_latency_tail_rate,
         table_ambiguous_rate, table_ambiguous_delay_millis, table_stale_scan_millis and
-        table_fault_tables (comma-separated globs of the table names they hit; ``*`` = all)."""
+        table_fault_tables (comma-separated globs of the table names they hit; ``*`` = all). Kinesis:
+        kinesis_read_bytes_per_second, kinesis_write_records_per_second,
+        kinesis_write_bytes_per_second, list_shards_per_second (error_rate, latency_millis and
+        reads_per_shard_per_second apply to Kinesis too)."""
         result: dict[str, Any] = self._call("POST", "faults", dict(changes))
         return result
 
@@ -87,6 +90,18 @@ class EmulatorControl:
     def counters(self) -> dict[str, int]:
         counters: dict[str, int] = self._call("GET", "counters")
         return counters
+
+    def kinesis_shards(self, stream: str | None = None) -> list[dict[str, Any]]:
+        """Every shard of a Kinesis stream (or of all), expired ones included, with its lineage."""
+        route = "kinesis/shards" if stream is None else f"kinesis/shards?stream={urllib.parse.quote(stream)}"
+        shards: list[dict[str, Any]] = self._call("GET", route)["shards"]
+        return shards
+
+    def kinesis_trim(self, stream: str | None = None, older_than_seconds: float = 0.0) -> int:
+        """Trim a Kinesis stream's records written more than ``older_than_seconds`` ago (0: all so far)."""
+        body = {"stream": stream, "older_than_seconds": older_than_seconds}
+        trimmed: int = self._call("POST", "kinesis/trim", body)["trimmed"]
+        return trimmed
 
     def shards(self, table: str | None = None) -> list[dict[str, Any]]:
         """The true shard table (not DescribeStream's eventually consistent view)."""

@@ -78,6 +78,14 @@ class FaultSettings:
     table_stale_scan_millis: int = 0
     # Which tables the table_* faults hit: comma-separated globs over table names.
     table_fault_tables: str = ALL_TABLES
+    # Kinesis data streams' own limits, per shard (AWS's): reads 2 MiB/s (a call that reads more
+    # leaves the shard in debt, refusing calls until it is paid off), writes 1 000 records and
+    # 1 MiB per second; ListShards 1 000 calls/s per stream. GetRecords calls per shard are
+    # reads_per_shard_per_second (5, as on DynamoDB Streams).
+    kinesis_read_bytes_per_second: float = 2 * 1024 * 1024
+    kinesis_write_records_per_second: float = 1000.0
+    kinesis_write_bytes_per_second: float = 1024 * 1024
+    list_shards_per_second: float = 1000.0
 
     def updated(self, changes: dict[str, Any]) -> FaultSettings:
         """A copy with ``changes`` applied; unknown names and out-of-range values are refused."""
@@ -105,7 +113,15 @@ class FaultSettings:
         for share in SHARES:
             if getattr(result, share) > 1:
                 raise ControlError(f"{share} is a share between 0 and 1, got {getattr(result, share)}")
-        if result.reads_per_shard_per_second <= 0 or result.describe_stream_per_second <= 0:
+        rates = (
+            result.reads_per_shard_per_second,
+            result.describe_stream_per_second,
+            result.kinesis_read_bytes_per_second,
+            result.kinesis_write_records_per_second,
+            result.kinesis_write_bytes_per_second,
+            result.list_shards_per_second,
+        )
+        if min(rates) <= 0:
             raise ControlError("rates must be above 0")
         return result
 
@@ -125,10 +141,13 @@ class TokenBucket:
         self.tokens = self.capacity
         self.updated_ms = now_ms
 
-    def take(self, now_ms: int) -> bool:
+    def refill(self, now_ms: int) -> None:
         elapsed = max(0, now_ms - self.updated_ms) / 1000
         self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)
         self.updated_ms = now_ms
+
+    def take(self, now_ms: int) -> bool:
+        self.refill(now_ms)
         if self.tokens >= 1:
             self.tokens -= 1
             return True
@@ -136,16 +155,21 @@ class TokenBucket:
 
 
 class RateLimits:
-    """One bucket per shard for GetRecords, one for DescribeStream."""
+    """Token buckets by key: one per shard for GetRecords, one for DescribeStream, Kinesis' per-shard ones."""
 
     def __init__(self) -> None:
         self._buckets: dict[str, TokenBucket] = {}
 
     def allow(self, key: str, rate: float, now_ms: int) -> bool:
+        return self.bucket(key, rate, now_ms).take(now_ms)
+
+    def bucket(self, key: str, rate: float, now_ms: int) -> TokenBucket:
+        """The bucket of ``key`` at ``rate`` (a new, full one when the rate changed), refilled to now."""
         bucket = self._buckets.get(key)
         if bucket is None or bucket.rate != rate:
             bucket = self._buckets[key] = TokenBucket(rate, now_ms)
-        return bucket.take(now_ms)
+        bucket.refill(now_ms)
+        return bucket
 
 
 def should_fail(rng: random.Random, error_rate: float) -> bool:

@@ -1,4 +1,4 @@
-"""``python -m emulator``: serve moto + the stream engine on one loopback endpoint.
+"""``python -m emulator``: serve moto, the stream engine and Kinesis on one loopback endpoint.
 
 Settings come from ``config/<env>.yaml`` (section ``emulator``); flags override them. With
 ``--port 0`` the operating system picks a free port. Once the socket is listening the process prints
@@ -26,6 +26,7 @@ from emulator.config import EngineConfig
 from emulator.engine import StreamEngine
 from emulator.errors import ControlError
 from emulator.faults import FaultSettings
+from emulator.kinesis_engine import KinesisEngine
 from emulator.moto_bridge import MotoBridge
 from ground.settings import ConfigError, EmulatorSettings, load_settings
 
@@ -126,13 +127,15 @@ def serve(
     engine = StreamEngine(config)
     bridge = MotoBridge(engine)
     bridge.install()
-    app = EmulatorApp(engine, bridge)
+    kinesis = KinesisEngine(config, faults=lambda: engine.faults)
+    app = EmulatorApp(engine, bridge, kinesis)
     server = make_server(settings.host, settings.port, app, threaded=True, request_handler=MotoRequestHandler)
     stop = threading.Event()
 
     def ticker() -> None:
         while not stop.wait(TICK_SECONDS):
             engine.tick()
+            kinesis.tick()
             if exit_with_parent and os.getppid() != parent:
                 shutdown(0, None)
 

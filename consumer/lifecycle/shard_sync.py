@@ -246,7 +246,7 @@ class ShardSyncer:
             parent = self._coordinator.read_lease(parent_id)
             if parent is None or not parent.finished:
                 return None  # cleaned up (children done), or not finished after all: the listing decides
-            children = [c for c in self._list_children(parent_id) if c.parent_shard_id == parent_id]
+            children = [c for c in self._list_children(parent_id) if parent_id in c.parent_shard_ids]
             if not children:
                 return 0  # DescribeStream does not show them yet
             created = 0
@@ -256,7 +256,7 @@ class ShardSyncer:
                     None,
                     0,
                     ExtendedSequenceNumber(TRIM_HORIZON),
-                    parent_shard_ids=frozenset({parent_id}),
+                    parent_shard_ids=frozenset(child.parent_shard_ids),
                 )
                 created += self._coordinator.create_leases([lease], generation)
         except LineageChangedError as exc:

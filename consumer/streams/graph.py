@@ -9,6 +9,9 @@ closed"; that message is usually safe to ignore: the parent closes a moment late
 
 Both become :class:`LineageWarning` values for the caller to log at WARN and retry at the next sync.
 A parent id that is not listed at all is not a warning: the parent was trimmed (older than 24 h).
+
+A shard may have two parents (a Kinesis merge: ``Shard.parent_shard_ids``); every relation here
+follows both. A DynamoDB Streams shard has at most one.
 """
 
 from __future__ import annotations
@@ -52,15 +55,16 @@ class ShardGraph:
             self._shards.setdefault(shard.shard_id, shard)  # paging can repeat a shard: first wins
         children: dict[str, list[str]] = {}
         for shard in self._shards.values():
-            if shard.parent_shard_id:
-                children.setdefault(shard.parent_shard_id, []).append(shard.shard_id)
+            for parent_id in shard.parent_shard_ids:
+                children.setdefault(parent_id, []).append(shard.shard_id)
         self._children = {parent: tuple(sorted(kids)) for parent, kids in children.items()}
         warnings: list[LineageWarning] = []
         for shard_id in sorted(self._shards):
             shard = self._shards[shard_id]
-            parent = self._shards.get(shard.parent_shard_id or "")
-            if parent is not None and parent.is_open:
-                warnings.append(LineageWarning("parent_looks_open", shard_id, parent.shard_id))
+            for parent_id in shard.parent_shard_ids:
+                parent = self._shards.get(parent_id)
+                if parent is not None and parent.is_open:
+                    warnings.append(LineageWarning("parent_looks_open", shard_id, parent.shard_id))
             if not shard.is_open and shard_id not in self._children:
                 warnings.append(LineageWarning("closed_without_children", shard_id))
         self.warnings: tuple[LineageWarning, ...] = tuple(warnings)
@@ -79,8 +83,12 @@ class ShardGraph:
         return self._shards[shard_id]
 
     def parent_of(self, shard_id: str) -> str | None:
-        """The parent id as listed (the parent itself may be trimmed and unlisted)."""
+        """The (first) parent id as listed (the parent itself may be trimmed and unlisted)."""
         return self._shards[shard_id].parent_shard_id
+
+    def parents_of(self, shard_id: str) -> tuple[str, ...]:
+        """Every parent id as listed: two for a Kinesis merge's child."""
+        return self._shards[shard_id].parent_shard_ids
 
     def children_of(self, shard_id: str) -> tuple[str, ...]:
         return self._children.get(shard_id, ())
@@ -89,13 +97,18 @@ class ShardGraph:
         return self._shards[shard_id].is_open
 
     def ancestors(self, shard_id: str) -> Iterator[str]:
-        """Parent, grandparent, … — every id on the way up, listed or not, stopping at a cycle."""
+        """Parents, grandparents, … — every id on the way up (all parents of each), listed or not,
+        each once, stopping at a cycle."""
         seen = {shard_id}
-        parent = self._shards[shard_id].parent_shard_id if shard_id in self._shards else None
-        while parent and parent not in seen:
+        frontier = list(self._shards[shard_id].parent_shard_ids) if shard_id in self._shards else []
+        while frontier:
+            parent = frontier.pop(0)
+            if parent in seen:
+                continue
             yield parent
             seen.add(parent)
-            parent = self._shards[parent].parent_shard_id if parent in self._shards else None
+            if parent in self._shards:
+                frontier.extend(self._shards[parent].parent_shard_ids)
 
     def descendants(self, shard_id: str) -> Iterator[str]:
         """Every listed shard below ``shard_id``, breadth first."""

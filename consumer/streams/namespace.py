@@ -31,12 +31,13 @@ class NamespacedStream:
         return f"{self.prefix}{shard_id}"
 
     def _shown(self, shard: Shard) -> Shard:
-        parent = shard.parent_shard_id
+        parent, adjacent = shard.parent_shard_id, shard.adjacent_parent_shard_id
         return Shard(
             self.key(shard.shard_id),
             self.key(parent) if parent else None,
             shard.starting_sequence_number,
             shard.ending_sequence_number,
+            self.key(adjacent) if adjacent else None,
         )
 
     def list_shards(self) -> tuple[Shard, ...]:

@@ -73,16 +73,24 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class Shard:
-    """One shard as DescribeStream listed it. Open while it has no ending sequence number."""
+    """One shard as DescribeStream (or Kinesis' ListShards) listed it. Open while it has no ending
+    sequence number. A Kinesis merge's child has a second parent, ``adjacent_parent_shard_id``
+    (AdjacentParentShardId); a DynamoDB Streams shard never has one."""
 
     shard_id: str
     parent_shard_id: str | None = None
     starting_sequence_number: str | None = None
     ending_sequence_number: str | None = None
+    adjacent_parent_shard_id: str | None = None
 
     @property
     def is_open(self) -> bool:
         return self.ending_sequence_number is None
+
+    @property
+    def parent_shard_ids(self) -> tuple[str, ...]:
+        """Every parent: none, one, or (a Kinesis merge) two."""
+        return tuple(p for p in (self.parent_shard_id, self.adjacent_parent_shard_id) if p)
 
 
 @dataclass(frozen=True, slots=True)

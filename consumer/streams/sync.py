@@ -121,8 +121,7 @@ def _leases_to_create(
             start = LATEST
         else:
             continue  # rule 1: closed before the first start with LATEST
-        parent_id = graph.parent_of(shard_id)
-        planned[shard_id] = NewLease(shard_id, start, frozenset({parent_id}) if parent_id else frozenset())
+        planned[shard_id] = NewLease(shard_id, start, frozenset(graph.parents_of(shard_id)))
     return tuple(planned.values())
 
 
@@ -160,8 +159,8 @@ def _leases_to_delete(
         if not kids or not all(k in leases and leases[k].progressed for k in kids):
             continue
         parents = set(lease.parent_shard_ids)
-        if lease.shard_id in graph and graph.parent_of(lease.shard_id):
-            parents.add(graph.parent_of(lease.shard_id) or "")
+        if lease.shard_id in graph:
+            parents.update(graph.parents_of(lease.shard_id))
         if any(p in leases for p in parents):
             continue
         delete.append(lease.shard_id)

@@ -344,3 +344,16 @@ def test_config_validate_names_the_stream_whose_processor_is_wrong(
         "streams.1: processing.processor 'chagnelog' is not a built-in" in err
         and "did you mean 'changelog'?" in err
     )
+
+
+def test_a_second_parent_is_namespaced_too() -> None:
+    source = FakeSource()
+    source.shards[ARN.format("orders")] = (
+        Shard("a", None, "1", "9"),
+        Shard("b", None, "2", "9"),
+        Shard("m", "a", "10", None, "b"),
+    )
+    (stream, _) = stream_set(source).streams
+    orders = stream_prefix(ARN.format("orders"))
+    merged = stream.list_shards()[2]
+    assert merged.parent_shard_ids == (f"{orders}a", f"{orders}b")
