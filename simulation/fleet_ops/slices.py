@@ -163,12 +163,18 @@ def run_slice(seed: int, kind: str | None, alarms: list[AlarmSpec] | None = None
             reads = worker.source.get_records
 
             def hanging(
-                iterator: str, limit: int, shard_id: str, _reads: Any = reads, _name: str = name
+                iterator: str,
+                limit: int,
+                shard_id: str,
+                *,
+                convert_images: bool = False,
+                _reads: Any = reads,
+                _name: str = name,
             ) -> Any:
                 if shard_id == shard:
                     hang["hangs"].append((_name, kernel.now))
                     SimEvent(kernel).wait()
-                return _reads(iterator, limit, shard_id)
+                return _reads(iterator, limit, shard_id, convert_images=convert_images)
 
             worker.source.get_records = hanging  # type: ignore[method-assign]
 
