@@ -169,7 +169,9 @@ def test_a_request_made_before_my_ownership_began_is_cleared_not_honoured() -> N
     taken_wall = clock.wall_millis()
     state.now = Now(clock.monotonic_millis(), taken_wall)  # the time of the take's step
     for shard in ("old", "edge", "new"):
-        assert state.hold(Lease(shard, "me", 3, ExtendedSequenceNumber("100")), "took", state.holdings.fence_at())
+        assert state.hold(
+            Lease(shard, "me", 3, ExtendedSequenceNumber("100")), "took", state.holdings.fence_at()
+        )
     store.ask_hand_over("me", HandOverRequest("old", "thief", taken_wall - skew - 1))
     store.ask_hand_over("me", HandOverRequest("edge", "thief", taken_wall - skew))
     clock.advance(100)
