@@ -67,7 +67,7 @@ from ground.settings.processing import (
     ProcessingSettings,
     RetrySettings,
 )
-from ground.settings.source import SourceSettings
+from ground.settings.source import KINESIS_WITH_STREAMS, SourceSettings
 from ground.settings.streams import StreamSettings, expand_streams, stream_problems
 from ground.settings.table import KeyAttribute, TableSettings
 from ground.settings.telemetry import LOG_RETENTION_DAYS, LogsSettings, MetricsSettings
@@ -153,10 +153,7 @@ class Settings(SettingsModel):
     )
     endpoint_url: str | None = Field(None, description="Endpoint of the local emulator (local only).")
     table: TableSettings
-    source: SourceSettings = Field(
-        default_factory=SourceSettings,
-        description="Which stream is read: table:'s DynamoDB stream (the default) or a Kinesis data stream.",
-    )
+    source: SourceSettings = Field(default_factory=SourceSettings, description=SourceSettings.__doc__)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logs: LogsSettings = Field(default_factory=LogsSettings)
@@ -208,10 +205,7 @@ class Settings(SettingsModel):
     @model_validator(mode="after")
     def _streams_apart(self) -> Settings:
         if self.streams is not None and self.source.is_kinesis:
-            raise ValueError(
-                "source.kind: kinesis reads one Kinesis stream and streams: lists tables: drop "
-                "streams: (one fleet serving a Kinesis stream and tables' streams is not built yet)"
-            )
+            raise ValueError(KINESIS_WITH_STREAMS)
         if self.streams is not None:
             if not self.streams:
                 raise ValueError(

@@ -26,8 +26,14 @@ _STREAM_ARN = re.compile(r"^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-
 STREAM_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
 
+KINESIS_WITH_STREAMS = (
+    "source.kind: kinesis reads one Kinesis stream and streams: lists tables: drop streams: "
+    "(one fleet serving a Kinesis stream and tables' streams is not built yet)"
+)
+
+
 class SourceSettings(SettingsModel):
-    """The stream the fleet processes."""
+    """Which stream is read: table:'s DynamoDB stream (the default) or a Kinesis data stream."""
 
     kind: Literal["dynamodb", "kinesis"] = Field(
         "dynamodb",
