@@ -19,6 +19,8 @@ ADVICE: dict[str, str] = {
     "application_name": "KCL: the application name names the leases table and the metric namespace",
     "table.stream_view_type": "NEW_AND_OLD_IMAGES: each record carries both images, so a replica can apply and verify every change",
     "table.partitions": "a DynamoDB partition serves 3000 RCU, 1000 WCU, 10 GB: N = max(ceil(RCU/3000 + WCU/1000), ceil(GB/10))",
+    "source.kind": "the Java KCL's first source is Kinesis; Lambda reads both: one worker, leases in KCL's form for either",
+    "source.shard_count": "Kinesis on-demand streams start with 4 shards; a provisioned stream has the count it was given",
     "worker.failover_time_millis": "KCL default 10 000; raise it if GC pauses or slow I/O make workers lose leases they still use",
     "worker.lease_renewal_interval_millis": "KCL renews every failover/3 − ε; must stay below failover",
     "worker.lease_taker_interval_millis": "KCL: 2 × (failover + ε); failover/3 resumes a dead worker's shards in ≤ 1.4 × failover",

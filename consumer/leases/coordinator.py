@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Literal, TypeVar
 
-from consumer.leases.decisions import RoundPlan, Timing
+from consumer.leases.decisions import RoundPlan, Timing, waiting_parents
 from consumer.leases.driver import LeaseListener, MachineDriver
 from consumer.leases.errors import LeaseConflictError
 from consumer.leases.machine.actions import Announce, Conversation, LeaseEventKind, Now
@@ -208,11 +208,18 @@ class LeaseCoordinator:
         finally:
             self.drive(lambda machine: machine.delivery_ended(shard_id))
 
-    def is_shard_finished(self, shard_id: str) -> bool:
-        if self._step(lambda machine: machine.finished_in_view(shard_id)):
-            return True
-        current = self.store.get(shard_id)
-        return current is None or current.finished
+    def waiting_parents(self, parent_shard_ids: Sequence[str]) -> tuple[str, ...]:
+        """The parents a shard not started yet waits for (consumer.leases.decisions.waiting_parents):
+        a parent finished in the latest view stays finished; any other is read afresh."""
+        leased: dict[str, bool] = {}
+        for parent in parent_shard_ids:
+            if self._step(partial(_finished_in_view, parent)):
+                leased[parent] = True
+                continue
+            current = self.store.get(parent)
+            if current is not None:
+                leased[parent] = current.finished
+        return waiting_parents(parent_shard_ids, leased)
 
     def checkpoint(
         self, shard_id: str, position: str | ExtendedSequenceNumber, counter: int | None = None
@@ -298,3 +305,7 @@ class LeaseCoordinator:
 
     def latest_snapshot(self) -> Snapshot:
         return self._step(lambda machine: machine.latest)
+
+
+def _finished_in_view(shard_id: str, machine: LeaseMachine) -> bool:
+    return machine.finished_in_view(shard_id)

@@ -101,9 +101,34 @@ def hand_over_overdue(lease: Lease, now_wall: int, timing: Timing) -> bool:
     return since is not None and now_wall - since > timing.horizon_millis
 
 
+def waiting_parents(
+    parent_shard_ids: Iterable[str], leased: Mapping[str, bool], *, progressed: bool = False
+) -> tuple[str, ...]:
+    """The parents a child still waits for. ``leased``: the parents that have a lease, each with
+    whether it is at SHARD_END; ``progressed``: the child's own checkpoint is a sequence number.
+
+    A parent with a lease waits until that lease is finished. A parent without one is finished
+    (cleaned up, trimmed, or closed before a LATEST start) -- unless it has a sibling parent with a
+    lease: then it is a merge's parent whose lease shard sync has not created yet. A merge's child is
+    leased when the first of its parents ends (shard-end discovery), and its other parent may be a
+    shard no listing has shown yet (the child of a split that happened just before the merge); cleanup
+    never deletes a parent before its children progressed (consumer.streams.sync, rule 5), so until
+    then a missing parent next to a leased one is one still to come, and shard sync leases it (rule 4).
+    A child that progressed started with its parents finished; its parents' leases are then
+    cleaned up one at a time, and the one left does not make it wait again."""
+    parents = tuple(parent_shard_ids)
+    waiting = tuple(p for p in parents if p in leased and not leased[p])
+    missing = tuple(p for p in parents if p not in leased)
+    if missing and len(missing) < len(parents) and not progressed:
+        return waiting + missing
+    return waiting
+
+
 def parents_finished(lease: Lease, leases: Mapping[str, Lease]) -> bool:
-    """A parent is finished when its lease is at SHARD_END or gone (cleaned up, or never leased)."""
-    return all(p not in leases or leases[p].finished for p in lease.parent_shard_ids)
+    """Whether nothing keeps the lease's shard from starting (:func:`waiting_parents`)."""
+    leased = {p: leases[p].finished for p in lease.parent_shard_ids if p in leases}
+    progressed = lease.checkpoint.sequence.isdigit()
+    return not waiting_parents(lease.parent_shard_ids, leased, progressed=progressed)
 
 
 def quotas(counts: Mapping[str, int], workers: Iterable[str], total: int, cap: int | None) -> dict[str, int]:

@@ -37,8 +37,10 @@ class LeaseOps(Protocol):
         released under a delivery that has not returned (an overdue hand-over waits for it)."""
         ...
 
-    def is_shard_finished(self, shard_id: str) -> bool:
-        """The shard's lease is at SHARD_END, or there is no lease (a missing parent is finished)."""
+    def waiting_parents(self, parent_shard_ids: Sequence[str]) -> tuple[str, ...]:
+        """The parents a shard not started yet still waits for: those with a lease not at SHARD_END,
+        and a merge's parent with no lease while its sibling parent has one
+        (consumer.leases.decisions.waiting_parents)."""
         ...
 
     def checkpoint(self, shard_id: str, position: str, counter: int | None = None) -> None:

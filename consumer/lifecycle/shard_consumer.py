@@ -213,7 +213,7 @@ class ShardConsumer:
     def _carry_out(self, request: Request) -> Outcome:
         if isinstance(request, CheckParents):
             # A consistent read per parent: it may be throttled, and is then retried.
-            pending = [p for p in request.parent_shard_ids if not self._leases.is_shard_finished(p)]
+            pending = self._leases.waiting_parents(request.parent_shard_ids)
             if pending:
                 self._metrics.count(
                     "BlockOnParentShardTask", "ShardsBlockedOnParent", 1, shard_id=self.shard_id

@@ -38,7 +38,7 @@ from consumer.streams.errors import FatalStreamError
 from consumer.streams.namespace import NamespacedStream
 from consumer.streams.pacing import FleetPacer, FleetPosition
 from consumer.streams.reader import ShardReader
-from consumer.streams.target import StreamTarget, resolve_stream_patiently
+from consumer.streams.target import StreamConfigError, StreamTarget, resolve_stream_patiently
 from consumer.telemetry.health import HeartbeatFile
 from consumer.telemetry.logs import configure_logging
 from consumer.telemetry.metrics import MetricsRecorder
@@ -173,6 +173,11 @@ class WorkerProcess:
         """Everything that can be wrong before a lease is taken, checked: raises
         :class:`~consumer.processing.errors.ProcessingConfigError` or
         :class:`~consumer.streams.target.StreamConfigError` naming the key or the command to fix."""
+        if settings.source.is_kinesis:
+            raise StreamConfigError(
+                f"source.kind: kinesis ({settings.source.kinesis_stream}): the worker reads DynamoDB "
+                "streams only so far; drop source: (or set kind: dynamodb) to read table:'s stream"
+            )
         clock = clock or SystemClock()
         clients = AwsClients.from_settings(settings)
         recorder = MetricsRecorder(

@@ -19,7 +19,8 @@ Rules (KCL's semantics, kcl-semantics.md, without its sharp edges):
    lags behind the leases table (DescribeStream is eventually consistent) still sees a child lease.
 4. Otherwise a listed shard without a lease gets one — in particular the still-readable parent of a
    child that is waiting at TRIM_HORIZON, and it comes first in the list so no worker can see the
-   child without its parent's lease (a missing parent lease counts as finished).
+   child without its parent's lease (a missing parent lease counts as finished, unless the child
+   has another parent with a lease: consumer.leases.decisions.waiting_parents).
 5. With cleanup, a finished (SHARD_END) lease is deleted only when it has children, every child has a
    lease whose checkpoint is a sequence number or SHARD_END, and none of its own parents has a lease.
    Rule 3 then keeps it from ever being re-created, and no child can run before it: it is finished.

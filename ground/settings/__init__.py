@@ -19,6 +19,7 @@ public name, so ``from ground.settings import X`` works whatever module defines 
 
 - :mod:`~ground.settings.base`: the strict model base, :class:`ConfigError`, error wording, renamed keys
 - :mod:`~ground.settings.table`: the source table
+- :mod:`~ground.settings.source`: which stream is read (the table's, or a Kinesis data stream)
 - :mod:`~ground.settings.worker`: lease-worker properties (KCL's)
 - :mod:`~ground.settings.processing`: processor, retries, dead letter, filters, batching
 - :mod:`~ground.settings.streams`: several tables' streams in one fleet (``streams:``)
@@ -66,6 +67,7 @@ from ground.settings.processing import (
     ProcessingSettings,
     RetrySettings,
 )
+from ground.settings.source import KINESIS_WITH_STREAMS, SourceSettings
 from ground.settings.streams import StreamSettings, expand_streams, stream_problems
 from ground.settings.table import KeyAttribute, TableSettings
 from ground.settings.telemetry import LOG_RETENTION_DAYS, LogsSettings, MetricsSettings
@@ -102,6 +104,7 @@ __all__ = [
     "ScalingSettings",
     "Settings",
     "SettingsModel",
+    "SourceSettings",
     "StreamSettings",
     "TableSettings",
     "VpcAttributes",
@@ -150,6 +153,7 @@ class Settings(SettingsModel):
     )
     endpoint_url: str | None = Field(None, description="Endpoint of the local emulator (local only).")
     table: TableSettings
+    source: SourceSettings = Field(default_factory=SourceSettings, description=SourceSettings.__doc__)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logs: LogsSettings = Field(default_factory=LogsSettings)
@@ -200,6 +204,8 @@ class Settings(SettingsModel):
 
     @model_validator(mode="after")
     def _streams_apart(self) -> Settings:
+        if self.streams is not None and self.source.is_kinesis:
+            raise ValueError(KINESIS_WITH_STREAMS)
         if self.streams is not None:
             if not self.streams:
                 raise ValueError(
@@ -297,6 +303,8 @@ class Settings(SettingsModel):
         capacity figures would estimate for AWS; elsewhere it is the table's estimate or
         ``table.partitions``.
         """
+        if self.source.is_kinesis:
+            return self.source.shard_count, "source.shard_count (the Kinesis stream's open shards)"
         if self.streams is not None:  # the fleet's N: every stream's open shards, in one leases table
             views = self.per_stream()
             counts = [view.partitions()[0] for view in views]

@@ -133,7 +133,7 @@ class RoundReader:
             why = reason(live, self.handing, self._unanswered(announced))
             if why is None:
                 self.out.count("TakeLeases", "WorkerTableScans", 1)
-                # Leases as the last full scan saw them (what successor() counts and is_shard_finished
+                # Leases as the last full scan saw them (what successor() counts and waiting_parents
                 # reads: a finished lease stays finished), heartbeats as they are now.
                 view = Snapshot(
                     latest.leases, workers.heartbeats, latest.malformed, workers.first_start_claimed

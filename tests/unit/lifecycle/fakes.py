@@ -178,9 +178,9 @@ class FlakyLeases:
     def delivering(self, shard_id: str) -> AbstractContextManager[None]:
         return self.inner.delivering(shard_id)
 
-    def is_shard_finished(self, shard_id: str) -> bool:
-        self._enter("is_shard_finished")
-        return self.inner.is_shard_finished(shard_id)
+    def waiting_parents(self, parent_shard_ids: Sequence[str]) -> tuple[str, ...]:
+        self._enter("waiting_parents")
+        return self.inner.waiting_parents(parent_shard_ids)
 
     def checkpoint(self, shard_id: str, position: str, counter: int | None = None) -> None:
         self._enter("checkpoint")

@@ -132,7 +132,7 @@ def test_throttled_parent_checks_and_checkpoints_do_not_stop_the_scheduler() -> 
     stream = FakeStream()
     store, coordinator = lineage_rig(stream)
     leases = FlakyLeases(coordinator)
-    leases.faults["is_shard_finished"] = [LeaseStoreThrottledError("throttled")] * 3
+    leases.faults["waiting_parents"] = [LeaseStoreThrottledError("throttled")] * 3
     leases.faults["checkpoint"] = [
         LeaseStoreThrottledError("throttled"),
         LeaseStoreUnavailableError("503"),
@@ -154,7 +154,7 @@ def test_throttled_parent_checks_and_checkpoints_do_not_stop_the_scheduler() -> 
         run.finish()
         coordinator.stop()
     assert run.error is None  # the old scheduler ended the worker on the first throttle
-    assert leases.pending("is_shard_finished") == 0 and leases.pending("checkpoint") == 0
+    assert leases.pending("waiting_parents") == 0 and leases.pending("checkpoint") == 0
     for shard in ("parent", "child"):
         assert processors[shard].seen == [r.sequence_number for r in stream.shards[shard]], shard
 

@@ -80,7 +80,7 @@ def test_a_throttled_parent_check_is_retried_with_backoff_not_raised() -> None:
     rig = Rig()
     parent_and_child(rig)
     leases = FlakyLeases(rig.coordinator)
-    leases.faults["is_shard_finished"] = [throttled(), LeaseStoreUnavailableError("timeout"), throttled()]
+    leases.faults["waiting_parents"] = [throttled(), LeaseStoreUnavailableError("timeout"), throttled()]
     processor = RecordingProcessor()
     child = rig.consumer("child", processor, parents=("parent",), leases=leases)
     for _ in range(3):
@@ -89,7 +89,7 @@ def test_a_throttled_parent_check_is_retried_with_backoff_not_raised() -> None:
         assert due is not None and due >= now + SETTINGS.task_backoff_time_millis
         assert child.life.state is ShardState.WAITING_ON_PARENT_SHARDS
         rig.advance(due - now)
-    assert leases.pending("is_shard_finished") == 0
+    assert leases.pending("waiting_parents") == 0
     assert processor.events == []  # still waiting for its parent
     rig.drive(rig.consumer("parent", RecordingProcessor()))
     rig.drive(child)
@@ -309,7 +309,7 @@ def test_a_vanished_stream_or_leases_table_still_leaves_the_step() -> None:
     with pytest.raises(StreamGoneError):
         rig.drive(rig.consumer("s1", RecordingProcessor()))
     leases = FlakyLeases(rig.coordinator)
-    leases.faults["is_shard_finished"] = [LeaseTableMissingError("leases table gone")]
+    leases.faults["waiting_parents"] = [LeaseTableMissingError("leases table gone")]
     with pytest.raises(LeaseTableMissingError):
         rig.consumer("child", RecordingProcessor(), parents=("s1",), leases=leases).step()
 

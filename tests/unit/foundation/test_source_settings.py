@@ -1,0 +1,101 @@
+"""source: which stream an environment reads -- table:'s DynamoDB stream by default, or a Kinesis data
+stream named by its name or ARN; every mistake named with what to fix."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ground.settings import ConfigError, load_settings
+from tools.cli import main
+from tools.commands import ExitCode
+
+REPO_CONFIG = Path(__file__).resolve().parents[3] / "config"
+ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders-events"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    target = tmp_path / "config"
+    shutil.copytree(REPO_CONFIG, target)
+    return target
+
+
+def with_source(config: Path, text: str, env: str = "local") -> Path:
+    path = config / f"{env}.yaml"
+    path.write_text(path.read_text() + "\nsource:\n" + text)
+    return config
+
+
+@pytest.mark.parametrize("env", ["local", "dev", "prod"])
+def test_shipped_environments_read_the_tables_stream(env: str) -> None:
+    settings = load_settings(env, REPO_CONFIG, environ={})
+    assert settings.source.kind == "dynamodb" and not settings.source.is_kinesis
+    assert not settings.partitions()[1].startswith("source.")
+
+
+def test_a_kinesis_stream_by_name_or_arn(config: Path) -> None:
+    by_name = load_settings("local", with_source(config, "  kind: kinesis\n  stream_name: orders-events\n"))
+    assert by_name.source.is_kinesis and by_name.source.kinesis_stream == "orders-events"
+    assert by_name.partitions() == (4, "source.shard_count (the Kinesis stream's open shards)")
+    by_arn = load_settings("local", config, environ={"CONSUMER_SOURCE__STREAM_ARN": ARN})
+    assert by_arn.source.kinesis_stream == ARN  # the ARN (agreeing with the name) names the account too
+
+
+def test_environment_variables_choose_the_source() -> None:
+    environ = {"CONSUMER_SOURCE__KIND": "kinesis", "CONSUMER_SOURCE__STREAM_NAME": "clicks"}
+    settings = load_settings("prod", REPO_CONFIG, environ=environ)
+    assert settings.source.kinesis_stream == "clicks"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ("  kind: kinesis\n", "source", "set stream_name"),
+        ("  kind: kenesis\n", "source.kind", "kinesis"),
+        ("  stream_name: orders-events\n", "source", "set kind: kinesis"),
+        ("  kind: kinesis\n  stream_arn: arn:aws:dynamodb:x\n", "source", "not a Kinesis data stream's ARN"),
+        ("  kind: kinesis\n  stream_name: other\n  stream_arn: " + ARN + "\n", "source", "make them agree"),
+        ("  kind: kinesis\n  stream_name: no spaces\n", "source.stream_name", "pattern"),
+        (
+            "  kind: kinesis\n  stream_name: s\n  shard_count: 0\n",
+            "source.shard_count",
+            "greater than or equal",
+        ),
+        ("  kind: kinesis\n  streem_name: s\n", "source.streem_name", "stream_name"),
+    ],
+)
+def test_mistakes_name_the_key_and_the_fix(config: Path, text: str, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings("local", with_source(config, text))
+    assert any(p.path == key and words in p.message for p in info.value.problems), info.value
+
+
+def test_kinesis_and_several_tables_are_refused_together(config: Path) -> None:
+    (config / "local.yaml").write_text(
+        (config / "local.yaml").read_text()
+        + "\nsource: {kind: kinesis, stream_name: s}\nstreams:\n  - table: {name: orders}\n"
+    )
+    with pytest.raises(ConfigError, match="drop streams:"):
+        load_settings("local", config)
+
+
+def test_config_validate_shows_the_source_error_on_one_line(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_source(config, "  kind: kinesis\n", env="prod")
+    assert main(["config", "validate", "--env", "prod", "--config-dir", str(config)]) == ExitCode.CONFIG
+    err = capsys.readouterr().err
+    assert "source" in err and "stream_name" in err and "Traceback" not in err
+
+
+def test_consumer_run_refuses_a_kinesis_source_before_reading_anything(config: Path) -> None:
+    """Until the worker reads Kinesis, it must not read table:'s stream in its place."""
+    from consumer.runtime.process import WorkerProcess
+    from consumer.streams.target import StreamConfigError
+
+    settings = load_settings("local", with_source(config, "  kind: kinesis\n  stream_name: orders-events\n"))
+    with pytest.raises(StreamConfigError, match=r"source.kind: kinesis \(orders-events\)"):
+        WorkerProcess.prepare(settings, "w1")
