@@ -1,0 +1,171 @@
+"""Carries out a reload's requests (:mod:`consumer.lifecycle.reload_run`) for one shard's consumer.
+
+The I/O of a reload, beside :class:`~consumer.lifecycle.shard_consumer.ShardConsumer`'s own: the
+table described and scanned (:class:`~consumer.lifecycle.ports.TableScanner`), the pace kept with
+the worker's :class:`~consumer.lifecycle.reload_pacing.ReloadBudget`, the processor told of the gap
+and handed the re-loaded records, and the reload's figures and log lines.
+
+The reload's start, ``reload_started_at``, is stamped before the first page is read, minus the
+clock skew allowed and a second (a stream record's creation time is DynamoDB's clock, in whole
+seconds): every change the reload's reads may have missed is created after it, so it is among the
+stream records still to come, and a sink that prefers a change created at or after the stamp to a
+re-loaded record, and a re-loaded record to anything created before, ends at the table's state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from consumer.lifecycle.ports import ReloadTables
+from consumer.lifecycle.reload_pacing import ReloadBudget, ReloadRate, reload_rate
+from consumer.lifecycle.reload_run import (
+    DeliverReload,
+    Paced,
+    Reloaded,
+    ReloadRequest,
+    ReloadStarted,
+    Scanned,
+    ScanPage,
+    StartReload,
+)
+from consumer.lifecycle.shard_actions import Done
+from consumer.processing.api import (
+    Checkpointer,
+    GapInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+    ReloadedInput,
+)
+from consumer.processing.gap import GapEvent, reload_id, reloaded_record
+from consumer.records import ShardInfo
+from consumer.telemetry.catalogue import log_reload_delivered, log_reload_started
+from consumer.telemetry.metrics import Metrics
+from ground.clock import Clock
+from ground.settings import WorkerSettings
+
+if TYPE_CHECKING:
+    from consumer.lifecycle.shard_consumer import ShardConsumer
+
+log = logging.getLogger("consumer.lifecycle")
+STAMP_MARGIN_MILLIS = 1000  # stream creation times are whole seconds
+
+
+class _RecordsNothing:
+    """The checkpointer of a batch of re-loaded records: they are no position in the shard, so a
+    checkpoint there records nothing (the lease's checkpoint stays before the gap until the shard's
+    own records after the reload are processed)."""
+
+    def checkpoint(self, sequence_number: str | None = None) -> None:
+        return None
+
+    def checkpoint_shard_end(self) -> None:
+        return None
+
+    def finished(self, sequence_numbers: object) -> None:
+        return None
+
+
+class ReloadDriver:
+    def __init__(
+        self, shard: ShardInfo, tables: ReloadTables, budget: ReloadBudget, *, consumer: ShardConsumer
+    ) -> None:
+        self._shard = shard
+        self._table = tables(shard.shard_id)
+        self._budget = budget
+        # The consumer's processor, checkpointer, settings, clock, metrics and lease signals.
+        self._processor: RecordProcessor = consumer._processor
+        self._checkpointer: Checkpointer = consumer.checkpointer
+        self._settings: WorkerSettings = consumer._settings
+        self._clock: Clock = consumer._clock
+        self._metrics: Metrics = consumer._metrics
+        self._should_stop: Callable[[], bool] = consumer._should_stop
+        self._lease_held: Callable[[], bool] = consumer._lease_held
+        self._rate = ReloadRate(self._settings.reload_on_demand_read_units_per_second, "not described yet")
+        self._keys: tuple[str, ...] = ()
+        self._view = "NEW_AND_OLD_IMAGES"
+        self._gap: GapEvent | None = None
+
+    def carry_out(self, request: ReloadRequest) -> ReloadStarted | Scanned | Paced | Done:
+        if isinstance(request, StartReload):
+            return self._start(request)
+        if isinstance(request, ScanPage):
+            return self._scan(request)
+        if isinstance(request, DeliverReload):
+            self._deliver(request)
+        else:
+            self._tell(request.gap)
+        return Done()
+
+    def report(self, note: Reloaded) -> None:
+        sid = self._shard.shard_id
+        self._metrics.count("Reload", "ReloadedGaps", 1, shard_id=sid)
+        log_reload_delivered(log, sid, note.gap, pages=note.pages, units=note.units, millis=note.millis)
+
+    def _start(self, request: StartReload) -> ReloadStarted:
+        described = self._table.describe()
+        self._rate = reload_rate(described, self._settings)
+        self._keys = tuple(k["AttributeName"] for k in described.get("KeySchema", ()))
+        self._view = str((described.get("StreamSpecification") or {}).get("StreamViewType", self._view))
+        stamp = self._clock.wall_millis() - self._settings.max_clock_skew_millis - STAMP_MARGIN_MILLIS
+        gap = GapEvent(
+            self._shard,
+            "gap",
+            request.last_position,
+            request.first_readable,
+            request.lost_from,
+            request.lost_until,
+            reload_id(self._shard.shard_id, stamp),
+            stamp / 1000,
+        )
+        log_reload_started(log, self._shard.shard_id, gap, self._rate.units_per_second, self._rate.why)
+        self._tell(gap)
+        self._gap = gap
+        return ReloadStarted(gap)
+
+    def _scan(self, request: ScanPage) -> Scanned | Paced:
+        rate = self._rate.units_per_second
+        now = self._clock.monotonic_millis()
+        wait = self._budget.wait_millis(rate, now)
+        if wait > 0:
+            return Paced(now + wait)
+        page = self._table.scan_page(
+            request.segment, request.total_segments, request.start_key, request.limit
+        )
+        self._budget.spent(rate, page.units, now)
+        self._metrics.count("Reload", "ReloadReadUnits", page.units, "Count", self._shard.shard_id)
+        gap = self._gap
+        assert gap is not None
+        records = tuple(
+            reloaded_record(
+                item,
+                key_names=self._keys,
+                number=request.first_number + i,
+                gap=gap,
+                view_type=self._view,
+                region=self._table.region,
+            )
+            for i, item in enumerate(page.items)
+        )
+        return Scanned(records, page.last_key, page.units)
+
+    def _deliver(self, request: DeliverReload) -> None:
+        gap = self._gap
+        assert gap is not None
+        records = request.records
+        handle = getattr(self._processor, "process_reloaded", None)
+        if callable(handle):
+            handle(ReloadedInput(records, gap, self._shard, self._should_stop, self._lease_held))
+        else:
+            self._processor.process_records(
+                ProcessRecordsInput(
+                    records, _RecordsNothing(), 0, self._shard, self._should_stop, self._lease_held
+                )
+            )
+        self._metrics.count("Reload", "RecordsReloaded", len(records), shard_id=self._shard.shard_id)
+
+    def _tell(self, gap: GapEvent) -> None:
+        tell = getattr(self._processor, "gap", None)
+        if callable(tell):
+            tell(GapInput(gap, self._checkpointer, self._should_stop, self._lease_held))
