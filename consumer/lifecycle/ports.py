@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from consumer.leases.model import Lease, Snapshot
 from consumer.streams.source import GetRecordsResult
+from consumer.streams.table_scan import ScanPageResult
 
 
 class LeaseOps(Protocol):
@@ -104,13 +104,6 @@ class StreamReader(Protocol):
 
 
 # ------------------------------------------------------------------------------- source table
-
-
-@dataclass(frozen=True, slots=True)
-class ScanPageResult:
-    items: tuple[Mapping[str, Any], ...]  # wire form, as Scan returns them
-    last_key: Mapping[str, Any] | None  # LastEvaluatedKey: None once the segment is read to its end
-    units: float  # ConsumedCapacity.CapacityUnits
 
 
 class TableScanner(Protocol):

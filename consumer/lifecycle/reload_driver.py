@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from consumer.lifecycle.ports import ReloadTables
+from consumer.lifecycle.ports import ReloadTables, TableScanner
 from consumer.lifecycle.reload_pacing import ReloadBudget, ReloadRate, reload_rate
 from consumer.lifecycle.reload_run import (
     DeliverReload,
@@ -45,9 +45,6 @@ from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock
 from ground.settings import WorkerSettings
 
-if TYPE_CHECKING:
-    from consumer.lifecycle.shard_consumer import ShardConsumer
-
 log = logging.getLogger("consumer.lifecycle")
 STAMP_MARGIN_MILLIS = 1000  # stream creation times are whole seconds
 
@@ -67,27 +64,44 @@ class _RecordsNothing:
         return None
 
 
+@dataclass(frozen=True)
+class ReloadCall:
+    """What of its shard consumer a reload uses: the processor and the checkpointer it hands it, the
+    consumer's settings, clock and metrics, and its lease signals."""
+
+    processor: RecordProcessor
+    checkpointer: Checkpointer
+    settings: WorkerSettings
+    clock: Clock
+    metrics: Metrics
+    should_stop: Callable[[], bool]
+    lease_held: Callable[[], bool]
+
+
+Reloads = tuple[ReloadTables, ReloadBudget]
+"""Where a worker's reloads read (each shard's table) and the pace they share."""
+
+
 class ReloadDriver:
-    def __init__(
-        self, shard: ShardInfo, tables: ReloadTables, budget: ReloadBudget, *, consumer: ShardConsumer
-    ) -> None:
+    def __init__(self, shard: ShardInfo, reloads: Reloads | None, call: ReloadCall) -> None:
+        """``reloads`` None: on_trimmed is not reload, and the machine never asks for one."""
         self._shard = shard
-        self._table = tables(shard.shard_id)
-        self._budget = budget
-        # The consumer's processor, checkpointer, settings, clock, metrics and lease signals.
-        self._processor: RecordProcessor = consumer._processor
-        self._checkpointer: Checkpointer = consumer.checkpointer
-        self._settings: WorkerSettings = consumer._settings
-        self._clock: Clock = consumer._clock
-        self._metrics: Metrics = consumer._metrics
-        self._should_stop: Callable[[], bool] = consumer._should_stop
-        self._lease_held: Callable[[], bool] = consumer._lease_held
+        self._reloads = reloads
+        self._processor = call.processor
+        self._checkpointer = call.checkpointer
+        self._settings = call.settings
+        self._clock = call.clock
+        self._metrics = call.metrics
+        self._should_stop = call.should_stop
+        self._lease_held = call.lease_held
         self._rate = ReloadRate(self._settings.reload_on_demand_read_units_per_second, "not described yet")
         self._keys: tuple[str, ...] = ()
         self._view = "NEW_AND_OLD_IMAGES"
         self._gap: GapEvent | None = None
 
     def carry_out(self, request: ReloadRequest) -> ReloadStarted | Scanned | Paced | Done:
+        if self._reloads is None:
+            raise RuntimeError(f"shard {self._shard.shard_id}: a reload, but no table to read")
         if isinstance(request, StartReload):
             return self._start(request)
         if isinstance(request, ScanPage):
@@ -104,7 +118,7 @@ class ReloadDriver:
         log_reload_delivered(log, sid, note.gap, pages=note.pages, units=note.units, millis=note.millis)
 
     def _start(self, request: StartReload) -> ReloadStarted:
-        described = self._table.describe()
+        described = self._table().describe()
         self._rate = reload_rate(described, self._settings)
         self._keys = tuple(k["AttributeName"] for k in described.get("KeySchema", ()))
         self._view = str((described.get("StreamSpecification") or {}).get("StreamViewType", self._view))
@@ -127,13 +141,12 @@ class ReloadDriver:
     def _scan(self, request: ScanPage) -> Scanned | Paced:
         rate = self._rate.units_per_second
         now = self._clock.monotonic_millis()
-        wait = self._budget.wait_millis(rate, now)
+        table, budget = self._table(), self._budget()
+        wait = budget.wait_millis(rate, now)
         if wait > 0:
             return Paced(now + wait)
-        page = self._table.scan_page(
-            request.segment, request.total_segments, request.start_key, request.limit
-        )
-        self._budget.spent(rate, page.units, now)
+        page = table.scan_page(request.segment, request.total_segments, request.start_key, request.limit)
+        budget.spent(rate, page.units, now)
         self._metrics.count("Reload", "ReloadReadUnits", page.units, "Count", self._shard.shard_id)
         gap = self._gap
         assert gap is not None
@@ -144,7 +157,7 @@ class ReloadDriver:
                 number=request.first_number + i,
                 gap=gap,
                 view_type=self._view,
-                region=self._table.region,
+                region=table.region,
             )
             for i, item in enumerate(page.items)
         )
@@ -164,6 +177,14 @@ class ReloadDriver:
                 )
             )
         self._metrics.count("Reload", "RecordsReloaded", len(records), shard_id=self._shard.shard_id)
+
+    def _table(self) -> TableScanner:
+        assert self._reloads is not None
+        return self._reloads[0](self._shard.shard_id)
+
+    def _budget(self) -> ReloadBudget:
+        assert self._reloads is not None
+        return self._reloads[1]
 
     def _tell(self, gap: GapEvent) -> None:
         tell = getattr(self._processor, "gap", None)

@@ -15,6 +15,7 @@ flight, which ``worker.reload_page_items`` bounds.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ class ReloadPacer:
 
     def spent(self, units: float, started: int) -> None:
         """A page that began at ``started`` consumed ``units``."""
-        cost = int(units * 1000 / self.units_per_second + 0.999)
+        cost = math.ceil(units * 1000 / self.units_per_second)
         self.ready_at = max(self.ready_at, started) + cost
 
 

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
 from consumer.lifecycle.failures import is_fatal, malformation, size_bytes
-from consumer.lifecycle.ports import LeaseOps, ReloadTables, StreamReader
-from consumer.lifecycle.reload_driver import ReloadDriver
-from consumer.lifecycle.reload_pacing import ReloadBudget
+from consumer.lifecycle.ports import LeaseOps, StreamReader
+from consumer.lifecycle.reload_driver import ReloadCall, ReloadDriver, Reloads
 from consumer.lifecycle.reload_run import RELOAD_REQUESTS, Reloaded
 from consumer.lifecycle.shard_actions import (
     Action,
@@ -99,7 +98,7 @@ class ShardConsumer:
         counter: int | None = None,
         done: DoneSequences | None = None,
         threads: Threads = SYSTEM_THREADS,
-        reloads: tuple[ReloadTables, ReloadBudget] | None = None,  # worker.on_trimmed=reload
+        reloads: Reloads | None = None,
     ) -> None:
         self.shard = shard
         # The lease counter this consumer's ownership began at: if the worker loses the lease and
@@ -120,7 +119,9 @@ class ShardConsumer:
         self._shutdown_requested = threads.event()
         self._lease_lost = threads.event()
         self.records_delivered = 0
-        self._reload = None if reloads is None else ReloadDriver(shard, *reloads, consumer=self)
+        signals = (self._should_stop, self._lease_held)
+        call = ReloadCall(processor, self.checkpointer, settings, clock, self._metrics, *signals)
+        self._reload = ReloadDriver(shard, reloads, call)  # worker.on_trimmed=reload
 
     # ----------------------------------------------------------------------- signals (any thread)
 
@@ -217,8 +218,6 @@ class ShardConsumer:
 
     def _carry_out(self, request: Request) -> Outcome:
         if isinstance(request, RELOAD_REQUESTS):
-            if self._reload is None:  # assembly gives every consumer one when on_trimmed=reload
-                raise RuntimeError(f"shard {self.shard_id}: a reload without a table to read")
             return self._reload.carry_out(request)
         if isinstance(request, CheckParents):
             # A consistent read per parent: it may be throttled, and is then retried.
@@ -367,7 +366,7 @@ class ShardConsumer:
         elif isinstance(note, TrimmedLoss):
             self._metrics.count("Fetcher", "RecordsTrimmedLost", 1, shard_id=sid)
             log_trimmed_loss(log, sid, note.position, str(note.error), note.on_trimmed)
-        elif isinstance(note, Reloaded) and self._reload is not None:
+        elif isinstance(note, Reloaded):
             self._reload.report(note)
         elif isinstance(note, ShardEndNotCheckpointed):
             log.error(

@@ -15,6 +15,7 @@ from consumer.lifecycle.failures import Backoff
 from consumer.lifecycle.reload_run import (
     DeliverReload,
     Paced,
+    ReloadRequest,
     ReloadRun,
     ReloadStarted,
     Scanned,
@@ -97,6 +98,12 @@ class ShardGaps:
         )
         s = self.settings
         self.reload = ReloadRun(start, s.reload_scan_segments, s.reload_page_items, now)
+
+    def _reload_request(self) -> ReloadRequest:
+        assert self.reload is not None
+        request = self.reload.next_request()
+        assert request is not None  # the run is dropped once it is over
+        return request
 
     def _reload_answered(self, request: Request, outcome: Outcome, now: int) -> Wait | None:
         run = self.reload

@@ -193,9 +193,7 @@ class ShardMachine(ShardGaps):
     def _decide(self, now: int) -> Request | Wait | Finished:
         state = self.life.state
         if self.reload is not None and state in (S.INITIALIZING, S.PROCESSING):
-            request = self.reload.next_request()
-            assert request is not None  # the run is dropped once it is over
-            return request
+            return self._reload_request()
         if state is S.WAITING_ON_PARENT_SHARDS:
             if self.checkpoint.isdigit() or self.checkpoint == SHARD_END:
                 # A position inside the shard: some worker processed it, which it did only once its

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from consumer.lifecycle.ports import ScanPageResult
+
+@dataclass(frozen=True, slots=True)
+class ScanPageResult:
+    items: tuple[Mapping[str, Any], ...]  # wire form, as Scan returns them
+    last_key: Mapping[str, Any] | None  # LastEvaluatedKey: None once the segment is read to its end
+    units: float  # ConsumedCapacity.CapacityUnits
 
 
 class DynamoDBTableScanner:

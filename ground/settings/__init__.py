@@ -201,13 +201,10 @@ class Settings(SettingsModel):
     @model_validator(mode="after")
     def _reload_without_windows(self) -> Settings:
         """A reload hands the table's items as plain batches: a window's state cannot take them in."""
-        if self.worker.on_trimmed == "reload":
-            windowed = [s.processing for s in self.per_stream() if s.processing.tumbling_window_seconds]
-            if windowed:
-                raise ValueError(
-                    "worker.on_trimmed: reload cannot be combined with processing.tumbling_window_seconds "
-                    "(a window's state cannot take in a reload): use fail or skip_to_trim_horizon"
-                )
+        if self.worker.on_trimmed == "reload" and any(
+            v.processing.tumbling_window_seconds for v in self.per_stream()
+        ):
+            raise ValueError("worker.on_trimmed: reload cannot go with processing.tumbling_window_seconds")
         return self
 
     @model_validator(mode="after")
