@@ -191,3 +191,20 @@ def test_a_reload_that_fails_midway_is_delivered_again_and_the_shard_waits() -> 
     processor = function_processor(handle, clock=rig.clock)
     rig.drive(consumer(rig, processor, table, Counted()), max_steps=2_000)
     assert seen == ["r"] * 9 + ["s"] * 5
+
+
+def test_a_reload_under_way_counts_as_progress_for_the_stall_watch() -> None:
+    """A reload moves no checkpoint for as long as it reads the table; the stall watch sees its pages."""
+    from consumer.lifecycle.stall_mover import progress_of
+
+    rig = trimmed_rig()
+    c = consumer(rig, GapAware(rig=rig), FakeTable(rig.clock, count=40), Counted())
+    seen: dict[str, str] = {}  # progress -> the lease's checkpoint then
+    for _ in range(500):
+        due = c.step()
+        seen[progress_of(c)] = c.checkpointer.last_checkpoint
+        if due is None:
+            break
+        rig.advance(max(0, due - rig.clock.monotonic_millis()))
+    during = {p: checkpoint for p, checkpoint in seen.items() if "reload page" in p}
+    assert len(during) >= 10 and set(during.values()) == {BEFORE_GAP}
