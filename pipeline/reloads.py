@@ -63,7 +63,8 @@ def is_reload_object(uri: str) -> bool:
 
 
 def complete_reloads(store: Store, files: Sequence[str]) -> list[Reload]:
-    """The reloads in a listing of the change log that have their ``end.json``, oldest first."""
+    """The reloads in a listing of ``<changelog>/_reloads/`` that have their ``end.json``, oldest
+    first (a listing of the change log itself leaves ``_`` folders out, as temporary files)."""
     folders: dict[str, list[str]] = {}
     for uri in files:
         if is_reload_object(uri):

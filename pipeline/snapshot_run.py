@@ -22,7 +22,7 @@ from ground.settings import Settings
 from pipeline import full_run, incremental_run, locate, parse, reloads, snapshot
 from pipeline.base_commit import commit_base
 from pipeline.catalog import namespace_for
-from pipeline.changelog import select_objects
+from pipeline.changelog import RELOADS, select_objects
 from pipeline.errors import HalfCommittedError, PipelineError, SnapshotStoreError
 from pipeline.log_lines import Progress, name_watermarks, quiet, reading
 from pipeline.reading import read_live
@@ -116,7 +116,9 @@ def run_snapshot(
     tables = tables or snapshot_tables(settings)
     listed_at = time.time()  # before the listing: every object landed by then is in it
     listing = log_store.list_files(config.changelog_uri)
-    reload = reloads.newer_reload(log_store, listing, None if (s := tables.state()) is None else s.start_time)
+    # The sink's _reloads/ folder: a listing of the change log leaves "_" names out (temporary files).
+    landed = log_store.list_files(join(config.changelog_uri, RELOADS))
+    reload = reloads.newer_reload(log_store, landed, None if (s := tables.state()) is None else s.start_time)
     if reload is not None:  # a trimmed gap repaired (pipeline/reloads.py): the reload is the new base
         rows = reloads.reload_rows(spark, reload, keys)
         items = commit_base(
