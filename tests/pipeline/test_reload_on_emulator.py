@@ -31,7 +31,7 @@ from tools.local_aws import create_local_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
-RETENTION = 5  # seconds the emulator keeps stream records
+RETENTION = 8  # seconds the emulator keeps stream records
 READ_UNITS, SHARE = 20, 0.5  # the source table's provisioned reads, and the reloads' share of them
 RATE = READ_UNITS * SHARE
 PAD = "x" * 900  # ~1 KB items: a page of five reads two units (strongly consistent)
@@ -99,13 +99,29 @@ def put(ddb: Any, key: str, n: int) -> None:
     ddb.put_item(TableName="orders", Item={"pk": {"S": key}, "n": {"N": str(n)}, "pad": {"S": PAD}})
 
 
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
+def wait_for(check: Callable[[], bool], seconds: float, what: str, logs: Path | None = None) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    tails = (
+        "".join(
+            f"\n--- {p.name}:\n" + p.read_text(errors="replace")[-3000:] for p in sorted(logs.glob("*.log"))
+        )
+        if logs is not None
+        else ""
+    )
+    raise AssertionError(f"timed out waiting for {what}{tails}")
+
+
+def owned_leases(ddb: Any, table: str) -> int:
+    """Leases some worker holds (the worker is up and reading before the test writes)."""
+    try:
+        found = ddb.scan(TableName=table, ConsistentRead=True)["Items"]
+    except ddb.exceptions.ResourceNotFoundException:
+        return 0
+    return sum(1 for lease in found if lease.get("leaseOwner"))
 
 
 def changelog_state(root: Path) -> dict[str, dict[str, Any]]:
@@ -154,9 +170,15 @@ def test_a_worker_back_after_the_retention_repairs_every_sink_from_the_table(
         create_local_tables(settings, ddb)
         with LocalFleet("reload", config, tmp_path / "logs", environ) as fleet:
             fleet.start_worker()
+            logs = tmp_path / "logs"
+            wait_for(
+                lambda: owned_leases(ddb, settings.leases_table_name) >= 2, 60, "worker-1's leases", logs
+            )
             for i in range(30):
                 put(ddb, f"k{i:02d}", 0)
-            wait_for(lambda: items(ddb, "orders-replica") == items(ddb, "orders"), 60, "the first writes")
+            wait_for(
+                lambda: items(ddb, "orders-replica") == items(ddb, "orders"), 90, "the first writes", logs
+            )
             assert fleet.terminate("worker-1") == 0
 
             # While it is stopped: updates, deletes and new items, then past the retention.
@@ -183,7 +205,7 @@ def test_a_worker_back_after_the_retention_repairs_every_sink_from_the_table(
                 ended = [g for g in read_gaps(gaps_file) if g["phase"] == "reloaded"]
                 return len(ended) >= 2 and items(ddb, "orders-replica") == items(ddb, "orders")
 
-            wait_for(repaired, 120, "both shards' reloads and the replica to match the table")
+            wait_for(repaired, 120, "both shards' reloads and the replica to match the table", logs)
             fleet.close()
             log = (tmp_path / "logs" / "worker-2.log").read_text(errors="replace")
         # The reloads' Scans (parallel: the test's own are plain).
