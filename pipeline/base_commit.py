@@ -47,7 +47,7 @@ def commit_base(
         totals = reading(
             lambda: kept.agg(
                 F.count(F.lit(1)).alias("items"),
-                F.count_if(F.greatest(*[F.col(n).isNull() for n in keys.names])).alias("keyless"),
+                F.count_if(bootstrap.any_key_missing(keys)).alias("keyless"),
             ).first()
         )
         items = int(totals["items"]) if totals is not None else 0
