@@ -142,10 +142,14 @@ class ReloadDriver:
         rate = self._rate.units_per_second
         now = self._clock.monotonic_millis()
         table, budget = self._table(), self._budget()
-        wait = budget.wait_millis(rate, now)
+        wait = budget.take(rate, now)
         if wait > 0:
             return Paced(now + wait)
-        page = table.scan_page(request.segment, request.total_segments, request.start_key, request.limit)
+        try:
+            page = table.scan_page(request.segment, request.total_segments, request.start_key, request.limit)
+        except BaseException:
+            budget.spent(rate, 0.0, now)  # the page is no longer in flight (retried after a back-off)
+            raise
         budget.spent(rate, page.units, now)
         self._metrics.count("Reload", "ReloadReadUnits", page.units, "Count", self._shard.shard_id)
         gap = self._gap

@@ -8,9 +8,9 @@ at once on one worker together keep to the rate.
 
 The pace is kept on what each page *consumed* (``ReturnConsumedCapacity=TOTAL``), which is known
 only after the page: a page is never started before the units of the pages before it are paid for
-at the rate (:class:`ReloadPacer`). So from any page's start to any later page's start, the units
-consumed in between are at most rate x the time between: the rate is exceeded only by the page in
-flight, which ``worker.reload_page_items`` bounds.
+at the rate, nor while another page of the worker is in flight (:class:`ReloadPacer`). So from any
+page's start to any later page's start, the units consumed in between are at most rate x the time
+between: the rate is exceeded only by the page in flight, which ``worker.reload_page_items`` bounds.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ground.settings import WorkerSettings
+
+IN_FLIGHT_RETRY_MILLIS = 50  # another shard's page is being read: ask again this much later
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +58,21 @@ class ReloadPacer:
 
     units_per_second: float
     ready_at: int = 0  # monotonic ms
+    in_flight: bool = False  # a page was started and its units are not known yet
 
-    def wait_millis(self, now: int) -> int:
-        """How long before the next page may start (0: now)."""
-        return max(0, self.ready_at - now)
+    def take(self, now: int) -> int:
+        """0: the next page may start now, and it is the caller's (no other starts until it is
+        :meth:`spent`); else how long to wait before asking again."""
+        if self.in_flight:
+            return IN_FLIGHT_RETRY_MILLIS
+        wait = max(0, self.ready_at - now)
+        if wait == 0:
+            self.in_flight = True
+        return wait
 
     def spent(self, units: float, started: int) -> None:
-        """A page that began at ``started`` consumed ``units``."""
+        """The page that began at ``started`` consumed ``units`` (0 for one that failed)."""
+        self.in_flight = False
         cost = math.ceil(units * 1000 / self.units_per_second)
         self.ready_at = max(self.ready_at, started) + cost
 
@@ -74,9 +84,9 @@ class ReloadBudget:
         self._lock = threading.Lock()
         self._pacer: ReloadPacer | None = None
 
-    def wait_millis(self, rate: float, now: int) -> int:
+    def take(self, rate: float, now: int) -> int:
         with self._lock:
-            return self._at(rate).wait_millis(now)
+            return self._at(rate).take(now)
 
     def spent(self, rate: float, units: float, started: int) -> None:
         with self._lock:
@@ -86,5 +96,5 @@ class ReloadBudget:
         if self._pacer is None:
             self._pacer = ReloadPacer(rate)
         elif self._pacer.units_per_second != rate:  # the table's capacity changed: the new rate holds
-            self._pacer = ReloadPacer(rate, self._pacer.ready_at)
+            self._pacer = ReloadPacer(rate, self._pacer.ready_at, self._pacer.in_flight)
         return self._pacer

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from consumer.lifecycle.reload_pacing import ReloadBudget, ReloadPacer, reload_rate
+from consumer.lifecycle.reload_pacing import IN_FLIGHT_RETRY_MILLIS, ReloadBudget, ReloadPacer, reload_rate
 from ground.settings import WorkerSettings
 
 
@@ -31,18 +31,20 @@ def test_a_share_outside_0_to_1_is_refused(share: float) -> None:
 
 def test_a_page_waits_until_the_units_before_it_are_paid_for_and_idle_time_buys_no_burst() -> None:
     pacer = ReloadPacer(units_per_second=10)
-    assert pacer.wait_millis(0) == 0
+    assert pacer.take(0) == 0
     pacer.spent(5, started=0)  # half a second's worth
-    assert pacer.wait_millis(100) == 400
-    assert pacer.wait_millis(500) == 0
+    assert pacer.take(100) == 400
+    assert pacer.take(500) == 0
     pacer.spent(1, started=60_000)  # a minute idle: counts from the page's own start
-    assert pacer.wait_millis(60_000) == 100
+    assert pacer.take(60_000) == 100
 
 
 def test_one_budget_paces_every_reload_of_the_worker_together() -> None:
     budget = ReloadBudget()
-    budget.spent(10, 20, 0)  # shard A's page: two seconds' worth
-    assert budget.wait_millis(10, 0) == 2_000  # shard B waits for it too
+    assert budget.take(10, 0) == 0  # shard A's page starts
+    assert budget.take(10, 0) == IN_FLIGHT_RETRY_MILLIS  # shard B may not start one beside it
+    budget.spent(10, 20, 0)  # A's page: two seconds' worth
+    assert budget.take(10, 5) == 1_995  # B waits for it to be paid for
 
 
 @settings(max_examples=200, deadline=None)
@@ -63,7 +65,9 @@ def test_between_any_two_page_starts_the_units_consumed_stay_within_the_rate(
     starts: list[int] = []
     now = 0
     for units, late in pages:
-        now += pacer.wait_millis(now) + late
+        now += late
+        while (wait := pacer.take(now)) > 0:
+            now += wait
         starts.append(now)
         pacer.spent(units, started=now)
     for i in range(len(pages)):
