@@ -6,8 +6,9 @@
   scans: :meth:`emulator.gate.Gate.admit_table_call`); those that may write then run one at a time inside a
   :meth:`MotoBridge.capture`, so the order of sequence numbers is the order in which moto applied
   the writes;
-* ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards;
-  ``kinesis/shards`` and ``kinesis/trim`` for Kinesis streams, which reshard through their own API).
+* ``/_emulator/*`` is the control API (rollover, split, trim, faults, TTL deletes, counters, shards,
+  the Scans each table served with their read units: emulator/capacity.py; ``kinesis/shards`` and
+  ``kinesis/trim`` for Kinesis streams, which reshard through their own API).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import parse_qs
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
+from emulator.capacity import ReadLog, scan_units
 from emulator.engine import StreamEngine
 from emulator.errors import ControlError, StreamsApiError
 from emulator.gate import TableCall
@@ -72,6 +74,7 @@ class EmulatorApp:
         self.kinesis = kinesis or KinesisEngine(engine.config, faults=lambda: engine.faults)
         self.moto = DomainDispatcherApplication(create_backend_app)
         self._write_lock = threading.Lock()
+        self.reads = ReadLog()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
@@ -111,6 +114,8 @@ class EmulatorApp:
                 status, headers, data = self._call_moto(environ)
         else:
             status, headers, data = self._call_moto(environ)
+            if operation == "Scan" and status.startswith("2"):
+                headers, data = self._charge_scan(params, headers, data)
             if _eventually_consistent_scan(operation, call, params) and status.startswith("2"):
                 key = f"{params.get('TableName')}\n{json.dumps(params, sort_keys=True)}"
                 view = self.engine.gate.answer_scan(key, status, headers, data, call.stale_window_millis)
@@ -127,6 +132,29 @@ class EmulatorApp:
         _sleep_millis(call.after_millis)
         start_response(status, list(headers))
         return [data]
+
+    def _charge_scan(
+        self, params: dict[str, Any], headers: tuple[tuple[str, str], ...], data: bytes
+    ) -> tuple[tuple[tuple[str, str], ...], bytes]:
+        """Charge a Scan what DynamoDB would (emulator/capacity.py), log it, answer with it."""
+        try:
+            body = json.loads(data)
+        except ValueError:
+            return headers, data
+        table = _table_name(params.get("TableName")) or ""
+        units = scan_units(body.get("Items", []), consistent=params.get("ConsistentRead") is True)
+        segments = params.get("TotalSegments")
+        self.reads.add(
+            table, int(time.monotonic() * 1000), units, segments if isinstance(segments, int) else 0
+        )
+        if params.get("ReturnConsumedCapacity", "NONE") == "NONE":
+            return headers, data
+        body["ConsumedCapacity"] = {"TableName": table, "CapacityUnits": units}
+        if params.get("ReturnConsumedCapacity") == "INDEXES":
+            body["ConsumedCapacity"]["Table"] = {"CapacityUnits": units}
+        data = json.dumps(body).encode()
+        kept = tuple((k, v) for k, v in headers if k.lower() not in ("content-length", "x-amz-crc32"))
+        return (*kept, ("Content-Length", str(len(data)))), data
 
     def _call_moto(self, environ: Environ) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
         """Run moto on the request and hold its whole answer, so it can be kept, replaced or sent."""
@@ -199,6 +227,7 @@ class EmulatorApp:
             ("GET", "counters"): lambda: {**self.engine.counters(), **self.kinesis.counter_values()},
             ("GET", "shards"): lambda: {"shards": self.engine.shard_table(table)},
             ("GET", "faults"): lambda: _faults_json(self.engine),
+            ("GET", "reads"): lambda: {"reads": self.reads.of(table or "")},
             ("POST", "rollover"): lambda: {"created": self.engine.rollover(table, partition)},
             ("POST", "split"): lambda: {"created": self.engine.split(table, partition)},
             ("POST", "trim"): lambda: {"trimmed": self.engine.trim(table, _seconds(body))},

@@ -103,6 +103,12 @@ class EmulatorControl:
         trimmed: int = self._call("POST", "kinesis/trim", body)["trimmed"]
         return trimmed
 
+    def reads(self, table: str) -> list[tuple[int, float, int]]:
+        """Every Scan the table served: (the emulator's monotonic ms, the read units it charged, its
+        TotalSegments, 0 for a plain Scan)."""
+        answer = self._call("GET", f"reads?table={urllib.parse.quote(table)}")
+        return [(int(at), float(units), int(segments)) for at, units, segments in answer["reads"]]
+
     def shards(self, table: str | None = None) -> list[dict[str, Any]]:
         """The true shard table (not DescribeStream's eventually consistent view)."""
         route = "shards" if table is None else f"shards?table={urllib.parse.quote(table)}"

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 from pyspark.sql import types as T  # noqa: N812  (the PySpark idiom)
 
@@ -160,7 +160,7 @@ def export_rows(spark: SparkSession, manifest: ExportManifest, keys: KeySchema, 
 
 def check_keys(rows: DataFrame, keys: KeySchema) -> None:
     """Every base row has the table's key attributes (else the export is of another table)."""
-    missing = rows.filter(F.greatest(*[F.col(n).isNull() for n in keys.names])).count()
+    missing = rows.filter(any_key_missing(keys)).count()
     if missing:
         raise BootstrapError(
             f"{missing} item(s) lack the table's key attributes {keys.names}: is this the table's export?"
@@ -209,3 +209,11 @@ def scan_rows(
 
 def scan_start() -> float:
     return time.time()
+
+
+def any_key_missing(keys: KeySchema) -> Column:
+    """True where a key attribute is null (``greatest`` needs two columns: a table may have one key)."""
+    missing = F.lit(False)
+    for name in keys.names:
+        missing = missing | F.col(name).isNull()
+    return missing

@@ -20,6 +20,7 @@ from pipeline.schemas import SEQUENCE_DIGITS
 # not imported: a Spark job's code archive holds only what the pipeline imports, not the worker's sinks
 # (tests/pipeline/test_changelog_selection.py checks that both say the same).
 LANE_MARK = "~lane"
+RELOADS = "_reloads"  # where the sink lands reloads (pipeline/reloads.py reads them)
 
 _NAME = re.compile(
     rf"/(?P<shard>[^/]+)/(?P<first>\d{{{SEQUENCE_DIGITS}}})-(?P<last>\d{{{SEQUENCE_DIGITS}}})\.jsonl\.gz$"
@@ -56,6 +57,8 @@ def select_objects(files: Iterable[str], watermarks: Mapping[str, str]) -> Selec
     unconventional: list[str] = []
     ignored: list[str] = []
     for uri in sorted(files):
+        if f"/{RELOADS}/" in uri:
+            continue  # a reload's objects: a base, not changes (pipeline/reloads.py)
         if not uri.endswith(".jsonl.gz"):
             ignored.append(uri)
             continue

@@ -19,9 +19,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from ground.settings import Settings
-from pipeline import full_run, incremental_run, locate, parse, snapshot
+from pipeline import full_run, incremental_run, locate, parse, reloads, snapshot
+from pipeline.base_commit import commit_base
 from pipeline.catalog import namespace_for
-from pipeline.changelog import select_objects
+from pipeline.changelog import RELOADS, select_objects
 from pipeline.errors import HalfCommittedError, PipelineError, SnapshotStoreError
 from pipeline.log_lines import Progress, name_watermarks, quiet, reading
 from pipeline.reading import read_live
@@ -113,12 +114,26 @@ def run_snapshot(
     log_store = store or store_for(config.changelog_uri, spark)
     out_store = store or store_for(config.snapshot_uri, spark)
     tables = tables or snapshot_tables(settings)
+    listed_at = time.time()  # before the listing: every object landed by then is in it
+    listing = log_store.list_files(config.changelog_uri)
+    # The sink's _reloads/ folder: a listing of the change log leaves "_" names out (temporary files).
+    landed = log_store.list_files(join(config.changelog_uri, RELOADS))
+    reload = reloads.newer_reload(log_store, landed, None if (s := tables.state()) is None else s.start_time)
+    if reload is not None:  # a trimmed gap repaired (pipeline/reloads.py): the reload is the new base
+        rows = reloads.reload_rows(spark, reload, keys)
+        items = commit_base(
+            spark, settings, rows, reload.started_at, tables=tables, store=store, buckets=buckets
+        )
+        progress(
+            f"[reload] reload {reload.reload_id} of {items} item(s) (shard {reload.shard_id}) is the new base; "
+            f"changes created before {reload.started_at:.3f} are in it"
+        )
+        full = True
     read_at = tables.snapshot_ids()  # before anything is read: commit checks that nothing moved
     state = tables.state()
     incremental = _is_incremental(state, full, tables)
     marks = state.watermarks if (incremental and state is not None) else {}
-    listed_at = time.time()  # before the listing: every object landed by then is in it
-    selection = select_objects(log_store.list_files(config.changelog_uri), marks)
+    selection = select_objects(listing, marks)
     progress(
         f"[1/4] change log {config.changelog_uri}: {len(selection.to_read)} object(s) to read, "
         f"{selection.already_merged} already merged"

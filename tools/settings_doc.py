@@ -36,6 +36,8 @@ ADVICE: dict[str, str] = {
     "worker.initial_lease_table_read_capacity": "KCL's default 10 is often too low, and a throttled leases table loses leases; see `consumer plan`",
     "worker.initial_lease_table_write_capacity": "KCL's default 10 is often too low, and a throttled leases table loses leases; see `consumer plan`",
     "worker.on_trimmed": "stream records are trimmed after 24 h; never continue silently past data that is gone",
+    "worker.reload_read_share": "a reload reads the whole table: leave the application most of its read capacity",
+    "worker.reload_on_demand_read_units_per_second": "an on-demand table has no stated capacity to take a share of: say the rate",
     "metrics.level": "KCL metricsLevel (NONE, SUMMARY, DETAILED)",
     "metrics.shard_id_dimension": "one CloudWatch series per shard: turn it off for large streams (cost)",
     "logs.worker_log_group": "keep the lease worker's logs apart from the application's, so lease trouble is found without wading through processor output",

@@ -10,12 +10,13 @@ its own: the lifecycle drives :class:`consumer.processing.api.RecordProcessor` d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 from consumer.leases.model import Lease, Snapshot
 from consumer.streams.source import GetRecordsResult
+from consumer.streams.table_scan import ScanPageResult
 
 
 class LeaseOps(Protocol):
@@ -102,3 +103,27 @@ class StreamReader(Protocol):
         ...
 
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult: ...
+
+
+# ------------------------------------------------------------------------------- source table
+
+
+class TableScanner(Protocol):
+    """The source table, as a reload reads it (``worker.on_trimmed: reload``):
+    :class:`consumer.streams.table_scan.DynamoDBTableScanner` is the real one."""
+
+    region: str | None
+
+    def describe(self) -> Mapping[str, Any]:
+        """DescribeTable's ``Table``: key schema, billing mode, provisioned reads, stream view."""
+        ...
+
+    def scan_page(
+        self, segment: int, total_segments: int, start_key: Mapping[str, Any] | None, limit: int
+    ) -> ScanPageResult:
+        """One strongly consistent page of one segment, with the capacity it consumed."""
+        ...
+
+
+ReloadTables = Callable[[str], TableScanner]
+"""The table a shard's stream belongs to, by shard id (several streams: one table each)."""

@@ -44,7 +44,8 @@ from concurrent.futures import Future
 
 from consumer.leases.model import Lease
 from consumer.lifecycle.failures import backoff_millis, is_fatal
-from consumer.lifecycle.ports import LeaseOps, StreamReader
+from consumer.lifecycle.ports import LeaseOps, ReloadTables, StreamReader
+from consumer.lifecycle.reload_pacing import ReloadBudget
 from consumer.lifecycle.shard_consumer import ShardConsumer
 from consumer.lifecycle.stall_mover import StallMover
 from consumer.lifecycle.states import ShutdownReason
@@ -85,6 +86,7 @@ class Scheduler:
         on_shard_end: Callable[[str], None] | None = None,
         threads: Threads = SYSTEM_THREADS,
         rng: random.Random | None = None,
+        reload_tables: ReloadTables | None = None,
     ) -> None:
         self._leases = leases
         self._reader = reader
@@ -94,6 +96,8 @@ class Scheduler:
         self._metrics = metrics or NullMetrics()
         self._on_shard_end = on_shard_end
         self._threads = threads
+        # worker.on_trimmed=reload: the tables to reload from, and one pace for all of this worker's reloads
+        self._reloads = None if reload_tables is None else (reload_tables, ReloadBudget())
         # A stalled shard's call that never returns keeps its thread: the pool has as many threads
         # again in reserve, and at most ``max_worker_threads`` steps of held shards run at once, so
         # calls left behind do not take the other shards' threads (module docstring).
@@ -228,6 +232,7 @@ class Scheduler:
             done=done,
             threads=self._threads,
             rng=random.Random(self._rng.getrandbits(64)),
+            reloads=self._reloads,
         )
 
     # ----------------------------------------------------------------------------- run

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from consumer.lifecycle.reload_run import Paced, Reloaded, ReloadRequest, ReloadStarted, Scanned
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
 from consumer.processing.redelivery import DoneSequences
 from consumer.records import StreamRecord
@@ -91,6 +92,7 @@ Request = (
     | StopProcessor
     | Release
     | ShardFinished
+    | ReloadRequest  # consumer.lifecycle.reload_run: worker.on_trimmed=reload
 )
 
 # --------------------------------------------------------------------------------------- notes
@@ -163,6 +165,7 @@ Note = (
     | IteratorExpired
     | TrimmedLoss
     | ShardEndNotCheckpointed
+    | Reloaded
 )
 
 # -------------------------------------------------------------------------------------- yields
@@ -214,7 +217,7 @@ class Failed:
     error: Exception
 
 
-Outcome = ParentsChecked | IteratorAt | Fetched | Done | Failed
+Outcome = ParentsChecked | IteratorAt | Fetched | Done | Failed | ReloadStarted | Scanned | Paced
 
 
 @dataclass

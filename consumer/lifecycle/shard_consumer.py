@@ -26,6 +26,8 @@ from consumer.leases.errors import LeaseLostError, LeaseStoreUnavailableError
 from consumer.lifecycle.checkpointer import ShardCheckpointer
 from consumer.lifecycle.failures import is_fatal, malformation, size_bytes
 from consumer.lifecycle.ports import LeaseOps, StreamReader
+from consumer.lifecycle.reload_driver import ReloadCall, ReloadDriver, Reloads
+from consumer.lifecycle.reload_run import RELOAD_REQUESTS, Reloaded
 from consumer.lifecycle.shard_actions import (
     Action,
     CheckParents,
@@ -96,6 +98,7 @@ class ShardConsumer:
         counter: int | None = None,
         done: DoneSequences | None = None,
         threads: Threads = SYSTEM_THREADS,
+        reloads: Reloads | None = None,
     ) -> None:
         self.shard = shard
         # The lease counter this consumer's ownership began at: if the worker loses the lease and
@@ -116,6 +119,9 @@ class ShardConsumer:
         self._shutdown_requested = threads.event()
         self._lease_lost = threads.event()
         self.records_delivered = 0
+        signals = (self._should_stop, self._lease_held)
+        call = ReloadCall(processor, self.checkpointer, settings, clock, self._metrics, *signals)
+        self._reload = ReloadDriver(shard, reloads, call)  # worker.on_trimmed=reload
 
     # ----------------------------------------------------------------------- signals (any thread)
 
@@ -211,6 +217,8 @@ class ShardConsumer:
             return Failed(exc)
 
     def _carry_out(self, request: Request) -> Outcome:
+        if isinstance(request, RELOAD_REQUESTS):
+            return self._reload.carry_out(request)
         if isinstance(request, CheckParents):
             # A consistent read per parent: it may be throttled, and is then retried.
             pending = self._leases.waiting_parents(request.parent_shard_ids)
@@ -358,6 +366,8 @@ class ShardConsumer:
         elif isinstance(note, TrimmedLoss):
             self._metrics.count("Fetcher", "RecordsTrimmedLost", 1, shard_id=sid)
             log_trimmed_loss(log, sid, note.position, str(note.error), note.on_trimmed)
+        elif isinstance(note, Reloaded):
+            self._reload.report(note)
         elif isinstance(note, ShardEndNotCheckpointed):
             log.error(
                 "shard %s: the processor did not checkpoint SHARD_END in shard_ended; its children "

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from consumer.leases.errors import LeaseLostError
 from consumer.lifecycle.failures import Backoff, first_malformed, outage_cap_millis
 from consumer.lifecycle.polling import next_read_delay, parent_poll_wait
+from consumer.lifecycle.reload_run import DeliverReload, EndReload, ReloadRun, ScanPage, StartReload
 from consumer.lifecycle.shard_actions import (
     Action,
     CheckParents,
@@ -69,9 +70,9 @@ from consumer.lifecycle.shard_actions import (
     ShardFinished,
     StopProcessor,
     StuckOnMalformed,
-    TrimmedLoss,
     Wait,
 )
+from consumer.lifecycle.shard_gaps import ShardGaps, _created
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
 from consumer.processing.redelivery import DoneSequences, floor_of
 from consumer.records import ShardInfo
@@ -81,14 +82,14 @@ from consumer.streams.errors import (
     ShardNotFoundError,
     TrimmedDataError,
 )
-from ground.positions import SHARD_END, TRIM_HORIZON
+from ground.positions import SHARD_END
 from ground.settings import WorkerSettings
 
 S, E, R = ShardState, ShardEvent, ShutdownReason
 
 
 @dataclass
-class ShardMachine:
+class ShardMachine(ShardGaps):
     shard: ShardInfo
     checkpoint: str  # the last checkpoint, as the checkpointer reports it
     settings: WorkerSettings
@@ -108,6 +109,11 @@ class ShardMachine:
     # Declared processed by a checkpoint the table refused for now: not delivered again by this
     # consumer (never carried to the next one, whose processor resumes from the lease's checkpoint).
     processed_through: int = -1
+    # on_trimmed=reload: a gap's last position read, the shard gone, the reload run (shard_gaps.py)
+    gap_from: str | None = None
+    gap_gone: bool = False
+    reload: ReloadRun | None = None
+    last_created: float | None = None  # the creation time of the last record delivered
     backoff: Backoff = field(init=False)  # failures in a row and the next wait, from rng
     _notes: deque[Note] = field(default_factory=deque, repr=False)
     _request: Request | None = field(default=None, repr=False)
@@ -186,6 +192,8 @@ class ShardMachine:
 
     def _decide(self, now: int) -> Request | Wait | Finished:
         state = self.life.state
+        if self.reload is not None and state in (S.INITIALIZING, S.PROCESSING):
+            return self._reload_request()
         if state is S.WAITING_ON_PARENT_SHARDS:
             if self.checkpoint.isdigit() or self.checkpoint == SHARD_END:
                 # A position inside the shard: some worker processed it, which it did only once its
@@ -221,6 +229,7 @@ class ShardMachine:
         records = pending.undelivered(self.done, self.processed_through)
         if records:
             self.delivered_through = records[-1].sequence_number
+            self.last_created = _created(records[-1])
         return Deliver(records, pending.millis_behind_latest, pending.failures)
 
     def _shut_down(self) -> Request | Finished:
@@ -242,6 +251,8 @@ class ShardMachine:
         return Finished()
 
     def _succeeded(self, request: Request, outcome: Outcome, now: int) -> Request | Wait | Finished | None:
+        if isinstance(request, StartReload | ScanPage | DeliverReload | EndReload):
+            return self._reload_answered(request, outcome, now)
         if isinstance(request, CheckParents):
             assert isinstance(outcome, ParentsChecked)
             self.backoff.reset()
@@ -292,9 +303,14 @@ class ShardMachine:
             self.pending = Pending(
                 records[:cut], fetched.millis_behind_latest, fetched.next_iterator, malformed=True
             )
-            return None  # delivered in the same step
+            self._reload_before(self.pending.records, now)
+            return None  # delivered in the same step (after a reload, if one is due)
         self.backoff.reset()
         self.gone_since = None
+        if self.gap_from is not None:  # the first read after a gap: the reload goes before it
+            self.pending = Pending(records, fetched.millis_behind_latest, fetched.next_iterator)
+            self._reload_before(records, now)
+            return None
         if not records and not self.settings.call_process_records_even_for_empty_record_list:
             return self._advance(
                 fetched.next_iterator, now, records=0, full=False, behind=fetched.millis_behind_latest
@@ -340,6 +356,8 @@ class ShardMachine:
         )
 
     def _failed(self, request: Request, error: Exception, now: int) -> Request | Wait:
+        if isinstance(request, StartReload | ScanPage | DeliverReload | EndReload):
+            return self._retry(error, now)  # the run asks for the same again (a new start: a new stamp)
         if isinstance(request, Initialize):
             delay = self.backoff.next_millis()
             self._notes.append(InitializeRetry(error, delay))
@@ -369,25 +387,6 @@ class ShardMachine:
         delay = self.backoff.next_millis(outage_cap_millis(error, self.settings.taker_interval_millis))
         self._notes.append(Retrying(self.life.state, error, delay))
         return Wait(now + delay)
-
-    def _trimmed(self, error: TrimmedDataError | ShardNotFoundError, now: int) -> Request | Wait:
-        """Data gone before it was read, from GetShardIterator or GetRecords: never a silent skip.
-
-        A loss is reported every time; ``on_trimmed=skip_to_trim_horizon`` resumes at the oldest
-        record left, ``fail`` keeps retrying (stuck until an operator acts). A shard missing
-        altogether (closed and trimmed away) counts as gone only after three shard-sync intervals (a
-        child DescribeStream lists before GetShardIterator knows it is no such thing); then, with
-        ``skip_to_trim_horizon``, it is finished (SHARD_END) so its children can start."""
-        if isinstance(error, ShardNotFoundError):
-            self.gone_since = now if self.gone_since is None else self.gone_since
-            if now - self.gone_since < 3 * self.settings.shard_sync_interval_millis:
-                return self._retry(error, now)  # maybe not visible yet
-        self._notes.append(TrimmedLoss(self.resume_position, error, self.settings.on_trimmed))
-        if self.settings.on_trimmed != "skip_to_trim_horizon":
-            return self._retry(error, now)
-        if isinstance(error, ShardNotFoundError):
-            return self._advance(None, now, records=0, full=False, behind=0)
-        return GetIterator(TRIM_HORIZON, after_trim=True)
 
     def _checkpointed(self, checkpoint: str) -> None:
         self.checkpoint = checkpoint

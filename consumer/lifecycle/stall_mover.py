@@ -93,7 +93,7 @@ class StallMover:
             Observed(
                 shard_id,
                 running.get(shard_id),
-                consumer.checkpointer.last_checkpoint,
+                progress_of(consumer),
                 shard_id in ended and not consumer.finished,
             )
             for shard_id, consumer in consumers.items()
@@ -167,3 +167,12 @@ def stuck_stacks(thread: int | None, lane_prefix: str) -> str:
         lines = "".join(traceback.format_stack(frame)).rstrip().splitlines()[-STACK_LINES:]
         parts.append(f"thread {names.get(ident)}:\n" + "\n".join(lines))
     return "\n".join(parts)
+
+
+def progress_of(consumer: ShardConsumer) -> str:
+    """Where the consumer is, for the watch: its checkpoint, and the pages a reload under way has read
+    (``worker.on_trimmed: reload`` moves no checkpoint until the whole table is delivered, which may
+    take longer than the stall timeout; a reload whose pages keep failing stalls as a batch does)."""
+    run = consumer.machine.reload
+    checkpoint = consumer.checkpointer.last_checkpoint
+    return checkpoint if run is None else f"{checkpoint} reload page {run.pages}"

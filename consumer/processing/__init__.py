@@ -15,11 +15,13 @@ from consumer.processing.api import (
     BatchHandler,
     BatchResult,
     Checkpointer,
+    GapInput,
     InitializationInput,
     LeaseLostInput,
     ProcessorFactory,
     ProcessRecordsInput,
     RecordProcessor,
+    ReloadedInput,
     ShardEndedInput,
     ShardScoped,
     ShutdownRequestedInput,
@@ -34,6 +36,7 @@ from consumer.processing.errors import (
     ProcessingError,
 )
 from consumer.processing.factory import function_processor, windowed_processor
+from consumer.processing.gap import GapEvent
 from consumer.processing.lambda_event import streams_event
 from consumer.processing.memory_checkpointer import InMemoryCheckpointer
 from consumer.processing.windows import Window, WindowedBatch
@@ -45,6 +48,8 @@ __all__ = [
     "CheckpointRefusedError",
     "Checkpointer",
     "DeadLetterError",
+    "GapEvent",
+    "GapInput",
     "HandlerStoppedError",
     "InMemoryCheckpointer",
     "InitializationInput",
@@ -56,6 +61,7 @@ __all__ = [
     "ProcessingError",
     "ProcessorFactory",
     "RecordProcessor",
+    "ReloadedInput",
     "ShardEndedInput",
     "ShardScoped",
     "ShutdownRequestedInput",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from consumer.processing.gap import GapEvent
 from consumer.records import ShardInfo, StreamRecord
 
 
@@ -86,6 +87,32 @@ class ShutdownRequestedInput:
     should_stop: Callable[[], bool] = field(default=_never)  # e.g. the shutdown grace period ran out
 
 
+@dataclass(frozen=True, slots=True)
+class GapInput:
+    """``worker.on_trimmed: reload``: the shard's data was trimmed before it was read (``event``;
+    docs/processing.md). An optional method of the class form, ``gap(gap: GapInput)``, is called
+    with phase ``gap`` before the re-loaded records and with phase ``reloaded`` after them. The
+    ``checkpointer`` is the shard's: it may checkpoint what was delivered before the gap, never more."""
+
+    event: GapEvent
+    checkpointer: Checkpointer
+    should_stop: Callable[[], bool] = field(default=_never)
+    lease_held: Callable[[], bool] = field(default=_always)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadedInput:
+    """A page of re-loaded records (every ``record.reloaded``), for a processor with the optional
+    ``process_reloaded`` method; one without it gets them through ``process_records`` with a
+    checkpointer that records nothing (they are no position in the shard). Raising: delivered again."""
+
+    records: tuple[StreamRecord, ...]
+    gap: GapEvent
+    shard: ShardInfo
+    should_stop: Callable[[], bool] = field(default=_never)
+    lease_held: Callable[[], bool] = field(default=_always)
+
+
 @runtime_checkable
 class RecordProcessor(Protocol):
     """One shard's processor, created per lease by the :data:`ProcessorFactory`."""
@@ -138,6 +165,11 @@ class Batch:
     # goes to the same lane, in order); ``lanes`` is the factor. 0 of 1 on the serial path.
     lane: int = 0
     lanes: int = 1
+    # worker.on_trimmed=reload (docs/processing.md): a marker batch with no records says the shard
+    # had a gap (``gap.phase`` "gap": a reload follows; "reloaded": it was delivered); ``reload`` is
+    # set on a batch of re-loaded records: the gap they repair.
+    gap: GapEvent | None = None
+    reload: GapEvent | None = None
 
     @property
     def shard_id(self) -> str:

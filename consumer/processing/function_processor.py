@@ -29,15 +29,20 @@ from collections.abc import Callable, Sequence
 
 from consumer.leases.errors import LeaseError, LeaseLostError
 from consumer.processing.api import (
+    Batch,
+    BatchResult,
     Checkpointer,
+    GapInput,
     InitializationInput,
     LeaseLostInput,
     ProcessRecordsInput,
+    ReloadedInput,
     ShardEndedInput,
     ShardScoped,
     ShutdownRequestedInput,
     _always,
 )
+from consumer.processing.errors import ProcessingError
 from consumer.processing.filters import RecordFilter
 from consumer.processing.runner import BatchRunner, Delivery, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
@@ -248,6 +253,48 @@ class FunctionProcessor:
             target = max(below)
             checkpoint(self._beyond[target])
             self._beyond = {n: s for n, s in self._beyond.items() if n > target}
+
+    # ------------------------------------------------- worker.on_trimmed=reload (docs/processing.md)
+
+    def gap(self, gap: GapInput) -> None:
+        """The handler's marker batch (no records, ``batch.gap``). Before a reload, what is
+        buffered from before the gap is handled first: the reload may not overtake it."""
+        event = gap.event
+        if event.phase == "gap" and not self._flush(
+            gap.checkpointer, gap.should_stop, lease_held=gap.lease_held
+        ):
+            raise ProcessingError(
+                f"shard {event.shard.shard_id}: {len(self._buffer)} record(s) from before the gap are "
+                "not handled yet; the reload waits for them"
+            )
+        self._hand_over(
+            Batch(event.shard, (), should_stop=gap.should_stop, lease_held=gap.lease_held, gap=event)
+        )
+
+    def process_reloaded(self, reloaded: ReloadedInput) -> None:
+        """A page of re-loaded records, straight to the handler (``batch.reload``), filtered but not
+        buffered, retried or dead-lettered: raising delivers the page again."""
+        records = tuple(r for r in reloaded.records if self._keep is keep_every_record or self._keep(r))
+        self._hand_over(
+            Batch(
+                reloaded.shard,
+                records,
+                should_stop=reloaded.should_stop,
+                lease_held=reloaded.lease_held,
+                reload=reloaded.gap,
+            )
+        )
+
+    def _hand_over(self, batch: Batch) -> None:
+        handler = self._runner.handler
+        if not callable(handler):
+            raise ProcessingError("the handler cannot be called with a reload's batch")
+        result = handler(batch)
+        if isinstance(result, BatchResult) and result.failed_sequence_numbers:
+            raise ProcessingError(
+                f"shard {batch.shard_id}: the handler failed on {len(result.failed_sequence_numbers)} "
+                f"re-loaded record(s) ({result.error or 'no reason given'}); the page is delivered again"
+            )
 
     def lease_lost(self, lease_lost: LeaseLostInput) -> None:
         # The next owner reads everything after the last checkpoint again: drop, never checkpoint.

@@ -280,7 +280,10 @@ class LambdaBatchHandler:
 
     def __call__(self, batch: Batch) -> BatchResult | None:
         arn = self.invoker.stream_arn()
-        response = self.invoker.invoke(streams_event(batch.records, arn), arn)
+        event = streams_event(batch.records, arn)
+        if batch.gap is not None:  # worker.on_trimmed=reload's marker: {"Records": [], "gap": {...}}
+            event["gap"] = batch.gap.as_json()
+        response = self.invoker.invoke(event, arn)
         if not self.invoker.function.report_batch_item_failures:
             return None  # as Lambda without ReportBatchItemFailures: only an error fails the batch
         failed = failed_identifiers(response, batch.records)

@@ -102,6 +102,12 @@ class StreamRecord:
         return float(created)
 
     @property
+    def reloaded(self) -> bool:
+        """Re-loaded from the table after a gap (``worker.on_trimmed: reload``), not read from the
+        stream: its sequence number is no position in the shard (consumer/processing/gap.py)."""
+        return self.raw.get("reloaded") is True
+
+    @property
     def size_bytes(self) -> int:
         size = self._dynamodb.get("SizeBytes", 0)
         if isinstance(size, bool) or not isinstance(size, int):
@@ -293,6 +299,10 @@ class WireRecord(StreamRecord):
     def wire(self) -> bytes:
         """The record's JSON bytes, as held."""
         return self._wire
+
+    @property
+    def reloaded(self) -> bool:
+        return False  # read from the stream (a reload's records are built as StreamRecord)
 
     @property
     def raw(self) -> Mapping[str, Any]:

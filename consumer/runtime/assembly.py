@@ -24,7 +24,7 @@ from typing import Protocol
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.store import LeaseStore
-from consumer.lifecycle.ports import StreamReader
+from consumer.lifecycle.ports import ReloadTables, StreamReader
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.lifecycle.shard_sync import ShardSyncer
 from consumer.processing.api import ProcessorFactory
@@ -57,6 +57,8 @@ class Ports:
     # The scheduler's pool and wake-up event (ground/threads.py); the lanes' pools come with the
     # processors, built with the same threads.
     threads: Threads = SYSTEM_THREADS
+    # worker.on_trimmed=reload: the source table of each shard's stream, read by a reload.
+    reload_tables: ReloadTables | None = None
 
 
 @dataclass(frozen=True)
@@ -123,5 +125,17 @@ def assemble(
         on_shard_end=syncer.shard_ended,
         threads=ports.threads,
         rng=None if rng is None else random.Random(rng.getrandbits(64)),
+        reload_tables=_reload_tables(settings, ports),
     )
     return Parts(coordinator, syncer, scheduler)
+
+
+def _reload_tables(settings: WorkerSettings, ports: Ports) -> ReloadTables | None:
+    if settings.on_trimmed != "reload":
+        return None
+    if ports.reload_tables is None:
+        raise ValueError(
+            "worker.on_trimmed is reload but this worker was given no table to reload from "
+            "(Ports.reload_tables): use fail or skip_to_trim_horizon here"
+        )
+    return ports.reload_tables

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,6 +26,7 @@ from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.dynamodb import DynamoDBLeaseStore
 from consumer.leases.errors import LeaseError, LeaseStoreUnavailableError
 from consumer.leases.store import LeaseStore
+from consumer.lifecycle.ports import ReloadTables, TableScanner
 from consumer.processing.api import ProcessorFactory
 from consumer.runtime.assembly import FleetFacts, Ports, StreamPort
 from consumer.runtime.clients import AwsClients
@@ -38,6 +39,7 @@ from consumer.streams.errors import FatalStreamError
 from consumer.streams.namespace import NamespacedStream
 from consumer.streams.pacing import FleetPacer, FleetPosition
 from consumer.streams.reader import ShardReader
+from consumer.streams.table_scan import DynamoDBTableScanner
 from consumer.streams.target import StreamConfigError, StreamTarget, resolve_stream_patiently
 from consumer.telemetry.health import HeartbeatFile
 from consumer.telemetry.logs import configure_logging
@@ -147,6 +149,18 @@ class _StreamProcessing:
         return StreamParts(target, reader, self.processors, stream)
 
 
+def _only_table(table: TableScanner, shard_id: str) -> TableScanner:
+    return table
+
+
+def _table_of(tables: Sequence[tuple[str, TableScanner]], shard_id: str) -> TableScanner:
+    """The table of a namespaced shard id's stream (several streams: consumer/runtime/several_streams.py)."""
+    for prefix, table in tables:
+        if shard_id.startswith(prefix):
+            return table
+    raise LookupError(f"shard {shard_id} belongs to no configured stream")
+
+
 @dataclass
 class WorkerProcess:
     settings: Settings
@@ -214,12 +228,17 @@ class WorkerProcess:
             metrics=recorder,
         )
         leases: LeaseStore = store
+        tables = [DynamoDBTableScanner(clients.dynamodb, p.target.table_name) for p in parts]
+        reload_tables: ReloadTables
         if settings.several_streams:
             streams, processors = joined(parts)
             stream = streams
             leases = ConfiguredStreamsOnly(store, [s.prefix for s in streams.streams])
+            by_prefix = [(s.prefix, t) for s, t in zip(streams.streams, tables, strict=True)]
+            reload_tables = partial(_table_of, by_prefix)
         else:
             stream, processors = parts[0].reader, parts[0].processors
+            reload_tables = partial(_only_table, tables[0])
         fleet = FleetFacts(
             capacity_advice=capacity_advice(settings),
             expected_workers=settings.fleet.min_instances * settings.fleet.worker_processes_per_instance,
@@ -227,7 +246,7 @@ class WorkerProcess:
             # (deploy/health.py reads it).
             on_round=HeartbeatFile(heartbeat_file).record if heartbeat_file is not None else None,
         )
-        ports = Ports(leases, stream, processors, recorder, clock)
+        ports = Ports(leases, stream, processors, recorder, clock, reload_tables=reload_tables)
         return cls(settings, worker_id, clients, recorder, store, ports, targets, fleet, place)
 
     def run(self, *, install_signal_handlers: bool = True) -> None:

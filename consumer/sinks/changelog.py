@@ -21,6 +21,13 @@ number) absorbs.
 
 ``format: parquet`` writes ``.parquet`` objects with the same fields (images as attribute-value
 JSON strings) for readers that prefer columns; the bundled Spark pipeline reads JSON Lines.
+
+A reload (``worker.on_trimmed: reload``, docs/processing.md) lands apart, under
+``<destination>/_reloads/<reload id>/``: ``start.json`` (the gap event) when it begins, one object
+per page named by its records' numbers (the same page delivered again overwrites itself), and
+``end.json`` once every page is landed. A reload with its ``end.json`` is the table's whole state as
+of its ``reloadStartedAt`` or later, which the pipeline takes as its new base (pipeline/reloads.py);
+one without (the worker stopped mid-reload) is never used.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import orjson
 
 from consumer.processing.api import Batch, BatchResult
 from consumer.processing.errors import HandlerStoppedError, SinkError
+from consumer.processing.gap import GapEvent
 from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
 from ground.files import write_atomically
@@ -57,7 +65,7 @@ def change_line(
     raw = record.raw
     body = raw["dynamodb"]
     identity = raw.get("userIdentity")
-    return {
+    line = {
         "v": 1,
         "table": table,
         "shardId": record.shard_id,
@@ -73,9 +81,14 @@ def change_line(
         "userIdentity": identity if isinstance(identity, Mapping) else None,
         "landedAt": landed_at,
     }
+    if record.reloaded:
+        line["reloaded"] = True
+        line["reloadId"] = raw.get("reloadId")
+    return line
 
 
 LANE_MARK = "~lane"
+RELOADS = "_reloads"  # where reloads land (the pipeline says the same: pipeline/reloads.py)
 
 
 def lane_prefix(batch: Batch) -> str:
@@ -244,6 +257,9 @@ class ChangelogSink:
     # ------------------------------------------------------------------------------- the handler
 
     def __call__(self, batch: Batch) -> BatchResult | None:
+        if batch.gap is not None or batch.reload is not None:
+            self._reload(batch)
+            return None
         prefix = lane_prefix(batch)
         done = self._state(batch.shard_id, prefix)
         fresh = done.fresh(batch.records)
@@ -277,3 +293,18 @@ class ChangelogSink:
         first, last = records[0].sequence_number, records[-1].sequence_number
         payload = encode_jsonl(lines) if self._format == "jsonl" else encode_parquet(lines)
         self._store.put(object_name(prefix, first, last, self._format), payload)
+
+    def _reload(self, batch: Batch) -> None:
+        """A reload's marker (start.json, end.json) or one of its pages (module docstring)."""
+        gap = batch.gap or batch.reload
+        assert gap is not None
+        folder = f"{RELOADS}/{gap.reload_id}"
+        if batch.gap is not None:
+            name = "start.json" if batch.gap.phase == "gap" else "end.json"
+            self._store.put(f"{folder}/{name}", orjson.dumps(reload_marker(batch.gap)))
+        elif batch.records:
+            self._write(folder, batch, list(batch.records))
+
+
+def reload_marker(gap: GapEvent) -> dict[str, Any]:
+    return {"v": 1, **gap.as_json()}

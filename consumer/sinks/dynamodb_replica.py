@@ -15,6 +15,20 @@ applies the REMOVE again). With ``tombstone_table`` (same key schema as the repl
 also writes ``keys + sequence number + expiresAt`` there in one transaction, and every put checks it
 in the same transaction, so nothing older than a delete can bring the item back. ``expiresAt``
 (epoch seconds, two days on: stream records live 24 h) is meant for the table's TTL.
+
+A reload (``worker.on_trimmed: reload``, docs/processing.md) repairs the replica. Every write also
+keeps the change's creation time in ``<sequence_attribute>Time``. A re-loaded item is put with the
+sequence number 0 and the reload's start ``T`` as its time, only where the replica holds an older
+time (``#t < :T``): the scan read the table at or after ``T``, so what the replica has from before is
+older, and what it has from after is newer. Once a re-loaded item is there, a stream change applies
+only if it was created at or after ``T`` (an older one, from a shard that lags, was already in the
+scan). When the reload is over (its ``reloaded`` marker), every replica item whose time is before
+``T`` is deleted (conditionally, on the same): it was not in the table when the scan read it, so it
+was deleted during the gap, where no REMOVE is left to say so.
+
+Not guaranteed: without ``tombstone_table``, an item deleted after the scan read it and whose REMOVE
+the replica applied before the re-loaded put arrives comes back (the put finds no item to compare
+with); with it, the put checks the tombstone's time too.
 """
 
 from __future__ import annotations
@@ -29,7 +43,11 @@ from consumer.processing.errors import SinkError
 from consumer.records import StreamRecord
 
 DEFAULT_SEQUENCE_ATTRIBUTE = "_sourceSequenceNumber"
-_CONDITION = "attribute_not_exists(#seq) OR #seq < :seq"
+RELOADED_SEQUENCE = "0" * 40  # a re-loaded item's: below any stream record's
+# A stream change: newer than the replica's, and (over a re-loaded item) created at or after the reload.
+_CONDITION = "attribute_not_exists(#seq) OR (#seq < :seq AND (#seq <> :reloaded OR #t <= :t))"
+# A re-loaded item, or the sweep: what the replica holds is from before the reload's start.
+_OLDER = "attribute_not_exists(#t) OR #t < :t"
 TOMBSTONE_LIFETIME_SECONDS = 2 * 24 * 3600
 
 
@@ -65,21 +83,101 @@ class DynamoDBReplicaSink:
         self.tombstone_table = tombstone_table
         self._dynamodb = dynamodb_client
         self._seq = sequence_attribute
+        self._time = f"{sequence_attribute}Time"
         self._now = now
 
     def __call__(self, batch: Batch) -> BatchResult | None:
+        if batch.gap is not None:
+            if batch.gap.phase == "reloaded":
+                self.sweep(batch.gap.reload_started_at)
+            return None
         for record in batch.records:
-            self.apply(record)
+            if record.reloaded:
+                self.reload(record)
+            else:
+                self.apply(record)
         return None
+
+    def reload(self, record: StreamRecord) -> bool:
+        """Put a re-loaded item where the replica's is from before the reload (module docstring)."""
+        started = record.approximate_creation_time
+        image = record.raw.get("dynamodb", {}).get("NewImage")
+        if image is None:
+            raise SinkError(f"re-loaded record {record.event_id} has no NewImage")
+        item = to_client_item(image)
+        item[self._seq] = {"S": RELOADED_SEQUENCE}
+        item[self._time] = {"N": repr(started)}
+        older = {
+            "ConditionExpression": _OLDER,
+            "ExpressionAttributeNames": {"#t": self._time},
+            "ExpressionAttributeValues": {":t": {"N": repr(started)}},
+        }
+        try:
+            if self.tombstone_table is None:
+                self._dynamodb.put_item(TableName=self.table_name, Item=item, **older)
+            else:
+                keys = to_client_item(record.raw["dynamodb"]["Keys"])
+                self._dynamodb.transact_write_items(
+                    TransactItems=[
+                        {"Put": {"TableName": self.table_name, "Item": item, **older}},
+                        {"ConditionCheck": {"TableName": self.tombstone_table, "Key": keys, **older}},
+                    ]
+                )
+        except Exception as exc:
+            if _refused(exc):
+                return False
+            raise SinkError(f"replica {self.table_name}: cannot apply re-loaded {record!r}: {exc}") from exc
+        return True
+
+    def sweep(self, started: float) -> int:
+        """After a reload: delete every item whose change is from before its start (module docstring)."""
+        names = {"#t": self._time}
+        values = {":t": {"N": repr(started)}}
+        described = self._dynamodb.describe_table(TableName=self.table_name)["Table"]
+        key_names = [k["AttributeName"] for k in described["KeySchema"]]
+        deleted = 0
+        try:
+            pages = self._dynamodb.get_paginator("scan").paginate(
+                TableName=self.table_name,
+                FilterExpression=_OLDER,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ConsistentRead=True,
+            )
+            for page in pages:
+                for found in page.get("Items", []):
+                    key = {name: found[name] for name in key_names}
+                    try:
+                        self._dynamodb.delete_item(
+                            TableName=self.table_name,
+                            Key=key,
+                            ConditionExpression=_OLDER,
+                            ExpressionAttributeNames=names,
+                            ExpressionAttributeValues=values,
+                        )
+                        deleted += 1
+                    except Exception as exc:
+                        if not _refused(exc):
+                            raise
+        except SinkError:
+            raise
+        except Exception as exc:
+            raise SinkError(f"replica {self.table_name}: cannot sweep after the reload: {exc}") from exc
+        return deleted
 
     def apply(self, record: StreamRecord) -> bool:
         """Apply one change; False when the replica already had a newer one (nothing written)."""
         body = record.raw.get("dynamodb", {})
         sequence = record.sequence_number.zfill(40)
+        created = {"N": repr(record.approximate_creation_time)}
         condition = {
             "ConditionExpression": _CONDITION,
-            "ExpressionAttributeNames": {"#seq": self._seq},
-            "ExpressionAttributeValues": {":seq": {"S": sequence}},
+            "ExpressionAttributeNames": {"#seq": self._seq, "#t": self._time},
+            "ExpressionAttributeValues": {
+                ":seq": {"S": sequence},
+                ":reloaded": {"S": RELOADED_SEQUENCE},
+                ":t": created,
+            },
         }
         keys = to_client_item(body["Keys"])
         try:
@@ -94,6 +192,7 @@ class DynamoDBReplicaSink:
                     )
                 item = to_client_item(image)
                 item[self._seq] = {"S": sequence}
+                item[self._time] = created
                 self._put(keys, item, condition)
         except SinkError:
             raise
@@ -121,6 +220,7 @@ class DynamoDBReplicaSink:
         tombstone = {
             **keys,
             self._seq: {"S": sequence},
+            self._time: condition["ExpressionAttributeValues"][":t"],
             "expiresAt": {"N": str(int(self._now()) + TOMBSTONE_LIFETIME_SECONDS)},
         }
         self._dynamodb.transact_write_items(

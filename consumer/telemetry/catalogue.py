@@ -24,6 +24,8 @@ class MeaningfulEvent(StrEnum):
     PARENT_NOT_CLOSED = "PARENT_NOT_CLOSED"
     RETRIES_EXHAUSTED = "RETRIES_EXHAUSTED"
     RECORDS_TRIMMED_LOST = "RECORDS_TRIMMED_LOST"
+    GAP_RELOAD_STARTED = "GAP_RELOAD_STARTED"
+    GAP_RELOADED = "GAP_RELOADED"
     SHARD_STALLED = "SHARD_STALLED"
     LEASES_NOT_TAKEN = "LEASES_NOT_TAKEN"
 
@@ -69,6 +71,20 @@ CATALOGUE: tuple[EventDescription, ...] = (
         logging.ERROR,
         "Records were trimmed from the stream (24 h retention) before this fleet read them: data loss.",
         "The fleet is too slow or was down too long: check MillisBehindLatest and scale out.",
+    ),
+    EventDescription(
+        MeaningfulEvent.GAP_RELOAD_STARTED,
+        logging.WARNING,
+        "worker.on_trimmed=reload: after a trim loss, the whole table is re-delivered from a paced "
+        "Scan before the shard goes on at its oldest record left.",
+        "None: the reload repairs the sinks (docs/processing.md); find why the shard fell 24 h behind.",
+    ),
+    EventDescription(
+        MeaningfulEvent.GAP_RELOADED,
+        logging.WARNING,
+        "A reload was delivered whole: how many items, pages and read units, and how long it took.",
+        "None; a reload that never ends (no GAP_RELOADED after GAP_RELOAD_STARTED) is retrying: "
+        "read the shard's errors.",
     ),
     EventDescription(
         MeaningfulEvent.SHARD_STALLED,
@@ -171,7 +187,10 @@ def log_trimmed_loss(
     on_trimmed: str,
 ) -> None:
     """Records trimmed (retention) before they were read: always an ERROR, whatever the policy."""
-    after = "skipping to TRIM_HORIZON" if on_trimmed == "skip_to_trim_horizon" else "stopping the shard"
+    after = {
+        "skip_to_trim_horizon": "skipping to TRIM_HORIZON",
+        "reload": "re-loading the table, then going on at TRIM_HORIZON",
+    }.get(on_trimmed, "stopping the shard")
     _emit(
         logger,
         MeaningfulEvent.RECORDS_TRIMMED_LOST,
@@ -181,6 +200,48 @@ def log_trimmed_loss(
         shard=shard_id,
         resume_position=resume_position,
         on_trimmed=on_trimmed,
+    )
+
+
+def log_reload_started(
+    logger: logging.Logger, shard_id: str, gap: Any, units_per_second: float, why: str
+) -> None:
+    """A reload begins (``gap``: consumer.processing.gap.GapEvent): what was lost and the pace."""
+    _emit(
+        logger,
+        MeaningfulEvent.GAP_RELOAD_STARTED,
+        logging.WARNING,
+        f"Re-loading table for the gap in shard {shard_id} after position {gap.last_position} (first "
+        f"readable {gap.first_readable}); reload {gap.reload_id} started at {gap.reload_started_at:.3f}, "
+        f"paced at {units_per_second:g} read units/s ({why})",
+        shard=shard_id,
+        reload_id=gap.reload_id,
+        last_position=gap.last_position,
+        first_readable=gap.first_readable,
+        lost_from=gap.lost_from,
+        lost_until=gap.lost_until,
+        reload_started_at=gap.reload_started_at,
+        units_per_second=units_per_second,
+    )
+
+
+def log_reload_delivered(
+    logger: logging.Logger, shard_id: str, gap: Any, *, pages: int, units: float, millis: int
+) -> None:
+    """A reload delivered whole: what was re-loaded."""
+    _emit(
+        logger,
+        MeaningfulEvent.GAP_RELOADED,
+        logging.WARNING,
+        f"Re-loaded {gap.records_reloaded} item(s) for the gap in shard {shard_id} (reload "
+        f"{gap.reload_id}: {pages} page(s), {units:g} read units, {millis / 1000:.1f} s); going on at "
+        f"{gap.first_readable or 'the oldest record left'}",
+        shard=shard_id,
+        reload_id=gap.reload_id,
+        records_reloaded=gap.records_reloaded,
+        pages=pages,
+        read_units=units,
+        millis=millis,
     )
 
 

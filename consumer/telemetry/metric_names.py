@@ -156,6 +156,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("ExpiredIterator", "Count", S, SUM, "Fetcher", "Shard iterators that expired."),
     MetricSpec("RecordsTrimmedLost", "Count", S, SUM, "Fetcher", "Trim events that lost unread records."),
     MetricSpec(
+        "ReloadedGaps",
+        "Count",
+        S,
+        SUM,
+        "Reload",
+        "Trim gaps repaired by a reload (worker.on_trimmed=reload).",
+    ),
+    MetricSpec("RecordsReloaded", "Count", S, SUM, "Reload", "Items re-delivered from the table by reloads."),
+    MetricSpec("ReloadReadUnits", "Count", S, SUM, "Reload", "Read units the reloads' Scans consumed."),
+    MetricSpec(
         "StreamReadRequests",
         "Count",
         S,

@@ -203,6 +203,15 @@ class Settings(SettingsModel):
         return self
 
     @model_validator(mode="after")
+    def _reload_without_windows(self) -> Settings:
+        """A reload hands the table's items as plain batches: a window's state cannot take them in."""
+        if self.worker.on_trimmed == "reload" and any(
+            v.processing.tumbling_window_seconds for v in self.per_stream()
+        ):
+            raise ValueError("worker.on_trimmed: reload cannot go with processing.tumbling_window_seconds")
+        return self
+
+    @model_validator(mode="after")
     def _streams_apart(self) -> Settings:
         if self.streams is not None and self.source.is_kinesis:
             raise ValueError(KINESIS_WITH_STREAMS)

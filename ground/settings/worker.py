@@ -112,8 +112,36 @@ class WorkerSettings(SettingsModel):
         None, description="Heartbeat (workers) table name; default <leases table>-workers."
     )
     task_backoff_time_millis: int = Field(500, ge=0, description="Back-off after a failed task.")
-    on_trimmed: Literal["fail", "skip_to_trim_horizon"] = Field(
-        "fail", description="What to do when data was trimmed before it was read (always logged as ERROR)."
+    on_trimmed: Literal["fail", "skip_to_trim_horizon", "reload"] = Field(
+        "fail",
+        description="What to do when data was trimmed before it was read (always logged as ERROR): stop "
+        "the shard (fail), go on at the oldest record left (skip_to_trim_horizon), or go on there after "
+        "re-delivering the whole table from a paced Scan as re-loaded records (reload: docs/processing.md).",
+    )
+    reload_read_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="on_trimmed=reload: the share of the source table's provisioned read capacity one "
+        "worker's reloads may consume (measured with ReturnConsumedCapacity, all of the worker's "
+        "reloads together).",
+    )
+    reload_on_demand_read_units_per_second: float = Field(
+        100.0,
+        gt=0,
+        le=40_000,
+        description="on_trimmed=reload on an on-demand (PAY_PER_REQUEST) table, which states no capacity: "
+        "the read units per second one worker's reloads may consume.",
+    )
+    reload_scan_segments: int = Field(
+        4, ge=1, le=1000, description="on_trimmed=reload: TotalSegments of the reload's parallel Scan."
+    )
+    reload_page_items: int = Field(
+        100,
+        ge=1,
+        le=1000,
+        description="on_trimmed=reload: Limit of each Scan page (one page is the most a reload reads "
+        "ahead of its pace, and one re-loaded batch).",
     )
     max_worker_threads: int = Field(
         16, ge=1, le=512, description="Threads that fetch and process shards (not one per shard)."

@@ -1,4 +1,4 @@
-"""A processor for the end-to-end tests: the changelog sink with injected trouble, counting what it
+"""Processors for the end-to-end tests. ``CountingChangelog``: the changelog sink with injected trouble, counting what it
 handled so the tests can check the metrics against it.
 
 ``fail_every``-th call raises (the failure policy retries it); the second call and every
@@ -13,13 +13,16 @@ It logs through ``tests.e2e.processors``, a logger outside ``consumer``: the app
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import time
 from pathlib import Path
 
 from consumer.processing import Batch, BatchResult
+from consumer.records import ShardInfo
 from consumer.sinks.changelog import ChangelogSink, ChangelogStore
+from consumer.sinks.dynamodb_replica import DynamoDBReplicaSink
 
 log = logging.getLogger("tests.e2e.processors")
 _CALLS = itertools.count(1)  # this process's calls, whichever shard's processor makes them
@@ -54,3 +57,31 @@ class CountingChangelog:
         with self._seen.open("a", encoding="utf-8") as seen:
             seen.write(f"{len(batch.records)}\n")
         return result
+
+
+class ChangelogAndReplica:
+    """Both built-in sinks behind one handler (so one worker, one reload pace, feeds both), and every
+    gap event it is handed appended to ``gaps_file`` as a JSON line: what reached the processor."""
+
+    def __init__(
+        self, destination: str, table: str, replica_table: str, endpoint_url: str, gaps_file: str
+    ) -> None:
+        import boto3
+
+        self._changelog = ChangelogSink(ChangelogStore(destination), table)
+        client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint_url)
+        self._replica = DynamoDBReplicaSink(replica_table, client)
+        self._gaps = Path(gaps_file)
+
+    def shard_started(self, shard: ShardInfo, checkpoint: str) -> None:
+        self._changelog.shard_started(shard, checkpoint)
+
+    def shard_stopped(self, shard: ShardInfo) -> None:
+        self._changelog.shard_stopped(shard)
+
+    def handle(self, batch: Batch) -> BatchResult | None:
+        if batch.gap is not None:
+            with self._gaps.open("a", encoding="utf-8") as gaps:
+                gaps.write(json.dumps(batch.gap.as_json()) + "\n")
+        self._changelog(batch)
+        return self._replica(batch)

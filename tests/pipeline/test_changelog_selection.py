@@ -118,3 +118,16 @@ def test_no_copies_said_means_no_change_is_in_two_objects(
     if not may_hold_copies(objects(*contents)):
         every = [change for held in contents.values() for change in held]
         assert len(every) == len(set(every))
+
+
+def test_a_reloads_objects_are_no_changes_to_merge() -> None:
+    """The sink lands reloads under _reloads/ (pipeline/reloads.py takes them as a base)."""
+    assert sink.RELOADS == "_reloads"
+    files = [
+        name("s1", 1, 10),
+        f"s3://bucket/changes/{sink.RELOADS}/0001-s1/{1:040d}-{4:040d}.jsonl.gz",
+        f"s3://bucket/changes/{sink.RELOADS}/0001-s1/end.json",
+    ]
+    selection = select_objects(files, {})
+    assert [o.uri for o in selection.to_read] == [name("s1", 1, 10)]
+    assert selection.ignored == () and selection.unconventional == ()

@@ -249,3 +249,15 @@ def test_variables_naming_a_processor_and_its_options_together_keep_them() -> No
     }
     replica = load_settings("local", REPO_CONFIG, environ=environ)
     assert replica.processing.options == {"table": "orders-replica"}
+
+
+def test_reload_on_trimmed_data_is_refused_with_tumbling_windows() -> None:
+    """A reload hands the table's items as plain batches; a window's state cannot take them in."""
+    base = {"application_name": "orders-app", "table": {"name": "orders", "partition_key": {"name": "pk"}}}
+    Settings.model_validate({**base, "worker": {"on_trimmed": "reload"}})
+    with pytest.raises(
+        ValueError, match="on_trimmed: reload cannot go with processing.tumbling_window_seconds"
+    ):
+        Settings.model_validate(
+            {**base, "worker": {"on_trimmed": "reload"}, "processing": {"tumbling_window_seconds": 60}}
+        )
