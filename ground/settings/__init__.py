@@ -194,35 +194,26 @@ class Settings(SettingsModel):
         return value
 
     @model_validator(mode="after")
-    def _pipeline_on_emr_reads_s3(self) -> Settings:
+    def _sections_agree(self) -> Settings:
         """EMR Serverless has no local disk that outlives a job: every pipeline location must be on
-        S3, and the change log it reads must be the one the workers write."""
+        S3, and the change log it reads must be the one the workers write. A reload hands the
+        table's items as plain batches: a window's state cannot take them in."""
         problems = emr_location_problems(self.pipeline, self.processing.options)
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    @model_validator(mode="after")
-    def _reload_without_windows(self) -> Settings:
-        """A reload hands the table's items as plain batches: a window's state cannot take them in."""
         if self.worker.on_trimmed == "reload" and any(
             v.processing.tumbling_window_seconds for v in self.per_stream()
         ):
-            raise ValueError("worker.on_trimmed: reload cannot go with processing.tumbling_window_seconds")
+            problems.append("worker.on_trimmed: reload cannot go with processing.tumbling_window_seconds")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")
     def _streams_apart(self) -> Settings:
         if self.streams is not None and self.source.is_kinesis:
             raise ValueError(KINESIS_WITH_STREAMS)
-        if self.streams is not None:
-            if not self.streams:
-                raise ValueError(
-                    "streams: is an empty list: list at least one stream, or drop streams: for table:"
-                )
-            problems = stream_problems(self.streams, self.pipeline.changelog_uri)
-            if problems:
-                raise ValueError("; ".join(problems))
+        problems = [] if self.streams is None else stream_problems(self.streams, self.pipeline.changelog_uri)
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property

@@ -115,6 +115,8 @@ def stream_problems(streams: tuple[StreamSettings, ...], default_destination: st
     pipeline builds that table from it) or their dead letters in one place (a dead-lettered
     document names its shard, not its table). ``default_destination``: where a changelog without a
     destination writes (``pipeline.changelog_uri``)."""
+    if not streams:
+        return ["streams: is an empty list: list at least one stream, or drop streams: for table:"]
     problems: list[str] = []
     seen: dict[str, int] = {}
     for index, stream in enumerate(streams):
