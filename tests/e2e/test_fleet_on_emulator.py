@@ -98,11 +98,15 @@ def create_tables(emu: RunningEmulator) -> None:
         )
 
 
+# The replica sink's own bookkeeping on each item: the change's sequence number and creation time.
+REPLICA_ONLY = ("_sourceSequenceNumber", "_sourceSequenceNumberTime")
+
+
 def scan(emu: RunningEmulator, table: str) -> dict[str, dict[str, Any]]:
     items: dict[str, dict[str, Any]] = {}
     for page in emu.client("dynamodb").get_paginator("scan").paginate(TableName=table):
         for item in page["Items"]:
-            items[item["pk"]["S"]] = {k: v for k, v in item.items() if k != "_sourceSequenceNumber"}
+            items[item["pk"]["S"]] = {k: v for k, v in item.items() if k not in REPLICA_ONLY}
     return items
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from consumer.processing.gap import GapEvent
+from consumer.records import ShardInfo
 from consumer.telemetry import catalogue
 from consumer.telemetry.catalogue import MeaningfulEvent
 from consumer.telemetry.context import shard_context
@@ -54,6 +57,16 @@ def test_each_meaningful_message_lands_in_the_worker_group_with_context(
         with shard_context("shardId-0006"):
             catalogue.log_shard_stalled(lifecycle, "shardId-0006", "a call for it has not returned", "stack")
         catalogue.log_leases_not_taken(logging.getLogger("consumer.leases"), ["shardId-0007"], 400_000)
+        gap = GapEvent(ShardInfo("shardId-0008"), "gap", "000120", "000200", None, 1.0, "r-1", 2.0)
+        catalogue.log_reload_started(lifecycle, "shardId-0008", gap, 10.0, "worker.reload_read_share")
+        catalogue.log_reload_delivered(
+            lifecycle,
+            "shardId-0008",
+            replace(gap, phase="reloaded", records_reloaded=29),
+            pages=6,
+            units=12.5,
+            millis=900,
+        )
         logging.getLogger("consumer.app").info("application says hello")
         logging.getLogger("my_processor").warning("user processor warns")
         logging.getLogger("botocore.endpoint").debug("botocore debug must not ship")
@@ -78,6 +91,13 @@ def test_each_meaningful_message_lands_in_the_worker_group_with_context(
     assert events[MeaningfulEvent.PARENT_NOT_CLOSED]["level"] == "WARNING"
     assert events[MeaningfulEvent.RECORDS_TRIMMED_LOST]["level"] == "ERROR"
     assert events[MeaningfulEvent.SHARD_STALLED]["level"] == "ERROR"
+    reloaded = events[MeaningfulEvent.GAP_RELOADED]
+    assert (
+        reloaded["level"] == "WARNING"
+        and reloaded["records_reloaded"] == 29
+        and reloaded["reload_id"] == "r-1"
+    )
+    assert events[MeaningfulEvent.GAP_RELOAD_STARTED]["first_readable"] == "000200"
     assert events[MeaningfulEvent.SHARD_STALLED]["shard_id"] == "shardId-0006"
     assert events[MeaningfulEvent.LEASES_NOT_TAKEN]["level"] == "ERROR"
     assert events[MeaningfulEvent.PARENT_NOT_CLOSED]["shard_id"] is None  # no context set: not invented
