@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
-
+from consumer.streams.botocore_errors import translated
 from consumer.streams.errors import (
     AccessDeniedError,
     ExpiredIteratorError,
@@ -116,24 +115,17 @@ class DynamoDBStreamSource:
 
     # ------------------------------------------------------------------------------- errors
 
-    @contextmanager
-    def _errors(self, action: str, resource: str, *, control_plane: bool = False) -> Iterator[None]:
+    def _errors(
+        self, action: str, resource: str, *, control_plane: bool = False
+    ) -> AbstractContextManager[None]:
         """Translate botocore's errors into the port's, each saying what to do about it."""
-        try:
-            yield
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            message = str(error.get("Message", ""))
-            detail = f"{action} on {resource}: {code}: {message}"
-            raise _translate(code, detail, message, action, control_plane=control_plane) from exc
-        except ParamValidationError as exc:
-            raise InvalidStreamRequestError(f"{action} on {resource} was not sent: {exc}") from exc
-        except BotoCoreError as exc:
-            raise TransientStreamError(
-                f"{action} on {resource} failed after botocore's retries: {exc} "
-                "(check endpoint_url and the network; the call is retried later)"
-            ) from exc
+        return translated(
+            action,
+            resource,
+            lambda code, detail, message: _translate(
+                code, detail, message, action, control_plane=control_plane
+            ),
+        )
 
     # ------------------------------------------------------------------------ control plane
 

@@ -22,17 +22,16 @@ Errors are the port's (:mod:`consumer.streams.errors`), each wrapping botocore's
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
-
 from consumer.lease_keys import kinesis_stream_identifier
 from consumer.records.kinesis_record import KinesisRecord, read_record
 from consumer.records.kpl import HASH_KEY_SPACE
+from consumer.streams.botocore_errors import translated
 from consumer.streams.errors import (
     AccessDeniedError,
     ExpiredIteratorError,
@@ -155,22 +154,12 @@ class KinesisStreamSource:
         self._client = client
         self._rng = rng or random.Random()
 
-    @contextmanager
-    def _errors(self, action: str, resource: str, *, control_plane: bool = False) -> Iterator[None]:
-        try:
-            yield
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-            raise _translate(
-                code, f"{action} on {resource}: {code}: {message}", action, control_plane
-            ) from exc
-        except ParamValidationError as exc:
-            raise InvalidStreamRequestError(f"{action} on {resource} was not sent: {exc}") from exc
-        except BotoCoreError as exc:
-            raise TransientStreamError(
-                f"{action} on {resource} failed after botocore's retries: {exc}"
-            ) from exc
+    def _errors(
+        self, action: str, resource: str, *, control_plane: bool = False
+    ) -> AbstractContextManager[None]:
+        return translated(
+            action, resource, lambda code, detail, _message: _translate(code, detail, action, control_plane)
+        )
 
     # ------------------------------------------------------------------------ control plane
 
