@@ -7,6 +7,9 @@ exception class it would see from AWS.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 
 class EmulatorError(Exception):
     """Base of every error raised by the emulator package."""
@@ -24,6 +27,17 @@ class StreamsApiError(EmulatorError):
 
 def validation(message: str) -> StreamsApiError:
     return StreamsApiError("ValidationException", message)
+
+
+def request_params(body: bytes) -> dict[str, Any]:
+    """A JSON-protocol request's parameters, refused as AWS refuses a body that is not a JSON object."""
+    try:
+        params = json.loads(body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StreamsApiError("SerializationException", f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(params, dict):
+        raise StreamsApiError("SerializationException", "The request body must be a JSON object")
+    return params
 
 
 def not_found(message: str) -> StreamsApiError:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from typing import Any
 
-from emulator.errors import StreamsApiError
+from emulator.errors import StreamsApiError, request_params
 from emulator.kinesis_engine import MAX_GET_RECORDS, KinesisEngine, invalid
 from emulator.kinesis_listing import describe_stream, list_shards, list_streams, summary
 from emulator.kinesis_params import NAME, integer, stream_name, text, timestamp_ms
@@ -233,14 +232,7 @@ def handle_kinesis_call(
 ) -> tuple[int, dict[str, Any], int]:
     latency = 0
     try:
-        try:
-            params = json.loads(body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StreamsApiError(
-                "SerializationException", f"The request body is not valid JSON: {exc}"
-            ) from exc
-        if not isinstance(params, dict):
-            raise StreamsApiError("SerializationException", "The request body must be a JSON object")
+        params = request_params(body)
         if operation not in OPERATIONS:
             raise StreamsApiError(
                 "UnknownOperationException",

@@ -7,11 +7,10 @@ class it gets from AWS and the server never answers with a traceback.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from emulator.engine import MAX_DESCRIBE_LIMIT, StreamEngine
-from emulator.errors import StreamsApiError, validation
+from emulator.errors import StreamsApiError, request_params, validation
 from emulator.moto_bridge import MotoBridge
 
 ERROR_NAMESPACE = "com.amazonaws.dynamodb.v20120810#"
@@ -87,14 +86,7 @@ def handle_streams_call(
 ) -> tuple[int, dict[str, Any], int]:
     latency = 0
     try:
-        try:
-            params = json.loads(body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StreamsApiError(
-                "SerializationException", f"The request body is not valid JSON: {exc}"
-            ) from exc
-        if not isinstance(params, dict):
-            raise StreamsApiError("SerializationException", "The request body must be a JSON object")
+        params = request_params(body)
         if operation not in OPERATIONS:
             raise StreamsApiError(
                 "UnknownOperationException", f"Unknown operation {operation}; known: {', '.join(OPERATIONS)}"
