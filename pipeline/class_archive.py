@@ -11,10 +11,10 @@ without the archive and 17-18 with it.
 ``make setup`` builds the archive once per (Java runtime, PySpark) pair with
 ``python -m pipeline.build_class_archive``. :func:`java_options` is what
 :func:`pipeline.session.build_session` adds for a local master when the archive exists. The
-archive's name carries a digest of the runtime and the class path it was built for; should it
-still not fit (a damaged file, a runtime changed in place), the JVM ignores it and loads classes
-as usual, silently (the CDS log tags are off), so the cost of a stale archive is only the lost
-saving. EMR starts its own JVMs and never sees it.
+archive's name carries a digest of the runtime and the class path it was built for (each jar's
+size and time too, as the JVM checks them); should it still not fit (a damaged file), the JVM
+ignores it and loads classes as usual, silently (the CDS log tags are off), so the cost of a
+stale archive is only the lost saving. EMR starts its own JVMs and never sees it.
 """
 
 from __future__ import annotations
@@ -38,17 +38,29 @@ def _java_home() -> Path | None:
 
 
 def _fingerprint() -> str | None:
-    """What the archive must match: the runtime's JVM library (path, size, time) and PySpark's jars."""
+    """What the archive must match, as the JVM checks it: the runtime (its JVM library, its module
+    image, its base archive) and every jar on the class path, each by path, size and time.
+
+    The JVM refuses a dynamic archive when any class-path jar's size or modification time differs
+    from the build's, so a virtual environment installed afresh at the same path (a clean clone)
+    needs a new archive even though nothing else changed: the jars' times are in the name."""
     home = _java_home()
     if home is None:
         return None
-    jvm = home / "lib" / "server" / "libjvm.so"
+    jars = (Path(pyspark.__file__).parent / "jars").resolve()
+    runtime = [
+        home / "lib" / "server" / "libjvm.so",
+        home / "lib" / "modules",
+        home / "lib" / "server" / "classes.jsa",
+    ]
     try:
-        stat = jvm.stat()
+        files = [(path, path.stat()) for path in runtime[:2]]
+        files += [(path, path.stat()) for path in runtime[2:] if path.exists()]
+        files += [(path, path.stat()) for path in sorted(jars.glob("*.jar"))]
     except OSError:
         return None
-    jars = (Path(pyspark.__file__).parent / "jars").resolve()
-    parts = [str(jvm), str(stat.st_size), str(stat.st_mtime_ns), str(jars), pyspark.__version__]
+    parts = [pyspark.__version__, str(jars)]
+    parts += [f"{path} {stat.st_size} {stat.st_mtime_ns}" for path, stat in files]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -8,6 +8,7 @@ pollutes a quiet run), which is why the last test looks at the JVM itself: an ar
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,23 @@ def test_another_runtime_or_pyspark_gets_another_name(cache: Path, monkeypatch: 
     assert class_archive.archive_path() is None  # no runtime there: no archive, no options
     assert class_archive.java_options() == ""
     assert here is not None and other_pyspark is not None and here.name != other_pyspark.name
+
+
+def test_a_jar_installed_again_gets_another_name(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean clone installs PySpark afresh at the same path: same jars, new times. The JVM refuses
+    an archive whose class-path jars changed time (CI found one refused so, silently), so the name
+    must change with them and ``make setup`` build a new one."""
+    jars = tmp_path / "pyspark" / "jars"
+    jars.mkdir(parents=True)
+    jar = jars / "spark-core.jar"
+    jar.write_bytes(b"jar")
+    monkeypatch.setattr(class_archive.pyspark, "__file__", str(tmp_path / "pyspark" / "__init__.py"))
+    before = class_archive.archive_path()
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    after = class_archive.archive_path()
+    assert before is not None and after is not None and before != after
 
 
 def test_the_pipeline_sessions_jvm_maps_the_archive_make_setup_built(spark: SparkSession) -> None:
