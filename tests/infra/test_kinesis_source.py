@@ -294,3 +294,54 @@ def test_cdk_nag_ran_and_reported_no_unacknowledged_error(synth: Synthesized) ->
     for nag in reports:
         assert nag["conclusion"] == "success"
         assert nag["violations"] == []
+
+
+def test_both_dashboards_draw_the_kinesis_list_and_say_why_a_line_is_missing(
+    synth: Synthesized, tmp_path: Path
+) -> None:
+    """The DynamoDB environments' dashboard checks (tests/infra/test_dashboard_parity.py), on these."""
+    from tests.infra.test_dashboard_parity import (
+        test_both_dashboards_draw_every_widget_of_the_one_list as draws_the_list,
+    )
+    from tests.infra.test_dashboard_parity import (
+        test_no_cloudwatch_panel_is_empty_without_saying_why as says_why,
+    )
+
+    draws_the_list("dev", {"dev": synth}, tmp_path)
+    says_why("dev", {"dev": synth})
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            {"stream_mode": "ON_DEMAND"},
+            {
+                "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+                "StreamEncryption": {"KeyId": "alias/aws/kinesis"},
+            },
+        ),
+        (
+            {"kms_key_arn": KEY_ARN},
+            {"ShardCount": 4, "StreamEncryption": {"EncryptionType": "KMS", "KeyId": KEY_ARN}},
+        ),
+    ],
+)
+def test_a_created_stream_on_demand_or_under_a_customer_managed_key(
+    source: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    """The construct alone in a bare stack (no app, no nag: a second of jsii)."""
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Match, Template
+
+    from ground.settings import SourceSettings
+    from infra.source_stream import KinesisSource
+
+    stack = Stack(App(), "Bare")
+    settings = SourceSettings(kind="kinesis", stream_name=STREAM, create=True, **source)
+    KinesisSource(stack, "SourceStream", settings=settings)
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::Kinesis::Stream", Match.object_like(expected))
+    if "ON_DEMAND" in str(source):
+        assert "ShardCount" not in template.find_resources("AWS::Kinesis::Stream").popitem()[1]["Properties"]
+    template.resource_count_is("AWS::KMS::Key", 0)  # an imported key, or aws/kinesis: none created

@@ -4,6 +4,7 @@ calls/s and 2 MB/s of reads."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -116,13 +117,22 @@ def test_consumers_reading_more_than_2_mb_per_shard_is_a_warning(tmp_path: Path)
 
 
 def test_a_provisioned_leases_table_is_sized_from_the_streams_shards(tmp_path: Path) -> None:
-    """The CDK stack's leases-table ceiling comes from the plan with N = the stream's shards: a
-    Kinesis stream of 40 shards asks more of the table than table: (one partition) would."""
-    provisioned = "worker:\n  lease_table_billing_mode: PROVISIONED\n"
+    """The CDK stack's leases-table write ceiling: the plan's catch-up writes with the fleet at its
+    maximum, plus a resharding's burst of 2N (a child's lease and a parent's last checkpoint per
+    shard) with N the stream's 40 shards, not table:'s one partition, at 70 % utilization."""
     (tmp_path / "base.yaml").write_text(BASE)
-    (tmp_path / "test.yaml").write_text(STREAM.replace("shard_count: 8", "shard_count: 40") + provisioned)
-    kinesis = capacity_bounds(load_settings("test", tmp_path, environ={}))
-    (tmp_path / "test.yaml").write_text(provisioned)
-    table = capacity_bounds(load_settings("test", tmp_path, environ={}))
-    assert kinesis is not None and table is not None
-    assert kinesis.write_ceiling > table.write_ceiling
+    text = (
+        STREAM.replace("shard_count: 8", "shard_count: 40")
+        + "worker:\n  lease_table_billing_mode: PROVISIONED\n"
+    )
+    (tmp_path / "test.yaml").write_text(text)
+    settings = load_settings("test", tmp_path, environ={})
+    at_max = settings.model_copy(
+        update={
+            "fleet": settings.fleet.model_copy(update={"desired_instances": settings.fleet.max_instances})
+        }
+    )
+    catching_up = make_plan(at_max).value("lease_table_write_units_catching_up")
+    bounds = capacity_bounds(settings)
+    assert bounds is not None
+    assert bounds.write_ceiling == math.ceil((catching_up + 2 * 40) / 0.7)
