@@ -30,7 +30,8 @@ KMS_KEY_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1
 # DynamoDB Streams keeps a record 24 h; Kinesis 24 h by default and up to 365 days (8760 h).
 DYNAMODB_STREAM_RETENTION_HOURS = 24
 RETENTION_HOURS_RANGE = (24, 8760)
-# The keys that describe a Kinesis stream only: refused with kind: dynamodb, where they would do nothing.
+# The keys that describe a Kinesis stream only: refused (off their defaults) with kind: dynamodb,
+# where they would do nothing.
 _KINESIS_ONLY = ("create", "stream_mode", "retention_hours", "kms_key_arn")
 STREAM_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
@@ -122,7 +123,10 @@ class SourceSettings(SettingsModel):
     def _names_its_stream(self) -> SourceSettings:
         named = [key for key in ("stream_name", "stream_arn") if getattr(self, key) is not None]
         if self.kind == "dynamodb":
-            kinesis_only = [key for key in _KINESIS_ONLY if key in self.model_fields_set]
+            # Compared with the defaults, not model_fields_set: a dumped and re-validated model sets all.
+            kinesis_only = [
+                key for key in _KINESIS_ONLY if getattr(self, key) != type(self).model_fields[key].default
+            ]
             if kinesis_only and not named:
                 raise ValueError(
                     f"{', '.join(kinesis_only)} describe a Kinesis stream but kind is dynamodb: set "
@@ -152,7 +156,7 @@ class SourceSettings(SettingsModel):
                     f"stream_arn names stream {match.group(1)!r} but stream_name is "
                     f"{self.stream_name!r}: give one of them, or make them agree"
                 )
-        if self.stream_mode == "ON_DEMAND" and not self.create and "stream_mode" in self.model_fields_set:
+        if self.stream_mode == "ON_DEMAND" and not self.create:
             raise ValueError(
                 "stream_mode describes the stream the stack creates: set create: true, or drop stream_mode "
                 "(an imported stream keeps the mode it has)"
