@@ -82,13 +82,6 @@ def build_app(
     settings = load_environment(env, config_dir)
     require_per_account_values(settings)
     require_own_bucket_names(settings)
-    if settings.source.is_kinesis:
-        # The stacks grant and watch table:'s stream; a Kinesis source needs its own grants,
-        # dashboard rows and alarms, which they do not have yet (issue 50).
-        raise InfraConfigError(
-            f"env {settings.env}: source.kind: kinesis: the CDK stacks deploy a DynamoDB stream's "
-            "consumer only; drop source: (or set kind: dynamodb) to synthesize this environment"
-        )
     app = app or App(outdir=str(outdir) if outdir is not None else None)
     data = StatefulStack(app, data_stack_name(settings), settings=settings)
     stack = ConsumerStack(

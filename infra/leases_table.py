@@ -26,6 +26,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from ground.settings import Settings, WorkerSettings
+from infra.scaling import expected_partitions
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def capacity_bounds(settings: Settings) -> CapacityBounds | None:
 
     fleet = settings.fleet.model_copy(update={"desired_instances": settings.fleet.max_instances})
     plan = make_plan(settings.model_copy(update={"fleet": fleet}))
-    n = settings.table.expected_partitions()[0]
+    n = expected_partitions(settings)
     target = scaling.lease_table_target_utilization_percent / 100
     reads = math.ceil(plan.value("lease_table_read_units") / target)
     writes = math.ceil((plan.value("lease_table_write_units_catching_up") + 2 * n) / target)

@@ -38,6 +38,7 @@ from constructs import Construct
 
 from ground.settings import Settings
 from infra.alarm_topic import alarm_name_prefix, alarm_topic_arn
+from infra.kinesis_alarms import kinesis_alarms
 from infra.processing_alarms import (
     STOPPED_EXPRESSION,
     STOPPED_MINUTES,
@@ -122,15 +123,15 @@ class Monitoring(Construct):
         self.scale_in_alarm.add_alarm_action(_PolicyAction(self.scale_in_policy.attr_arn))
 
         # -- beyond the seed: lag, loss, capacity, dead letters, telemetry, leases-table throttling
-        lag_hours = scaling.lag_alarm_millis / 3_600_000
+        lag_millis = scaling.lag_alarm_millis_over(hours := settings.source.stream_retention_hours)
         self.health_alarms = [
             self._insights_alarm(
                 "LagNearRetention",
                 f"{prefix}-lag-near-retention",
-                f"MillisBehindLatest >= {lag_hours:g} h ({scaling.lag_alarm_retention_fraction:.0%} of the "
-                "stream's 24 h retention): records are trimmed after 24 h.",
+                f"MillisBehindLatest >= {lag_millis / 3_600_000:g} h ({scaling.lag_alarm_retention_fraction:.0%} "
+                f"of the stream's {hours} h retention): records are trimmed after {hours} h.",
                 _insights(settings, "MAX", "MillisBehindLatest", "ProcessTask"),
-                scaling.lag_alarm_millis,
+                lag_millis,
                 period_seconds=LIVENESS_PERIOD_SECONDS,
             ),
             self._insights_alarm(
@@ -273,6 +274,7 @@ class Monitoring(Construct):
                 1,
                 evaluation_periods=AT_MAX_PERIODS,
             ),
+            *(alarm.build(self._alarm) for alarm in kinesis_alarms(settings, prefix)),
         ]
         streams = (
             [view.table.source_table_name for view in settings.per_stream()]

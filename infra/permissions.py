@@ -15,8 +15,17 @@ from aws_cdk import aws_iam as iam
 
 from ground.settings import Settings
 from infra.errors import InfraConfigError
+from infra.source_stream import KINESIS_ENCRYPTION_CONTEXT
 
 STREAM_ACTIONS = ["dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords"]
+# Exactly the calls consumer/streams/kinesis.py makes: the stream's summary (its ARN, mode, retention),
+# its shards (and a finished shard's children, with a ShardFilter), an iterator, the records.
+KINESIS_ACTIONS = [
+    "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+    "kinesis:GetShardIterator",
+    "kinesis:GetRecords",
+]
 # Exactly the calls consumer/leases/dynamodb.py and tables.py make (the table is created here, not by the worker).
 # A lease create is a TransactWriteItems, which IAM authorises item by item: PutItem on the leases
 # table, ConditionCheckItem on the workers table's lineage row.
@@ -87,12 +96,40 @@ def destination_statements(settings: Settings) -> list[iam.PolicyStatement]:
     return statements
 
 
+def dynamodb_source_statements(
+    source_table_arns: list[str], stream_arns: list[str]
+) -> list[iam.PolicyStatement]:
+    """What reading the tables' DynamoDB streams takes."""
+    return [
+        # Each stream's reads on that stream only (one ARN, or one table's streams, per stream).
+        iam.PolicyStatement(actions=STREAM_ACTIONS, resources=stream_arns),
+        # The worker finds each stream through its table's LatestStreamArn.
+        iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=source_table_arns),
+    ]
+
+
+def kinesis_source_statements(stream_arn: str, *, key_arn: str | None) -> list[iam.PolicyStatement]:
+    """What reading one Kinesis stream takes: its reads on its ARN and, when its records are
+    encrypted with a customer-managed key, kms:Decrypt on that key for this stream's records only
+    (the encryption context Kinesis passes to KMS names the stream). A stream under the
+    AWS-managed key aws/kinesis needs no KMS grant."""
+    statements = [iam.PolicyStatement(actions=KINESIS_ACTIONS, resources=[stream_arn])]
+    if key_arn:
+        statements.append(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[key_arn],
+                conditions={"StringEquals": {KINESIS_ENCRYPTION_CONTEXT: stream_arn}},
+            )
+        )
+    return statements
+
+
 def worker_statements(
     stack: Stack,
     settings: Settings,
     *,
-    source_table_arns: list[str],
-    stream_arns: list[str],
+    source: list[iam.PolicyStatement],
     leases_table_arns: list[str],
     log_group_arns: list[str],
     group_name: str,
@@ -105,10 +142,8 @@ def worker_statements(
         else []
     )
     return [
-        # Each stream's reads on that stream only (one ARN, or one table's streams, per stream).
-        iam.PolicyStatement(actions=STREAM_ACTIONS, resources=stream_arns),
-        # The worker finds each stream through its table's LatestStreamArn.
-        iam.PolicyStatement(actions=["dynamodb:DescribeTable"], resources=source_table_arns),
+        # Reading the source: its streams' reads (dynamodb_ or kinesis_source_statements).
+        *source,
         iam.PolicyStatement(actions=LEASES_ACTIONS, resources=leases_table_arns),
         iam.PolicyStatement(
             actions=LOG_ACTIONS,

@@ -11,10 +11,11 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 
 from ground.settings import Settings
 from infra.scaling import ScalingRules
-from infra.widgets import DYNAMODB_NAMESPACE
+from infra.widgets import DYNAMODB_NAMESPACE, KINESIS_NAMESPACE
 
-# Records written to the source table and none processed, every minute of five in a row. (A minute
-# with writes and no processing happens at rest too: a write late in a minute is read in the next.)
+# Records written to the source (the table, or the Kinesis stream) and none processed, every minute of
+# five in a row. (A minute with writes and no processing happens at rest too: a write late in a minute
+# is read in the next.)
 STOPPED_MINUTES = 5
 STOPPED_EXPRESSION = "IF(FILL(writes, 0) > 0 AND FILL(processed, 0) < 1, 1, 0)"
 
@@ -49,6 +50,17 @@ def processing_stopped(
         "crashed, without leases, or a deploy that handed over to workers that cannot take them). "
         "See workers-silent, lease-tables-failing, leases-table-throttled and the group's activity."
     )
+    if settings.source.is_kinesis:
+        name = settings.source.kinesis_stream_name
+        return [
+            (
+                "ProcessingStopped",
+                f"{prefix}-processing-stopped",
+                f"The Kinesis stream {name} was written to and the fleet processed no record {what}",
+                metric(settings.metrics_namespace, "RecordsProcessed", {"Operation": "ProcessTask"}),
+                metric(KINESIS_NAMESPACE, "IncomingRecords", {"StreamName": name}),
+            )
+        ]
     if not streams:
         return [
             (

@@ -113,7 +113,10 @@ class ScalingRules:
 
 
 def expected_partitions(settings: Settings) -> int:
-    """The configured estimate of N (settings.table.expected_partitions), until OpenShards is published."""
+    """The configured estimate of N until OpenShards is published: a Kinesis stream's
+    source.shard_count, else the table's (settings.table.expected_partitions)."""
+    if settings.source.is_kinesis:
+        return settings.source.shard_count
     return settings.table.expected_partitions()[0]
 
 

@@ -23,8 +23,9 @@ from infra.log_groups import LogGroups, log_group_arn
 from infra.monitoring import Monitoring
 from infra.nag import apply_nag
 from infra.per_account import DISPOSABLE_ENVIRONMENTS
-from infra.permissions import worker_statements
+from infra.permissions import dynamodb_source_statements, kinesis_source_statements, worker_statements
 from infra.pipeline_resources import ChangeLogBucket, PipelineResources, needs_changelog_bucket
+from infra.source_stream import KinesisSource, kinesis_stream_arn
 from infra.source_table import SourceTable, imported_streams_arn
 from infra.suppressions import suppress_accepted_findings
 from infra.window_state_table import WindowStateTable
@@ -75,14 +76,20 @@ class StatefulStack(Stack):
             termination_protection=protect,
         )
         # One source table per stream; the first keeps the single-table id (its logical id, so
-        # moving an environment from table: to streams: leaves its table where it was).
+        # moving an environment from table: to streams: leaves its table where it was). A Kinesis
+        # source reads no table: table: (every environment inherits base.yaml's) is created only when
+        # the environment asks for it (table.create), and imported never (nothing would use it).
+        kinesis_source = settings.source.is_kinesis
         self.sources = [
             SourceTable(
                 self, source_id(index, view.table.source_table_name), settings=view.table, protect=protect
             )
             for index, view in enumerate(settings.per_stream())
+            if not kinesis_source or view.table.create
         ]
-        self.source = self.sources[0]
+        self.stream: KinesisSource | None = (
+            KinesisSource(self, "SourceStream", settings=settings.source) if kinesis_source else None
+        )
         self.leases = LeasesTable(
             self,
             "Leases",
@@ -108,14 +115,27 @@ class StatefulStack(Stack):
         self.changelog: ChangeLogBucket | None = None
         if needs_changelog_bucket(settings):  # the workers write an s3:// change log, or EMR runs
             self.changelog = ChangeLogBucket(self, "Pipeline", settings=settings, retain=protect)
-        outputs: dict[str, tuple[str, str]] = {
-            "SourceTableName": (self.source.table.table_name, "The table whose stream the fleet reads."),
-            "SourceTableArn": (self.source.table.table_arn, "ARN of that table."),
-            "StreamArn": (self.source.stream_arn, "The stream the workers read (a pattern when imported)."),
-            "LeasesTableName": (self.leases.table.table_name, "The leases table (one row per shard)."),
-            "LeasesTableArn": (self.leases.table.table_arn, "ARN of the leases table."),
-            "WorkersTableName": (self.leases.workers_table.table_name, "The workers' heartbeat table."),
-        }
+        outputs: dict[str, tuple[str, str]] = {}
+        if self.stream is not None:
+            outputs["SourceStreamName"] = (self.stream.stream_name, "The Kinesis stream the fleet reads.")
+            outputs["StreamArn"] = (self.stream.stream_arn, "The stream the workers read.")
+        if self.sources and self.stream is not None:
+            outputs["SourceTableName"] = (self.sources[0].table.table_name, "table: (created; not read).")
+        elif self.sources:
+            first = self.sources[0]
+            outputs["SourceTableName"] = (first.table.table_name, "The table whose stream the fleet reads.")
+            outputs["SourceTableArn"] = (first.table.table_arn, "ARN of that table.")
+            outputs["StreamArn"] = (
+                first.stream_arn,
+                "The stream the workers read (a pattern when imported).",
+            )
+        outputs.update(
+            {
+                "LeasesTableName": (self.leases.table.table_name, "The leases table (one row per shard)."),
+                "LeasesTableArn": (self.leases.table.table_arn, "ARN of the leases table."),
+                "WorkersTableName": (self.leases.workers_table.table_name, "The workers' heartbeat table."),
+            }
+        )
         for index, source in enumerate(self.sources[1:], start=1):
             outputs[f"SourceTableName{index}"] = (source.table.table_name, f"streams.{index}'s table.")
             outputs[f"StreamArn{index}"] = (source.stream_arn, f"streams.{index}'s stream.")
@@ -158,19 +178,13 @@ class ConsumerStack(Stack):
             self, "Fleet", settings=settings, source_path=source_path, asset_exclude=asset_exclude
         )
         table = settings.table
-        tables = [view.table for view in settings.per_stream()]
         self.worker_policy = iam.Policy(
             self,
             "WorkerPolicy",
             statements=worker_statements(
                 self,
                 settings,
-                source_table_arns=[self._table_arn(t.source_table_name) for t in tables],
-                # The stream's label is only known in the account (and changes when the stream is
-                # re-enabled): any stream of each table, unless its ARN is configured.
-                stream_arns=[
-                    t.existing_stream_arn or imported_streams_arn(self, t.source_table_name) for t in tables
-                ],
+                source=self._source_statements(settings),
                 leases_table_arns=[
                     self._table_arn(settings.leases_table_name),
                     self._table_arn(settings.workers_table_name),
@@ -228,6 +242,19 @@ class ConsumerStack(Stack):
             )
         _outputs(self, outputs)
         _finish(self, settings)
+
+    def _source_statements(self, settings: Settings) -> list[iam.PolicyStatement]:
+        """The grants of the source: each table's stream, or the one Kinesis stream."""
+        if settings.source.is_kinesis:
+            source = settings.source
+            return kinesis_source_statements(kinesis_stream_arn(self, source), key_arn=source.kms_key_arn)
+        tables = [view.table for view in settings.per_stream()]
+        return dynamodb_source_statements(
+            [self._table_arn(t.source_table_name) for t in tables],
+            # The stream's label is only known in the account (and changes when the stream is
+            # re-enabled): any stream of each table, unless its ARN is configured.
+            [t.existing_stream_arn or imported_streams_arn(self, t.source_table_name) for t in tables],
+        )
 
     def _table_arn(self, name: str) -> str:
         return self.format_arn(

@@ -52,7 +52,7 @@ def stream_alarms(settings: Settings, prefix: str, table: str) -> list[StreamAla
     """One stream's alarms: its lag, its records lost to trimming and its dead letters, each over
     that stream's series, so the page names the table."""
     key = re.sub(r"[^A-Za-z0-9]", "", table)
-    lag_millis = settings.scaling.lag_alarm_millis
+    lag_millis = settings.scaling.lag_alarm_millis_over(settings.source.stream_retention_hours)
     return [
         StreamAlarm(
             f"{key}LagNearRetention",

@@ -85,6 +85,15 @@ def suppress_accepted_findings(stack: Stack, settings: Settings) -> None:
             f"autoScalingGroup:*:autoScalingGroupName/<{group}>]",
             "The group's ARN contains a UUID only known after deployment; the grant names the group.",
         )
+    stream = stack.node.try_find_child("SourceStream")
+    if settings.source.create and settings.source.kms_key_arn:
+        _ack(
+            stream,
+            "AwsSolutions-KDS3",
+            "source.kms_key_arn names the customer-managed key this stream must be encrypted with "
+            "(a compliance choice of the team, with its KMS cost per consumer and producer); without "
+            "it the stream uses aws/kinesis.",
+        )
     for view in settings.per_stream():  # each stream's grants (one view without streams:)
         _ack_stream_grants(policy, view, region, account)
     if pipeline is not None and policy is not None:  # the EMR job role, in the fleet's stack

@@ -31,6 +31,7 @@ from ground.settings import Settings
 from tools.dashboard.widgets import (
     AGENT,
     LEASES_TABLE,
+    SOURCE_STREAM,
     SOURCE_TABLE,
     WORKER,
     Formula,
@@ -44,6 +45,7 @@ from tools.dashboard.widgets import (
 
 DASHBOARD_PERIOD_SECONDS = 60
 DYNAMODB_NAMESPACE = "AWS/DynamoDB"
+KINESIS_NAMESPACE = "AWS/Kinesis"
 # The metric-math function that folds a fleet's lines into one, by the metric's statistic.
 ACROSS = {"Sum": "SUM", "Average": "AVG", "Maximum": "MAX", "Minimum": "MIN"}
 
@@ -116,6 +118,9 @@ def resolve_metric(metric: Metric, settings: Settings) -> ResolvedMetric:
     elif metric.source is SOURCE_TABLE:
         namespace = DYNAMODB_NAMESPACE
         dimensions["TableName"] = settings.table.existing_table_name or settings.table.name
+    elif metric.source is SOURCE_STREAM:
+        namespace = KINESIS_NAMESPACE
+        dimensions["StreamName"] = settings.source.kinesis_stream_name
     else:  # pragma: no cover - every Source of tools.dashboard.widgets is handled above
         raise AssertionError(metric.source)
     per = metric.source.per

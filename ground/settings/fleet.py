@@ -161,8 +161,13 @@ class ScalingSettings(SettingsModel):
 
     @property
     def lag_alarm_millis(self) -> float:
-        """The lag alarm's threshold: the configured fraction of the stream's retention."""
-        return self.lag_alarm_retention_fraction * STREAM_RETENTION_HOURS * 3_600_000
+        """The lag alarm's threshold for a DynamoDB stream (24 h retention)."""
+        return self.lag_alarm_millis_over(STREAM_RETENTION_HOURS)
+
+    def lag_alarm_millis_over(self, retention_hours: int) -> float:
+        """The lag alarm's threshold for a source keeping records ``retention_hours``
+        (SourceSettings.stream_retention_hours): the configured fraction of it."""
+        return self.lag_alarm_retention_fraction * retention_hours * 3_600_000
 
     @property
     def has_alarm_topic(self) -> bool:

@@ -37,8 +37,9 @@ def test_both_dashboards_draw_every_widget_of_the_one_list(
     env: str, synthesized: dict[str, Synthesized], tmp_path: Path
 ) -> None:
     synth = synthesized[env]
-    expected = [w.title for w in WIDGETS]
-    assert len(set(expected)) == len(expected), "two widgets of the list share a title"
+    assert len({w.title for w in WIDGETS}) == len(WIDGETS), "two widgets of the list share a title"
+    # The list less the other source's panels (Widget.only_if): every one of them, in its order.
+    expected = [w.title for w in widgets_for(synth.settings)]
     assert cloudwatch_graph_titles(synth) == expected
 
     source = tmp_path / "emf.jsonl"
@@ -62,7 +63,10 @@ def test_the_dashboards_reference_lines_are_the_alarms_thresholds(
     for synth in synthesized.values():
         lines = {line.value for line in reference_lines(synth.settings).values()}
         assert scaling_thresholds(synth.settings).scale_out_at in lines
-        assert synth.settings.scaling.lag_alarm_millis in lines
+        assert (
+            synth.settings.scaling.lag_alarm_millis_over(synth.settings.source.stream_retention_hours)
+            in lines
+        )
 
 
 @pytest.mark.parametrize("env", ENVIRONMENTS)
@@ -77,7 +81,7 @@ def test_no_cloudwatch_panel_is_empty_without_saying_why(
     texts = {(w["x"], w["y"]): w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"}
     widgets = {w.title: w for w in widgets_for(synth.settings)}
     panels = [w for w in body["widgets"] if panel_title(w) is not None]
-    assert len(panels) == len(WIDGETS)
+    assert len(panels) == len(widgets)
     for graph in panels:
         widget = widgets[str(panel_title(graph))]
         if graph["type"] == "text":  # no line in this environment: the panel says why, in its place

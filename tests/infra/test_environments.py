@@ -280,14 +280,3 @@ def test_cdk_without_an_environment_stops_with_a_message_for_the_command(tmp_pat
         in log
     )
     assert NO_CREDENTIALS not in log
-
-
-def test_a_kinesis_source_is_refused_rather_than_deployed_as_the_tables_stream(tmp_path: Path) -> None:
-    """The stacks grant, watch and alarm on table:'s stream; with source.kind: kinesis they would
-    deploy a consumer of the wrong stream, so synth stops and says so."""
-    from infra.application import build_app
-
-    config = deployable_config(tmp_path)
-    edit_yaml(config / "dev.yaml", {"source": {"kind": "kinesis", "stream_name": "orders-events"}})
-    with pytest.raises(InfraConfigError, match=r"env dev: source.kind: kinesis: the CDK stacks deploy"):
-        build_app("dev", config_dir=config, outdir=tmp_path / "out")

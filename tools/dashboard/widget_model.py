@@ -48,6 +48,8 @@ LOAD_GENERATOR = Source(
 )
 LEASES_TABLE = Source("leases_table", "AWS/DynamoDB metrics of the leases table", local=False)
 SOURCE_TABLE = Source("source_table", "AWS/DynamoDB metrics of the source table", local=False)
+# Stream-level (StreamName): AWS publishes them for every stream, over all its consumers.
+SOURCE_STREAM = Source("source_stream", "AWS/Kinesis metrics of the source stream", local=False)
 AGENT = Source("agent", "the CloudWatch agent's host metrics on EC2", local=False, per="InstanceId")
 
 
@@ -58,6 +60,8 @@ class Condition(StrEnum):
     ON_DEMAND_LEASES_TABLE = "on_demand_leases_table"  # priced per request, not per hour
     LANES = "lanes"  # per-key parallelism: processing.parallelization_factor > 1
     WINDOWS = "windows"  # tumbling windows: processing.tumbling_window_seconds > 0
+    DYNAMODB_SOURCE = "dynamodb_source"  # the fleet reads tables' DynamoDB streams (source.kind)
+    KINESIS_SOURCE = "kinesis_source"  # the fleet reads a Kinesis data stream (source.kind: kinesis)
 
 
 def holds(condition: Condition, settings: Settings) -> bool:
@@ -70,6 +74,10 @@ def holds(condition: Condition, settings: Settings) -> bool:
         return settings.processing.parallelization_factor > 1
     if condition is Condition.WINDOWS:
         return settings.processing.tumbling_window_seconds > 0
+    if condition is Condition.DYNAMODB_SOURCE:
+        return not settings.source.is_kinesis
+    if condition is Condition.KINESIS_SOURCE:
+        return settings.source.is_kinesis
     raise AssertionError(condition)  # pragma: no cover - every Condition is handled above
 
 
@@ -84,6 +92,10 @@ def why_off(condition: Condition, settings: Settings) -> str:
         return f"per-key lanes are off in env {settings.env} (processing.parallelization_factor is {factor})"
     if condition is Condition.WINDOWS:
         return f"tumbling windows are off in env {settings.env} (processing.tumbling_window_seconds is 0)"
+    if condition is Condition.DYNAMODB_SOURCE:
+        return f"env {settings.env} reads a Kinesis stream (source.kind: kinesis)"
+    if condition is Condition.KINESIS_SOURCE:
+        return f"env {settings.env} reads DynamoDB streams (source.kind: dynamodb)"
     raise AssertionError(condition)  # pragma: no cover - every Condition is handled above
 
 
@@ -149,6 +161,8 @@ class Reference(StrEnum):
     PARTITIONS = "partitions"  # N, the table's expected partition count
     LAG_ALARM = "lag_alarm"  # the lag alarm's threshold
     LEASES_TABLE_PROVISIONED = "leases_table_provisioned"  # $ a month of the provisioned leases table
+    STREAM_READ_BYTES_LIMIT = "stream_read_bytes_limit"  # a Kinesis stream's read limit: 2 MiB/s x N
+    STREAM_READ_CALLS_LIMIT = "stream_read_calls_limit"  # a Kinesis shard's 5 GetRecords/s
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,9 @@ class Widget:
     right_label: str = ""  # the right axis' label, when a formula or reference is drawn against it
     right_references: tuple[Reference, ...] = ()
     off: tuple[str, ...] = ()  # set by widgets_for: why metrics of the list were left out here
+    # The panel exists only where this holds (the source's own panels): elsewhere it is no panel at all,
+    # not an empty one, since nothing there could ever draw it.
+    only_if: Condition | None = None
 
     @property
     def local_metrics(self) -> tuple[Metric, ...]:

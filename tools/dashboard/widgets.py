@@ -29,10 +29,18 @@ from dataclasses import replace
 
 from ground.settings import Settings
 from tools.dashboard import prices
+from tools.dashboard.stream_widgets import (
+    KINESIS_READS,
+    KINESIS_RECORDS,
+    LEASES_HELD,
+    STREAM_READS,
+    kinesis_reference_lines,
+)
 from tools.dashboard.widget_model import (
     AGENT,
     LEASES_TABLE,
     LOAD_GENERATOR,
+    SOURCE_STREAM,
     SOURCE_TABLE,
     WORKER,
     Condition,
@@ -51,6 +59,7 @@ __all__ = [
     "AGENT",
     "LEASES_TABLE",
     "LOAD_GENERATOR",
+    "SOURCE_STREAM",
     "SOURCE_TABLE",
     "WIDGETS",
     "WORKER",
@@ -81,8 +90,11 @@ def reference_lines(settings: Settings) -> dict[Reference, ReferenceLine]:
             f"{multiplier:g}N = {multiplier * n:g} (scale out)", multiplier * n
         ),
         Reference.PARTITIONS: ReferenceLine(f"N = {n}", float(n)),
-        Reference.LAG_ALARM: ReferenceLine("lag alarm", settings.scaling.lag_alarm_millis),
+        Reference.LAG_ALARM: ReferenceLine(
+            "lag alarm", settings.scaling.lag_alarm_millis_over(settings.source.stream_retention_hours)
+        ),
     }
+    lines.update(kinesis_reference_lines(settings, n))
     worker = settings.worker
     if worker.lease_table_billing_mode == "PROVISIONED":
         reads, writes = worker.initial_lease_table_read_capacity, worker.initial_lease_table_write_capacity
@@ -111,8 +123,6 @@ def _per_instance(name: str, label: str) -> Metric:
     return Metric(AGENT, name, "Average", label, each=True)
 
 
-STREAM_READS = _rate("StreamReadRequests", "stream read requests/s")
-LEASES_HELD = Metric(WORKER, "CurrentLeases", "Maximum", "leases held by the fleet", across="Sum")
 LEASE_READS = _rate("LeaseTableConsumedReadCapacity", "RCU/s reported by workers")
 LEASE_WRITES = _rate("LeaseTableConsumedWriteCapacity", "WCU/s reported by workers")
 
@@ -141,7 +151,9 @@ WIDGETS: tuple[Widget, ...] = (
         "for its last metrics period (metrics.flush_interval_seconds), so what it processed then is "
         "missing here, and the records it processed but had not checkpointed are processed again by "
         "the next holder and counted twice.",
+        only_if=Condition.DYNAMODB_SOURCE,
     ),
+    KINESIS_RECORDS,
     Widget(
         "Leases total vs 2N",
         "Count",
@@ -303,6 +315,7 @@ WIDGETS: tuple[Widget, ...] = (
         "bytes",
         (_per_worker("WindowStateBytes", "Maximum", "window state", only_if=Condition.WINDOWS),),
     ),
+    *KINESIS_READS,
     Widget(
         "Records lost to trimming",
         "Count/Second",
@@ -347,6 +360,7 @@ WIDGETS: tuple[Widget, ...] = (
         note="An idle shard costs its polls: one GetRecords a second is $0.53 a month per shard "
         "(us-east-1 list prices; 2.5 M stream reads a month are free). worker.idle_time_between_reads_millis "
         "and max_idle_time_between_reads_millis set the rate.",
+        only_if=Condition.DYNAMODB_SOURCE,
     ),
 )
 
@@ -364,6 +378,8 @@ def widgets_for(settings: Settings, widgets: tuple[Widget, ...] = WIDGETS) -> tu
     values = note_values(settings)
     resolved = []
     for widget in widgets:
+        if widget.only_if is not None and not holds(widget.only_if, settings):
+            continue
         conditions = [m.only_if for m in widget.metrics] + [f.only_if for f in widget.formulas]
         off = {why_off(c, settings) for c in conditions if c is not None and not holds(c, settings)}
         kept = tuple(m for m in widget.metrics if m.only_if is None or holds(m.only_if, settings))

@@ -1,5 +1,5 @@
 """Capacity planner: the usual sizing formulas for DynamoDB Streams consumers applied to one
-environment's settings.
+environment's settings (a Kinesis source's stream figures: tools/planning/kinesis.py).
 
 Every figure carries the formula it came from, so ``consumer plan`` can be checked by hand; the
 settings it read are listed as its inputs, and a configured value that contradicts its advice is
@@ -26,6 +26,7 @@ import math
 from consumer.api.leases import suggested_max_leases_for_worker
 from ground.settings import UNBOUNDED, Settings
 from tools.planning.figures import Plan, Sheet
+from tools.planning.kinesis import READABLE_SHARDS_FACTOR, kinesis_stream
 from tools.planning.leases_table import lease_table
 
 # Past either of these the KCL defaults need tuning (the usual guidance for DynamoDB Streams).
@@ -93,6 +94,16 @@ def _partitions(sheet: Sheet, settings: Settings, views: tuple[Settings, ...]) -
             add(f"{name}.shards_max", 6 * view_n, "shards", "6N of this table")
     n, n_formula = settings.partitions()
     add("partitions_N", n, "partitions", n_formula)
+    if settings.source.is_kinesis:  # a stream of shards, no table partitions and no rollovers
+        kinesis_stream(sheet, settings, n)
+        add("shards_min", n, "shards", "N (the open shards)")
+        add(
+            "shards_max",
+            READABLE_SHARDS_FACTOR * n,
+            "shards",
+            "2N (a resharding's parents beside their children)",
+        )
+        return n
     wcu = add(
         "table_write_units",
         sum(view.table.write_units_per_second() for view in views),
@@ -135,14 +146,19 @@ def _fleet(sheet: Sheet, settings: Settings, views: tuple[Settings, ...], n: int
             f"{processes_per_instance} worker processes on {fleet.instance_type} ({vcpu} vCPU): "
             "one process per core is the usual maximum"
         )
-    by_shards = math.ceil(6 * n / (fleet.max_shards_per_process * processes_per_instance))
-    peak_writes = sum(view.table.peak_writes_per_second for view in views)
+    readable = _readable_factor(settings)
+    by_shards = math.ceil(readable * n / (fleet.max_shards_per_process * processes_per_instance))
+    peak_writes = (
+        settings.source.peak_records_per_second
+        if settings.source.is_kinesis
+        else sum(view.table.peak_writes_per_second for view in views)
+    )
     by_records = math.ceil(peak_writes / (fleet.records_per_second_per_process * processes_per_instance))
     recommended = add(
         "recommended_instances",
         max(1, by_shards, by_records),
         "instances",
-        "max(1, ceil(6N / (max_shards_per_process x processes)), "
+        f"max(1, ceil({readable}N / (max_shards_per_process x processes)), "
         "ceil(peak_writes / (records_per_second_per_process x processes)))",
     )
     if fleet.max_instances < recommended:
@@ -155,7 +171,9 @@ def _fleet(sheet: Sheet, settings: Settings, views: tuple[Settings, ...], n: int
         "processes",
         "desired_instances x worker_processes_per_instance",
     )
-    leases_per_worker = add("leases_per_worker_peak", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    leases_per_worker = add(
+        "leases_per_worker_peak", math.ceil(readable * n / workers), "leases", f"ceil({readable}N / M)"
+    )
     add(
         "threads_per_worker",
         worker.max_worker_threads + 3,
@@ -164,16 +182,24 @@ def _fleet(sheet: Sheet, settings: Settings, views: tuple[Settings, ...], n: int
     )
 
     # With several streams, the largest record of any of them (a worker may hold any stream's shards).
-    record_kb = max(
-        view.table.average_item_kb * IMAGES_PER_RECORD[view.table.stream_view_type] for view in views
+    record_kb = (
+        settings.source.average_record_kb
+        if settings.source.is_kinesis
+        else max(
+            view.table.average_item_kb * IMAGES_PER_RECORD[view.table.stream_view_type] for view in views
+        )
     )
     in_flight = min(leases_per_worker, worker.max_leases_for_worker)
     memory_mib = add(
         "memory_per_worker",
         worker.max_records * record_kb * in_flight * 2 / 1024,
         "MiB",
-        "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; "
-        "record KB = average_item_kb x images per record",
+        "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; record KB = "
+        + (
+            "source.average_record_kb"
+            if settings.source.is_kinesis
+            else "average_item_kb x images per record"
+        ),
     )
     if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
         sheet.warnings.append(
@@ -189,7 +215,10 @@ def _lease_caps(sheet: Sheet, settings: Settings, n: int, workers: float, recomm
     add, worker, fleet = sheet.add, settings.worker, settings.fleet
     processes_per_instance = fleet.worker_processes_per_instance
     low = add("max_leases_for_worker_min", math.ceil(n / workers), "leases", "ceil(N / M)")
-    high = add("max_leases_for_worker_max", math.ceil(6 * n / workers), "leases", "ceil(6N / M)")
+    readable = _readable_factor(settings)
+    high = add(
+        "max_leases_for_worker_max", math.ceil(readable * n / workers), "leases", f"ceil({readable}N / M)"
+    )
     suggested = add(
         "max_leases_for_worker_suggested",
         suggested_max_leases_for_worker(n, int(workers)),
@@ -225,7 +254,7 @@ def _lease_caps(sheet: Sheet, settings: Settings, n: int, workers: float, recomm
         )
     elif high < cap < UNBOUNDED:
         sheet.notes.append(
-            f"configured worker.max_leases_for_worker {cap} is above 6N/M = {high:.0f} (the advised range is "
+            f"configured worker.max_leases_for_worker {cap} is above {readable}N/M = {high:.0f} (the advised range is "
             f"{low:.0f}..{high:.0f}, suggested {suggested:.0f}): it never limits a worker, as if unbounded"
         )
     if "desired_instances" in fleet.model_fields_set:
@@ -241,6 +270,12 @@ def _lease_caps(sheet: Sheet, settings: Settings, n: int, workers: float, recomm
             )
 
 
+def _readable_factor(settings: Settings) -> int:
+    """Readable shards per open shard: 6 for a DynamoDB stream (24 h of 4-hourly rollovers), 2 for a
+    Kinesis stream (a resharding's parents and children)."""
+    return READABLE_SHARDS_FACTOR if settings.source.is_kinesis else 6
+
+
 def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
     """The configured values the plan reads, so its advice can be compared with them (each
     stream's table with several)."""
@@ -250,7 +285,20 @@ def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
         return "unbounded" if value == UNBOUNDED else "—" if value is None else str(value)
 
     keys: list[tuple[str, object]] = []
-    for key, view in zip(settings.table_keys(), settings.per_stream(), strict=True):
+    source = settings.source
+    if source.is_kinesis:
+        keys += [
+            ("source.shard_count", source.shard_count),
+            ("source.stream_mode", source.stream_mode if source.create else "as the stream is (imported)"),
+            ("source.peak_records_per_second", source.peak_records_per_second),
+            ("source.average_record_kb", source.average_record_kb),
+            ("source.other_consumers", source.other_consumers),
+            ("worker.idle_time_between_reads_millis", settings.worker.idle_time_between_reads_millis),
+            ("worker.min_time_between_reads_millis", settings.worker.min_time_between_reads_millis),
+        ]
+    # A Kinesis source is sized from source:, not from table: (which it does not read).
+    tables = [] if source.is_kinesis else list(zip(settings.table_keys(), settings.per_stream(), strict=True))
+    for key, view in tables:
         table = view.table
         provisioned = table.billing_mode == "PROVISIONED"
         keys += [

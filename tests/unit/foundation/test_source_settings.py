@@ -65,6 +65,12 @@ def test_environment_variables_choose_the_source() -> None:
             "greater than or equal",
         ),
         ("  kind: kinesis\n  streem_name: s\n", "source.streem_name", "stream_name"),
+        ("  kind: kinesis\n  stream_name: s\n  retention_hours: 12\n", "source.retention_hours", "24"),
+        ("  kind: kinesis\n  stream_name: s\n  retention_hours: 9000\n", "source.retention_hours", "8760"),
+        ("  kind: kinesis\n  stream_name: s\n  kms_key_arn: alias/mine\n", "source.kms_key_arn", "pattern"),
+        ("  kind: kinesis\n  stream_name: s\n  stream_mode: ON_DEMAND\n", "source", "set create: true"),
+        ("  create: true\n", "source", "set kind: kinesis"),
+        ("  retention_hours: 48\n", "source", "describe a Kinesis stream but kind is dynamodb"),
     ],
 )
 def test_mistakes_name_the_key_and_the_fix(config: Path, text: str, key: str, words: str) -> None:
@@ -99,3 +105,15 @@ def test_consumer_run_refuses_a_kinesis_source_before_reading_anything(config: P
     settings = load_settings("local", with_source(config, "  kind: kinesis\n  stream_name: orders-events\n"))
     with pytest.raises(StreamConfigError, match=r"source.kind: kinesis \(orders-events\)"):
         WorkerProcess.prepare(settings, "w1")
+
+
+def test_a_created_streams_keys_and_its_retention(config: Path) -> None:
+    text = "  kind: kinesis\n  stream_arn: " + ARN + "\n  create: true\n  stream_mode: ON_DEMAND\n"
+    source = load_settings("local", with_source(config, text + "  retention_hours: 8760\n")).source
+    assert (source.kinesis_stream_name, source.stream_mode, source.stream_retention_hours) == (
+        "orders-events",
+        "ON_DEMAND",
+        8760,
+    )
+    # A DynamoDB stream keeps 24 h whatever retention_hours' default says.
+    assert load_settings("local", REPO_CONFIG, environ={}).source.stream_retention_hours == 24
