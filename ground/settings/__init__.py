@@ -22,7 +22,7 @@ public name, so ``from ground.settings import X`` works whatever module defines 
 - :mod:`~ground.settings.source`: which stream is read (the table's, or a Kinesis data stream)
 - :mod:`~ground.settings.worker`: lease-worker properties (KCL's)
 - :mod:`~ground.settings.processing`: processor, retries, dead letter, filters, batching
-- :mod:`~ground.settings.streams`: several tables' streams in one fleet (``streams:``)
+- :mod:`~ground.settings.streams`: several streams in one fleet (``streams:``; an entry's ``source:``: Kinesis)
 - :mod:`~ground.settings.telemetry`: metrics and logs
 - :mod:`~ground.settings.fleet`: instances, network, scaling alarms (the infra)
 - :mod:`~ground.settings.local`: the emulator and the demo's load generator
