@@ -63,6 +63,23 @@ def load_environment(env: str, config_dir: str | Path | None = None) -> Settings
         raise InfraConfigError(f"cannot synthesize env {env!r}:\n{exc}") from exc
 
 
+def refuse_kinesis_stream_entries(settings: Settings) -> None:
+    """A ``streams:`` entry with its own Kinesis ``source:`` is served by ``consumer run``, but the
+    stacks would take it for one more table's stream: grant, watch and alarm on the top-level table
+    in its place. Refused, naming the entry, rather than deployed with the wrong grants."""
+    entries = [
+        f"streams[{index}] ({stream.source.kinesis_stream_name})"
+        for index, stream in enumerate(settings.streams or ())
+        if stream.source.is_kinesis
+    ]
+    if entries:
+        raise InfraConfigError(
+            f"env {settings.env}: {', '.join(entries)}: source.kind: kinesis in a streams: entry is read by "
+            "`consumer run` but not deployed by the CDK stacks, which deploy the Kinesis stream of the "
+            "top-level source: only; give that stream an environment of its own with a top-level source:"
+        )
+
+
 def build_app(
     env: str,
     *,
@@ -82,6 +99,7 @@ def build_app(
     settings = load_environment(env, config_dir)
     require_per_account_values(settings)
     require_own_bucket_names(settings)
+    refuse_kinesis_stream_entries(settings)
     app = app or App(outdir=str(outdir) if outdir is not None else None)
     data = StatefulStack(app, data_stack_name(settings), settings=settings)
     stack = ConsumerStack(

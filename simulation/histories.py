@@ -3,8 +3,9 @@
 A seed draws the settings (a cap on leases per worker, read pacing, pool size, batch sizes), what the
 workers process with (:data:`KINDS`: the function form on one lane or ten, tumbling windows, the
 class form, the change-log sink; :data:`MORE_KINDS`, run by name: the function form parking a
-failing key), how the processors fail (poison records that must end in the dead
-letter, flaky ones that must not, slow calls) and the fault model of the leases table, the stream and
+failing key, and the function form over a Kinesis lineage whose merges give a child two parents),
+how the processors fail (poison records that must end in the dead letter, flaky ones that must not,
+slow calls) and the fault model of the leases table, the stream and
 the sinks; :func:`history` then runs three workers (more join during the chaos) for a minute of chaos
 and lets the fleet settle. The short form runs in ``make test`` (tests/simulation/test_fault_model.py),
 the long form in ``make bench`` (bench/whole_worker.py), the revert table in scripts/revert_check.py.
@@ -25,7 +26,9 @@ from simulation.world import Plan, World
 KINDS = ("function", "lanes", "windows", "class", "changelog")
 # Kinds outside the cycle above (so every seed keeps the kind it always had): run by seed, by name.
 # ``parked``: the function form with processing.on_failure park_key, on one lane or ten.
-MORE_KINDS = ("parked",)
+# ``merged``: the function form, on one lane or ten, over a Kinesis lineage (merges: a child of two
+# parents, which starts only once both are finished; simulation/stream.py with_merges).
+MORE_KINDS = ("parked", "merged")
 MODULE = "simulation.processors"
 FAILOVER = 10_000
 
@@ -70,6 +73,9 @@ def plan_for(rng: random.Random, kind: str) -> Plan:
         processing["processor"] = f"{MODULE}:Recorder"
         processing["on_failure"] = "park_key"
         processing["max_parked_records"] = rng.choice((5, 10_000))
+        processing["parallelization_factor"] = rng.choice((1, 10))
+    elif kind == "merged":
+        processing["processor"] = f"{MODULE}:Recorder"
         processing["parallelization_factor"] = rng.choice((1, 10))
     elif kind == "changelog":
         processing["processor"] = f"{MODULE}:RecordingChangelog"
@@ -127,6 +133,7 @@ def world_for(seed: int, kind: str | None = None) -> World:
         plan=plan,
         stream_faults=stream_faults,
         sink_faults=SinkFaults.real_world(rng, FAILOVER),
+        merges=kind == "merged",
     )
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import random
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from consumer.records import StreamRecord, WireRecord
 from consumer.streams.errors import (
@@ -47,6 +47,7 @@ class ShardSpec:
     born: int
     closes: int
     length: int  # records written over the shard's life
+    adjacent: str | None = None  # a Kinesis merge's second parent (AdjacentParentShardId)
 
 
 def lineage(rng: random.Random, start: int, roots: int = 3, generations: int = 3) -> dict[str, ShardSpec]:
@@ -67,6 +68,30 @@ def lineage(rng: random.Random, start: int, roots: int = 3, generations: int = 3
     for _ in range(roots):
         add(None, start, 0)
     return shards
+
+
+def with_merges(shards: dict[str, ShardSpec], rng: random.Random, share: float = 0.7) -> dict[str, ShardSpec]:
+    """Kinesis lineage over ``shards``: shards with no children paired up, and about ``share`` of the
+    pairs merged (MergeShards) -- both parents close at once and one child inherits both their items,
+    so it must start only once both are finished. ``rng`` is the merges' own: a lineage drawn for a
+    seed stays what it was."""
+    merged = dict(shards)
+    parents = {spec.parent for spec in shards.values()}
+    leaves = [shard_id for shard_id in shards if shard_id not in parents]
+    rng.shuffle(leaves)
+    counter = len(shards)
+    for first, second in zip(leaves[::2], leaves[1::2], strict=False):
+        if rng.random() >= share:
+            continue
+        closes = max(shards[first].closes, shards[second].closes)
+        for shard_id in (first, second):
+            merged[shard_id] = replace(shards[shard_id], closes=closes)
+        counter += 1
+        child = f"shardId-{counter:04d}"
+        merged[child] = ShardSpec(
+            child, first, closes, closes + rng.randint(8_000, 30_000), rng.randint(5, 40), adjacent=second
+        )
+    return merged
 
 
 @dataclass(frozen=True)
@@ -145,7 +170,7 @@ class SimStream:
         keys: dict[str, list[str]] = {}
         children: dict[str, list[str]] = {}
         for shard_id, spec in self.shards.items():
-            if spec.parent is not None:
+            if spec.parent is not None and spec.adjacent is None:
                 children.setdefault(spec.parent, []).append(shard_id)
         for shard_id, spec in self.shards.items():
             if spec.parent is None:
@@ -155,6 +180,9 @@ class SimStream:
             for i, child in enumerate(siblings):
                 mine = [k for k in keys[shard_id] if zlib.crc32(k.encode()) % len(siblings) == i]
                 keys[child] = mine or [f"{child}-item0"]
+            spec = self.shards[shard_id]
+            if spec.parent is not None and spec.adjacent is not None:  # a merge: both parents' items
+                keys[shard_id] = keys[spec.parent] + keys[spec.adjacent]
         return keys
 
     def _record(self, written: Written) -> StreamRecord:
@@ -203,7 +231,7 @@ class SimStream:
             records = self.written[spec.shard_id]
             first = str(records[0].sequence_number) if records else "0"
             ending = str(records[-1].sequence_number if records else 0) if spec.closes <= seen else None
-            shards.append(Shard(spec.shard_id, spec.parent, first, ending))
+            shards.append(Shard(spec.shard_id, spec.parent, first, ending, spec.adjacent))
         return tuple(shards)
 
     def iterator(self, shard_id: str, position: Position, now: int) -> str:
@@ -305,7 +333,7 @@ class FaultyStreamSource:
         self._call("DescribeStream")
         now = self.kernel.now
         seen = now - self.rng.randint(0, self.faults.listing_lag_millis)
-        children = tuple(s for s in self.stream.listing(seen, now) if s.parent_shard_id == shard_id)
+        children = tuple(s for s in self.stream.listing(seen, now) if shard_id in s.parent_shard_ids)
         self._answered()
         return children
 

@@ -43,7 +43,15 @@ from simulation.faults import Faults, FaultyStore
 from simulation.kernel import Group, Kernel, pause_millis
 from simulation.processors import LEDGERS, Ledger
 from simulation.sinks import Bucket, FaultyS3, FaultyWindowStates, SinkFaults
-from simulation.stream import ARN, FaultyStreamSource, ShardSpec, SimStream, StreamFaults, lineage
+from simulation.stream import (
+    ARN,
+    FaultyStreamSource,
+    ShardSpec,
+    SimStream,
+    StreamFaults,
+    lineage,
+    with_merges,
+)
 from simulation.threads import SimThreads
 
 
@@ -122,6 +130,7 @@ class World:
         directed: tuple[Directed, ...] = (),
         metrics_for: Callable[[str], Metrics] | None = None,
         on_round_for: Callable[[str], Callable[[bool | None, str | None], None]] | None = None,
+        merges: bool = False,
     ) -> None:
         self.seed = seed
         self.metrics_for = metrics_for  # a worker's metrics (by its name); the real recorder's without
@@ -140,6 +149,8 @@ class World:
             page_bytes=faults.page_bytes,
         )
         self.shards = shards if shards is not None else lineage(self.rng, self.kernel.now, roots, generations)
+        if merges:  # Kinesis lineage: merged shards, a child of two parents (stream.with_merges)
+            self.shards = with_merges(self.shards, random.Random(f"{seed}-merges"))
         self.stream = SimStream(
             self.kernel,
             self.shards,

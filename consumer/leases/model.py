@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ground.positions import AT_TIMESTAMP, LATEST, SENTINELS, SHARD_END, TRIM_HORIZON
+from ground.positions import AT_TIMESTAMP, LATEST, SENTINELS, SHARD_END, TRIM_HORIZON, split_position
 
 FIRST_START_KEY = "__app__#first-start"
 # The workers-table row whose ``generation`` moves before every cleanup delete (conditions.py).
@@ -58,7 +58,24 @@ class ExtendedSequenceNumber:
         return self.sequence == SHARD_END
 
     def __str__(self) -> str:
+        """The position text the lifecycle reads (:func:`ground.positions.position_text`)."""
         return self.sequence if not self.sub_sequence else f"{self.sequence}.{self.sub_sequence}"
+
+    @classmethod
+    def parse(cls, text: str) -> ExtendedSequenceNumber:
+        """A sentinel, ``"<digits>"`` or ``"<digits>.<sub>"`` (what :meth:`__str__` writes): a
+        checkpoint inside a KPL aggregate is written as the Java KCL writes it, the sequence number
+        and ``checkpointSubSequenceNumber``. ValueError for anything else."""
+        if text in SENTINELS:
+            return cls(text)
+        try:
+            sequence, sub_sequence = split_position(text)
+        except ValueError:
+            raise ValueError(
+                f"checkpoint {text!r} is neither digits (or digits.sub-sequence) nor one of "
+                f"{', '.join(SENTINELS)}"
+            ) from None
+        return cls(sequence, sub_sequence)
 
 
 @dataclass(frozen=True, slots=True)

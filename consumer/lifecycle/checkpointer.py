@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from consumer.leases.errors import CheckpointRefusedError
 from consumer.leases.model import ExtendedSequenceNumber
 from consumer.lifecycle.ports import LeaseOps
-from ground.positions import SHARD_END
+from ground.positions import SHARD_END, is_position, ordinal
 from ground.threads import Lock
 
 
 def position_rank(position: str) -> tuple[int, int, int]:
-    """KCL's order of checkpoint values: sentinels around integer sequence numbers."""
-    return ExtendedSequenceNumber(position).rank
+    """KCL's order of checkpoint values: sentinels around positions (sequence number, sub-sequence)."""
+    return ExtendedSequenceNumber.parse(position).rank
 
 
 class ShardCheckpointer:
@@ -61,9 +61,9 @@ class ShardCheckpointer:
         table refusing for now (``checkpoint()`` in ``shutdown_requested`` would otherwise record as
         done a batch that failed, and a deferred checkpoint could never be written)."""
         with self._lock:
-            floor = self.last_checkpoint if self.last_checkpoint.isdigit() else None
+            floor = self.last_checkpoint if is_position(self.last_checkpoint) else None
             known = [p for p in (previous, floor, self.declared) if p is not None]
-            self.largest_delivered = max(known, key=int) if known else None
+            self.largest_delivered = max(known, key=ordinal) if known else None
 
     def finished(self, sequence_numbers: Sequence[str]) -> None:
         """Records finished beyond the checkpoint, out of order (from any thread)."""
@@ -99,9 +99,9 @@ class ShardCheckpointer:
             if self.largest_delivered is None or self.largest_delivered == self.last_checkpoint:
                 return None  # nothing delivered since the last checkpoint
             return self.largest_delivered
-        if not sequence_number.isdigit():
+        if not is_position(sequence_number):
             raise CheckpointRefusedError(f"{sequence_number!r} is not a sequence number")
-        if self.largest_delivered is None or int(sequence_number) > int(self.largest_delivered):
+        if self.largest_delivered is None or ordinal(sequence_number) > ordinal(self.largest_delivered):
             raise CheckpointRefusedError(
                 f"{self._shard_id}: {sequence_number} is beyond the largest sequence number delivered "
                 f"({self.largest_delivered})"

@@ -220,7 +220,9 @@ class Scheduler:
         done = self._carried.pop(lease.shard_id, None)  # what this worker finished: module docstring
         return ShardConsumer(
             shard,
-            lease.checkpoint.sequence,
+            # With its sub-sequence ("<sequence>.<sub>"): a checkpoint inside a KPL aggregate resumes
+            # inside it, neither dropping its later user records nor delivering its earlier ones again.
+            str(lease.checkpoint),
             leases=self._leases,
             reader=self._reader,
             processor=self._factory(shard),

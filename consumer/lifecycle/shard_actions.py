@@ -13,6 +13,7 @@ from consumer.lifecycle.reload_run import Paced, Reloaded, ReloadRequest, Reload
 from consumer.lifecycle.states import Lifecycle, ShardEvent, ShardState, ShutdownReason
 from consumer.processing.redelivery import DoneSequences
 from consumer.records import StreamRecord
+from ground.positions import ordinal
 
 # ------------------------------------------------------------------------------------ requests
 
@@ -239,8 +240,8 @@ class Pending:
         redelivery rule) and above ``processed_through``, what a refused checkpoint declared."""
         records = done.fresh(self.records).records
         # In order, so the first record decides whether any is at or below processed_through.
-        if records and int(records[0].sequence_number) <= processed_through:
-            records = tuple(r for r in records if int(r.sequence_number) > processed_through)
+        if records and ordinal(records[0].position) <= processed_through:
+            records = tuple(r for r in records if ordinal(r.position) > processed_through)
         return records
 
 

@@ -268,7 +268,7 @@ class ShardConsumer:
         records = request.records
         before = self.checkpointer.largest_delivered
         if records:
-            self.checkpointer.delivered(records[-1].sequence_number)
+            self.checkpointer.delivered(records[-1].position)
         started = self._clock.monotonic_millis()
         try:
             with self._leases.delivering(self.shard_id):

@@ -82,7 +82,7 @@ from consumer.streams.errors import (
     ShardNotFoundError,
     TrimmedDataError,
 )
-from ground.positions import SHARD_END
+from ground.positions import SHARD_END, is_position, ordinal
 from ground.settings import WorkerSettings
 
 S, E, R = ShardState, ShardEvent, ShutdownReason
@@ -181,10 +181,10 @@ class ShardMachine(ShardGaps):
         if request is None:
             raise ProtocolError(f"{self.shard.shard_id}: {outcome} answers no request")
         self._checkpointed(checkpoint)
-        if declared is not None and declared.isdigit():
-            self.processed_through = max(self.processed_through, int(declared))
-        for number in finished:
-            self.done.add(int(number), int(number))
+        if declared is not None and is_position(declared):
+            self.processed_through = max(self.processed_through, ordinal(declared))
+        for position in finished:
+            self.done.add(ordinal(position), ordinal(position))
         if isinstance(outcome, Failed):
             self._then = self._failed(request, outcome.error, now)
         else:
@@ -195,7 +195,7 @@ class ShardMachine(ShardGaps):
         if self.reload is not None and state in (S.INITIALIZING, S.PROCESSING):
             return self._reload_request()
         if state is S.WAITING_ON_PARENT_SHARDS:
-            if self.checkpoint.isdigit() or self.checkpoint == SHARD_END:
+            if is_position(self.checkpoint) or self.checkpoint == SHARD_END:
                 # A position inside the shard: some worker processed it, which it did only once its
                 # parents were finished, and a finished shard stays finished. Skipping the reads
                 # shortens every move of a lease (a rolling deploy moves them all).
@@ -228,7 +228,7 @@ class ShardMachine(ShardGaps):
         assert pending is not None
         records = pending.undelivered(self.done, self.processed_through)
         if records:
-            self.delivered_through = records[-1].sequence_number
+            self.delivered_through = records[-1].position
             self.last_created = _created(records[-1])
         return Deliver(records, pending.millis_behind_latest, pending.failures)
 

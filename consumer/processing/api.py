@@ -189,7 +189,7 @@ class BatchResult:
 
     @classmethod
     def failed(cls, *records: StreamRecord, error: str | None = None) -> BatchResult:
-        return cls(tuple(r.sequence_number for r in records), error)
+        return cls(tuple(r.position for r in records), error)
 
 
 BatchHandler = Callable[[Batch], "BatchResult | None"]

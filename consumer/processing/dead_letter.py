@@ -57,8 +57,9 @@ class FailedRecords:
 
     @property
     def name(self) -> str:
-        first = self.records[0].sequence_number.zfill(40)
-        last = self.records[-1].sequence_number.zfill(40)
+        # Positions: two spans of one KPL aggregate share their sequence numbers, not their names.
+        first = self.records[0].position.zfill(40)
+        last = self.records[-1].position.zfill(40)
         return f"{self.shard.shard_id}/{first}-{last}.json"
 
 

@@ -148,20 +148,16 @@ class FailurePolicyRunner(RunnerEvents):
 
         def checkpoint_before_next() -> None:
             if not spans:
-                checkpoint(delivered[-1].sequence_number)
+                checkpoint(delivered[-1].position)
                 return
             if not previous:
-                previous.update(
-                    (r.sequence_number, delivered[i - 1].sequence_number)
-                    for i, r in enumerate(delivered)
-                    if i
-                )
-            first = spans[0].records[0].sequence_number
+                previous.update((r.position, delivered[i - 1].position) for i, r in enumerate(delivered) if i)
+            first = spans[0].records[0].position
             if first in previous:
                 checkpoint(previous[first])
 
         if not spans:
-            checkpoint(delivered[-1].sequence_number)  # everything was filtered out
+            checkpoint(delivered[-1].position)  # everything was filtered out
         while spans:
             if should_stop():
                 return False
@@ -254,7 +250,13 @@ class FailurePolicyRunner(RunnerEvents):
         if result is None or not result.failed_sequence_numbers:
             return None
         failed = set(result.failed_sequence_numbers)
-        named = tuple(index for index, record in enumerate(records) if record.sequence_number in failed)
+        # A Kinesis user record is named by its sequence number (all of its aggregate's user records:
+        # Lambda's batchItemFailures know no sub-sequence) or by its position (that user record).
+        named = tuple(
+            index
+            for index, record in enumerate(records)
+            if record.sequence_number in failed or record.position in failed
+        )
         # A failure naming no record of the batch is a handler bug: treat the whole batch as failed.
         return named
 
@@ -302,8 +304,8 @@ class FailurePolicyRunner(RunnerEvents):
                 log.error(
                     "shard %s stuck: cannot dead-letter records %s..%s (%s); retrying in %d ms",
                     shard.shard_id,
-                    span.records[0].sequence_number,
-                    span.records[-1].sequence_number,
+                    span.records[0].position,
+                    span.records[-1].position,
                     exc,
                     delay,
                 )
@@ -316,8 +318,8 @@ class FailurePolicyRunner(RunnerEvents):
             len(span.records),
             attempts,
             self._dead_letter.description,
-            first_sequence_number=span.records[0].sequence_number,
-            last_sequence_number=span.records[-1].sequence_number,
+            first_sequence_number=span.records[0].position,
+            last_sequence_number=span.records[-1].position,
             error=f"{failed.error_type}: {failed.error_message}",
         )
         return True
@@ -336,7 +338,7 @@ class FailurePolicyRunner(RunnerEvents):
         log.error(
             "shard %s stuck at sequence number %s (%d records) after %d attempts: %r (%s); retrying in %d ms",
             shard.shard_id,
-            span.records[0].sequence_number,
+            span.records[0].position,
             len(span.records),
             attempts,
             error,

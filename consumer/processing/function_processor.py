@@ -47,6 +47,7 @@ from consumer.processing.filters import RecordFilter
 from consumer.processing.runner import BatchRunner, Delivery, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from ground.clock import Clock
+from ground.positions import ordinal
 from ground.settings import DEFAULT_BATCH_SIZE
 
 log = logging.getLogger("consumer.processing")
@@ -139,8 +140,8 @@ class FunctionProcessor:
         """
         if not process.records:
             return
-        first = int(process.records[0].sequence_number)
-        self._buffer = [r for r in self._buffer if int(r.sequence_number) < first]
+        first = ordinal(process.records[0].position)
+        self._buffer = [r for r in self._buffer if ordinal(r.position) < first]
         self._kept = self._kept_of(self._buffer)
         if not self._buffer:
             self._buffer_started = None
@@ -218,16 +219,14 @@ class FunctionProcessor:
         finally:
             # Even when the run raises or is interrupted: what it finished — up to the checkpoint,
             # and what lanes finished beyond it — must not reach the handler again.
-            self._beyond.update((int(n), n) for n in ahead)
+            self._beyond.update((ordinal(n), n) for n in ahead)
             if done or ahead:
-                last = int(done[-1]) if done else -1
-                if not ahead and self._buffer and int(self._buffer[-1].sequence_number) <= last:
+                last = ordinal(done[-1]) if done else -1
+                if not ahead and self._buffer and ordinal(self._buffer[-1].position) <= last:
                     self._buffer = []  # the checkpoint covers the last record, so all (in order)
                 else:
                     self._buffer = [
-                        r
-                        for r in self._buffer
-                        if int(r.sequence_number) > last and r.sequence_number not in ahead
+                        r for r in self._buffer if ordinal(r.position) > last and r.position not in ahead
                     ]
                 self._kept = self._kept_of(self._buffer)
             self._buffer_started = self._clock.monotonic_millis() if self._buffer else None
@@ -243,11 +242,11 @@ class FunctionProcessor:
         last only this knows the checkpoint may pass them too. Every delivered record before the
         first buffered one is checkpointed, or one of these."""
         if done:
-            last = int(done[-1])
+            last = ordinal(done[-1])
             self._beyond = {n: s for n, s in self._beyond.items() if n > last}
         if not self._beyond:
             return
-        limit = int(self._buffer[0].sequence_number) if self._buffer else None
+        limit = ordinal(self._buffer[0].position) if self._buffer else None
         below = [n for n in self._beyond if limit is None or n < limit]
         if below:
             target = max(below)

@@ -53,6 +53,7 @@ from consumer.processing.runner import Delivery, keep_every_record
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics
 from ground.clock import Clock
+from ground.positions import ordinal
 
 log = logging.getLogger("consumer.processing")
 DEFAULT_MAX_PARKED_RECORDS = 10_000
@@ -141,7 +142,7 @@ class KeyParkingRunner(FailurePolicyRunner):
         if not delivered:
             return not self._parked
         progress = FlushProgress(delivered, checkpoint, delivery.finished)
-        first = int(delivered[0].sequence_number)  # all before it is finished and checkpointed
+        first = ordinal(delivered[0].position)  # all before it is finished and checkpointed
         self._ahead = {n for n in self._ahead if n > first}
         if keep is keep_every_record:
             kept = list(delivered)
@@ -192,7 +193,7 @@ class KeyParkingRunner(FailurePolicyRunner):
             records = mine.get(key)
             if not records:
                 del self._parked[key]
-            elif records[0].sequence_number != parked.records[0].sequence_number:
+            elif records[0].position != parked.records[0].position:
                 self._parked[key] = _Parked(records)  # its head is another record now: start afresh
             else:
                 parked.records = records
@@ -258,7 +259,7 @@ class KeyParkingRunner(FailurePolicyRunner):
                 "the shard's other keys go on",
                 shard.shard_id,
                 len(parking),
-                ", ".join(records[0].sequence_number for records in list(parking.values())[:5]),
+                ", ".join(records[0].position for records in list(parking.values())[:5]),
                 error,
             )
         return True
@@ -288,7 +289,7 @@ class KeyParkingRunner(FailurePolicyRunner):
         """Retry every parked key whose back-off is over, oldest first, until each waits again."""
         for key in [k for k, parked in self._parked.items() if not parked.records]:
             del self._parked[key]  # its last record was dead-lettered
-        for key in sorted(self._parked, key=lambda k: int(self._parked[k].records[0].sequence_number)):
+        for key in sorted(self._parked, key=lambda k: ordinal(self._parked[k].records[0].position)):
             parked = self._parked.get(key)
             if parked is None or parked.due > self._clock.monotonic_millis():
                 continue
@@ -365,7 +366,7 @@ class KeyParkingRunner(FailurePolicyRunner):
             "shard %s: key parked at sequence number %s (%d of its records waiting) after %d attempts: "
             "%r (%s); retrying in %d ms while the shard's other keys go on",
             shard.shard_id,
-            span.records[0].sequence_number,
+            span.records[0].position,
             len(parked.records),
             parked.attempts,
             error,

@@ -32,6 +32,15 @@ def _region(stream_arn: str) -> str:
     return parts[3] if len(parts) > 3 else ""
 
 
+def execution_role_arn(stream_arn: str, function_name: str) -> str:
+    """``invokeIdentityArn``: Lambda puts the function's execution role there. A worker runs the
+    handler under its own role, which has no such name; the event names a role called after the
+    function in the stream's partition and account, an IAM role ARN of the documented form."""
+    parts = stream_arn.split(":", 5)
+    partition, account = (parts[1], parts[4]) if len(parts) == 6 else ("aws", "")
+    return f"arn:{partition}:iam::{account}:role/{function_name or 'handler'}"
+
+
 def kinesis_lambda_record(record: KinesisRecord, stream_arn: str, invoke_identity_arn: str) -> dict[str, Any]:
     """One record of Lambda's Kinesis event."""
     return {

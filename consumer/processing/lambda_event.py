@@ -37,7 +37,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from consumer.processing.kinesis_event import execution_role_arn, kinesis_event
 from consumer.records import StreamRecord, WireRecord
+from consumer.records.kinesis_stream_record import KinesisStreamRecord
 from ground.clock import Clock
 
 # Lambda's order of a record's fields (as its events print), and of the ``dynamodb`` body's.
@@ -87,8 +89,15 @@ def lambda_record(record: StreamRecord, stream_arn: str) -> dict[str, Any]:
     return event
 
 
-def streams_event(records: Sequence[StreamRecord], stream_arn: str) -> dict[str, Any]:
-    """Lambda's DynamoDB Streams event for one batch of one shard's records, in stream order."""
+def streams_event(
+    records: Sequence[StreamRecord], stream_arn: str, function_name: str = ""
+) -> dict[str, Any]:
+    """Lambda's event for one batch of one shard's records, in stream order: the DynamoDB Streams
+    event, or for a Kinesis data stream's records the Kinesis event
+    (:mod:`consumer.processing.kinesis_event`; ``function_name`` names its ``invokeIdentityArn``)."""
+    kinesis = [r.kinesis for r in records if isinstance(r, KinesisStreamRecord)]
+    if kinesis and len(kinesis) == len(records):
+        return kinesis_event(kinesis, stream_arn, execution_role_arn(stream_arn, function_name))
     return {"Records": [lambda_record(record, stream_arn) for record in records]}
 
 
@@ -106,12 +115,13 @@ def window_event(
     end: float,
     state: Mapping[str, Any],
     final: bool,
+    function_name: str = "",
 ) -> dict[str, Any]:
     """Lambda's event with a tumbling window: the records (none on the final invocation), the
     window's bounds, the state so far and the flags. ``isWindowTerminatedEarly`` is always false
     here: a state over ``processing.max_window_state_bytes`` fails the batch instead of ending the
     window early (docs/migrating-from-lambda.md)."""
-    event = streams_event(records, stream_arn)
+    event = streams_event(records, stream_arn, function_name)
     event.update(
         {
             "window": {"start": iso_second(start), "end": iso_second(end)},

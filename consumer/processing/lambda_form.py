@@ -280,7 +280,7 @@ class LambdaBatchHandler:
 
     def __call__(self, batch: Batch) -> BatchResult | None:
         arn = self.invoker.stream_arn()
-        event = streams_event(batch.records, arn)
+        event = streams_event(batch.records, arn, self.invoker.function.function_name)
         if batch.gap is not None:  # worker.on_trimmed=reload's marker: {"Records": [], "gap": {...}}
             event["gap"] = batch.gap.as_json()
         response = self.invoker.invoke(event, arn)
@@ -309,6 +309,7 @@ class LambdaWindowedHandler:
             end=window.end,
             state=batch.state,
             final=window.is_final,
+            function_name=self.invoker.function.function_name,
         )
         response = self.invoker.invoke(event, arn)
         if not isinstance(response, dict) or "state" not in response:

@@ -49,6 +49,7 @@ from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished, 
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
+from ground.positions import ordinal
 from ground.threads import SYSTEM_THREADS, Event, Lock, Threads
 
 MAX_LANES = 10  # Lambda's ParallelizationFactor range is 1-10 too
@@ -83,8 +84,8 @@ class _Flush:
         self.lanes = lanes
         self._checkpoint = checkpoint
         self._finished_out_of_order = finished
-        self._position = {r.sequence_number: i for i, r in enumerate(delivered)}
-        self._numbers = {lane: [int(r.sequence_number) for r in records] for lane, records in lanes.items()}
+        self._position = {r.position: i for i, r in enumerate(delivered)}
+        self._numbers = {lane: [ordinal(r.position) for r in records] for lane, records in lanes.items()}
         self._finished = dict.fromkeys(lanes, 0)  # per lane: how many of its records are finished
         # Per lane: records finished beyond that prefix (a lane that parks keys, on_failure: park_key).
         self._beyond: dict[int, set[str]] = {lane: set() for lane in lanes}
@@ -102,7 +103,7 @@ class _Flush:
 
     def _first_unfinished_index(self) -> int:
         waiting = (
-            self._position[records[self._finished[lane]].sequence_number]
+            self._position[records[self._finished[lane]].position]
             for lane, records in self.lanes.items()
             if self._finished[lane] < len(records)
         )
@@ -111,8 +112,8 @@ class _Flush:
     def _skip_beyond(self, lane: int) -> None:
         """Lane ``lane``'s prefix grows over the records it finished beyond it."""
         beyond, records, done = self._beyond[lane], self.lanes[lane], self._finished[lane]
-        while done < len(records) and records[done].sequence_number in beyond:
-            beyond.discard(records[done].sequence_number)
+        while done < len(records) and records[done].position in beyond:
+            beyond.discard(records[done].position)
             done += 1
         self._finished[lane] = done
 
@@ -128,7 +129,7 @@ class _Flush:
             if ahead:
                 self._finished_out_of_order(ahead)
             if target > self._checkpointed:
-                self._checkpoint(self.delivered[target].sequence_number)
+                self._checkpoint(self.delivered[target].position)
                 self._checkpointed = target
 
     def lane_checkpoint(self, lane: int, sequence_number: str) -> None:
@@ -140,19 +141,15 @@ class _Flush:
         back, the records this lane ran ahead on must not be handed to the handler again."""
         with self._lock:
             before = self._finished[lane]
-            done = bisect_right(self._numbers[lane], int(sequence_number))
+            done = bisect_right(self._numbers[lane], ordinal(sequence_number))
             self._finished[lane] = max(before, done)
             self._skip_beyond(lane)
             target = self._first_unfinished_index() - 1
-            ahead = [
-                r.sequence_number
-                for r in self.lanes[lane][before:done]
-                if self._position[r.sequence_number] > target
-            ]
+            ahead = [r.position for r in self.lanes[lane][before:done] if self._position[r.position] > target]
             if ahead:
                 self._finished_out_of_order(ahead)
             if target > self._checkpointed:
-                self._checkpoint(self.delivered[target].sequence_number)
+                self._checkpoint(self.delivered[target].position)
                 self._checkpointed = target
 
 
@@ -221,7 +218,7 @@ class LaneRunner(RunnerEvents):
             if keep(record):
                 grouped.setdefault(lane_of(record, self._lanes), []).append(record)
         if not grouped:
-            checkpoint(delivered[-1].sequence_number)  # everything was filtered out
+            checkpoint(delivered[-1].position)  # everything was filtered out
             return True
         flush = _Flush(
             delivered,

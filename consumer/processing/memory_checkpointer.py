@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from consumer.processing.errors import CheckpointRefusedError, LeaseLostError
-from ground.positions import LATEST, SHARD_END, TRIM_HORIZON
+from ground.positions import LATEST, SHARD_END, TRIM_HORIZON, is_position, ordinal
 
 _STARTS = (TRIM_HORIZON, LATEST)
 
@@ -30,7 +30,7 @@ class InMemoryCheckpointer:
     def delivered(self, sequence_number: str) -> None:
         """What the lifecycle does before handing a batch over: widen the allowed range."""
         with self._lock:
-            if self.largest_delivered is None or int(sequence_number) > int(self.largest_delivered):
+            if self.largest_delivered is None or ordinal(sequence_number) > ordinal(self.largest_delivered):
                 self.largest_delivered = sequence_number
 
     def lose_lease(self) -> None:
@@ -44,15 +44,15 @@ class InMemoryCheckpointer:
             target = self.largest_delivered if sequence_number is None else sequence_number
             if target is None:
                 return
-            if not target.isdigit():
+            if not is_position(target):
                 raise CheckpointRefusedError(f"{target!r} is not a sequence number")
-            if self.largest_delivered is None or int(target) > int(self.largest_delivered):
+            if self.largest_delivered is None or ordinal(target) > ordinal(self.largest_delivered):
                 raise CheckpointRefusedError(
                     f"{self.shard_id}: {target} is beyond the largest delivered ({self.largest_delivered})"
                 )
             if self.last_checkpoint == SHARD_END:
                 raise CheckpointRefusedError(f"{self.shard_id}: already at SHARD_END")
-            if self.last_checkpoint not in _STARTS and int(target) < int(self.last_checkpoint):
+            if self.last_checkpoint not in _STARTS and ordinal(target) < ordinal(self.last_checkpoint):
                 raise CheckpointRefusedError(
                     f"{self.shard_id}: {target} is before the last checkpoint {self.last_checkpoint}"
                 )

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from consumer.records import StreamRecord
+from ground.positions import ordinal
 
 
 def item_key(record: StreamRecord) -> bytes:
@@ -29,7 +30,7 @@ class FlushProgress:
         finished: Callable[[Sequence[str]], None],
     ) -> None:
         self._delivered = delivered
-        self._position = {r.sequence_number: i for i, r in enumerate(delivered)}
+        self._position = {r.position: i for i, r in enumerate(delivered)}
         self._done = bytearray(len(delivered))
         self._checkpoint = checkpoint
         self._finished = finished
@@ -40,20 +41,20 @@ class FlushProgress:
         """Mark ``records`` finished; returns the sequence numbers left beyond the checkpoint."""
         if not records:
             return []
-        positions = [self._position[r.sequence_number] for r in records]
+        positions = [self._position[r.position] for r in records]
         for position in positions:
             self._done[position] = 1
         while self.cursor < len(self._delivered) and self._done[self.cursor]:
             self.cursor += 1
-        ahead = [records[i].sequence_number for i, p in enumerate(positions) if p >= self.cursor]
+        ahead = [records[i].position for i, p in enumerate(positions) if p >= self.cursor]
         if ahead:
             self._finished(ahead)
         if self.cursor > self._checkpointed:
             self._checkpointed = self.cursor
-            self._checkpoint(self._delivered[self.cursor - 1].sequence_number)
-        return [int(number) for number in ahead]
+            self._checkpoint(self._delivered[self.cursor - 1].position)
+        return [ordinal(number) for number in ahead]
 
     @property
     def checkpointed(self) -> int | None:
         """The sequence number this flush last checkpointed (None: none yet)."""
-        return int(self._delivered[self._checkpointed - 1].sequence_number) if self._checkpointed else None
+        return ordinal(self._delivered[self._checkpointed - 1].position) if self._checkpointed else None

@@ -4,7 +4,11 @@ What is *done* on one shard is kept as a :class:`DoneSequences`: a **floor** (ev
 at or below it is done) and a few disjoint **ranges** above it (islands known done, with records
 not yet done between them). The rule, wherever a record could arrive a second time:
 
-    a record is handed on only if its sequence number is above the floor and in no range.
+    a record is handed on only if its position is above the floor and in no range.
+
+Positions are :func:`ground.positions.ordinal`'s integers: a sequence number, with a Kinesis user
+record's sub-sequence number in its low bits (the user records of one KPL aggregate share their
+sequence number).
 
 Two places apply it, each with what only it can know (docs/processing.md "Redelivery"):
 
@@ -33,13 +37,15 @@ from dataclasses import dataclass
 from itertools import chain
 
 from consumer.records import StreamRecord
+from ground.positions import is_position, ordinal
 
 NOTHING_DONE = -1  # the floor of a shard read from TRIM_HORIZON or LATEST: no sequence number is done
 
 
 def floor_of(position: str) -> int:
-    """A checkpoint as a floor: a sequence number, or NOTHING_DONE for TRIM_HORIZON / LATEST."""
-    return int(position) if position.isdigit() else NOTHING_DONE
+    """A checkpoint as a floor: a position's :func:`~ground.positions.ordinal`, or NOTHING_DONE for
+    TRIM_HORIZON / LATEST."""
+    return ordinal(position) if is_position(position) else NOTHING_DONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +133,14 @@ class DoneSequences:
         order), so the batch is handed on whole without looking at the others: the common case, a
         batch read after everything done so far.
         """
-        if not self._firsts and records and int(records[0].sequence_number) > self._floor:
+        if not self._firsts and records and ordinal(records[0].position) > self._floor:
             return Fresh((tuple(records),), 0)
         runs: list[tuple[StreamRecord, ...]] = []
         run: list[StreamRecord] = []
         skipped = 0
         index: int | None = None
         for record in records:
-            number = int(record.sequence_number)
+            number = ordinal(record.position)
             done = number <= self._floor
             if not done:
                 if index is None:

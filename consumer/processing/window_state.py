@@ -15,6 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ground.positions import split_position
+
+
+def version_of(position: str) -> str:
+    """The key of the version as of ``position`` (a sequence number, or ``<sequence>.<sub>`` inside a
+    Kinesis aggregate), ordered as text as the positions are: the sequence number on 40 digits, then
+    a sub-sequence number on 10 when there is one. Idempotent (a key is its own key)."""
+    sequence, sub_sequence = split_position(position)
+    return sequence.zfill(40) + (f".{sub_sequence:010d}" if sub_sequence else "")
+
 
 @dataclass(frozen=True, slots=True)
 class SavedWindow:
@@ -49,11 +59,11 @@ class InMemoryWindowStateStore:
 
     def save(self, shard_id: str, saved: SavedWindow) -> None:
         with self._lock:
-            self._items[(shard_id, saved.sequence_number.zfill(40))] = copy.deepcopy(saved)
+            self._items[(shard_id, version_of(saved.sequence_number))] = copy.deepcopy(saved)
 
     def load(self, shard_id: str, sequence_number: str) -> SavedWindow | None:
         with self._lock:
-            found = self._items.get((shard_id, sequence_number.zfill(40)))
+            found = self._items.get((shard_id, version_of(sequence_number)))
         return copy.deepcopy(found)
 
     def versions(self, shard_id: str) -> list[str]:
@@ -63,7 +73,7 @@ class InMemoryWindowStateStore:
     def delete(self, shard_id: str, sequence_numbers: Sequence[str]) -> None:
         with self._lock:
             for seq in sequence_numbers:
-                self._items.pop((shard_id, seq.zfill(40)), None)
+                self._items.pop((shard_id, version_of(seq)), None)
 
 
 class DynamoDBWindowStateStore:
@@ -86,7 +96,7 @@ class DynamoDBWindowStateStore:
     def _key(self, shard_id: str, sequence_number: str) -> dict[str, Any]:
         return {
             "shard": {"S": f"{self._application}#{shard_id}"},
-            "sequence": {"S": sequence_number.zfill(40)},
+            "sequence": {"S": version_of(sequence_number)},
         }
 
     def save(self, shard_id: str, saved: SavedWindow) -> None:

@@ -46,10 +46,12 @@ from consumer.processing.runner import Delivery, RunnerEvents, ignore_finished
 from consumer.processing.window_state import (
     SavedWindow,
     WindowStateStore,
+    version_of,
 )
 from consumer.records import ShardInfo, StreamRecord
 from consumer.telemetry.metrics import Metrics, NullMetrics
 from ground.clock import Clock
+from ground.positions import is_position
 
 log = logging.getLogger("consumer.processing")
 
@@ -240,8 +242,8 @@ class WindowedRunner(RunnerEvents):
         resumes only after another has taken the shard over (a zombie); deleting it would leave the
         next owner an empty window. Later versions nobody reads go at shard end."""
         self._shard = shard
-        saved = self._store.load(shard.shard_id, checkpoint) if checkpoint.isdigit() else None
-        if saved is None and checkpoint.isdigit():
+        saved = self._store.load(shard.shard_id, checkpoint) if is_position(checkpoint) else None
+        if saved is None and is_position(checkpoint):
             log.info(
                 "shard %s: no window state saved as of checkpoint %s; the window starts empty",
                 shard.shard_id,
@@ -249,11 +251,11 @@ class WindowedRunner(RunnerEvents):
             )
         self._adapter.restore(saved)
         self._saved = saved
-        start = checkpoint.zfill(40)
-        others = [v for v in self._store.versions(shard.shard_id) if checkpoint.isdigit() and v < start]
+        start = version_of(checkpoint) if is_position(checkpoint) else ""
+        others = [v for v in self._store.versions(shard.shard_id) if start and v < start]
         if others:
             self._store.delete(shard.shard_id, others)
-        self._kept = [checkpoint.zfill(40)] if saved is not None else []
+        self._kept = [version_of(checkpoint)] if saved is not None else []
 
     def run(self, delivery: Delivery) -> bool:
         shard, delivered, checkpoint = delivery.shard, delivery.delivered, delivery.checkpoint
@@ -263,7 +265,7 @@ class WindowedRunner(RunnerEvents):
             saved = self._adapter.snapshot(sequence_number)
             self._store.save(shard.shard_id, saved)
             self._saved = saved
-            self._kept.append(sequence_number.zfill(40))
+            self._kept.append(version_of(sequence_number))
             if checkpoint(sequence_number) is False:
                 # Deferred (a throttled leases table): the table still names an older version, which
                 # the next owner loads. Nothing is pruned until a checkpoint is written again.

@@ -94,6 +94,13 @@ class StreamRecord:
         return seq
 
     @property
+    def position(self) -> str:
+        """Where the record sits in its shard, as the delivery path orders and checkpoints it
+        (:mod:`ground.positions`): a DynamoDB Streams record's sequence number. A Kinesis user record
+        adds its sub-sequence number (:class:`consumer.records.kinesis_stream_record.KinesisStreamRecord`)."""
+        return self.sequence_number
+
+    @property
     def approximate_creation_time(self) -> float:
         """Epoch seconds (DynamoDB Streams sends a number; boto3 turns it into a datetime)."""
         created = self._dynamodb.get("ApproximateCreationDateTime", 0.0)

@@ -83,6 +83,7 @@ class AwsClients:
     # DescribeStream's client: botocore's retries off, so that every call goes through the fleet's
     # timetable (consumer.streams.pacing) and a throttle is waited out there; ``streams`` when None.
     describe: Any = None
+    kinesis: Any = None  # Kinesis Data Streams, for a stream whose source.kind is kinesis
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AwsClients:
@@ -106,6 +107,7 @@ class AwsClients:
                 "dynamodbstreams",
                 config.merge(Config(retries={"max_attempts": 1, "mode": "standard"})),
             ),
+            kinesis=client_for(settings, "kinesis", config),
         )
 
     def processing(self) -> ProcessingClients:

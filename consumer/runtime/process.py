@@ -35,7 +35,9 @@ from consumer.runtime.processors import build_processor_factory
 from consumer.runtime.several_streams import StreamMetrics, StreamParts, joined, naming_the_entry
 from consumer.runtime.worker import Worker
 from consumer.streams.dynamodb import DynamoDBStreamSource
-from consumer.streams.errors import FatalStreamError
+from consumer.streams.errors import FatalStreamError, StreamSourceError
+from consumer.streams.kinesis import KinesisStreamSource
+from consumer.streams.kinesis_reader import KinesisShardReader
 from consumer.streams.namespace import NamespacedStream
 from consumer.streams.pacing import FleetPacer, FleetPosition
 from consumer.streams.reader import ShardReader
@@ -130,8 +132,10 @@ class _StreamProcessing:
         return cls(settings, processors, tagged, resolved, namespaced)
 
     def resolve(
-        self, clients: AwsClients, source: DynamoDBStreamSource, warn: Callable[[str], None]
+        self, clients: AwsClients, source: DynamoDBStreamSource, warn: Callable[[str], None], clock: Clock
     ) -> StreamParts:
+        if self.settings.source.is_kinesis:
+            return self._resolve_kinesis(clients, clock)
         target = resolve_stream_patiently(
             clients.dynamodb, clients.streams, self.settings.table, sleep=time.sleep, warn=warn
         )
@@ -147,6 +151,57 @@ class _StreamProcessing:
         stream = NamespacedStream(reader, target.table_name)
         self.metrics.prefix = stream.prefix
         return StreamParts(target, reader, self.processors, stream)
+
+    def _resolve_kinesis(self, clients: AwsClients, clock: Clock) -> StreamParts:
+        """The Kinesis data stream of ``source:``: described once (a missing stream is one line
+        naming it), read through :class:`KinesisShardReader`. Its lease keys are the Java KCL's: the
+        shard id alone, or with several streams ``<account>:<stream>:<creation epoch>:<shard id>``."""
+        stream_name = self.settings.source.kinesis_stream
+        kinesis = KinesisStreamSource(clients.kinesis)
+        try:
+            info = kinesis.describe(stream_name)
+        except StreamSourceError as exc:
+            raise StreamConfigError(
+                f"source: the Kinesis stream {stream_name} cannot be read ({exc}): create it, or fix "
+                "source.stream_name / source.stream_arn and region:"
+            ) from exc
+        target = StreamTarget(info.stream_name, info.stream_arn, KINESIS_VIEW)
+        self.resolved.append(target)
+        reader = KinesisShardReader(kinesis, info.stream_arn, clock)
+        if not self.namespaced:
+            return StreamParts(target, reader, self.processors)
+        stream = NamespacedStream(reader, info.stream_name, prefix=f"{info.identifier}:")
+        self.metrics.prefix = stream.prefix
+        return StreamParts(target, reader, self.processors, stream)
+
+
+KINESIS_VIEW = "KINESIS"  # a Kinesis stream's StreamTarget.view_type: records, not a table's images
+_TABLE_SINKS = ("changelog", "dynamodb_replica")
+
+
+def refuse_kinesis_mismatches(settings: Settings) -> None:
+    """What a Kinesis stream's records cannot go through, refused before anything starts: the sinks
+    that write a table's changes, a reload (there is no table to re-read), a filter on DynamoDB's
+    event names."""
+    if not settings.source.is_kinesis:
+        return
+    processing = settings.processing
+    stream = settings.source.kinesis_stream
+    if processing.processor in _TABLE_SINKS:
+        raise StreamConfigError(
+            f"source.kind: kinesis ({stream}): processing.processor {processing.processor} writes a "
+            "table's changes; give a function, class or lambda: processor for a Kinesis stream"
+        )
+    if settings.worker.on_trimmed == "reload":
+        raise StreamConfigError(
+            f"source.kind: kinesis ({stream}): worker.on_trimmed: reload re-reads a table, and a "
+            "Kinesis stream has none: use fail or skip_to_trim_horizon"
+        )
+    if processing.filter.event_names:
+        raise StreamConfigError(
+            f"source.kind: kinesis ({stream}): processing.filter.event_names are DynamoDB's "
+            "(INSERT, MODIFY, REMOVE); a Kinesis record has none: drop them"
+        )
 
 
 def _only_table(table: TableScanner, shard_id: str) -> TableScanner:
@@ -187,11 +242,9 @@ class WorkerProcess:
         """Everything that can be wrong before a lease is taken, checked: raises
         :class:`~consumer.processing.errors.ProcessingConfigError` or
         :class:`~consumer.streams.target.StreamConfigError` naming the key or the command to fix."""
-        if settings.source.is_kinesis:
-            raise StreamConfigError(
-                f"source.kind: kinesis ({settings.source.kinesis_stream}): the worker reads DynamoDB "
-                "streams only so far; drop source: (or set kind: dynamodb) to read table:'s stream"
-            )
+        entries = [index if settings.several_streams else None for index in range(len(settings.per_stream()))]
+        for entry, view in zip(entries, settings.per_stream(), strict=True):
+            naming_the_entry(entry, partial(refuse_kinesis_mismatches, view))
         clock = clock or SystemClock()
         clients = AwsClients.from_settings(settings)
         recorder = MetricsRecorder(
@@ -204,7 +257,6 @@ class WorkerProcess:
         source = DynamoDBStreamSource(clients.streams, describe_pacer=pacer, describe_client=clients.describe)
         # Every stream's processor is checked before any stream is resolved (a bad path is one
         # line, not a wait for a missing table), each error naming its entry of streams:.
-        entries = [index if settings.several_streams else None for index in range(len(settings.per_stream()))]
         processing = [
             naming_the_entry(
                 entry,
@@ -215,7 +267,7 @@ class WorkerProcess:
             for entry, view in zip(entries, settings.per_stream(), strict=True)
         ]
         parts = [
-            naming_the_entry(entry, partial(built.resolve, clients, source, warn))
+            naming_the_entry(entry, partial(built.resolve, clients, source, warn, clock))
             for entry, built in zip(entries, processing, strict=True)
         ]
         targets = tuple(p.target for p in parts)
@@ -228,6 +280,7 @@ class WorkerProcess:
             metrics=recorder,
         )
         leases: LeaseStore = store
+        # Read by a reload only (worker.on_trimmed: reload), which a Kinesis stream is refused.
         tables = [DynamoDBTableScanner(clients.dynamodb, p.target.table_name) for p in parts]
         reload_tables: ReloadTables
         if settings.several_streams:

@@ -27,6 +27,7 @@ from consumer.processing.api import (
 )
 from consumer.processing.errors import ProcessingConfigError
 from consumer.records import ShardInfo
+from consumer.streams.kinesis_reader import KinesisShardReader
 from consumer.streams.namespace import NamespacedStream, StreamSet
 from consumer.streams.reader import ShardReader
 from consumer.streams.target import StreamConfigError, StreamTarget
@@ -111,7 +112,7 @@ class StreamParts:
     with several streams), its factory."""
 
     target: StreamTarget
-    reader: ShardReader
+    reader: ShardReader | KinesisShardReader
     processors: ProcessorFactory
     namespaced: NamespacedStream | None = None
 

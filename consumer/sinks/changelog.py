@@ -50,6 +50,8 @@ from consumer.processing.gap import GapEvent
 from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
 from ground.files import write_atomically
+from ground.positions import SUB_SEQUENCE_SPAN as SPAN
+from ground.positions import ordinal
 
 log = logging.getLogger("consumer.sinks")
 ChangelogFormat = Literal["jsonl", "parquet"]
@@ -249,7 +251,9 @@ class ChangelogSink:
             floor = self._starts.get(shard_id, NOTHING_DONE)
         if known is None:
             # Only objects past the start can matter: the lifecycle delivers nothing at or before it.
-            known = DoneSequences(floor, self._store.landed_ranges(prefix))
+            # Sequence numbers as positions (ground.positions.ordinal), what the rule compares.
+            landed = self._store.landed_ranges(prefix)
+            known = DoneSequences(floor, [(first * SPAN, last * SPAN) for first, last in landed])
             with self._lock:
                 known = self._done.setdefault(prefix, known)
         return known
@@ -282,9 +286,9 @@ class ChangelogSink:
             self._write(prefix, batch, list(run))
             # Everything of the batch up to here is landed now or was already: one shard's records
             # reach the sink in order, so the floor moves up to it (and absorbs the ranges it passes).
-            done.advance(int(run[-1].sequence_number))
+            done.advance(ordinal(run[-1].position))
         if batch.records:
-            done.advance(int(batch.records[-1].sequence_number))
+            done.advance(ordinal(batch.records[-1].position))
         return None
 
     def _write(self, prefix: str, batch: Batch, records: list[StreamRecord]) -> None:

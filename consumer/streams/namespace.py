@@ -15,17 +15,22 @@ from collections.abc import Sequence
 
 from consumer.lease_keys import split_lease_key, stream_prefix
 from consumer.streams.errors import ShardNotFoundError
+from consumer.streams.kinesis_reader import KinesisShardReader
 from consumer.streams.reader import ShardReader
 from consumer.streams.source import GetRecordsResult, Shard
 
 
 class NamespacedStream:
-    """One stream whose shard ids are shown (and taken) with its namespace in front."""
+    """One stream whose shard ids are shown (and taken) with its namespace in front: a table's
+    stream's (:func:`~consumer.lease_keys.stream_prefix`), or a Kinesis data stream's, whose
+    ``prefix`` is the Java KCL's stream identifier and a colon."""
 
-    def __init__(self, reader: ShardReader, table_name: str) -> None:
+    def __init__(
+        self, reader: ShardReader | KinesisShardReader, table_name: str, *, prefix: str | None = None
+    ) -> None:
         self.reader = reader
-        self.table_name = table_name
-        self.prefix = stream_prefix(reader.stream_arn)
+        self.table_name = table_name  # a Kinesis stream's name
+        self.prefix = prefix if prefix is not None else stream_prefix(reader.stream_arn)
 
     def key(self, shard_id: str) -> str:
         return f"{self.prefix}{shard_id}"

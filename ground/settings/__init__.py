@@ -22,7 +22,7 @@ public name, so ``from ground.settings import X`` works whatever module defines 
 - :mod:`~ground.settings.source`: which stream is read (the table's, or a Kinesis data stream)
 - :mod:`~ground.settings.worker`: lease-worker properties (KCL's)
 - :mod:`~ground.settings.processing`: processor, retries, dead letter, filters, batching
-- :mod:`~ground.settings.streams`: several tables' streams in one fleet (``streams:``)
+- :mod:`~ground.settings.streams`: several streams in one fleet (``streams:``; an entry's ``source:``: Kinesis)
 - :mod:`~ground.settings.telemetry`: metrics and logs
 - :mod:`~ground.settings.fleet`: instances, network, scaling alarms (the infra)
 - :mod:`~ground.settings.local`: the emulator and the demo's load generator
@@ -229,15 +229,13 @@ class Settings(SettingsModel):
         return tuple(f"streams.{index}.table" for index in range(len(self.streams)))
 
     def per_stream(self) -> tuple[Settings, ...]:
-        """One view per stream, each with that stream's ``table`` and ``processing`` (and no
-        ``streams``): what builds a stream's processor and resolves its table. Without
-        ``streams:``, this environment itself."""
+        """One view per stream, each with that stream's ``table``, ``processing`` and ``source`` (and
+        no ``streams``): what builds a stream's processor and resolves its table or Kinesis stream.
+        Without ``streams:``, this environment itself."""
         if self.streams is None:
             return (self,)
-        return tuple(
-            self.model_copy(update={"table": s.table, "processing": s.processing, "streams": None})
-            for s in self.streams
-        )
+        views = ({"table": s.table, "processing": s.processing, "source": s.source} for s in self.streams)
+        return tuple(self.model_copy(update={**view, "streams": None}) for view in views)
 
     @property
     def name_prefix(self) -> str:

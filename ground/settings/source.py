@@ -37,8 +37,9 @@ STREAM_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
 
 KINESIS_WITH_STREAMS = (
-    "source.kind: kinesis reads one Kinesis stream and streams: lists tables: drop streams: "
-    "(one fleet serving a Kinesis stream and tables' streams is not built yet)"
+    "source.kind: kinesis reads one Kinesis stream and streams: lists the streams: to serve a "
+    "Kinesis stream beside tables' streams, give that entry of streams: its own source: "
+    "(docs/settings.md#several-streams), and drop the top-level source:"
 )
 
 

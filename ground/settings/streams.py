@@ -18,6 +18,17 @@ pipeline, a single table's tooling) reads the first.
 
 One leases table serves every stream; each lease key is namespaced by its stream
 (:mod:`consumer.streams.namespace`), and one fleet balances all of them together.
+
+An entry may read a Kinesis data stream instead of its table's stream, with a ``source:`` of its
+own (:mod:`ground.settings.source`; the top-level ``source:`` stays the table's with ``streams:``)::
+
+    streams:
+      - table: {name: orders}
+      - source: {kind: kinesis, stream_name: clicks, shard_count: 2}
+        processing: {processor: "handlers.clicks:handle", dead_letter: {type: none}}
+
+Such an entry's ``table`` is the top-level one, read by nothing; its leases are namespaced as the
+Java KCL's multi-stream application names them (``<account>:<stream>:<creation epoch>:<shard id>``).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from pydantic import Field, ValidationError
 from ground.settings.base import SettingsModel
 from ground.settings.locations import fill_locations
 from ground.settings.processing import ProcessingSettings
+from ground.settings.source import SourceSettings
 from ground.settings.table import TableSettings
 
 
@@ -40,6 +52,10 @@ class StreamSettings(SettingsModel):
     processing: ProcessingSettings = Field(
         default_factory=ProcessingSettings,
         description="Its processor and processing options (layered over the top-level processing:).",
+    )
+    source: SourceSettings = Field(
+        default_factory=SourceSettings,
+        description="kind: kinesis reads this Kinesis data stream instead of the table's stream.",
     )
 
 
@@ -120,10 +136,14 @@ def stream_problems(streams: tuple[StreamSettings, ...], default_destination: st
     problems: list[str] = []
     seen: dict[str, int] = {}
     for index, stream in enumerate(streams):
-        name = stream.table.source_table_name
+        kinesis = stream.source.is_kinesis
+        # A Kinesis entry's table is the top level's, read by nothing: its stream is what counts.
+        name = f"kinesis:{stream.source.kinesis_stream}" if kinesis else stream.table.source_table_name
         if name in seen:
+            what = f"Kinesis stream {stream.source.kinesis_stream!r}" if kinesis else f"table {name!r}"
             problems.append(
-                f"streams.{index}.table: table {name!r} is already streams.{seen[name]}'s: list each table once"
+                f"streams.{index}.{'source' if kinesis else 'table'}: {what} is already "
+                f"streams.{seen[name]}'s: list each {'stream' if kinesis else 'table'} once"
             )
         seen.setdefault(name, index)
     places: dict[tuple[str, str], int] = {}

@@ -280,3 +280,22 @@ def test_cdk_without_an_environment_stops_with_a_message_for_the_command(tmp_pat
         in log
     )
     assert NO_CREDENTIALS not in log
+
+
+def test_a_kinesis_stream_entry_is_refused_rather_than_deployed_as_a_tables_stream(tmp_path: Path) -> None:
+    """`consumer run` serves a streams: entry with its own Kinesis source:, but the stacks would grant,
+    watch and alarm on the top-level table in its place: synth stops, naming the entry."""
+    from infra.application import build_app
+
+    config = deployable_config(tmp_path)
+    kinesis = {"kind": "kinesis", "stream_name": "clicks", "shard_count": 2}
+    clicks = {
+        "source": kinesis,
+        "processing": {
+            "processor": "handlers.clicks:handle",
+            "dead_letter": {"type": "none", "uri": "var/dead-letter/clicks"},
+        },
+    }
+    edit_yaml(config / "dev.yaml", {"streams": [{"table": {"name": "orders"}}, clicks]})
+    with pytest.raises(InfraConfigError, match=r"env dev: streams\[1\] \(clicks\): source.kind: kinesis"):
+        build_app("dev", config_dir=config, outdir=tmp_path / "out")

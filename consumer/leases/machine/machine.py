@@ -107,9 +107,12 @@ class LeaseMachine:
     def checkpoint(
         self, shard_id: str, position: str | ExtendedSequenceNumber, counter: int | None = None
     ) -> Conversation[None]:
-        """Raises ValueError at once for text that is neither digits nor a KCL sentinel."""
+        """Raises ValueError at once for text that is neither a position (digits, or digits.sub
+        inside a KPL aggregate) nor a KCL sentinel."""
         target = (
-            position if isinstance(position, ExtendedSequenceNumber) else ExtendedSequenceNumber(position)
+            position
+            if isinstance(position, ExtendedSequenceNumber)
+            else ExtendedSequenceNumber.parse(position)
         )
         return checkpoints.checkpoint(self.state, shard_id, target, counter)
 

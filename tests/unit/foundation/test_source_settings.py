@@ -4,11 +4,13 @@ stream named by its name or ARN; every mistake named with what to fix."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ground.settings import ConfigError, load_settings
+from ground.settings import ConfigError, Settings, load_settings
 from tools.cli import main
 from tools.commands import ExitCode
 
@@ -84,8 +86,27 @@ def test_kinesis_and_several_tables_are_refused_together(config: Path) -> None:
         (config / "local.yaml").read_text()
         + "\nsource: {kind: kinesis, stream_name: s}\nstreams:\n  - table: {name: orders}\n"
     )
-    with pytest.raises(ConfigError, match="drop streams:"):
+    with pytest.raises(ConfigError, match="give that entry of streams: its own source:"):
         load_settings("local", config)
+
+
+def test_an_entry_of_streams_reads_a_kinesis_stream_beside_a_tables(config: Path) -> None:
+    kinesis = (
+        "  - source: {kind: kinesis, stream_name: clicks, shard_count: 2}\n"
+        "    processing: {processor: 'handlers:clicks', dead_letter: {type: none, uri: var/dl-clicks}}\n"
+    )
+    (config / "local.yaml").write_text(
+        (config / "local.yaml").read_text() + "\nstreams:\n  - table: {name: orders}\n" + kinesis
+    )
+    settings = load_settings("local", config, environ={})
+    table, stream = settings.per_stream()
+    assert not table.source.is_kinesis and table.table.name == "orders"
+    assert stream.source.kinesis_stream == "clicks" and stream.processing.processor == "handlers:clicks"
+    assert settings.partitions()[0] == table.partitions()[0] + 2
+    # The Kinesis entry's table is the top level's: not "a table listed twice". The stream twice is.
+    (config / "local.yaml").write_text((config / "local.yaml").read_text() + kinesis.replace("dl-", "dl2-"))
+    with pytest.raises(ConfigError, match="Kinesis stream 'clicks' is already streams.1's"):
+        load_settings("local", config, environ={})
 
 
 def test_config_validate_shows_the_source_error_on_one_line(
@@ -97,14 +118,39 @@ def test_config_validate_shows_the_source_error_on_one_line(
     assert "source" in err and "stream_name" in err and "Traceback" not in err
 
 
-def test_consumer_run_refuses_a_kinesis_source_before_reading_anything(config: Path) -> None:
-    """Until the worker reads Kinesis, it must not read table:'s stream in its place."""
+def _function(settings: Settings, **processing: Any) -> Settings:
+    update = {"processor": "handlers:h", **processing}
+    return settings.model_copy(update={"processing": settings.processing.model_copy(update=update)})
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda s: s, "processing.processor changelog writes a table's changes"),
+        (
+            lambda s: _function(s, filter=s.processing.filter.model_copy(update={"event_names": ["INSERT"]})),
+            "event_names",
+        ),
+        (
+            lambda s: _function(s).model_copy(
+                update={"worker": s.worker.model_copy(update={"on_trimmed": "reload"})}
+            ),
+            "on_trimmed: reload",
+        ),
+    ],
+)
+def test_consumer_run_refuses_what_a_kinesis_stream_cannot_go_through(
+    config: Path, change: Callable[[Settings], Settings], words: str
+) -> None:
+    """The sinks that write a table's changes, a reload, a filter on DynamoDB's event names: refused
+    before any client call, each naming the key."""
     from consumer.runtime.process import WorkerProcess
     from consumer.streams.target import StreamConfigError
 
     settings = load_settings("local", with_source(config, "  kind: kinesis\n  stream_name: orders-events\n"))
-    with pytest.raises(StreamConfigError, match=r"source.kind: kinesis \(orders-events\)"):
-        WorkerProcess.prepare(settings, "w1")
+    with pytest.raises(StreamConfigError, match=r"source.kind: kinesis \(orders-events\)") as info:
+        WorkerProcess.prepare(change(settings), "w1")
+    assert words in str(info.value)
 
 
 def test_a_created_streams_keys_and_its_retention(config: Path) -> None:

@@ -29,6 +29,7 @@ from consumer.processing.redelivery import NOTHING_DONE, DoneSequences, floor_of
 from consumer.records import ShardInfo, StreamRecord
 from consumer.sinks.changelog import ChangelogSink, object_name
 from ground.clock import FakeClock
+from ground.positions import SUB_SEQUENCE_SPAN
 from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import record as shard_record
 from tests.unit.lifecycle.test_shard_consumer import Rig
@@ -86,9 +87,15 @@ def sink_on(destination: MemoryDestination) -> ChangelogSink:
 # ------------------------------------------------------------------------------- the rule itself
 
 
+def at(number: int) -> int:
+    """Sequence number ``number`` as the rule compares it (ground.positions.ordinal)."""
+    return number * SUB_SEQUENCE_SPAN
+
+
 def test_a_floor_and_ranges_decide_what_is_handed_on_in_runs() -> None:
-    done = DoneSequences(floor_of("30"), [(60, 70), (100, 100), (10, 20)])
-    assert done.floor == 30 and done.ranges == ((60, 70), (100, 100))  # at or below the floor: gone
+    done = DoneSequences(floor_of("30"), [(at(60), at(70)), (at(100), at(100)), (at(10), at(20))])
+    # at or below the floor: gone
+    assert done.floor == at(30) and done.ranges == ((at(60), at(70)), (at(100), at(100)))
     fresh = done.fresh(span(10, 120))
     assert [numbers(run) for run in fresh.runs] == [[40, 50], [80, 90], [110, 120]]
     assert fresh.skipped == 3 + 2 + 1
@@ -100,7 +107,7 @@ def test_a_batch_after_everything_done_is_handed_on_whole_without_a_comparison()
     batch = span(40, 90)
     fresh = done.fresh(batch)
     assert fresh.records is batch and fresh.skipped == 0 and done.comparisons == 0
-    done.add(60, 70)  # a range: the batch is walked again
+    done.add(at(60), at(70))  # a range: the batch is walked again
     assert numbers(done.fresh(batch).records) == [40, 50, 80, 90] and done.comparisons > 0
 
 
@@ -135,16 +142,16 @@ def test_property_the_rule_matches_a_plain_set(
 ) -> None:
     """Whatever the order of adds and floor moves, the compact form covers exactly the plain set;
     a batch starting anywhere (above the floor with no ranges: handed on whole) is cut the same."""
-    done = DoneSequences(floor)
+    done = DoneSequences(at(floor) if floor >= 0 else floor)
     model = set(range(0, floor + 1))
     for is_add, start, length in operations:
         if is_add:
-            done.add(start, start + length)
+            done.add(at(start), at(start + length))
             model |= set(range(start, start + length + 1))
         else:
-            done.advance(start)
+            done.advance(at(start))
             model |= set(range(0, start + 1))
-    assert [n for n in range(0, 140) if done.covers(n)] == sorted(n for n in model if n < 140)
+    assert [n for n in range(0, 140) if done.covers(at(n))] == sorted(n for n in model if n < 140)
     fresh = done.fresh(tuple(record(n) for n in range(0, 140)))
     assert numbers(fresh.records) == [n for n in range(0, 140) if n not in model]
     later = done.fresh(tuple(record(n) for n in range(first, 140)))
