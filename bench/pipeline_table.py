@@ -1,24 +1,31 @@
 """The snapshot job against its floors, and the cost of an incremental run as the snapshot grows.
 
-Method (one local[2] session, one DuckDB connection limited to 2 threads, this shared machine):
+Method (this shared 2-core machine; Spark local[2], 4 shuffle partitions; DuckDB limited to 2 threads):
 
 1. Full rebuild vs floors, on one change log of N changes (default 1 M; the generator of
-   ``bench.spark_snapshot``: 8 shards, objects of 10 000 changes, K = N/5 items, typed images):
+   ``bench.spark_snapshot``: 8 shards, objects of 10 000 changes, K = N/5 items, typed images).
+   Each job runs in a fresh process (``bench.rebuild_round``: a new interpreter and JVM, as
+   ``consumer pipeline snapshot --full`` and a user's ``spark-submit`` both are), timed from the
+   moment its session exists, wall and CPU seconds (the JVM + the Python process); each round runs
+   every job once, the snapshot job next to the user's job (c), the order reversed every other
+   round (ours, user, ..., then ..., user, ours), the 1-minute load average recorded before and
+   after each job (the cores are shared):
    (a) ``run_snapshot(full=True)`` into the tables it built before (as ``--full`` does) — parse and
    validate every line, choose the key ranges from a sample, latest change per key, items and
    tombstones written as Parquet sorted by key, registered in the Iceberg tables, committed;
-   (b) the plain PySpark job a Spark user would write for the same table: ``spark.read.text`` +
-   ``from_json`` with an explicit schema, the newest change per key by the sequence number cast to
-   ``decimal(38,0)`` (compared as an integer), REMOVEs dropped, the new image written as Parquet
-   into a new folder and registered as the content of an Iceberg table (PyIceberg ``add_files``,
-   the old files out in the same commit) — in both straightforward forms, a ``row_number() = 1``
-   window and ``max_by``, and each round the faster of the two is the floor; no validation, no
-   bad-line report, no tombstones;
-   (c) DuckDB (``read_json`` of the same gzip objects with explicit column types, ``QUALIFY
+   (b) the bench's plain PySpark job for the same table: ``spark.read.text`` + ``from_json`` with
+   an explicit schema, the newest change per key by the sequence number cast to ``decimal(38,0)``
+   (compared as an integer), REMOVEs dropped, the new image written as Parquet into a new folder
+   and registered as the content of an Iceberg table (PyIceberg ``add_files``, the old files out in
+   the same commit) — in both straightforward forms, a ``row_number() = 1`` window and ``max_by``;
+   (c) the job a Spark user writes first: ``spark.read.json`` with an explicit schema of the fields
+   it needs, the same window, REMOVEs dropped, Parquet out — no table format;
+   (d) DuckDB (``read_json`` of the same gzip objects with explicit column types, ``QUALIFY
    row_number()`` by the sequence number as HUGEINT, ``COPY … TO`` Parquet).
-   Each is run ``repeats`` (5) times, alternating, after one untimed round of (a) and both (b) on the same
-   log (the JVM's compiler needs more than a small log to settle: the first full-size round ran ~25 %
-   slower). Five rounds, not three: single rounds' ratios ranged from 1.11 to 1.52 within one run.
+   After each round, the output of every Spark floor is compared with the snapshot table's items
+   (PyIceberg's scan), key for key and value for value; DuckDB's by its row count. The floor of a
+   round is the least of the three Spark jobs' figures (wall and CPU each): none of them validates,
+   keeps tombstones, lays out by key range or sorts.
 2. Incremental cost vs snapshot size: for S in (10 000, 200 000, 1 000 000) items, a snapshot of S
    items is built (one INSERT per key, then ``run_snapshot``) and one untimed incremental run made;
    then, ``incremental_repeats`` (24) times, for each size in turn (interleaved), C = 10 000 changes
@@ -26,7 +33,8 @@ Method (one local[2] session, one DuckDB connection limited to 2 threads, this s
    objects and one incremental ``run_snapshot`` is timed. Patches accumulate over the rounds, so the
    later ones include rewrites of buckets that reached their limits (pipeline/layout.py).
 
-Ratios: (a)/(b) goal <= 1.3; (a)/(c) stated (no goal); incremental at 1 M items / at 10 000 items,
+Ratios: (a) / the round's floor, wall and CPU, goal <= 1.3 each; (a)/(d) stated (no goal);
+incremental at 1 M items / at 10 000 items,
 goal <= 1.5 (the run should cost the changes, not the table): the median of the rounds' ratios, and
 the ratio of their totals (which counts every rewrite).
 
@@ -37,7 +45,6 @@ Run: ``python -m bench.pipeline_table [--changes N] [--sizes 10000,200000,100000
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
@@ -45,15 +52,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
-from bench.common import Ratio, at_most, machine
+from bench.common import Ratio, at_most, in_fresh_process, machine
 from bench.keyspace import KeySpace
-from bench.pipeline_floors import MERGES, duckdb_job, plain_job
+from bench.pipeline_floors import same_items
+from bench.rebuild_round import cpu_seconds
 from bench.spark_snapshot import _settings, generate
 from pipeline.session import build_session
-from pipeline.snapshot_run import run_snapshot
+from pipeline.snapshot_run import run_snapshot, snapshot_tables
 
 LIMITS = (
     "full rebuild: one shuffle, by bucket; then, when the objects' names rule out copies of a change "
@@ -87,17 +94,6 @@ SIZES = (10_000, 200_000, 1_000_000)
 BUCKETS = 16
 
 
-def cpu_seconds(spark: SparkSession) -> float:
-    """CPU time of the driver JVM (local mode: every Spark task) plus this process (DuckDB's threads,
-    PyIceberg): less sensitive than wall time to the other work on a shared machine."""
-    jvm = 0.0
-    process = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM this process launched
-    if process is not None:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return jvm + time.process_time()
-
-
 def run(
     changes: int = 1_000_000,
     sizes: tuple[int, ...] = SIZES,
@@ -110,9 +106,9 @@ def run(
     ratios: list[Ratio] = []
     with tempfile.TemporaryDirectory(prefix="pipeline-table-bench-") as folder:
         root = Path(folder)
+        ratios += _full_rebuild(root, changes, repeats)
         spark = build_session("local[2]", "bench-pipeline-table", shuffle_partitions=4)
         try:
-            ratios += _full_rebuild(spark, root, changes, repeats)
             ratios += _incremental(spark, root, sizes, incremental_repeats, increment)
         finally:
             spark.stop()
@@ -121,92 +117,136 @@ def run(
     return ratios
 
 
-def _full_rebuild(spark: SparkSession, root: Path, changes: int, repeats: int) -> list[Ratio]:
+FLOORS = ("plain-window", "plain-max_by", "user")
+# The snapshot job next to the user's job (the floor that has bound in every run so far), the
+# order reversed every other round: ours, user, ..., then ..., user, ours, so that the machine's
+# other load, which drifts over minutes on these shared cores, falls on both sides of each pair.
+KINDS = ("snapshot", "user", "plain-window", "plain-max_by", "duckdb")
+
+
+def round_order(round_: int) -> tuple[str, ...]:
+    return KINDS if round_ % 2 == 0 else tuple(reversed(KINDS))
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average: the other work on the shared cores, said beside each job."""
+    try:
+        with open("/proc/loadavg", encoding="utf-8") as source:
+            return float(source.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _full_rebuild(root: Path, changes: int, repeats: int) -> list[Ratio]:
     items = max(1, changes // 5)
     started = time.perf_counter()
-    objects = generate(root / "full" / "changelog", changes, items)
-    files = [str(p) for p in sorted((root / "full" / "changelog").rglob("*.jsonl.gz"))]
-    size = sum(Path(f).stat().st_size for f in files)
+    work = root / "full"
+    objects = generate(work / "changelog", changes, items)
+    size = sum(p.stat().st_size for p in (work / "changelog").rglob("*.jsonl.gz"))
     print(
         f"full rebuild: {changes:,} changes, {items:,} items, {objects} objects, {size / 2**20:.1f} MiB gzip; "
-        f"generated in {time.perf_counter() - started:.1f} s; repeats {repeats}"
+        f"generated in {time.perf_counter() - started:.1f} s; {repeats} rounds, each job in a fresh process"
     )
-    settings = _settings(root / "full")
-    catalog = SqlCatalog("plain", uri=f"sqlite:///{root / 'plain.db'}", warehouse=(root / "plain").as_uri())
-    rounds = iter(range(1_000_000))
-
-    def plain(merge: str) -> int:
-        return plain_job(spark, files, root / "plain" / f"{merge}-{next(rounds)}", catalog, merge=merge)
-
-    run_snapshot(spark, settings, full=True, buckets=BUCKETS)  # the untimed round of each
-    for merge in MERGES:
-        plain(merge)
-    jobs: list[float] = []
-    plains: list[float] = []
-    by_merge: dict[str, list[float]] = {merge: [] for merge in MERGES}
-    ducks: list[float] = []
-    cpu: dict[str, list[float]] = {"job": [], "plain": [], "duck": []}
-    for _ in range(repeats):
-        # A full rebuild replaces the content of the tables it made before (as --full does).
-        begin, used = time.perf_counter(), cpu_seconds(spark)
-        result = run_snapshot(spark, settings, full=True, buckets=BUCKETS)
-        jobs.append(time.perf_counter() - begin)
-        cpu["job"].append(cpu_seconds(spark) - used)
-        assert result.bad_lines == 0 and result.new_changes == changes, result
-        best: tuple[float, float] | None = None
-        for merge in MERGES:
-            begin, used = time.perf_counter(), cpu_seconds(spark)
-            plain_items = plain(merge)
-            took = (time.perf_counter() - begin, cpu_seconds(spark) - used)
-            by_merge[merge].append(took[0])
-            assert plain_items == result.items, (merge, plain_items, result.items)
-            best = took if best is None or took[0] < best[0] else best
-        assert best is not None
-        plains.append(best[0])  # the floor: the faster of the two plain forms in this round
-        cpu["plain"].append(best[1])
-        begin, used = time.perf_counter(), cpu_seconds(spark)
-        duck_items = duckdb_job(files, str(root / "duck.parquet"))
-        ducks.append(time.perf_counter() - begin)
-        cpu["duck"].append(cpu_seconds(spark) - used)
-        assert duck_items == result.items, (duck_items, result.items)
+    took: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    for round_ in range(repeats):
+        for kind in round_order(round_):
+            before = load_average()
+            figures = in_fresh_process("bench.rebuild_round", kind, str(work), timeout=1800)
+            took[kind].append({**figures, "load": (before, load_average())})
+        job = took["snapshot"][-1]
+        if job["changes"] != changes or job["rows"] <= 0:
+            raise AssertionError(f"the snapshot job merged {job['changes']} changes of {changes}: {job}")
+        table = snapshot_tables(_settings(work)).items_table()
+        for kind in FLOORS:
+            found = same_items(table, Path(took[kind][-1]["out"]))
+            if found != job["rows"] or took[kind][-1]["rows"] != found:
+                raise AssertionError(
+                    f"{kind}: {took[kind][-1]['rows']} rows, {found} compared, {job['rows']} items"
+                )
+            shutil.rmtree(took[kind][-1]["out"], ignore_errors=True)
+        if took["duckdb"][-1]["rows"] != job["rows"]:
+            raise AssertionError(
+                f"DuckDB wrote {took['duckdb'][-1]['rows']} rows, the snapshot {job['rows']} items"
+            )
+        Path(took["duckdb"][-1]["out"]).unlink(missing_ok=True)
+        last = {kind: runs[-1] for kind, runs in took.items()}
         print(
-            f"  snapshot job {jobs[-1]:.1f} s ({result.items:,} items, {result.tombstones:,} tombstones); "
-            + ", ".join(f"plain {m} {by_merge[m][-1]:.1f} s" for m in MERGES)
-            + f"; DuckDB {ducks[-1]:.1f} s; CPU s: job {cpu['job'][-1]:.1f}, "
-            f"plain {cpu['plain'][-1]:.1f}, DuckDB {cpu['duck'][-1]:.1f}"
+            f"  round {round_ + 1} ({' '.join(round_order(round_))}): snapshot job {job['wall']:.1f} s "
+            f"({job['rows']:,} items, {job['tombstones']:,} tombstones); "
+            + ", ".join(f"{kind} {last[kind]['wall']:.1f} s" for kind in (*FLOORS, "duckdb"))
+            + "; CPU s: "
+            + ", ".join(f"{kind} {last[kind]['cpu']:.1f}" for kind in KINDS)
+            + "; snapshot / floor, wall (CPU): "
+            + ", ".join(
+                f"{kind} {job['wall'] / last[kind]['wall']:.3f} ({job['cpu'] / last[kind]['cpu']:.3f})"
+                for kind in FLOORS
+            )
+            + "; load average before-after: "
+            + ", ".join(f"{kind} {last[kind]['load'][0]:.2f}-{last[kind]['load'][1]:.2f}" for kind in KINDS)
+            + "; each Spark floor's output holds the snapshot's items, value for value",
+            flush=True,
         )
-    over_plain = tuple(j / p for j, p in zip(jobs, plains, strict=True))
-    over_duck = tuple(j / d for j, d in zip(jobs, ducks, strict=True))
-    throughput = changes / statistics.median(jobs)
+    wall = {kind: [t["wall"] for t in runs] for kind, runs in took.items()}
+    cpu = {kind: [t["cpu"] for t in runs] for kind, runs in took.items()}
+    rows = took["snapshot"][-1]["rows"]
+
+    def over(figures: dict[str, list[float]]) -> tuple[tuple[float, ...], str]:
+        """The snapshot job over the stricter floor of each round (the least of the three Spark
+        floors), and a sentence with its min / median / max over each floor (round by round) and the
+        jobs' medians."""
+        job = figures["snapshot"]
+        strict = [min(values) for values in zip(*(figures[kind] for kind in FLOORS), strict=True)]
+
+        def spread(kind: str) -> str:
+            pairs = [j / f for j, f in zip(job, figures[kind], strict=True)]
+            return f"{min(pairs):.3f} / {statistics.median(pairs):.3f} / {max(pairs):.3f}"
+
+        each = ", ".join(f"{kind} {spread(kind)}" for kind in FLOORS)
+        medians = ", ".join(
+            f"{kind} {statistics.median(figures[kind]):.1f}" for kind in ("snapshot", *FLOORS)
+        )
+        return tuple(
+            j / f for j, f in zip(job, strict, strict=True)
+        ), f"over each floor: {each}; medians {medians}"
+
+    by_wall, wall_text = over(wall)
+    by_cpu, cpu_text = over(cpu)
+    throughput = changes / statistics.median(wall["snapshot"])
+    floors = (
+        "the floors: the bench's plain job (spark.read.text + from_json with the change log's schema, each "
+        "key's newest change by the sequence number as decimal(38,0) through a row_number() = 1 window "
+        "(plain-window) or max_by (plain-max_by), REMOVEs dropped, Parquet registered as an Iceberg "
+        "table's content with PyIceberg add_files) and a user's job (spark.read.json with an explicit "
+        "schema of the fields it needs, the same window, REMOVEs dropped, Parquet)"
+    )
     return [
         at_most(
             "full_rebuild_over_plain_spark",
-            over_plain,
+            by_wall,
             1.3,
-            f"snapshot --full time (items and tombstones into existing Iceberg tables) / the plain PySpark "
-            f"job's (explicit schema, newest change per key by the integer sequence number, REMOVEs dropped, "
-            f"Parquet, registered in an Iceberg table with PyIceberg add_files): each round the faster of its "
-            f"two forms, same {changes:,} changes, local[2]; {throughput:,.0f} changes/s; medians "
-            f"{statistics.median(jobs):.1f} s vs {statistics.median(plains):.1f} s ("
-            + ", ".join(f"{m} {statistics.median(t):.1f} s" for m, t in by_merge.items())
-            + ")",
+            f"snapshot --full wall time (parse and validate every line, items and tombstones by key range, "
+            f"each file sorted by key, committed to two Iceberg tables) / the least of the three Spark "
+            f"floors' in the same round; each job in a fresh process (local[2], 4 shuffle partitions), "
+            f"the snapshot job and the user's next to each other, order reversed every other round, "
+            f"{repeats} rounds, {changes:,} changes; every floor's output checked "
+            f"to hold the snapshot's {rows:,} items value for value; {floors}; {wall_text} s; "
+            f"{throughput:,.0f} changes/s",
         ),
-        Ratio(
+        at_most(
             "full_rebuild_over_plain_spark_cpu",
-            tuple(j / p for j, p in zip(cpu["job"], cpu["plain"], strict=True)),
-            "stated",
-            True,
-            "the same two runs in CPU seconds (driver JVM + this process) instead of wall time: what the "
-            "jobs cost with the other load of this shared machine factored out; medians "
-            f"{statistics.median(cpu['job']):.1f} vs {statistics.median(cpu['plain']):.1f} CPU s",
+            by_cpu,
+            1.3,
+            f"the same rounds in CPU seconds (the job's JVM + its Python process; the cheapest floor of "
+            f"each round): what the jobs cost with the machine's other load factored out; {cpu_text} CPU s",
         ),
         Ratio(
             "full_rebuild_over_duckdb",
-            over_duck,
+            tuple(j / d for j, d in zip(wall["snapshot"], wall["duckdb"], strict=True)),
             "stated",
             True,
-            f"snapshot --full time / DuckDB (2 threads) doing the same merge from the same gzip objects "
-            f"to Parquet; medians {statistics.median(jobs):.1f} s vs {statistics.median(ducks):.1f} s",
+            f"snapshot --full wall time / DuckDB's (2 threads, fresh process) doing the same merge from "
+            f"the same gzip objects to Parquet (row count checked); medians "
+            f"{statistics.median(wall['snapshot']):.1f} s vs {statistics.median(wall['duckdb']):.1f} s",
         ),
     ]
 
@@ -290,13 +330,9 @@ def main(argv: Any = None) -> int:
     sizes = tuple(int(s) for s in args.sizes.split(","))
     if args.skip_incremental:
         print(f"machine: {machine()}")
-        spark = build_session("local[2]", "bench-pipeline-table", shuffle_partitions=4)
-        try:
-            with tempfile.TemporaryDirectory(prefix="pipeline-table-bench-") as folder:
-                for ratio in _full_rebuild(spark, Path(folder), args.changes, args.repeats):
-                    print(ratio.line())
-        finally:
-            spark.stop()
+        with tempfile.TemporaryDirectory(prefix="pipeline-table-bench-") as folder:
+            for ratio in _full_rebuild(Path(folder), args.changes, args.repeats):
+                print(ratio.line(), ratio.spread())
         return 0
     if args.skip_full:
         spark = build_session("local[2]", "bench-pipeline-table", shuffle_partitions=4)

@@ -33,12 +33,16 @@ def plan(run: RunContext) -> RunPlan:
     raw = parsed = None
     if uris:
         raw = read_lines(run.spark, uris)
-        # Items stay in wire form: only each key's winner is typed, after the merge.
-        parsed = with_bucket(parse.parse_lines(raw, keys, typed=False), keys, layout).observe(
+        # Items stay in wire form: only each key's winner is typed, after the merge. The lines are
+        # counted as they leave the parse, before the bucket is added: an observation ends a stage's
+        # generated code, so the parse and the bucket get a method each, both under the size above
+        # which the JVM leaves a method interpreted (tests/pipeline/test_generated_code.py).
+        observed = parse.parse_lines(raw, keys, typed=False).observe(
             lines_seen,
             F.count(F.lit(1)).alias("lines"),
             F.count_if(F.col("_problem").isNotNull()).alias("bad"),
         )
+        parsed = with_bucket(observed, keys, layout)
     changes = new_changes(run, parsed)
     base = None
     if bootstrapped:  # its rows take this run's buckets (the same, unless an older base had none)

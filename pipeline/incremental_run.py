@@ -42,8 +42,11 @@ def plan(run: RunContext, layout: KeyRanges, driver_rows: int = locate.DRIVER_RO
     and counted per bucket (which also says which buckets the run touches)."""
     keys = run.keys
     raw = read_lines(run.spark, [o.uri for o in run.selection.to_read])
-    parsed = with_bucket(parse.parse_lines(raw, keys, typed=True), keys, layout)
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+    # The parse is kept and the bucket computed over it: in one stage with the parse, the key-range
+    # tree took the generated method past the size the JVM compiles, and every line ran interpreted
+    # (tests/pipeline/test_generated_code.py).
+    kept = parse.parse_lines(raw, keys, typed=True).persist(StorageLevel.MEMORY_AND_DISK)
+    parsed = with_bucket(kept, keys, layout)
     try:
         counts = reading(
             lambda: (
@@ -59,7 +62,7 @@ def plan(run: RunContext, layout: KeyRanges, driver_rows: int = locate.DRIVER_RO
         created = [float(r["oldest"]) for r in counts if not r["bad"] and r["oldest"] is not None]
         merge = merge_incremental(run, new_changes(run, parsed), changed, driver_rows=driver_rows)
     except BaseException:
-        parsed.unpersist()
+        kept.unpersist()
         raise
     touched = sorted(changed)
     rewritten = {kind: sorted(p.rewrite) for kind, p in merge.plans.items()}
@@ -81,7 +84,7 @@ def plan(run: RunContext, layout: KeyRanges, driver_rows: int = locate.DRIVER_RO
         touched=touched,
         planned=merge.planned(run.tables),
         oldest_change=min(created, default=None),
-        cached=[parsed, merge.patched],
+        cached=[kept, merge.patched],
     )
 
 
