@@ -248,7 +248,7 @@ class KinesisDemo:
         verdict = judge(read_oracle(self.oracle), delivered)
         self._note(
             f"the load put {load.writes} user records ({load.aggregates} KPL aggregates, "
-            f"{load.refused} puts refused and put again)"
+            f"{load.refused} puts failed past the client's own retries and were put again)"
         )
         return DemoOutcome(
             verdict,
