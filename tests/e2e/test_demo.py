@@ -5,7 +5,9 @@ faults and a slow processor, with the same verdict required. It leaves out the S
 (``--skip-spark``): the plain demo covers them, and under chaos the verdict the test needs is the
 fleet's, read from the change log.
 
-``CHAOS_SEEDS=1,2,3`` runs the chaos variant once per seed (``make test`` runs seed 1)."""
+``CHAOS_SEEDS=1,2,3`` runs the chaos variant once per seed (``make test`` runs seed 1), on the
+table's stream and on a Kinesis stream (``--source kinesis``: a split and a merge under the fleet,
+KPL-aggregated records, the verdict from what the workers recorded)."""
 
 from __future__ import annotations
 
@@ -132,6 +134,47 @@ def test_chaos_demo_verdict(tmp_path: Path, seed: int) -> None:
         assert act in output, act
     assert figure(output, "  of which unexplained") == "0"
     assert figure(output, "changes written") == figure(output, "changes delivered (distinct)")
+
+
+@pytest.mark.parametrize("seed", CHAOS_SEEDS)
+def test_kinesis_chaos_demo_verdict(tmp_path: Path, seed: int) -> None:
+    demo = subprocess.Popen(
+        demo_command(tmp_path, "--source", "kinesis", "--chaos", str(seed)), env=demo_environ(tmp_path, 14),
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        output, _ = demo.communicate(timeout=300)
+    finally:
+        if demo.poll() is None:  # SIGTERM: the demo stops its workers and the emulator on the way out
+            demo.send_signal(signal.SIGTERM)
+            try:
+                demo.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.communicate()
+        logs = tmp_path / "demo" / "logs"
+        pids = {int(m) for p in logs.glob("*.log") for m in re.findall(r"@[^:]+:(\d+):", p.read_text())}
+        assert not [pid for pid in pids if _alive(pid)], "workers left running after the demo"
+    assert demo.returncode == 0, output[-6000:]
+    assert "VERDICT: nothing lost, nothing reordered" in output
+    assert "the Spark steps are left out" in output and "bootstrap" not in output
+    for act in (
+        "SIGKILL worker-",
+        "(chaos restart)",
+        "stream-faults on",
+        "table-faults on",
+        "split: shard",
+        "merge: shards",
+    ):
+        assert act in output, act
+    aggregates = re.search(r"the load put (\d+) user records \((\d+) KPL aggregates", output)
+    assert aggregates and int(aggregates.group(2)) > 0, output[-3000:]
+    assert figure(output, "user records put (acknowledged)") == aggregates.group(1)
+    assert figure(output, "user records delivered (distinct)") == aggregates.group(1)
+    assert figure(output, "lost") == "0" and figure(output, "unexpected") == "0"
+    assert figure(output, "per-partition-key order violations (delivery order)") == "0"
+    assert figure(output, "  of which unexplained") == "0"
+    assert int(figure(output, "shards ended")) >= 2  # the split's parent and the merge's two
 
 
 def test_sigterm_stops_the_demo_and_every_process_it_started(tmp_path: Path) -> None:

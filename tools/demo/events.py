@@ -44,7 +44,11 @@ _RELEASED = re.compile(r"^worker (\S+) released lease (\S+)$")
 _ENDED = re.compile(r"^shard (\S+) ended; (?:syncing shards for|looking up) its children$")
 _ASKED = re.compile(r"^worker (\S+) asked (\S+) to hand over (\S+)$")
 _FAILED = re.compile(r"^shard (\S+): processor failed on \d+ records \(attempt \d+\): (.*); delivering")
-_LANDED = re.compile(r"^changelog: (\d+) record\(s\) of shard (\S+) already landed")
+# The Kinesis demo's delivery log (delivery_log.py) says the same of records it recorded before.
+_LANDED = re.compile(
+    r"^(?:changelog: (\d+) record\(s\) of shard (\S+) already landed"
+    r"|delivery log: (\d+) record\(s\) of shard (\S+) delivered before)"
+)
 # A shard consumer starting: its worker holds the lease (taken, handed over or taken back).
 # The namespace of a several-stream lease key: <account>:<table>:<stream creation epoch>:
 _NAMESPACE = re.compile(r"\b\d{12}:[A-Za-z0-9_.-]{3,255}:\d+:")
@@ -59,7 +63,8 @@ SLOW_MARGIN_SECONDS = 5.0
 # A fence said within this long after the take-over explains it (failover and the taker's round, at
 # the demo's 3 s failover, with a starved process's delay).
 FENCE_LATE_SECONDS = 10.0
-_SHARD_ID = re.compile(r"shardId-[0-9]+-[0-9a-f]+")
+# A DynamoDB stream's shard id (shardId-<time>-<hex>) or a Kinesis stream's (shardId-<12 digits>).
+_SHARD_ID = re.compile(r"shardId-[0-9]+(?:-[0-9a-f]+)?")
 
 
 def in_time_order(lines: list[str]) -> list[str]:
@@ -264,7 +269,10 @@ class FleetEvents:
         elif match := _FAILED.match(message):
             self._errors[(worker, match.group(1))] = match.group(2)
         elif match := _LANDED.match(message):
-            self._redelivered(worker, match.group(2), int(match.group(1)))
+            count, shard = (
+                (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+            )
+            self._redelivered(worker, shard, int(count))
         elif (match := _SLOW.match(message)) and written is not None:
             spans = self._slow.setdefault((worker, match.group(1)), [])
             spans.append((written, written + int(match.group(2)) / 1000))

@@ -82,6 +82,9 @@ class DemoOutcome:
     started_millis: int
     # Every table's verdict, by table (one entry without streams:, the same as ``verdict``).
     verdicts: tuple[tuple[str, Verdict], ...] = ()
+    # What the fleet read: a table's stream ("dynamodb") or a Kinesis data stream ("kinesis": the
+    # verdict then judges user records recorded by the delivery log, and names its figures so).
+    source: str = "dynamodb"
 
 
 class Loads:

@@ -1,0 +1,95 @@
+"""The Kinesis demo's pure parts and its processor: the KPL writer against the product's reader, the
+delivery log's record of every delivery and its word on a redelivery, the verdict read from it, and
+the resharder's choice of adjacent shards."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from consumer.processing import Batch
+from consumer.records.kinesis_record import KinesisRecord
+from consumer.records.kinesis_stream_record import KinesisStreamRecord
+from consumer.records.kpl import deaggregate
+from consumer.records.stream_record import ShardInfo
+from tools.demo.delivery_log import DeliveryLog
+from tools.demo.events import FleetEvents
+from tools.demo.kinesis_run import read_deliveries
+from tools.demo.kpl_writer import aggregate
+from tools.demo.reshard import adjacent_pairs
+from tools.demo.verdict import judge
+
+SHARD = "shardId-000000000003"
+
+
+def test_an_aggregate_reads_back_as_its_user_records_in_order() -> None:
+    read = deaggregate(aggregate("key-007", [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']), "key-007")
+    assert read.outcome == "aggregated"
+    assert [(u.partition_key, u.sub_sequence_number, u.data) for u in read.records] == [
+        ("key-007", 0, b'{"n": 1}'),
+        ("key-007", 1, b'{"n": 2}'),
+        ("key-007", 2, b'{"n": 3}'),
+    ]
+
+
+def batch(*records: tuple[str, int, str, int]) -> Batch:
+    return Batch(
+        ShardInfo(SHARD),
+        tuple(
+            KinesisStreamRecord(KinesisRecord(SHARD, seq, sub, key, json.dumps({"n": n}).encode(), 1.7e9))
+            for seq, sub, key, n in records
+        ),
+    )
+
+
+def test_the_delivery_log_records_every_delivery_and_says_a_redelivery(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = batch(("100", 0, "a", 1), ("100", 1, "a", 2), ("200", 0, "b", 1))
+    DeliveryLog(str(tmp_path)).handle(first)
+    with caplog.at_level(logging.INFO, logger="tools.demo.delivery_log"):
+        # The next owner starts again inside the aggregate (checkpoint at sub-sequence 0).
+        DeliveryLog(str(tmp_path)).handle(batch(("100", 1, "a", 2), ("200", 0, "b", 1), ("300", 0, "a", 3)))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"delivery log: 2 record(s) of shard {SHARD} delivered before"]
+    delivered = read_deliveries(tmp_path)
+    assert [(d.key, d.w) for d in delivered] == [("a", 1), ("a", 2), ("b", 1), ("a", 2), ("b", 1), ("a", 3)]
+    verdict = judge([("a", "PUT", 1), ("a", "PUT", 2), ("a", "PUT", 3), ("b", "PUT", 1)], delivered)
+    assert (verdict.lost, verdict.order_violations, verdict.duplicates, verdict.delivered) == (0, 0, 2, 4)
+    # The redelivery, said in the worker's log, is judged as the changelog sink's "already landed" is.
+    events = FleetEvents(fate={"worker-1": "SIGKILL"})
+    events.feed(json.dumps({"message": f"worker worker-2@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd",
+                            "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    events.feed(json.dumps({"message": said[0], "worker_id": "worker-2@vm:1:ab"}))
+    [redelivery] = events.redeliveries
+    assert redelivery.records == 2 and redelivery.explained and "SIGKILL" in redelivery.cause
+
+
+def test_the_verdict_sees_a_key_delivered_out_of_order_and_a_record_lost(tmp_path: Path) -> None:
+    DeliveryLog(str(tmp_path)).handle(batch(("100", 0, "a", 2), ("200", 0, "a", 1)))
+    verdict = judge([("a", "PUT", 1), ("a", "PUT", 2), ("a", "PUT", 3)], read_deliveries(tmp_path))
+    assert (verdict.lost, verdict.order_violations) == (1, 1) and not verdict.ok
+
+
+def test_a_line_being_written_is_not_read_yet(tmp_path: Path) -> None:
+    DeliveryLog(str(tmp_path)).handle(batch(("100", 0, "a", 1)))
+    (tmp_path / "99.jsonl").write_text('{"shard": "s", "posi')
+    assert len(read_deliveries(tmp_path)) == 1
+
+
+def shard(shard_id: str, low: int, high: int, closed: bool = False) -> dict[str, object]:
+    sequence = {"StartingSequenceNumber": "1", **({"EndingSequenceNumber": "9"} if closed else {})}
+    return {
+        "ShardId": shard_id,
+        "HashKeyRange": {"StartingHashKey": str(low), "EndingHashKey": str(high)},
+        "SequenceNumberRange": sequence,
+    }
+
+
+def test_only_open_shards_whose_ranges_touch_are_merged() -> None:
+    shards = [shard("s0", 0, 99, closed=True), shard("s2", 50, 99), shard("s1", 0, 49), shard("s3", 100, 199)]
+    assert [(a["ShardId"], b["ShardId"]) for a, b in adjacent_pairs(shards)] == [("s1", "s2"), ("s2", "s3")]
+    assert adjacent_pairs([shard("s1", 0, 49), shard("s3", 100, 199)]) == []
