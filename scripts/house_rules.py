@@ -216,7 +216,7 @@ FACE: dict[str, str] = {
     "consumer": "The package itself: `__version__`.",
     "consumer.processing": "The processor API a user's processor is written on: the inputs, the "
     "class and function forms, the errors, the in-memory checkpointer and Lambda's event for its tests.",
-    "consumer.records": "StreamRecord and ShardInfo: what a processor receives.",
+    "consumer.records": "StreamRecord, KinesisStreamRecord and ShardInfo: what a processor receives.",
     "consumer.api.worker": "A worker assembled from its ports and run: WorkerProcess, assemble, the "
     "ports' pieces and the parts it returns (`consumer run`, the benchmarks' workers).",
     "consumer.api.leases": "The leases and workers tables read from outside: the model, the DynamoDB "

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from consumer.processing import Batch
-from consumer.records.kinesis_stream_record import KinesisStreamRecord
+from consumer.records import KinesisStreamRecord
 from ground.positions import ordinal
 
 log = logging.getLogger("tools.demo.delivery_log")
