@@ -64,6 +64,7 @@ BENCHMARKS: tuple[str, ...] = (
     "worker_cpu",
     "parallel",
     "poison_key",
+    "kinesis_throughput",
 )
 
 

@@ -109,6 +109,8 @@ PRODUCT: dict[str, tuple[str, ...]] = {
     "worker_cpu": _RECORD_PATH,
     "parallel": _FLEET,
     "poison_key": _FLEET,
+    # A real `consumer run` on the emulator's Kinesis (its read limits), started by the demo's fleet.
+    "kinesis_throughput": _FLEET,
 }
 
 
