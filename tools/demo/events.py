@@ -188,7 +188,9 @@ class FleetEvents:
         name = process_name(owner)
         since = self._owner_since.get((name, shard))
         fate = self.fate_during(name, since, until)
-        if fate is None and until is not None:
+        # A graceful stop (SIGTERM) waits a bounded time for its shards' batches; one still in flight
+        # then is left running and the lease released without its checkpoint: the same case.
+        if fate in (None, "SIGTERM") and until is not None:
             low = since if since is not None else float("-inf")
             spans = self._slow.get((name, shard), [])
             if any(
@@ -295,7 +297,7 @@ class FleetEvents:
             explained = True
         elif fate == SLOW_BATCH:
             cause = (
-                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's deadline "
+                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's (or its stop's) deadline "
                 f"(the slow processor); {worker} took the shard over, and what the batch's other lanes "
                 "had landed was not checkpointed"
             )

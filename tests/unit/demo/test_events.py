@@ -265,6 +265,22 @@ def test_a_batch_in_flight_past_the_hand_overs_deadline_explains_the_forced_take
     assert not late.redeliveries[0].explained
 
 
+def test_a_batch_in_flight_past_a_graceful_stops_drain_explains_the_take_over() -> None:
+    """The Kinesis chaos demo's seed 1 in make test at eb9b848: the owner was SIGTERMed (a chaos
+    restart) while its slow batch slept, its graceful stop gave up waiting for it ("1 shard consumers
+    did not finish in time") and released the lease without that batch's checkpoint; the next owner
+    delivered its 2 records again, judged unexplained ("fate SIGTERM")."""
+    events = FleetEvents(fate={"worker-1": "SIGTERM"})
+    events.feed(stamped("worker-1", f"worker worker-1@vm:9:cd took lease {SHARD} from (nobody)", T0))
+    events.feed(stamped("worker-1", f"slow changelog: shard {SHARD}: a batch sleeps 4500 ms", T0 + 2))
+    events.feed(
+        stamped("worker-3", f"worker worker-3@vm:1:ab took lease {SHARD} from worker-1@vm:9:cd", T0 + 6)
+    )
+    events.feed(line("worker-3", f"delivery log: 2 record(s) of shard {SHARD} delivered before"))
+    assert events.redeliveries[0].explained, events.redeliveries[0].cause
+    assert "slow processor" in events.redeliveries[0].cause
+
+
 def test_a_fence_the_owner_says_after_the_take_over_explains_it() -> None:
     """A starved owner's heartbeats stop landing; another worker takes its shard by expiry, and the
     owner says it fenced itself only when it runs again, after the take-over (chaos seed 109 of issue
