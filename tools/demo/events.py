@@ -297,9 +297,9 @@ class FleetEvents:
             explained = True
         elif fate == SLOW_BATCH:
             cause = (
-                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's (or its stop's) deadline "
-                f"(the slow processor); {worker} took the shard over, and what the batch's other lanes "
-                "had landed was not checkpointed"
+                f"{process_name(before)}'s batch of the shard was in flight past the hand-over's "
+                f"(or its stop's) deadline (the slow processor); {worker} took the shard over, and what "
+                "the batch's other lanes had landed was not checkpointed"
             )
             explained = True
         elif shard in self._owner_fenced and before != NOBODY:
