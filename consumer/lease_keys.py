@@ -124,8 +124,10 @@ def parse_kinesis_lease_key(lease_key: str) -> tuple[str | None, str]:
 
 def kcl_multi_stream_attributes(lease_key: str) -> dict[str, dict[str, str]]:
     """The attributes KCL's multi-stream lease items carry beside the key: ``streamName`` (the stream
-    identifier) and ``shardId``; none for a single stream's key."""
-    identifier, shard_id = parse_kinesis_lease_key(lease_key)
-    if identifier is None:
+    identifier, the key's namespace without its last colon) and ``shardId``; none for a single
+    stream's key. Both sources' namespaced keys are KCL's multi-stream form, so a Java KCL reading the
+    table finds every lease's stream and shard where it looks for them."""
+    namespace, shard_id = split_lease_key(lease_key)
+    if not namespace:
         return {}
-    return {"streamName": {"S": identifier}, "shardId": {"S": shard_id}}
+    return {"streamName": {"S": namespace[:-1]}, "shardId": {"S": shard_id}}

@@ -8,6 +8,8 @@ adopted with its checkpoints:
     checkpoint (S: digits | TRIM_HORIZON | LATEST | SHARD_END | AT_TIMESTAMP)
     checkpointSubSequenceNumber (N)     ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)                  childShardIds (SS)
+    streamName (S), shardId (S): a namespaced key's stream identifier and shard id, as the KCL's
+    multi-stream leases carry them (written at creation; read from the key, never from these)
 
 This product adds ``pendingOwner`` (S) and ``pendingSince`` (N) to a lease, a steal request the
 owner honours after its in-flight batch. Nothing else lives in the leases table, so every item in it
@@ -34,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from consumer.lease_keys import kcl_multi_stream_attributes
 from consumer.leases.errors import LeaseItemError
 from consumer.leases.model import (
     FIRST_START_KEY,
@@ -99,6 +102,7 @@ def lease_to_item(lease: Lease) -> dict[str, Any]:
         "checkpoint": {"S": lease.checkpoint.sequence},
         "checkpointSubSequenceNumber": {"N": str(lease.checkpoint.sub_sequence)},
         "ownerSwitchesSinceCheckpoint": {"N": str(lease.owner_switches_since_checkpoint)},
+        **kcl_multi_stream_attributes(lease.shard_id),
     }
     if lease.owner is not None:
         item["leaseOwner"] = {"S": lease.owner}

@@ -60,6 +60,23 @@ def test_single_and_multi_stream_keys_are_the_java_kcls() -> None:
 
 
 @pytest.mark.parametrize(
+    "lease_key",
+    [
+        "123456789012:orders:1764214740:shardId-000000000001",  # a Kinesis stream's
+        "123456789012:orders:1764214740:shardId-00000001764214740000-1a2b3c4d",  # a table's stream
+    ],
+)
+def test_a_namespaced_lease_is_created_with_the_attributes_a_java_kcl_reads(lease_key: str) -> None:
+    """A Java KCL reading a multi-stream table takes each lease's stream and shard from streamName and
+    shardId, not from the key: the item this worker creates carries both, as the KCL's own do."""
+    item = lease_to_item(Lease(lease_key, None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    identifier, _, shard_id = lease_key.rpartition(":")
+    assert item["streamName"] == {"S": identifier} and item["shardId"] == {"S": shard_id}
+    assert "streamName" not in lease_to_item(Lease(SHARD, None, 0, ExtendedSequenceNumber("TRIM_HORIZON")))
+    assert lease_from_item(item).shard_id == lease_key
+
+
+@pytest.mark.parametrize(
     "key",
     [
         "orders:1764214740:shardId-1",
