@@ -36,14 +36,14 @@ from tools.dashboard.live import LiveDashboard
 from tools.demo.chaos import ChaosAction, Schedule, schedule_plan
 from tools.demo.delivery_log import HIGH_WATER
 from tools.demo.disruptions import Disruptions, Undo
-from tools.demo.events import FleetEvents, LogTail, in_time_order
 from tools.demo.fleet import LocalFleet
 from tools.demo.kinesis_load import KinesisLoad
+from tools.demo.observer import Observer
 from tools.demo.reshard import Resharder
-from tools.demo.run import DemoError, DemoOutcome, generations
+from tools.demo.run import DemoError, DemoOutcome
 from tools.demo.tables import DemoTable
 from tools.demo.verdict import Delivered, judge, read_oracle
-from tools.demo.view import FleetSnapshot, lease_rows_from_items, render
+from tools.demo.view import FleetSnapshot, render
 
 DELIVERY_LOG = "tools.demo.delivery_log:DeliveryLog"
 STREAM_NAME = "demo-clicks"
@@ -111,16 +111,13 @@ class KinesisDemo:
         self.console = console
         self.chaos_seed = chaos_seed
         self.schedule: Schedule = schedule
-        self.live = live
         self.stream = settings.source.stream_name
         self.deliveries = Path(str(settings.processing.options.get("destination", workdir / "deliveries")))
         self.oracle = workdir / "oracle.jsonl"
         self.ddb = client_for(settings, "dynamodb")
         self.kinesis = client_for(settings, "kinesis")
-        self.events = FleetEvents()
-        self._tail = LogTail()
-        self._started = time.monotonic()
-        self._started_millis = time.time_ns() // 1_000_000
+        self.observer = Observer(live)
+        self.events = self.observer.events
         self._shards: list[dict[str, Any]] = []
         self.resharder = Resharder(self.kinesis, self.stream)
         table = DemoTable(settings, self.deliveries, self.oracle)
@@ -130,51 +127,22 @@ class KinesisDemo:
             self.ddb,
             EmulatorControl(settings.endpoint_url),
             self.events,
-            note=self._note,
-            elapsed=self._elapsed,
+            note=self.observer.note,
+            elapsed=self.observer.elapsed,
         )
 
-    def _elapsed(self) -> float:
-        return time.monotonic() - self._started
-
-    def _note(self, text: str) -> None:
-        self.events.events.append(f"t+{self._elapsed():.0f}s {text}")
-
-    def _read_logs(self, fleet: LocalFleet) -> None:
-        stamp = f"t+{self._elapsed():.0f}s"
-        for line in in_time_order(self._tail.read([w.log_path for w in fleet.workers.values()])):
-            self.events.feed(line, stamp)
-
     def _snapshot(self, fleet: LocalFleet, load: KinesisLoad) -> FleetSnapshot:
-        self._read_logs(fleet)
-        try:
-            items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
-        except Exception:  # a chaos fault or a busy endpoint: show the last known state next time
-            items = []
-        with contextlib.suppress(Exception):  # likewise: the last listing stands
+        with contextlib.suppress(Exception):  # a chaos fault or a busy endpoint: the last listing stands
             self._shards = self.kinesis.list_shards(StreamName=self.stream)["Shards"]
-        open_shards = sum(1 for s in self._shards if "EndingSequenceNumber" not in s["SequenceNumberRange"])
-        delivered = len({(d.shard_id, d.sequence_number) for d in read_deliveries(self.deliveries)})
-        elapsed = self._elapsed()
-        states = {}
-        for name, process in fleet.workers.items():
-            if process.alive:
-                states[name] = "paused" if process.paused else "running"
-            else:
-                states[name] = "killed" if process.stopped_how == "SIGKILL" else "stopped"
-        return FleetSnapshot(
-            elapsed_seconds=elapsed,
-            leases=lease_rows_from_items(items),
-            workers=states,
+        return self.observer.snapshot(
+            fleet,
+            lambda: self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", []),
             writes=load.writes,
-            delivered=delivered,
-            writes_per_second=load.writes / max(elapsed, 1e-3),
-            delivered_per_second=delivered / max(elapsed, 1e-3),
-            lag_millis=None,
-            open_shards=open_shards,
-            closed_shards=len(self._shards) - open_shards,
-            generations=generations(self._shards),
-            events=tuple(self.events.events),
+            delivered=len({(d.shard_id, d.sequence_number) for d in read_deliveries(self.deliveries)}),
+            shards=self._shards,
+            open_shards=sum(
+                1 for s in self._shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]
+            ),
         )
 
     def _worker_environ(self) -> dict[str, str]:
@@ -218,11 +186,8 @@ class KinesisDemo:
         ) as fleet:
             for _ in range(workers):
                 fleet.start_worker()
-            self._started = time.monotonic()
-            self._started_millis = time.time_ns() // 1_000_000
-            if self.live is not None:
-                self.live.start_millis = self._started_millis
-            self._note(
+            self.observer.start_clock()
+            self.observer.note(
                 f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} user "
                 f"records/s for {duration:g} s, some KPL-aggregated)"
                 f"{f'; chaos seed {self.chaos_seed}, schedule {self.schedule}' if self.chaos_seed is not None else ''}"
@@ -243,10 +208,10 @@ class KinesisDemo:
             finally:
                 load.stop()
                 writer.join(timeout=10)
-        self._read_logs(fleet)
+        self.observer.read_logs(fleet)
         delivered = read_deliveries(self.deliveries)
         verdict = judge(read_oracle(self.oracle), delivered)
-        self._note(
+        self.observer.note(
             f"the load put {load.writes} user records ({load.aggregates} KPL aggregates, "
             f"{load.refused} puts failed past the client's own retries and were put again)"
         )
@@ -254,7 +219,7 @@ class KinesisDemo:
             verdict,
             self.events,
             tuple(chaos_log),
-            self._started_millis,
+            self.observer.started_millis,
             ((self.stream, verdict),),
             source="kinesis",
         )
@@ -272,13 +237,13 @@ class KinesisDemo:
     ) -> None:
         """What is due now: the chaos plan (its splits are the stream's) or the script, the
         resharding on cue either way, and the undoing of what has run its time."""
-        elapsed = self._elapsed()
+        elapsed = self.observer.elapsed()
         if self.chaos_seed is not None:
             while plan and elapsed >= plan[0].at_seconds:
                 action = plan.pop(0)
                 chaos_log.append(f"t+{elapsed:.0f}s {action.kind}")
                 if action.kind == "split":
-                    self._note(self.resharder.split(rng))
+                    self.observer.note(self.resharder.split(rng))
                 else:
                     self.disruptions.chaos(fleet, action, rng, undo)
         else:
@@ -286,7 +251,7 @@ class KinesisDemo:
         for kind, due in list(reshards.items()):
             if elapsed >= due:
                 del reshards[kind]
-                self._note(self.resharder.split(rng) if kind == "split" else self.resharder.merge())
+                self.observer.note(self.resharder.split(rng) if kind == "split" else self.resharder.merge())
         for item in [u for u in undo if u.due <= elapsed]:
             undo.remove(item)
             self.disruptions.undo(fleet, item)
@@ -323,19 +288,11 @@ class KinesisDemo:
                     self.disruptions.undo(fleet, item)
                 for kind in list(reshards):  # a load shorter than its cue: reshard before the drain
                     del reshards[kind]
-                    self._note(self.resharder.split(rng) if kind == "split" else self.resharder.merge())
-                self._note(f"load stopped after {load.writes} user records; draining")
-                deadline = time.monotonic() + 180
-                while time.monotonic() < deadline:
-                    snap = self._snapshot(fleet, load)
-                    live.update(render(snap))
-                    if snap.delivered >= load.writes:
-                        break
-                    time.sleep(0.5)
-                for process in fleet.alive():
-                    code = fleet.terminate(process.name)
-                    self._note(f"SIGTERM {process.name}: exited {code}")
-                live.update(render(self._snapshot(fleet, load), events=False))
+                    self.observer.note(
+                        self.resharder.split(rng) if kind == "split" else self.resharder.merge()
+                    )
+                self.observer.note(f"load stopped after {load.writes} user records; draining")
+                self.observer.drain_and_stop(live, fleet, lambda: self._snapshot(fleet, load), load.writes)
         finally:
             if not self.console.is_terminal:
                 self.console.line()

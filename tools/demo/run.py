@@ -33,9 +33,10 @@ from ground.settings import Settings
 from tools.dashboard.live import LiveDashboard
 from tools.demo.chaos import ChaosAction, Schedule, schedule_plan
 from tools.demo.disruptions import Disruptions, Undo
-from tools.demo.events import FleetEvents, LogTail, in_time_order
+from tools.demo.events import FleetEvents
 from tools.demo.fleet import LocalFleet
 from tools.demo.load import PREFILL_ITEMS, LoadGenerator
+from tools.demo.observer import Observer
 from tools.demo.stage import (
     DemoError,
     bootstrap_snapshot,
@@ -46,7 +47,7 @@ from tools.demo.stage import (
 )
 from tools.demo.tables import SLOW_EVERY, SLOW_PROCESSOR, demo_tables, slow_streams_config
 from tools.demo.verdict import Verdict, judge, read_changelog, read_oracle
-from tools.demo.view import FleetSnapshot, lease_rows_from_items, render
+from tools.demo.view import FleetSnapshot, render
 
 # The demo's whole surface, the stage's part included: `consumer demo` (tools/commands/demo.py) and
 # bench/fleet_support.py import it from here.
@@ -59,18 +60,6 @@ __all__ = [
     "start_local_aws",
     "stop_process",
 ]
-
-
-def generations(shards: list[dict[str, Any]]) -> int:
-    """The longest parent chain among the listed shards (1 for a stream that never rolled over)."""
-    parents = {s["ShardId"]: s.get("ParentShardId") for s in shards}
-    deepest = 0
-    for shard_id in parents:
-        depth, current = 0, shard_id
-        while current in parents and depth <= len(parents):
-            depth, current = depth + 1, parents[current]
-        deepest = max(deepest, depth)
-    return deepest
 
 
 @dataclass(frozen=True)
@@ -133,7 +122,6 @@ class Demo:
         self.chaos_seed = chaos_seed
         self.schedule: Schedule = schedule
         self.bootstrap = bootstrap
-        self.live = live  # the live dashboard, whose time axis starts with the load
         # One table, or each of streams: with its own load, change log and verdict (tables.py).
         self.tables = demo_tables(settings, workdir)
         self.changelog, self.oracle = self.tables[0].changelog, self.tables[0].oracle
@@ -146,72 +134,36 @@ class Demo:
         self.ddb = client_for(settings, "dynamodb")
         self.streams = client_for(settings, "dynamodbstreams")
         self.control = EmulatorControl(endpoint)
-        self.events = FleetEvents()
-        self._tail = LogTail()
-        self._started = time.monotonic()
-        self._started_millis = time.time_ns() // 1_000_000
+        self.observer = Observer(live)
+        self.events = self.observer.events
         self.disruptions = Disruptions(
             settings,
             self.tables,
             self.ddb,
             self.control,
             self.events,
-            note=self._note,
-            elapsed=self._elapsed,
+            note=self.observer.note,
+            elapsed=self.observer.elapsed,
         )
 
-    # ------------------------------------------------------------------ observing
-
-    def _elapsed(self) -> float:
-        return time.monotonic() - self._started
-
-    def _note(self, text: str) -> None:
-        self.events.events.append(f"t+{self._elapsed():.0f}s {text}")
-
-    def _read_logs(self, fleet: LocalFleet) -> None:
-        stamp = f"t+{self._elapsed():.0f}s"
-        for line in in_time_order(self._tail.read([w.log_path for w in fleet.workers.values()])):
-            self.events.feed(line, stamp)
-
     def _snapshot(self, fleet: LocalFleet, load: Loads) -> FleetSnapshot:
-        self._read_logs(fleet)
-        try:
-            items = self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", [])
-        except Exception:  # a chaos fault or a busy endpoint: show the last known state next time
-            items = []
         shards: list[dict[str, Any]] = []
         for table in self.tables:
             try:
                 shards += self.control.shards(table.name)
-            except Exception:
+            except Exception:  # a chaos fault or a busy endpoint: the frame shows the rest
                 continue
-        open_shards = sum(1 for s in shards if s.get("endingSequenceNumber") is None)
         delivered = sum(
             len({(c.shard_id, c.sequence_number) for c in read_changelog(table.changelog, table.key)})
             for table in self.tables
         )
-        elapsed = self._elapsed()
-        states = {}
-        for name, process in fleet.workers.items():
-            if process.alive:
-                states[name] = "paused" if process.paused else "running"
-            else:
-                states[name] = "killed" if process.stopped_how == "SIGKILL" else "stopped"
-        return FleetSnapshot(
-            elapsed_seconds=elapsed,
-            leases=lease_rows_from_items(items),
-            workers=states,
+        return self.observer.snapshot(
+            fleet,
+            lambda: self.ddb.scan(TableName=self.settings.leases_table_name).get("Items", []),
             writes=load.writes,
             delivered=delivered,
-            writes_per_second=load.writes / max(elapsed, 1e-3),
-            delivered_per_second=delivered / max(elapsed, 1e-3),
-            lag_millis=None,
-            open_shards=open_shards,
-            closed_shards=len(shards) - open_shards,
-            generations=generations(
-                [{"ShardId": s["shardId"], "ParentShardId": s.get("parentShardId")} for s in shards]
-            ),
-            events=tuple(self.events.events),
+            shards=[{"ShardId": s["shardId"], "ParentShardId": s.get("parentShardId")} for s in shards],
+            open_shards=sum(1 for s in shards if s.get("endingSequenceNumber") is None),
         )
 
     def _worker_environ(self) -> dict[str, str]:
@@ -282,12 +234,9 @@ class Demo:
         with fleet:
             for _ in range(workers):
                 fleet.start_worker()
-            self._started = time.monotonic()
-            self._started_millis = time.time_ns() // 1_000_000
-            if self.live is not None:
-                self.live.start_millis = self._started_millis
+            self.observer.start_clock()
             load_metrics.start()
-            self._note(
+            self.observer.note(
                 f"started {workers} workers and the load ({self.settings.load.writes_per_second:g} writes/s"
                 f" for {duration:g} s)"
                 f"{f'; chaos seed {self.chaos_seed}, schedule {self.schedule}' if self.chaos_seed is not None else ''}"
@@ -299,11 +248,13 @@ class Demo:
                 )
             finally:
                 load_metrics.stop(timeout_seconds=10)
-        self._read_logs(fleet)
+        self.observer.read_logs(fleet)
         verdicts = tuple(
             (t.name, judge(read_oracle(t.oracle), read_changelog(t.changelog, t.key))) for t in self.tables
         )
-        return DemoOutcome(verdicts[0][1], self.events, tuple(chaos_log), self._started_millis, verdicts)
+        return DemoOutcome(
+            verdicts[0][1], self.events, tuple(chaos_log), self.observer.started_millis, verdicts
+        )
 
     def _live(
         self,
@@ -321,7 +272,7 @@ class Demo:
         try:
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 while writer.is_alive():
-                    elapsed = self._elapsed()
+                    elapsed = self.observer.elapsed()
                     if self.chaos_seed is not None:  # chaos: the plan only, never the script
                         while plan and elapsed >= plan[0].at_seconds:
                             action = plan.pop(0)
@@ -336,19 +287,8 @@ class Demo:
                     time.sleep(0.5)
                 for item in sorted(undo):
                     self.disruptions.undo(fleet, item)
-                self._note(f"load stopped after {load.writes} writes; draining")
-                deadline = time.monotonic() + 180
-                while time.monotonic() < deadline:
-                    snap = self._snapshot(fleet, load)
-                    live.update(render(snap))
-                    if snap.delivered >= load.writes:
-                        break
-                    time.sleep(0.5)
-                for process in fleet.alive():
-                    code = fleet.terminate(process.name)
-                    self._note(f"SIGTERM {process.name}: exited {code}")
-                # The last frame stays on screen; the events follow it in full, once.
-                live.update(render(self._snapshot(fleet, load), events=False))
+                self.observer.note(f"load stopped after {load.writes} writes; draining")
+                self.observer.drain_and_stop(live, fleet, lambda: self._snapshot(fleet, load), load.writes)
         finally:
             # Off a terminal rich prints the last frame without ending its line: end it here, so
             # what follows the live view starts on a line of its own.
