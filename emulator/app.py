@@ -95,6 +95,7 @@ class EmulatorApp:
     def _dynamodb(self, environ: Environ, start_response: StartResponse, operation: str) -> Iterable[bytes]:
         """One DynamoDB request through the table faults and moto. The body is read here (to know
         which tables it names) and handed on to moto unchanged."""
+        arrived_millis = int(time.monotonic() * 1000)
         body = _read_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -115,7 +116,7 @@ class EmulatorApp:
         else:
             status, headers, data = self._call_moto(environ)
             if operation == "Scan" and status.startswith("2"):
-                headers, data = self._charge_scan(params, headers, data)
+                headers, data = self._charge_scan(params, headers, data, arrived_millis)
             if _eventually_consistent_scan(operation, call, params) and status.startswith("2"):
                 key = f"{params.get('TableName')}\n{json.dumps(params, sort_keys=True)}"
                 view = self.engine.gate.answer_scan(key, status, headers, data, call.stale_window_millis)
@@ -134,9 +135,11 @@ class EmulatorApp:
         return [data]
 
     def _charge_scan(
-        self, params: dict[str, Any], headers: tuple[tuple[str, str], ...], data: bytes
+        self, params: dict[str, Any], headers: tuple[tuple[str, str], ...], data: bytes, arrived_millis: int
     ) -> tuple[tuple[tuple[str, str], ...], bytes]:
-        """Charge a Scan what DynamoDB would (emulator/capacity.py), log it, answer with it."""
+        """Charge a Scan what DynamoDB would (emulator/capacity.py), log it at the time it arrived,
+        answer with it. A pace is kept on when each page is asked for; the time a page took to be
+        read here (moto's own, longer on a loaded machine) is not the asker's."""
         try:
             body = json.loads(data)
         except ValueError:
@@ -144,9 +147,7 @@ class EmulatorApp:
         table = _table_name(params.get("TableName")) or ""
         units = scan_units(body.get("Items", []), consistent=params.get("ConsistentRead") is True)
         segments = params.get("TotalSegments")
-        self.reads.add(
-            table, int(time.monotonic() * 1000), units, segments if isinstance(segments, int) else 0
-        )
+        self.reads.add(table, arrived_millis, units, segments if isinstance(segments, int) else 0)
         if params.get("ReturnConsumedCapacity", "NONE") == "NONE":
             return headers, data
         body["ConsumedCapacity"] = {"TableName": table, "CapacityUnits": units}

@@ -64,7 +64,7 @@ def scan_units(items: list[Mapping[str, Any]], *, consistent: bool) -> float:
 
 
 class ReadLog:
-    """Every Scan's (monotonic ms, units, TotalSegments or 0 for a plain Scan), per table."""
+    """Every Scan's (monotonic ms it arrived, units, TotalSegments or 0 for a plain Scan), per table."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -104,7 +104,7 @@ class EmulatorControl:
         return trimmed
 
     def reads(self, table: str) -> list[tuple[int, float, int]]:
-        """Every Scan the table served: (the emulator's monotonic ms, the read units it charged, its
+        """Every Scan the table served: (the emulator's monotonic ms when it arrived, the units charged, its
         TotalSegments, 0 for a plain Scan)."""
         answer = self._call("GET", f"reads?table={urllib.parse.quote(table)}")
         return [(int(at), float(units), int(segments)) for at, units, segments in answer["reads"]]

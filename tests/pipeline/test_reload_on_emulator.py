@@ -7,7 +7,8 @@ One ``consumer run`` process feeds both built-in sinks through one handler
 keeps records for ``RETENTION`` seconds of its own clock: while the worker is stopped, items are
 updated, deleted and created, and those records are trimmed before it comes back; then a few more
 changes (readable) touch keys the gap touched too. The emulator charges each Scan what DynamoDB
-would and logs when it served it (emulator/capacity.py): the pace is measured on its side.
+would and logs when each arrived (emulator/capacity.py): the pace is measured on its side, from
+the pages' starts, as the worker keeps it.
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def test_a_worker_back_after_the_retention_repairs_every_sink_from_the_table(
         verdict = run_verify(spark, settings, ddb)
         assert verdict.counts == {"match": len(table), "missing": 0, "extra": 0, "stale": 0}
 
-    # The reloads' pace, as the emulator served their Scans: between any two, no more units than
+    # The reloads' pace, as their Scans reached the emulator: between any two, no more units than
     # the share allows (plus 100 ms of timing jitter between the two processes' clock readings).
     assert sum(units for _, units in reads) >= 2 * 29 * 900 / 4096  # both reloads read every item
     for i in range(len(reads)):
