@@ -7,11 +7,16 @@ debt of ``kinesis_read_bytes_per_second``, 2 MiB/s, as emulator/kinesis_limits.p
 what is measured) with enough records of 1 KiB as Kinesis counts them (data + partition key =
 1 024 bytes; the data a 1 KB JSON document) for the warm-up, the window and a margin at the read
 limit. Then one real ``consumer run`` process (tools/demo/fleet.py's LocalFleet, the worker's
-default settings but TRIM_HORIZON, function-form processor :class:`Tally`, which only appends one
-line per batch -- time, shard, record count -- to its own file) reads the stream from its start.
-Records/s per shard: records in the batches handed on between the first and the last batch inside
-the window (WARMUP_SECONDS after the first delivery, WINDOW_SECONDS long), over the time between
-them; the window must end before the backlog does (checked). The limit in records/s: the emulator's
+default settings but TRIM_HORIZON -- so 10 000 records a GetRecords, Kinesis' most --, function-form
+processor :class:`Tally`, which only appends one line per batch -- time, shard, record count -- to its
+own file) reads the stream from its start. Records/s per shard, counted by whole reads: the batches
+handed on are grouped into the reads they came from (a read's batches follow each other within
+milliseconds; two reads of a shard are at least 200 ms apart, so a gap over READ_GAP_SECONDS starts a
+new read); over the window (WARMUP_SECONDS after the first delivery, WINDOW_SECONDS long), the records
+of the reads that start in it, the last one excluded, over the time from the first one's start to the
+last one's: whole read cycles (a read and the wait after it), so a window holding a dozen 10 000-record
+reads is not biased by where its edges cut them. The window must end before the backlog does
+(checked). The limit in records/s: the emulator's
 enforced read bytes/s (read back from its live settings) over 1 024 bytes per record = 2 048
 records/s at 2 MiB/s. The AWS quotas page says "2 MB/s" per shard for reads and the GetRecords
 reference "2 MiB per second"; the emulator, and the worker's pacing (consumer/streams/
@@ -44,19 +49,17 @@ from consumer.processing import Batch
 
 LIMITS = (
     "kinesis_throughput_per_shard_over_limit: the worker's read pacing (consumer/streams/kinesis_pacing.py, "
-    "called from consumer/streams/kinesis_reader.py) schedules the next GetRecords b / 2 MiB after the answer "
-    "arrived, not after the call was sent, and worker.max_records is at most 1000 (1 MiB at 1 KiB records), "
-    "so each call costs 488 ms plus its own round trip: 1000 records per (0.488 s + round trip). At the "
-    "measured ~1,790 records/s that is ~70 ms per call (a 1 MiB answer through the emulator, botocore and "
-    "the parse): 0.875 of the limit. Counting the wait from the call's start (the shard charges the debt "
-    "when it serves the call), or reading up to 10 000 records a call, would close most of the gap; both are "
-    "product changes outside bench/."
+    "called from consumer/streams/kinesis_reader.py) waits b / 2 MiB after each answer of b bytes was "
+    "received (the shard charged it when it served it, earlier: waiting from the call's start could be "
+    "refused on AWS), so each read cycle is that wait plus the call's own time until its body is in "
+    "(the emulator serialising the records and the transfer; the parse overlaps the wait)."
 )
 RECORD_BYTES = 1024  # data + partition key, as Kinesis counts a record against the limits
 SHARDS = 1
-WARMUP_SECONDS = 5.0
-WINDOW_SECONDS = 20.0
-MARGIN_SECONDS = 10.0
+WARMUP_SECONDS = 10.0
+WINDOW_SECONDS = 60.0  # about a dozen 10 000-record reads at the limit
+MARGIN_SECONDS = 15.0
+READ_GAP_SECONDS = 0.1  # batches further apart than this came from different reads
 PUT_BATCH = 500  # PutRecords' most records per call
 FLOOR_RECORDS = 20_000
 REPEATS = 3
@@ -104,15 +107,29 @@ def record_data(index: int) -> bytes:
     return record_json(index, RECORD_BYTES - len(partition_key(index)))
 
 
+def reads(batches: Iterable[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The batches of one shard grouped into the reads they came from: (time of the read's first
+    batch, its records), in order (module docstring)."""
+    grouped: list[tuple[float, int]] = []
+    last = -1.0
+    for at, count in sorted(batches):
+        if grouped and at - last <= READ_GAP_SECONDS:
+            grouped[-1] = (grouped[-1][0], grouped[-1][1] + count)
+        else:
+            grouped.append((at, count))
+        last = at
+    return grouped
+
+
 def window_rate(batches: Iterable[tuple[float, int]], start: float, end: float) -> tuple[float, int]:
-    """Records/s between the first and the last batch handed on inside [start, end] (so the window's
-    edges cutting the reads do not bias it), and the records counted (the first batch's excluded: it
-    marks the start)."""
-    inside = sorted(b for b in batches if start <= b[0] <= end)
-    if len(inside) < 2:
-        raise RuntimeError("fewer than two batches were handed on in the window: nothing to measure")
-    records = sum(n for _, n in inside[1:])
-    return records / (inside[-1][0] - inside[0][0]), records
+    """Records/s over whole read cycles inside [start, end]: the records of the reads starting there,
+    the last excluded, over the time from the first one's start to the last one's; and the reads
+    counted."""
+    inside = [r for r in reads(batches) if start <= r[0] <= end]
+    if len(inside) < 3:
+        raise RuntimeError(f"{len(inside)} reads started in the window: too few to measure a rate")
+    records = sum(n for _, n in inside[:-1])
+    return records / (inside[-1][0] - inside[0][0]), len(inside) - 1
 
 
 def read_tallies(out_dir: Path) -> dict[str, list[tuple[float, int]]]:
@@ -206,10 +223,11 @@ def _one_repeat(emu: Any, workdir: Path, attempt: int, limit_records: float) -> 
     tallies = read_tallies(out_dir)
     if len(tallies) != SHARDS:
         raise RuntimeError(f"records came from {len(tallies)} shards, not {SHARDS}")
-    rates, in_window = [], 0
+    rates, cycles, in_window = [], 0, 0
     for shard, batches in sorted(tallies.items()):
-        rate, _ = window_rate(batches, start, end)
+        rate, counted = window_rate(batches, start, end)
         rates.append(rate)
+        cycles += counted
         in_window += sum(n for at, n in batches if start <= at <= end)
         through_end = sum(n for at, n in batches if at <= end)
         if through_end >= loaded // SHARDS:
@@ -219,6 +237,8 @@ def _one_repeat(emu: Any, workdir: Path, attempt: int, limit_records: float) -> 
     client.delete_stream(StreamName=stream)
     return {
         "rate": statistics.fmean(rates),
+        "cycles": cycles,
+        "records_per_read": max(n for shard in tallies.values() for _, n in reads(shard)),
         "cpu_per_record": (cpu1 - cpu0) / in_window,
         "cpu_share": (cpu1 - cpu0) / (end - start),
         "loaded": loaded,
@@ -250,7 +270,7 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
         )
         print(
             f"{'repeat':>6} | {'records/s/shard':>15} {'over limit':>10} | {'worker CPU/rec':>14} "
-            f"{'floor CPU/rec':>13} {'ratio':>6} | CPU share, load"
+            f"{'floor CPU/rec':>13} {'ratio':>6} | CPU share, reads counted, load"
         )
         for attempt in range(repeats):
             row = _one_repeat(emu, workdir, attempt, limit_records)
@@ -261,6 +281,7 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
                 f"{attempt + 1:>6} | {row['rate']:15,.0f} {row['rate'] / limit_records:10.3f} | "
                 f"{row['cpu_per_record'] * 1e6:11.1f} µs {floors[-1] * 1e6:10.2f} µs "
                 f"{row['cpu_per_record'] / floors[-1]:6.1f} | {row['cpu_share']:.2f} of a core, "
+                f"{row['cycles']:.0f} read cycles of up to {row['records_per_read']:,.0f} records, "
                 f"{row['loaded']:,} records loaded in {row['load_seconds']:.1f} s"
             )
     rates = [r["rate"] for r in rows]
@@ -277,7 +298,8 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
             0.9,
             f"records/s handed on per shard by one consumer run worker (default settings, TRIM_HORIZON, "
             f"function-form processor writing one line per batch) reading a pre-loaded 1-shard emulator "
-            f"stream over a {WINDOW_SECONDS:g} s window / the shard's read limit at 1 KiB records: the "
+            f"stream (10 000 records a GetRecords), counted over whole read cycles in a {WINDOW_SECONDS:g} s "
+            f"window / the shard's read limit at 1 KiB records: the "
             f"emulator's enforced {read_bytes:,.0f} B/s (2 MiB/s; AWS's quotas page says 2 MB/s) / "
             f"{RECORD_BYTES} B (data + partition key) = {limit_records:,.0f} records/s; worker "
             f"{spread(rates, 1, 'records/s')} (min / median / max)",

@@ -65,7 +65,7 @@ def run() -> list[Ratio]:
         print(
             f"parameters: {SHARDS} shards, {WORKERS} workers, idle between reads "
             f"{stack.settings.worker.idle_time_between_reads_millis} ms, max_records "
-            f"{stack.settings.worker.max_records}, writes {WRITES_PER_SECOND}/s from {WRITER_THREADS} threads, "
+            f"{stack.settings.worker.records_per_read(stack.settings.source.max_records_per_read)}, writes {WRITES_PER_SECOND}/s from {WRITER_THREADS} threads, "
             f"{WINDOWS} windows of {WINDOW_SECONDS:g} s after {WARM_UP_SECONDS:g} s of warm-up"
         )
         for _ in range(WORKERS):

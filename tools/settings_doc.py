@@ -30,7 +30,7 @@ ADVICE: dict[str, str] = {
     "worker.shard_sync_interval_millis": "KCL default 60 000; reaching a shard's end also triggers a sync, so children start without waiting",
     "worker.max_leases_for_worker": "between N/M and 6N/M (up to 6N shards readable in 24 h); N/M alone can fill every worker with children waiting for parents nobody may take; start at N/M + b",
     "worker.max_leases_to_steal_at_one_time": "KCL default 1; surplus is also handed off voluntarily, so joins converge fast",
-    "worker.max_records": "1000: DynamoDB Streams' GetRecords maximum",
+    "worker.max_records": "unset: each stream's GetRecords maximum, 1000 on DynamoDB Streams, 10 000 on Kinesis (KCL's maxRecords default)",
     "worker.idle_time_between_reads_millis": "KCL 1.x default 1000; lower it for latency, mind 5 reads/s per shard",
     "worker.parent_shard_poll_interval_millis": "KCL default 10 000",
     "worker.call_process_records_even_for_empty_record_list": "as KCL's callProcessRecordsEvenForEmptyRecordList: needed for time-based flushes of buffered records",

@@ -4,7 +4,8 @@ Every GetRecords call is a billed stream read and costs the worker CPU (signing,
 parsing), empty or not, so how often an idle shard is polled decides what a fleet of idle shards
 costs; how fast a shard that is behind is read decides how soon it catches up. The rules:
 
-* a **full** batch (``worker.max_records`` records): more is waiting — read again at once;
+* a **full** batch (as many records as the read asked for: ``worker.max_records``, or the most the
+  shard's stream serves a call): more is waiting — read again at once;
 * a batch whose records are at least ``catch_up_behind_millis`` behind the stream's tip: **catch
   up** — read again as soon as ``min_time_between_reads_millis`` has passed since the last read
   started (KCL 3's 200 ms minimum between polls, so a shard is never hammered), never later than

@@ -104,6 +104,12 @@ class StreamReader(Protocol):
 
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult: ...
 
+    def most_records_per_read(self, shard_id: str) -> int:
+        """The largest ``limit`` a fetch of this shard may ask for: its stream's GetRecords maximum
+        (1000 on DynamoDB Streams, 10 000 on Kinesis), what each read asks for unless
+        ``worker.max_records`` asks for fewer."""
+        ...
+
 
 # ------------------------------------------------------------------------------- source table
 

@@ -101,12 +101,12 @@ class ShardConsumer:
         reloads: Reloads | None = None,
     ) -> None:
         self.shard = shard
-        # The lease counter this consumer's ownership began at: if the worker loses the lease and
-        # takes it back (a fence, then a take-back), the counter moves and this consumer stops; a
-        # new one starts from the table's checkpoint instead of this one's older position.
+        # The lease counter this consumer's ownership began at: if the lease is lost and taken back (a
+        # fence, a take-back), it moves and this consumer stops; a new one resumes at the checkpoint.
         self._counter = counter
+        limit = settings.records_per_read(reader.most_records_per_read(shard.shard_id))
         self.machine = ShardMachine(
-            shard, checkpoint, settings, rng or random.Random(), done or DoneSequences()
+            shard, checkpoint, settings, limit, rng or random.Random(), done or DoneSequences()
         )
         self._leases = leases
         self._reader = reader

@@ -93,6 +93,7 @@ class ShardMachine(ShardGaps):
     shard: ShardInfo
     checkpoint: str  # the last checkpoint, as the checkpointer reports it
     settings: WorkerSettings
+    read_limit: int  # each GetRecords' Limit; a batch of this many records is full (more is waiting)
     rng: random.Random = field(default_factory=random.Random)
     done: DoneSequences = field(default_factory=DoneSequences)  # carried or new: module docstring
     life: Lifecycle = field(default_factory=Lifecycle)
@@ -217,7 +218,7 @@ class ShardMachine(ShardGaps):
             if self.iterator is None:
                 return GetIterator(self.resume_position)
             self.read_started = now
-            return Fetch(self.iterator, self.settings.max_records)
+            return Fetch(self.iterator, self.read_limit)
         if state is S.SHUTTING_DOWN:
             return self._shut_down()
         return Finished()
@@ -332,7 +333,7 @@ class ShardMachine(ShardGaps):
             pending.next_iterator,
             now,
             records=len(pending.records),
-            full=len(pending.records) >= self.settings.max_records,
+            full=len(pending.records) >= self.read_limit,
             behind=pending.millis_behind_latest,
         )
 

@@ -157,7 +157,7 @@ class _StreamProcessing:
         naming it), read through :class:`KinesisShardReader`. Its lease keys are the Java KCL's: the
         shard id alone, or with several streams ``<account>:<stream>:<creation epoch>:<shard id>``."""
         stream_name = self.settings.source.kinesis_stream
-        kinesis = KinesisStreamSource(clients.kinesis)
+        kinesis = KinesisStreamSource(clients.kinesis, clock=clock)  # the reader's clock: it paces by it
         try:
             info = kinesis.describe(stream_name)
         except StreamSourceError as exc:

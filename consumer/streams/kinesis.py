@@ -10,7 +10,10 @@ What differs from DynamoDB Streams, and how it is met here:
   after the parent (``ShardFilter`` AFTER_SHARD_ID: a child is always created after its parents).
 * **ListShards** pages with a ``NextToken`` valid for 300 s; an expired token restarts the listing.
 * **Read limits** (5 calls/s, 2 MiB/s per shard) are a debt, paced by
-  :mod:`consumer.streams.kinesis_pacing`; a refusal is :class:`ThrottledError`.
+  :mod:`consumer.streams.kinesis_pacing` from the moment an answer's body was received
+  (:attr:`KinesisBatch.received_ms`, taken on botocore's ``before-parse`` event of this client): the
+  shard charged the answer when it served it, before that moment, and the parsing that follows is the
+  worker's own time, not the shard's; a refusal is :class:`ThrottledError`.
 * **Records** are KPL-aggregated or not (:mod:`consumer.records.kpl`); a user record outside the
   shard's hash-key range is the KPL's re-put duplicate and is dropped as the Java KCL drops it.
 * **Retention** trims silently: an iterator before the trim horizon reads from the horizon with no
@@ -24,6 +27,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +49,7 @@ from consumer.streams.errors import (
     TransientStreamError,
 )
 from consumer.streams.source import Position, Shard
+from ground.clock import Clock, SystemClock
 
 MAX_LIMIT = 10_000
 _THROTTLED = frozenset(
@@ -52,6 +57,27 @@ _THROTTLED = frozenset(
 )
 _DENIED = frozenset({"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"})
 _TRANSIENT = frozenset({"InternalFailure", "InternalFailureException", "ServiceUnavailable"})
+
+
+@dataclass(slots=True)
+class _Receipt:
+    """When this thread's GetRecords answer was received, on ``clock`` (monotonic ms)."""
+
+    clock: Clock
+    at_ms: float | None = None
+
+
+# Set only around this adapter's own GetRecords calls (botocore parses on the calling thread), so
+# other code sharing the injected client is not timed.
+_RECEIPT: ContextVar[_Receipt | None] = ContextVar("consumer_kinesis_receipt", default=None)
+
+
+def _received(response_dict: Mapping[str, Any], **_: Any) -> None:
+    """before-parse handler: the body of a successful answer is in; the last one (after botocore's
+    retries) is the answer's."""
+    receipt = _RECEIPT.get()
+    if receipt is not None and response_dict.get("status_code") == 200:
+        receipt.at_ms = receipt.clock.monotonic_millis()
 
 
 class _ExpiredListingError(StreamSourceError):
@@ -115,6 +141,7 @@ class KinesisBatch:
     data_bytes: int  # data and partition keys of the Kinesis records, as the read limit counts them
     dropped_outside_shard: int  # aggregates the KPL put again on their right shard (read there)
     malformed_aggregates: int  # aggregates delivered raw (bad digest or protobuf)
+    received_ms: float | None = None  # when its body was received, before parsing (the source's clock)
 
     @property
     def shard_ended(self) -> bool:
@@ -150,9 +177,13 @@ def _child(item: Mapping[str, Any]) -> KinesisShard:
 class KinesisStreamSource:
     """Reads Kinesis data streams through an injected boto3 ``kinesis`` client."""
 
-    def __init__(self, client: Any, rng: random.Random | None = None) -> None:
+    def __init__(self, client: Any, rng: random.Random | None = None, clock: Clock | None = None) -> None:
         self._client = client
         self._rng = rng or random.Random()
+        self._clock: Clock = clock or SystemClock()
+        client.meta.events.register(
+            "before-parse.kinesis.GetRecords", _received, unique_id="consumer-kinesis-received"
+        )
 
     def _errors(
         self, action: str, resource: str, *, control_plane: bool = False
@@ -237,8 +268,13 @@ class KinesisStreamSource:
         """Up to ``limit`` Kinesis records (≤ 10 000) from ``iterator``, as user records."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ValueError(f"GetRecords limit must be 1..{MAX_LIMIT}, got {limit}")
-        with self._errors("kinesis:GetRecords", f"shard {shard.shard_id}"):
-            answer = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        receipt = _Receipt(self._clock)
+        token = _RECEIPT.set(receipt)
+        try:
+            with self._errors("kinesis:GetRecords", f"shard {shard.shard_id}"):
+                answer = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        finally:
+            _RECEIPT.reset(token)
         records: list[KinesisRecord] = []
         size = dropped = malformed = 0
         for record in answer.get("Records", []):
@@ -257,6 +293,7 @@ class KinesisStreamSource:
             data_bytes=size,
             dropped_outside_shard=dropped,
             malformed_aggregates=malformed,
+            received_ms=receipt.at_ms,
         )
 
 

@@ -16,7 +16,8 @@ What it adds to the source, each for one reason:
   range (a user record outside it is the KPL's re-put duplicate, dropped as the Java KCL drops it);
   the ranges come from the listings, and a shard not listed yet is looked up once.
 * **Read pacing.** A shard serves 5 GetRecords a second and 2 MiB a second to all its readers: each
-  shard's next call waits what :mod:`consumer.streams.kinesis_pacing` says, and a refusal
+  shard's next call waits what :mod:`consumer.streams.kinesis_pacing` says, counted from when the
+  last answer was received (before it was parsed: the source's clock must be this reader's), and a refusal
   (:class:`~consumer.streams.errors.ThrottledError`) pushes the next call back before it is raised
   to the lifecycle's back-off.
 """
@@ -101,6 +102,10 @@ class KinesisShardReader:
             return iterator
         return self._source.get_iterator(self.stream_arn, shard_id, kinesis_resume_position(position))
 
+    def most_records_per_read(self, shard_id: str) -> int:
+        """Kinesis' GetRecords maximum, whatever the shard."""
+        return MAX_LIMIT
+
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         shard = self._shard(shard_id)
         with self._lock:
@@ -117,8 +122,10 @@ class KinesisShardReader:
                 if floor is not None:
                     self._floors[iterator] = floor  # the same iterator is asked again
             raise
+        # Paced from the body's receipt (the shard charged it before), not from the end of its parse.
+        received = batch.received_ms if batch.received_ms is not None else self._clock.monotonic_millis()
         with self._lock:
-            self._paces[shard_id] = pace.answered(self._clock.monotonic_millis(), batch.data_bytes)
+            self._paces[shard_id] = pace.answered(received, batch.data_bytes)
         records = tuple(KinesisStreamRecord(r) for r in batch.records)
         if floor is not None:
             records = tuple(r for r in records if ordinal(r.position) > floor)

@@ -90,3 +90,13 @@ class StreamSet:
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         stream, own = self.route(shard_id)
         return stream.reader.fetch(own, iterator, limit)
+
+    def most_records_per_read(self, shard_id: str) -> int:
+        """The shard's own stream's maximum (a table's stream's shards and a Kinesis stream's differ).
+        A key of no configured stream is never read (:meth:`route` refuses its iterator): the
+        smallest of the streams' maximums."""
+        namespace, own = split_lease_key(shard_id)
+        stream = self._by_prefix.get(namespace)
+        if stream is None:
+            return min(s.reader.most_records_per_read(own) for s in self.streams)
+        return stream.reader.most_records_per_read(own)

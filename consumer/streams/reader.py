@@ -10,6 +10,7 @@ vocabulary for read errors).
 
 from __future__ import annotations
 
+from consumer.streams.dynamodb import MAX_LIMIT
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamSource
 
 
@@ -29,6 +30,10 @@ class ShardReader:
         if self.convert_images:
             return self._source.get_records(iterator, limit, shard_id, convert_images=True)
         return self._source.get_records(iterator, limit, shard_id)
+
+    def most_records_per_read(self, shard_id: str) -> int:
+        """DynamoDB Streams' GetRecords maximum, whatever the shard."""
+        return MAX_LIMIT
 
     def list_shards(self) -> tuple[Shard, ...]:
         """Every shard of the stream, paged to the end (what shard sync plans over)."""

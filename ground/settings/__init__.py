@@ -67,7 +67,7 @@ from ground.settings.processing import (
     ProcessingSettings,
     RetrySettings,
 )
-from ground.settings.source import KINESIS_WITH_STREAMS, SourceSettings
+from ground.settings.source import KINESIS_WITH_STREAMS, SourceSettings, refuse_records_over_limits
 from ground.settings.streams import StreamSettings, expand_streams, stream_problems
 from ground.settings.table import KeyAttribute, TableSettings
 from ground.settings.telemetry import LOG_RETENTION_DAYS, LogsSettings, MetricsSettings
@@ -197,7 +197,10 @@ class Settings(SettingsModel):
     def _sections_agree(self) -> Settings:
         """EMR Serverless has no local disk that outlives a job: every pipeline location must be on
         S3, and the change log it reads must be the one the workers write. A reload hands the
-        table's items as plain batches: a window's state cannot take them in."""
+        table's items as plain batches: a window's state cannot take them in. worker.max_records
+        is every stream's GetRecords Limit."""
+        sources = [view.source for view in self.per_stream()]
+        refuse_records_over_limits(self.worker.max_records, sources, self.several_streams)
         problems = emr_location_problems(self.pipeline, self.processing.options)
         if self.worker.on_trimmed == "reload" and any(
             v.processing.tumbling_window_seconds for v in self.per_stream()

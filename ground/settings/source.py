@@ -17,9 +17,11 @@ number beside it), so a KCL application's table is taken up where it stopped.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ground.settings.base import SettingsModel
 
@@ -34,6 +36,9 @@ RETENTION_HOURS_RANGE = (24, 8760)
 # where they would do nothing.
 _KINESIS_ONLY = ("create", "stream_mode", "retention_hours", "kms_key_arn")
 STREAM_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+# The most records one GetRecords call may ask for (its Limit): DynamoDB Streams' and Kinesis'.
+DYNAMODB_MAX_RECORDS = 1000
+KINESIS_MAX_RECORDS = 10_000
 
 
 KINESIS_WITH_STREAMS = (
@@ -177,6 +182,12 @@ class SourceSettings(SettingsModel):
         return stream
 
     @property
+    def max_records_per_read(self) -> int:
+        """The most records one GetRecords of this source returns: 1000 on DynamoDB Streams, 10 000 on
+        Kinesis (the Java KCL's maxRecords default)."""
+        return KINESIS_MAX_RECORDS if self.is_kinesis else DYNAMODB_MAX_RECORDS
+
+    @property
     def stream_retention_hours(self) -> int:
         """How long the source keeps a record: a DynamoDB stream 24 h, a Kinesis stream retention_hours."""
         return self.retention_hours if self.is_kinesis else DYNAMODB_STREAM_RETENTION_HOURS
@@ -189,3 +200,34 @@ class SourceSettings(SettingsModel):
         match = _STREAM_ARN.match(self.kinesis_stream)
         assert match is not None  # stream_arn is checked by the validator
         return match.group(1)
+
+
+def refuse_records_over_limits(wanted: int | None, sources: Sequence[SourceSettings], several: bool) -> None:
+    """Refuse a worker.max_records (``wanted``) above what one of ``sources`` (each stream's, in the
+    order of ``streams:`` when ``several``, else the one of table:) serves a GetRecords call.
+    Raised as an error of worker.max_records itself, so the loader names the file or variable that
+    set it."""
+    over = [
+        i for i, source in enumerate(sources) if wanted is not None and wanted > source.max_records_per_read
+    ]
+    if not over:
+        return
+    readers = (
+        "the stream of table: is read (source.kind: dynamodb)"
+        if not several
+        else f"{' and '.join(f'streams.{i}' for i in over)} read{'s' if len(over) == 1 else ''} a table's stream"
+    )
+    problem = PydanticCustomError(
+        "value_error",
+        "DynamoDB Streams serves at most {most} records a GetRecords call, and {readers}: use 1..{most}, "
+        "or leave it unset (each stream is then read its most: {dynamodb} a call from a table, {kinesis} "
+        "from Kinesis)",
+        {
+            "readers": readers,
+            "most": min(sources[i].max_records_per_read for i in over),
+            "dynamodb": DYNAMODB_MAX_RECORDS,
+            "kinesis": KINESIS_MAX_RECORDS,
+        },
+    )
+    details = InitErrorDetails(type=problem, loc=("worker", "max_records"), input=wanted)
+    raise ValidationError.from_exception_data("Settings", [details])

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from ground.positions import LATEST, InitialPosition
 from ground.settings.base import SettingsModel
+from ground.settings.source import KINESIS_MAX_RECORDS
 
 # Java's Integer.MAX_VALUE: KCL's "unbounded" for maxLeasesForWorker.
 UNBOUNDED = 2_147_483_647
@@ -60,7 +61,14 @@ class WorkerSettings(SettingsModel):
     )
     max_leases_for_worker: int = Field(UNBOUNDED, ge=1, description="Cap on leases one worker holds.")
     max_leases_to_steal_at_one_time: int = Field(1, ge=1, description="Leases stolen per taker run.")
-    max_records: int = Field(1000, ge=1, le=1000, description="GetRecords Limit (DynamoDB Streams max 1000).")
+    max_records: int | None = Field(
+        None,
+        ge=1,
+        le=KINESIS_MAX_RECORDS,
+        description="The Limit of each GetRecords (KCL's maxRecords). Unset: the most the stream serves "
+        "a call, 1000 from a table's stream (DynamoDB Streams), 10 000 from a Kinesis stream (KCL's "
+        "default); at most 1000 when any stream read is a table's.",
+    )
     idle_time_between_reads_millis: int = Field(
         1000,
         ge=0,
@@ -155,6 +163,11 @@ class WorkerSettings(SettingsModel):
         "releases the lease so another worker takes it. Above the longest batch a processor may take, "
         "retries included. None turns it off.",
     )
+
+    def records_per_read(self, most: int) -> int:
+        """The Limit of each GetRecords of a stream that serves at most ``most`` records a call:
+        max_records, or ``most`` when max_records is unset (never above it)."""
+        return most if self.max_records is None else min(self.max_records, most)
 
     @property
     def renewal_interval_millis(self) -> int:

@@ -181,25 +181,23 @@ def _fleet(sheet: Sheet, settings: Settings, views: tuple[Settings, ...], n: int
         "max_worker_threads + 3 (renewer, taker, shard sync): not one per shard",
     )
 
-    # With several streams, the largest record of any of them (a worker may hold any stream's shards).
-    record_kb = (
-        settings.source.average_record_kb
-        if settings.source.is_kinesis
-        else max(
-            view.table.average_item_kb * IMAGES_PER_RECORD[view.table.stream_view_type] for view in views
+    # With several streams, the largest read of any of them (a worker may hold any stream's shards).
+    def read_kb(view: Settings) -> float:
+        record_kb = (
+            view.source.average_record_kb
+            if view.source.is_kinesis
+            else view.table.average_item_kb * IMAGES_PER_RECORD[view.table.stream_view_type]
         )
-    )
+        return view.worker.records_per_read(view.source.max_records_per_read) * record_kb
+
     in_flight = min(leases_per_worker, worker.max_leases_for_worker)
     memory_mib = add(
         "memory_per_worker",
-        worker.max_records * record_kb * in_flight * 2 / 1024,
+        max(read_kb(view) for view in views) * in_flight * 2 / 1024,
         "MiB",
-        "max_records x record KB x leases held x 2 (raw bytes kept) / 1024; record KB = "
-        + (
-            "source.average_record_kb"
-            if settings.source.is_kinesis
-            else "average_item_kb x images per record"
-        ),
+        "records a read x record KB x leases held x 2 (raw bytes kept) / 1024; records a read = "
+        "worker.max_records, else the stream's most (1000 from a table's, 10000 from Kinesis); record KB "
+        "= source.average_record_kb (Kinesis), average_item_kb x images per record (a table's stream)",
     )
     if memory_mib * processes_per_instance > memory_gib * 1024 * 0.8:
         sheet.warnings.append(
@@ -320,7 +318,7 @@ def plan_inputs(settings: Settings) -> list[tuple[str, str]]:
         ("fleet.records_per_second_per_process", fleet.records_per_second_per_process),
         ("fleet.max_shards_per_process", fleet.max_shards_per_process),
         ("worker.max_leases_for_worker", worker.max_leases_for_worker),
-        ("worker.max_records", worker.max_records),
+        ("worker.max_records", "the stream's most" if worker.max_records is None else worker.max_records),
         ("worker.failover_time_millis", worker.failover_time_millis),
         ("worker.lease_table_billing_mode", worker.lease_table_billing_mode),
         ("worker.initial_lease_table_read_capacity", worker.initial_lease_table_read_capacity),

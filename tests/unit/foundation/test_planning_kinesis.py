@@ -60,8 +60,9 @@ def test_a_stream_is_sized_from_its_shards_and_throughput(tmp_path: Path) -> Non
         "max_leases_for_worker_max": 4,
         # max(1, ceil(16 / (500 x 2)) = 1, ceil(6000 / (5000 x 2)) = 1)
         "recommended_instances": 1,
-        # 1000 records x 0.5 KB (source.average_record_kb, no images) x 4 leases x 2 / 1024
-        "memory_per_worker": 1000 * 0.5 * 4 * 2 / 1024,
+        # 10 000 records a read (Kinesis' most: max_records unset) x 0.5 KB (source.average_record_kb,
+        # no images) x 4 leases x 2 / 1024
+        "memory_per_worker": 10_000 * 0.5 * 4 * 2 / 1024,
         # heartbeats 4 / 3.308 s + checkpoints 8 shards / 1 s
         "lease_table_write_units": 4 / 3.308 + 8,
         "scale_out_threshold": 16,  # 2N

@@ -70,6 +70,9 @@ class FakeStream:
             index = sum(1 for n in numbers if n.isdigit() and int(n) <= int(position))
         return f"{shard_id}|{index}"
 
+    def most_records_per_read(self, shard_id: str) -> int:
+        return 1000  # DynamoDB Streams'
+
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         self.fetches += 1
         shard, _, index_text = iterator.partition("|")

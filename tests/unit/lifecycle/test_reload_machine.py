@@ -46,7 +46,6 @@ from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import record
 
 SETTINGS = WorkerSettings(
-    max_records=3,
     idle_time_between_reads_millis=200,
     task_backoff_time_millis=100,
     on_trimmed="reload",
@@ -55,11 +54,12 @@ SETTINGS = WorkerSettings(
 )
 CHECKPOINT = "000000000000000000005"
 SHARD = ShardInfo("s1")
+READ_LIMIT = 3  # records a Fetch asks for
 READABLE = tuple(record("s1", n) for n in (50, 60))
 
 
 def machine(checkpoint: str = CHECKPOINT, **changes: object) -> ShardMachine:
-    return ShardMachine(SHARD, checkpoint, SETTINGS.model_copy(update=changes), random.Random(7))
+    return ShardMachine(SHARD, checkpoint, SETTINGS.model_copy(update=changes), READ_LIMIT, random.Random(7))
 
 
 def gap(event: StartReload) -> GapEvent:

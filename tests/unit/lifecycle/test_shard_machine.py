@@ -43,12 +43,13 @@ from consumer.streams.errors import ExpiredIteratorError, TrimmedDataError
 from ground.settings import WorkerSettings
 from tests.unit.lifecycle.fakes import record
 
-SETTINGS = WorkerSettings(max_records=3, idle_time_between_reads_millis=200, task_backoff_time_millis=100)
+SETTINGS = WorkerSettings(idle_time_between_reads_millis=200, task_backoff_time_millis=100)
+READ_LIMIT = 3  # records a Fetch asks for: a batch of 3 is full
 NOW = 1_000
 
 
 def machine(checkpoint: str = "TRIM_HORIZON", **settings: object) -> ShardMachine:
-    return ShardMachine(ShardInfo("s1"), checkpoint, SETTINGS.model_copy(update=settings), random.Random(7))
+    return ShardMachine(ShardInfo("s1"), checkpoint, SETTINGS.model_copy(update=settings), READ_LIMIT, random.Random(7))
 
 
 def step(
@@ -107,7 +108,7 @@ def test_a_shard_starts_parents_then_initialize_then_an_iterator_each_step_endin
 def test_a_lease_with_a_position_inside_its_shard_starts_without_reading_the_parents() -> None:
     # Somebody processed the shard, so its parents were finished: a moved lease goes straight to
     # initialize and an iterator after the checkpoint.
-    m = ShardMachine(ShardInfo("s2", ("s1",)), "1000", SETTINGS, random.Random(7))
+    m = ShardMachine(ShardInfo("s2", ("s1",)), "1000", SETTINGS, READ_LIMIT, random.Random(7))
     actions = step(m, [Done(), IteratorAt("it-0")])
     assert CheckParents not in requests(actions)
     assert requests(actions) == [Moved, Initialize, GetIterator, Moved, Wait]
@@ -117,7 +118,7 @@ def test_a_lease_with_a_position_inside_its_shard_starts_without_reading_the_par
 
 def test_a_lease_at_a_sentinel_checks_its_parents_first() -> None:
     for sentinel in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
-        m = ShardMachine(ShardInfo("s2", ("s1",)), sentinel, SETTINGS, random.Random(7))
+        m = ShardMachine(ShardInfo("s2", ("s1",)), sentinel, SETTINGS, READ_LIMIT, random.Random(7))
         assert step(m, [ParentsChecked(1)])[0] == CheckParents(("s1",))
 
 

@@ -55,6 +55,9 @@ class KinesisLikeStream:
         sequence, _ = split_position(position)
         return str(next(i for i, r in enumerate(self.records) if int(r.sequence_number) >= int(sequence)))
 
+    def most_records_per_read(self, shard_id: str) -> int:
+        return 10_000  # Kinesis'
+
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         index = int(iterator)
         batch = tuple(self.records[index : index + limit])

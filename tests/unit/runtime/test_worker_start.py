@@ -25,6 +25,9 @@ class NoShards:
     def fetch(self, shard_id: str, iterator: str, limit: int) -> GetRecordsResult:
         raise AssertionError("no shard to read")
 
+    def most_records_per_read(self, shard_id: str) -> int:
+        raise AssertionError("no shard to read")
+
     def list_shards(self) -> Iterable[Shard]:
         return ()
 

@@ -3,10 +3,12 @@ once; a second expiry, and other errors, are the port's."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from botocore.hooks import HierarchicalEmitter
 
 from consumer.streams.errors import StreamSourceError, ThrottledError
 from consumer.streams.kinesis import KinesisStreamSource
@@ -36,6 +38,7 @@ class PagedClient:
 
     def __init__(self, shards: list[dict[str, Any]], expire: set[int], fail_with: str | None = None) -> None:
         self.shards, self.expire, self.fail_with, self.calls = shards, expire, fail_with, 0
+        self.meta = SimpleNamespace(events=HierarchicalEmitter())  # a boto3 client's, for the adapter's hook
 
     def list_shards(self, **request: Any) -> dict[str, Any]:
         self.calls += 1
