@@ -2,7 +2,8 @@
 processes.
 
 * Total outage: three workers run while every call to the leases tables (leases and ``-workers``)
-  and every stream call fails — throttled or HTTP 500, alternating — for 2 × the failover time.
+  and every stream call fails — throttled or HTTP 500, alternating — for 2 × the failover time
+  (the stream failing first, alone, until the workers have met it).
   A transient error must never end a worker: all three are alive afterwards and stop cleanly, and
   every record written during the run is delivered exactly once (no (shard, sequence number) twice
   in the change log, and no record handed to a processor twice) and in per-item order.
@@ -208,6 +209,11 @@ def _all_held(run: Fleet) -> Callable[[], bool]:
     return check
 
 
+# The stream fails first, alone, until the workers have met it: once the leases tables fail too,
+# no lease is renewed and within the failover time every shard consumer stops reading, so a worker
+# starved through that short window (a loaded CI machine: stop 58's run) would otherwise never call
+# the stream during the outage at all.
+STREAM_FIRST: dict[str, float | str] = {"error_rate": 1.0}
 OUTAGE_PHASES: tuple[dict[str, float | str], ...] = (
     # Leases tables throttled, every stream call answered 500.
     {"table_throttle_rate": 1.0, "table_error_rate": 0.0, "error_rate": 1.0},
@@ -235,6 +241,34 @@ LIFTED: dict[str, float | str] = {
 }
 
 
+def _reached(run: Fleet, faults: dict[str, float | str], evidence: tuple[str, ...]) -> float:
+    """Set ``faults`` and wait until the emulator's ``evidence`` counters show they met the workers'
+    calls; returns the seconds that took. On a starved machine that may be longer than a phase: the
+    phase then lasts until they have (a longer outage, which the promises must survive too)."""
+    control = run.emu.control
+    started = control.counters()
+    control.set_faults(**faults)
+    began = time.monotonic()
+
+    def moved() -> bool:
+        return all(control.counters().get(c, 0) > started.get(c, 0) for c in evidence)
+
+    try:
+        wait_for(moved, 60, f"the outage to reach the workers' calls ({', '.join(evidence)})")
+    except AssertionError as exc:
+        now = control.counters()
+        counts = {c: (started.get(c, 0), now.get(c, 0)) for c in sorted(set(now) | set(started))}
+        ended = {p.name: p.popen.returncode for p in run.fleet.workers.values() if not p.alive}
+        tails = {
+            p.name: p.log_path.read_text(errors="replace").splitlines()[-5:]
+            for p in run.fleet.workers.values()
+        }
+        raise AssertionError(
+            f"{exc}; counters (before, now): {counts}; workers ended: {ended}; last log lines: {tails}"
+        ) from None
+    return time.monotonic() - began
+
+
 def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_stream_fail_for_two_failover_times(
     fleet: Fleet,
 ) -> None:
@@ -245,17 +279,9 @@ def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_st
     control.set_faults(table_fault_tables=f"{APP},{APP}-workers")
     phase_seconds = FAILOVER_MILLIS / 1000  # two phases: 2 × the failover time in all
     try:
+        _reached(run, STREAM_FIRST, ("faults_injected",))
         for phase, evidence in zip(OUTAGE_PHASES, PHASE_EVIDENCE, strict=True):
-            started = control.counters()
-            control.set_faults(**phase)
-            time.sleep(phase_seconds)
-            # On a starved machine the workers may not have called in that time: the phase then
-            # lasts until they have (a longer outage, which the promises below must survive too).
-            wait_for(
-                lambda: all(control.counters().get(c, 0) > started.get(c, 0) for c in evidence),  # noqa: B023
-                60,
-                f"the outage to reach the workers' calls ({', '.join(evidence)})",
-            )
+            time.sleep(max(0.0, phase_seconds - _reached(run, phase, evidence)))
     finally:
         control.set_faults(**LIFTED)
     during = control.counters()
