@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import make_server
 
 from emulator.app import EmulatorApp
@@ -26,6 +25,7 @@ from emulator.config import EngineConfig
 from emulator.engine import StreamEngine
 from emulator.errors import ControlError
 from emulator.faults import FaultSettings
+from emulator.keep_alive import KeepAliveRequestHandler
 from emulator.kinesis_engine import KinesisEngine
 from emulator.moto_bridge import MotoBridge
 from ground.settings import ConfigError, EmulatorSettings, load_settings
@@ -129,7 +129,9 @@ def serve(
     bridge.install()
     kinesis = KinesisEngine(config, faults=lambda: engine.faults)
     app = EmulatorApp(engine, bridge, kinesis)
-    server = make_server(settings.host, settings.port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(
+        settings.host, settings.port, app, threaded=True, request_handler=KeepAliveRequestHandler
+    )
     stop = threading.Event()
 
     def ticker() -> None:
