@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
+
+from emulator.keep_alive import KeepAliveRequestHandler
 
 
 def free_port() -> int:
@@ -20,22 +24,26 @@ def free_port() -> int:
 
 @contextmanager
 def moto_server() -> Iterator[str]:
-    """A moto server on 127.0.0.1 and a free port; yields its endpoint URL.
+    """A moto server on 127.0.0.1 and a port the system picked; yields its endpoint URL.
 
     moto keeps its backends per process, not per server, so each server starts from a reset,
-    empty account: a test never sees another test's tables.
+    empty account: a test never sees another test's tables. Connections stay open between requests
+    (the emulator's request handler), as they do with AWS.
     """
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=KeepAliveRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto-server", daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         urllib.request.urlopen(
             urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30
         ).close()
         yield endpoint
     finally:
-        server.stop()
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def create_orders_table(ddb: Any, name: str) -> None:
