@@ -172,6 +172,9 @@ WIDGETS: tuple[Widget, ...] = (
                 "OpenShards",
                 "Maximum",
                 "open shards N (the sync leader's listing)",
+                absent="only the shard-sync leader publishes it, after a whole listing of the stream "
+                "(every worker.shard_sync_interval_millis): none until a leader has listed and flushed "
+                "its metrics, and none from a leader killed in between",
                 gaps="only the shard-sync leader publishes it: when the leader stops (a kill, a lost "
                 "instance) the line breaks until another worker's heartbeat outlives the leader's "
                 "(worker.failover_time_millis) and it lists the stream",

@@ -193,6 +193,24 @@ def test_the_open_shards_line_says_why_it_breaks_when_the_sync_leader_is_killed(
     assert not any("only the shard-sync leader" in n for n in steady.notes)  # type: ignore[attr-defined]
 
 
+def test_no_open_shards_line_is_explained_when_the_only_leader_that_listed_was_killed_unflushed(
+    tmp_path: Path,
+) -> None:
+    """The demo's run on 04bad9b: worker-1 listed the stream half a second before its SIGKILL and
+    never flushed; the next leader's first listing came after the run. No OpenShards point at all:
+    the panel says why rather than UNEXPLAINED."""
+    unlisted = [p for p in idle_fleet() if p.name != "OpenShards"]
+    (figure, _axis), state = _panel("Leases total vs 2N", unlisted)
+    plt.close(figure)  # type: ignore[arg-type]
+    assert not state.unexplained, state  # type: ignore[attr-defined]
+    assert any(
+        n.startswith(
+            "open shards N (the sync leader's listing): only the shard-sync leader publishes it, after"
+        )
+        for n in state.notes  # type: ignore[attr-defined]
+    )
+
+
 def test_the_page_says_whose_counts_stop_early_and_why_totals_fall_short(tmp_path: Path) -> None:
     killed = [p for p in idle_fleet() if not (p.worker == "worker-2" and p.timestamp_millis > START + 10_000)]
     settings = load_settings("local", CONFIG, environ={})
