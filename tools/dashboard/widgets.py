@@ -1,11 +1,10 @@
 """The dashboard's widgets as data: the one list the CloudWatch dashboard and ``consumer dashboard`` draw.
 
-Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widgets.py``) and the
-local PNG (``tools/dashboard/render.py``) would drift apart with a list each. Both render
-:data:`WIDGETS`, in its order, with its titles, so a panel a developer reads after
-``make demo`` is the panel an operator reads in CloudWatch. It lives here, not in ``infra/``,
-because the worker package must never import the CDK layer; ``infra`` imports it. Its shape is
-in :mod:`tools.dashboard.widget_model`.
+Why one list: the CDK dashboard (``infra/monitoring.py``, through ``infra/widgets.py``) and the local
+PNG (``tools/dashboard/render.py``) would drift apart with a list each. Both render :data:`WIDGETS`, in
+its order, with its titles, so a panel a developer reads after ``make demo`` is the panel an operator
+reads in CloudWatch. It lives here, not in ``infra/``, because the worker package must never import the
+CDK layer; ``infra`` imports it. Its shape is in :mod:`tools.dashboard.widget_model`.
 
 Rules, stated once here so both renderers follow them:
 
@@ -172,9 +171,8 @@ WIDGETS: tuple[Widget, ...] = (
                 "OpenShards",
                 "Maximum",
                 "open shards N (the sync leader's listing)",
-                absent="only the shard-sync leader publishes it, after a whole listing of the stream "
-                "(every worker.shard_sync_interval_millis): none until a leader has listed and flushed "
-                "its metrics, and none from a leader killed in between",
+                absent="only the shard-sync leader publishes it, after a whole listing: none until a leader "
+                "has listed and flushed its metrics, and none from a leader killed in between",
                 gaps="only the shard-sync leader publishes it: when the leader stops (a kill, a lost "
                 "instance) the line breaks until another worker's heartbeat outlives the leader's "
                 "(worker.failover_time_millis) and it lists the stream",
