@@ -39,9 +39,10 @@ from consumer.streams.pacing import PAGE_ATTEMPTS, Pacer, backoff_millis
 from consumer.streams.source import GetRecordsResult, Position, Shard, StreamDescription
 from consumer.streams.wire import parse_get_records
 from ground.clock import Clock, SystemClock
+from ground.settings.source import DYNAMODB_MAX_RECORDS
 
 RAW_BODY_KEY = "ConsumerStreamsRawBody"
-MAX_LIMIT = 1000
+MAX_LIMIT = DYNAMODB_MAX_RECORDS  # GetRecords' Limit, as the settings check worker.max_records against it
 THROTTLING_CODES = frozenset(
     {
         "LimitExceededException",

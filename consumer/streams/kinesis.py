@@ -50,8 +50,9 @@ from consumer.streams.errors import (
 )
 from consumer.streams.source import Position, Shard
 from ground.clock import Clock, SystemClock
+from ground.settings.source import KINESIS_MAX_RECORDS
 
-MAX_LIMIT = 10_000
+MAX_LIMIT = KINESIS_MAX_RECORDS  # GetRecords' Limit, as the settings check worker.max_records against it
 _THROTTLED = frozenset(
     {"ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException"}
 )
