@@ -236,12 +236,17 @@ def test_a_worker_back_after_the_retention_repairs_every_sink_from_the_table(
         assert verdict.counts == {"match": len(table), "missing": 0, "extra": 0, "stale": 0}
 
     # The reloads' pace, as their Scans reached the emulator: between any two, no more units than
-    # the share allows (plus 100 ms of timing jitter between the two processes' clock readings).
+    # the share allows. The pacer keeps that between the pages' starts; the emulator logs their
+    # arrivals, so a page held up on its way (a loaded machine: 112 ms once, on three pytest workers
+    # and two benchmarks on two cores) makes its successor, started on time, look early by as much.
+    # The slack is one page at the rate plus 100 ms: without pacing, pages arrive a few ms apart and
+    # any run of three breaks this; at 1.5 x the rate, a whole reload does.
     assert sum(units for _, units in reads) >= 2 * 29 * 900 / 4096  # both reloads read every item
+    page = max(units for _, units in reads) / RATE
     for i in range(len(reads)):
         for j in range(i + 1, len(reads)):
             consumed = sum(units for _, units in reads[i:j])
-            assert consumed <= RATE * ((reads[j][0] - reads[i][0]) / 1000 + 0.1), (i, j, reads)
+            assert consumed <= RATE * ((reads[j][0] - reads[i][0]) / 1000 + page + 0.1), (i, j, reads)
 
 
 def read_gaps(path: Path) -> list[dict[str, Any]]:
