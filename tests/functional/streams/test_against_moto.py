@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -10,30 +9,19 @@ from typing import Any
 import boto3
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
-from moto.server import ThreadedMotoServer
 
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import StreamNotFoundError
 from consumer.streams.source import Position
 from ground.clock import FakeClock
+from tests.support import moto_server
 from tests.unit.streams.boto_reference import canonical
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as url:
+        yield url
 
 
 def clients(endpoint: str) -> tuple[Any, Any]:
