@@ -6,8 +6,11 @@ stacks of the environment), so an alarm's expression, threshold, period and miss
 policy's adjustment and cooldown, the group's minimum, maximum and lifecycle hook are exactly what
 would be deployed. A synth costs some 25 s of jsii and Node, so it runs once in a subprocess (the
 jsii runtime stays out of the caller) and the extract is cached under ``var/operations/``, keyed by a
-fingerprint of every file that can change a template: a change to infra/, config/, ground/,
-deploy/, tools/emr/ or the telemetry catalogue synthesizes again.
+fingerprint of every file that can change a template: config/, cdk.json and every module of this
+repository that ``app.py`` imports, directly or not (tests/simulation/test_ops_templates.py checks
+that :data:`SOURCES` covers them). The extract keeps the launch template, whose user data names the
+product wheel's asset by its hash; the model reads nothing of it, so the rest of the product's code
+is left out of the key.
 
 The per-account values a synth requires (docs/deploy.md#per-account-values) are the model's own
 (an account, a region, an AMI and an on-call address nobody owns), given as ``CONSUMER_*`` variables
@@ -45,8 +48,19 @@ SOURCES = (
     "infra",
     "ground",
     "deploy",
+    "tools/__init__.py",
     "tools/emr",
+    "tools/dashboard",
+    "tools/planning",
+    "consumer/__init__.py",
+    "consumer/api",
+    "consumer/lease_keys.py",
+    "consumer/leases",
     "consumer/telemetry",
+    "pipeline/__init__.py",
+    "pipeline/catalog.py",
+    "pipeline/errors.py",
+    "pipeline/storage.py",
     "simulation/fleet_ops/templates.py",
 )
 KEPT_TYPES = {
