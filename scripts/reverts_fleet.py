@@ -93,8 +93,7 @@ FLEET_REVERTS = {
     "announcement_read_before_scan": [
         (
             "consumer/leases/machine/reading.py",
-            "        if announced is not None:\n"
-            "            self.new_leases_seen.update(announced)\n",
+            "        if announced is not None:\n            self.new_leases_seen.update(announced)\n",
             "        self.new_leases_seen.update(self._announcements(snapshot))\n",
         )
     ],
