@@ -1,21 +1,25 @@
 """A full rebuild: every bucket from the whole change log (and a bootstrap's base), in one pass.
 
-The lines are parsed as the merge reads them (counted by an observation, not by a job of their
-own), items stay in wire form until each key's winner is typed, and the merge is one shuffle by
+The lines are parsed by Spark's JSON reader as the merge reads them (counted by an observation,
+not by a job of their own; objects holding bad lines are read again as text to locate them), items
+stay in wire form until each key's winner is typed, and the merge is one shuffle by
 bucket (:func:`pipeline.snapshot.rebuild`). The key ranges are chosen again from a sample of the
 log (:mod:`pipeline.ranges`), unless a bootstrap's base fixed them: its rows keep their buckets.
 """
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from pyspark.sql import Observation
 from pyspark.sql import functions as F  # noqa: N812  (the PySpark idiom)
 
 from pipeline import parse, ranges, snapshot
 from pipeline.changelog import may_hold_copies
-from pipeline.log_lines import read_lines, report_bad_lines
-from pipeline.reading import read_live
+from pipeline.log_lines import read_lines, read_records, report_bad_lines
+from pipeline.reading import path_key, read_live
 from pipeline.run_plan import Outcome, RunContext, RunPlan, new_changes, with_bucket
+from pipeline.storage import spark_uri
 from pipeline.stored import stored_schema
 
 
@@ -30,17 +34,18 @@ def plan(run: RunContext) -> RunPlan:
         chosen = ranges.choose(ranges.sample_keys(uris, keys), run.buckets)
     layout = chosen or ranges.KeyRanges(())
     lines_seen = Observation("lines")
-    raw = parsed = None
+    parsed = None
     if uris:
-        raw = read_lines(run.spark, uris)
-        # Items stay in wire form: only each key's winner is typed, after the merge. The lines are
-        # counted as they leave the parse, before the bucket is added: an observation ends a stage's
-        # generated code, so the parse and the bucket get a method each, both under the size above
-        # which the JVM leaves a method interpreted (tests/pipeline/test_generated_code.py).
-        observed = parse.parse_lines(raw, keys, typed=False).observe(
+        # Parsed by the JSON reader (no line numbers: bad lines are located again, below), items in
+        # wire form: only each key's winner is typed, after the merge. The lines are counted as
+        # they leave the parse, before the bucket is added: an observation ends a stage's generated
+        # code, so the parse and the bucket get a method each, both under the size above which the
+        # JVM leaves a method interpreted (tests/pipeline/test_generated_code.py).
+        observed = parse.parse_records(read_records(run.spark, uris), keys, typed=False).observe(
             lines_seen,
             F.count(F.lit(1)).alias("lines"),
             F.count_if(F.col("_problem").isNotNull()).alias("bad"),
+            F.collect_set(F.when(F.col("_problem").isNotNull(), F.col("file"))).alias("bad_files"),
         )
         parsed = with_bucket(observed, keys, layout)
     changes = new_changes(run, parsed)
@@ -61,10 +66,15 @@ def plan(run: RunContext) -> RunPlan:
 
     def finish(out: str, written: list[str]) -> Outcome:
         lines = bad = 0
-        if raw is not None and parsed is not None:
+        if parsed is not None:
             seen = lines_seen.get
             lines, bad = int(seen["lines"]), int(seen["bad"])
-            report_bad_lines(parsed, raw, (bad, lines), run.tolerate, run.progress)
+            if bad:  # rare: the objects holding bad lines, read again as text, say where they are
+                named = {path_key(unquote(name)) for name in seen["bad_files"]}
+                holding = [u for u in uris if path_key(spark_uri(u)) in named] or uris
+                raw = read_lines(run.spark, holding)
+                again = parse.parse_lines(raw, keys, typed=False)
+                report_bad_lines(again, raw, (bad, lines), run.tolerate, run.progress)
         return Outcome(int(counted.get["changes"]), lines, bad, written)
 
     return RunPlan(rows, parsed, "[2/4] merging into every bucket", finish, ranges=chosen)

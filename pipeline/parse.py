@@ -38,6 +38,8 @@ from pipeline.schemas import (
 _PROBLEM = "_problem"
 _PARSED = "_parsed"
 _KEY_FIELD = {"S": "S", "N": "N", "B": "B"}
+# A line holding something other than JSON's whitespace (space, tab, CR, LF: what Jackson skips).
+BLANK_FREE = "[^ \\t\\r\\n]"
 
 
 def _try_cast(column: Column, kind: str) -> Column:
@@ -133,13 +135,27 @@ def parse_lines(raw: DataFrame, keys: KeySchema, *, typed: bool = True) -> DataF
     ``typed=False`` leaves the item in its wire form (:data:`pipeline.schemas.WIRE_ITEM`, validated
     all the same) for a caller that keeps only some changes and types those with :func:`typed_item`.
     """
-    # Blank: nothing but spaces (what ``trim`` removes); a search for another character stops at the
-    # first one, where ``length(trim(value)) > 0`` copied every line (a tenth of the parse's cost).
-    lines = raw.select(*RAW_LINES.fieldNames()).filter(F.col("value").rlike("[^ ]"))
+    # Blank: nothing but JSON's whitespace (what the JSON reader skips, :func:`parse_records`); a
+    # search for another character stops at the first one, where ``length(trim(value)) > 0`` copied
+    # every line (a tenth of the parse's cost).
+    lines = raw.select(*RAW_LINES.fieldNames()).filter(F.col("value").rlike(BLANK_FREE))
     parsed = lines.select(
         "file", "position", F.from_json("value", CHANGELOG_LINE, {"mode": "PERMISSIVE"}).alias(_PARSED)
     )
-    record = F.col(_PARSED)
+    return _checked(parsed, F.col(_PARSED), keys, typed)
+
+
+def parse_records(records: DataFrame, keys: KeySchema, *, typed: bool = True) -> DataFrame:
+    """The JSON reader's rows (the fields of :data:`CHANGELOG_LINE` and ``file``, one row per
+    non-blank line) → :func:`parse_lines`' columns, validated alike, ``position`` null: the reader
+    knows no line numbers (:func:`pipeline.log_lines.read_records`)."""
+    record = F.struct(*[F.col(name) for name in CHANGELOG_LINE.fieldNames()])
+    located = records.select("file", F.lit(None).cast("long").alias("position"), record.alias(_PARSED))
+    return _checked(located, F.col(_PARSED), keys, typed)
+
+
+def _checked(parsed: DataFrame, record: Column, keys: KeySchema, typed: bool) -> DataFrame:
+    """``file``, ``position``, ``_problem`` and the change's columns, from each line's ``record``."""
     image = F.coalesce(record["newImage"], record["keys"])
     item = F.when(record["eventName"] == "REMOVE", F.lit(None)).otherwise(image)  # cast below
     schema = change_schema(keys)

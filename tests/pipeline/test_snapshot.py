@@ -216,6 +216,19 @@ def test_malformed_lines_fail_the_run_with_their_location(spark: SparkSession, t
     assert (result.bad_lines, result.items) == (2, 2)
 
 
+def test_lines_of_whitespace_are_blank_in_either_mode(spark: SparkSession, tmp_path: Path) -> None:
+    """A line of spaces, tabs or a carriage return is no line: a full rebuild (the JSON reader skips
+    it) and an incremental run (the text path) count and merge the same."""
+    settings = settings_for(tmp_path, tolerate_bad_lines=0)
+    log = tmp_path / "changelog"
+    write_object(log, [change(P, 1, "INSERT", "a")], extra_lines=["\t", " \t ", "\r", ""])
+    built = run_snapshot(spark, settings, full=True)
+    assert (built.lines, built.bad_lines, built.items) == (1, 0, 1)
+    write_object(log, [change(P, 2, "INSERT", "b")], extra_lines=["\t", "  "])
+    merged = run_snapshot(spark, settings)
+    assert (merged.lines, merged.bad_lines, merged.items) == (1, 0, 2)
+
+
 def test_bad_keys_and_unknown_types_are_reported(spark: SparkSession, tmp_path: Path) -> None:
     settings = settings_for(tmp_path, tolerate_bad_lines=0)
     no_sort_key = change(P, 2, "INSERT", "b")
