@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import ast
 import random
 from pathlib import Path
 
@@ -21,53 +20,17 @@ from simulation.fleet_ops.group import Group
 from simulation.fleet_ops.stack import Stack
 from simulation.fleet_ops.tables import AutoScaling, Table, table_scaling
 from simulation.fleet_ops.templates import REPO, SOURCES
-
-_OURS = {"ground", "consumer", "tools", "deploy", "infra", "pipeline", "emulator", "simulation", "bench"}
-
-
-def _module_file(name: str) -> Path | None:
-    path = REPO.joinpath(*name.split("."))
-    for file in (path / "__init__.py", path.with_suffix(".py")):
-        if file.is_file():
-            return file
-    return None
-
-
-def _imported_files(start: list[Path]) -> set[Path]:
-    """Every file of this repository the start files import, directly or not (packages' __init__ too)."""
-    seen: set[Path] = set()
-    todo = list(start)
-    while todo:
-        file = todo.pop()
-        if file in seen:
-            continue
-        seen.add(file)
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-            for name in names:
-                parts = name.split(".")
-                if parts[0] not in _OURS:
-                    continue
-                for depth in range(1, len(parts) + 1):
-                    found = _module_file(".".join(parts[:depth]))
-                    if found is not None and found not in seen:
-                        todo.append(found)
-    return seen
+from tools.emr.package import code_files
 
 
 def test_the_cached_synth_is_keyed_on_every_module_the_app_imports() -> None:
     """A module the synth imports but the fingerprint leaves out would let the model judge a stale
     template (the dashboard's and the capacity planner's modules were left out once)."""
-    synth = _imported_files([REPO / "app.py", *sorted((REPO / "infra").rglob("*.py"))])
-    keyed = [REPO / source for source in SOURCES]
+    ours = ("app", "ground", "consumer", "tools", "deploy", "infra", "pipeline", "emulator", "simulation")
+    synth = code_files(REPO, "app", first_party=ours)  # imports inside functions included
+    keyed = [Path(source) for source in SOURCES]
     missing = sorted(
-        str(file.relative_to(REPO))
-        for file in synth
-        if not any(file == key or key in file.parents for key in keyed)
+        str(file) for file in synth if not any(file == key or key in file.parents for key in keyed)
     )
     assert not missing, f"add to simulation/fleet_ops/templates.py SOURCES: {missing}"
 

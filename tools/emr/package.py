@@ -100,14 +100,16 @@ def _imported_modules(path: Path, module: str) -> Iterator[str]:
             yield from (f"{target}.{alias.name}" for alias in node.names)
 
 
-def code_files(root: Path, entry: str = ENTRY_MODULE) -> list[Path]:
-    """The first-party files the entry module needs, relative to ``root``, with every package's
-    ``__init__.py`` on the way (an import runs them)."""
+def code_files(
+    root: Path, entry: str = ENTRY_MODULE, first_party: tuple[str, ...] = FIRST_PARTY
+) -> list[Path]:
+    """The files of ``first_party`` packages the entry module needs, relative to ``root``, with every
+    package's ``__init__.py`` on the way (an import runs them)."""
     found: dict[str, Path] = {}
     pending = [entry]
     while pending:
         module = pending.pop()
-        if module in found or module.split(".")[0] not in FIRST_PARTY:
+        if module in found or module.split(".")[0] not in first_party:
             continue
         path = _module_file(root, module)
         if path is None:
