@@ -62,12 +62,13 @@ from consumer.api.worker import parse_get_records, tune_for_long_running
 from consumer.processing import Batch
 
 LIMITS = (
-    "the worker cuts each body into its records and parses each record's bytes once with orjson, as the "
-    "per-record floor does, and pays on top: holding each record as its bytes with the fields it reads "
-    "on every record, one botocore call per 1000 records (serialise, sign, handlers, the body read in "
+    "the worker cuts each body into its records, as the per-record floor does, but decodes of each "
+    "record only the four fields it holds (msgspec, the rest skipped: consumer/streams/held_fields.py), "
+    "where the floor builds every image with orjson; it pays on top: holding each record as its bytes "
+    "with those fields, one botocore call per 1000 records (serialise, sign, handlers, the body read in "
     "64 KiB chunks and joined) and the lifecycle, function form and checkpoint per batch; a processor "
-    "that reads every image also pays the conversion of its images (boto3's types), from the parse that "
-    "checks each record with processing.convert_images: on_fetch (with the default when_read, a second "
+    "that reads every image parses each record whole with orjson and pays the conversion of its images "
+    "(boto3's types), from that parse with processing.convert_images: on_fetch (with the default when_read, a second "
     "parse of each record as well); see the printed stages and docs/streams.md's profile."
 )
 # Fresh processes per figure: with three, the per-record row's median moved 1.29-2.41 between two

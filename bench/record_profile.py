@@ -31,8 +31,8 @@ PROFILE_SHARDS = 8
 STAGES = {
     "botocore call (serialise, sign, handlers)": ("botocore/client.py", "_make_api_call"),
     "fast parse (parse_get_records)": ("consumer/streams/wire.py", "parse_get_records"),
-    "  of which orjson.loads": ("~", "<orjson.loads>"),
-    "  of which holding each record as bytes": ("consumer/records/stream_record.py", "from_parsed"),
+    "  of which holding each record from its fields (msgspec)": ("consumer/streams/held_fields.py", "hold"),
+    "  of which orjson.loads (the last record of each response)": ("~", "<orjson.loads>"),
     "delivery (ShardConsumer._deliver)": ("consumer/lifecycle/shard_consumer.py", "_deliver"),
     "  of which the function form": ("consumer/processing/function_processor.py", "process_records"),
     "checkpoint (ShardCheckpointer)": ("consumer/lifecycle/checkpointer.py", "checkpoint"),

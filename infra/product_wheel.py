@@ -23,6 +23,7 @@ RUNTIME_PACKAGES = (
     "pydantic",
     "PyYAML",
     "orjson",
+    "msgspec",
     "rich",
     "watchtower",
     "aws-embedded-metrics",

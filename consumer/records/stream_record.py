@@ -258,31 +258,43 @@ class WireRecord(StreamRecord):
             ) from None
         if type(body) is not dict:
             return StreamRecord(record, shard_id)
-        # Runs once per record on the worker's hot path: exact type checks (orjson gives exact
-        # types), no ABC isinstance, one attribute store per field.
-        seq = body.get("SequenceNumber")
-        name = record.get("eventName")
-        name = _EVENT_NAMES.get(name) if type(name) is str else None
-        created = body.get("ApproximateCreationDateTime", 0.0)
-        size = body.get("SizeBytes", 0)
-        if (
-            type(seq) is not str
-            or not seq.isdigit()
-            or name is None
-            or (type(created) is not float and type(created) is not int)
-            or type(size) is not int
-        ):
-            return StreamRecord(record, shard_id)
         if wire is None:
             try:
                 # orjson's buffer keeps its slack (~4 KB for a 1.2 KB record): hold an exact copy.
                 wire = memoryview(orjson.dumps(record)).tobytes()
             except (orjson.JSONEncodeError, TypeError):
                 return StreamRecord(record, shard_id)
+        held = cls.from_fields(
+            wire,
+            shard_id,
+            event_name=record.get("eventName"),
+            sequence_number=body.get("SequenceNumber"),
+            created=body.get("ApproximateCreationDateTime", 0.0),
+            size=body.get("SizeBytes", 0),
+        )
+        return StreamRecord(record, shard_id) if held is None else held
+
+    @classmethod
+    def from_fields(
+        cls, wire: bytes, shard_id: str, *, event_name: Any, sequence_number: Any, created: Any, size: Any
+    ) -> WireRecord | None:
+        """The held form of record ``wire`` from its held fields, as read from those bytes by a
+        parse of them, or None when one is malformed (hold the record as a :class:`StreamRecord`)."""
+        # Runs once per record on the worker's hot path: exact type checks (orjson and msgspec give
+        # exact types), no ABC isinstance, one attribute store per field.
+        name = _EVENT_NAMES.get(event_name) if type(event_name) is str else None
+        if (
+            type(sequence_number) is not str
+            or not sequence_number.isdigit()
+            or name is None
+            or (type(created) is not float and type(created) is not int)
+            or type(size) is not int
+        ):
+            return None
         held = _new_wire_record(cls)
         held._wire = wire
         held.shard_id = shard_id
-        held.sequence_number = seq
+        held.sequence_number = sequence_number
         held.event_name = name
         held.approximate_creation_time = created if type(created) is float else float(created)
         held.size_bytes = size

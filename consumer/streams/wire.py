@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from consumer.records import NotAnObjectError, StreamRecord, WireRecord
+from consumer.streams import held_fields
 from consumer.streams.errors import StreamFormatError
 from consumer.streams.source import GetRecordsResult
 
@@ -130,15 +131,17 @@ def read_compact(
     Nothing is taken on trust: the envelope (the body with the array emptied: ``"Records":[]`` and
     the other members) must parse to an object whose ``Records`` is that empty array, be exactly
     what orjson writes for it (no whitespace, no member twice), with no ``"Records":[`` after the
-    array, and every slice must parse to one JSON object (:meth:`WireRecord.from_parsed` refuses
-    anything else). The first ``"Records":[`` is then the top-level member (the envelope holds that
+    array, and every slice must be one JSON object (parsed by orjson, or decoded by msgspec where
+    only the held fields are built: consumer/streams/held_fields.py; :meth:`WireRecord.from_parsed`
+    refuses anything else). The first ``"Records":[`` is then the top-level member (the envelope holds that
     text once at its top level, and it is neither before the first nor after the array), so the body
     is exactly the envelope with those objects in its ``Records``: valid JSON, and these are its
     records as the whole parse would give them; a cut in the wrong place cannot parse (it splits an
     object or joins two). Any other body (spaced, another shape, not JSON) gives None.
 
     ``convert_images``: each held record's keys and images are converted from the parse that checks
-    it (:meth:`WireRecord.keep_images`), so reading them needs no second parse.
+    it (:meth:`WireRecord.keep_images`), so reading them needs no second parse; without it, each
+    record but the last (whose creation time is the batch's lag) is decoded without its images.
 
     Returns the records, ``NextShardIterator`` as the envelope holds it, and the last record parsed.
     """
@@ -152,7 +155,7 @@ def read_compact(
         if end < 0:
             return None
     loads = orjson.loads
-    hold = _holding_images if convert_images else WireRecord.from_parsed
+    hold = _parse_holding_images if convert_images else held_fields.hold
     try:
         if body.find(b'"Records":[', end) >= 0:
             return None
@@ -171,16 +174,21 @@ def read_compact(
         append = records.append
         boundary = find(needle, start, end)
         while boundary >= 0:
-            piece = body[start : boundary + 1]
-            append(hold(loads(piece), shard_id, piece))
+            append(hold(body[start : boundary + 1], shard_id))
             start = boundary + 2
             boundary = find(needle, start, end)
+        # The last record is parsed whole: its creation time is the batch's MillisBehindLatest.
         piece = body[start:end]
         last = loads(piece)
-        append(hold(last, shard_id, piece))
+        append((_holding_images if convert_images else WireRecord.from_parsed)(last, shard_id, piece))
     except (orjson.JSONDecodeError, orjson.JSONEncodeError, NotAnObjectError):
         return None
     return tuple(records), envelope.get("NextShardIterator"), last
+
+
+def _parse_holding_images(wire: bytes, shard_id: str) -> StreamRecord:
+    """Record ``wire`` parsed and held, its keys and images converted from that parse."""
+    return _holding_images(orjson.loads(wire), shard_id, wire)
 
 
 def _holding_images(record: Any, shard_id: str, wire: bytes | None = None) -> StreamRecord:
