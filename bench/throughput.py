@@ -1,4 +1,4 @@
-"""Throughput per worker process: records/s of a worker holding 256 leases, over json.loads alone.
+"""Throughput per worker process: records/s of a worker holding 256 leases, over orjson alone.
 
 Method: one forked process builds what ``consumer run`` builds (bench/canned.py: LeaseCoordinator
 with its heartbeat and taker threads on an in-memory leases table, the real Scheduler with KCL's
@@ -7,27 +7,29 @@ over a real boto3 client on the canned transport, the function-form no-op proces
 after every batch) and takes 256 leases. Lease ``i`` starts at canned shard ``i % shards`` and goes
 on into the next canned shards (``chain``), so every lease has backlog for the whole window: each
 GetRecords in it returns 1000 records (the empty ones are counted and printed).
-The process times ``json.loads`` over 8 response bodies (the floor: records/s of the plain parse)
-before and after the run and keeps the faster (a floor slowed by another job would flatter the
-worker). It starts the scheduler, waits until every lease's consumer is past GetShardIterator
+The floor is the cheapest parse a user could run instead, timed in a fresh interpreter that imports
+only orjson (``python -m bench.fresh_orjson``, as bench/record_cpu.py's per-record floor): each
+response body cut into its records and ``orjson.loads`` of each record's own bytes, in records per
+CPU-second of that single-threaded parse; measured before and after each one-process run, the faster
+kept (a floor slowed by another job would flatter the worker). The worker process starts the scheduler, waits until every lease's consumer is past GetShardIterator
 (and at least 0.5 s), and measures records/s over the next 3 s of wall time: records in the
 batches done (processed and checkpointed) between the first and the last batch done in the
 window, over the time between them (batch completions are timestamped on the worker's threads by
 a pass-through wrapper around the processor). Also printed: the CPU the process used per second
-of window, and records per CPU-second of the worker and of json.loads.
+of window, and records per CPU-second of the worker.
 Then the same with 2 processes started together (a barrier), 128 leases each (each its own
 in-memory leases table: the lease protocol between them is not exercised), measuring over the same
 window of system-wide monotonic time; their records/s are summed. Ratios: 1-process records/s over
-json.loads records/s (goal >= 0.5), and 2-process aggregate over 1-process (goal >= 1.5, set before
+the floor's records/s (goal >= 0.5), and 2-process aggregate over 1-process (goal >= 1.5, set before
 measuring: two processes have two GILs on two cores).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import multiprocessing
 import statistics
+import tempfile
 import threading
 import time
 from multiprocessing.queues import Queue
@@ -36,7 +38,7 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from bench import canned, canned_worker
-from bench.common import Ratio, at_least, machine
+from bench.common import Ratio, at_least, in_fresh_process, machine
 from consumer.api.worker import ShardState
 from consumer.processing import (
     InitializationInput,
@@ -48,9 +50,9 @@ from consumer.processing import (
 )
 
 LIMITS = (
-    "throughput_vs_json: one process runs its shard consumers on threads under one GIL, so it uses at "
-    "most one core; its records/s is json.loads's divided by the worker's CPU per record over "
-    "json.loads's (record_cpu) and by the scheduler's own overhead (heap, thread hand-offs). "
+    "throughput_vs_orjson_each_record: one process runs its shard consumers on threads under one GIL, "
+    "so it uses at most one core; its records/s is the floor's divided by the worker's CPU per record "
+    "over the floor's (record_cpu) and by the scheduler's own overhead (heap, thread hand-offs). "
     "two_process_scaling: two processes can only double one when each gets a core of its own; on this "
     "shared 2-vCPU VM (KVM; other jobs running) they got less than 2 cores in the window, and each "
     "CPU-second did less work than with one process running (shared L3 and memory bandwidth, and "
@@ -60,7 +62,6 @@ LIMITS = (
 LEASES = 256
 WARMUP_SECONDS = 0.5
 WINDOW_SECONDS = 3.0
-FLOOR_BODIES = 8
 REPEATS = 3
 CHILD_TIMEOUT = 120.0
 
@@ -100,15 +101,11 @@ def _rate(done: list[tuple[float, int]], start: float, end: float) -> tuple[floa
     return records / (inside[-1][0] - inside[0][0]), records
 
 
-def _floor(stream: canned.CannedStream) -> tuple[float, float]:
-    """json.loads over FLOOR_BODIES bodies: records per second of wall time, and per CPU-second."""
-    bodies = stream.all_bodies()[:FLOOR_BODIES]
-    gc.collect()
-    began, cpu = time.perf_counter(), time.process_time()
-    for body in bodies:
-        json.loads(body)
-    records = len(bodies) * stream.records_per_response
-    return records / (time.perf_counter() - began), records / (time.process_time() - cpu)
+def _floor(path: str) -> float:
+    """Records per CPU-second of ``orjson.loads`` of each record's own bytes, the cut included, in a
+    fresh interpreter (bench/fresh_orjson.py) over the canned bodies saved at ``path``."""
+    floor = in_fresh_process("bench.fresh_orjson", path, timeout=300)
+    return float(floor["records"]) / float(floor["per_record_seconds"])
 
 
 def _measure(
@@ -118,7 +115,6 @@ def _measure(
     barrier: Barrier,
     ready: SynchronizedArray[float],
     results: Queue[Any],
-    floor: bool,
 ) -> None:
     """In a child process: one worker over ``leases``; puts a dict of figures on ``results``.
 
@@ -132,7 +128,6 @@ def _measure(
         )
         scheduler = worker.scheduler
         figures: dict[str, Any] = {"leases": len(leases)}
-        floors = [_floor(stream)] if floor else []
         gc.collect()
         barrier.wait(timeout=CHILD_TIMEOUT)
         stop = threading.Event()
@@ -161,8 +156,6 @@ def _measure(
         stop.set()
         runner.join(timeout=CHILD_TIMEOUT / 2)
         worker.coordinator.stop(release=False)
-        if floor:
-            floors.append(_floor(stream))
         rate, records = _rate(done, start, end)
         figures.update(
             rate=rate,
@@ -173,9 +166,6 @@ def _measure(
             warmup=start - began,
             calls=calls,
             empty=empty,
-            # The faster of the two: a floor slowed by another job's burst would flatter the worker.
-            floor=max(f[0] for f in floors) if floors else None,
-            floors=floors,
         )
         results.put(figures)
     except BaseException as exc:
@@ -183,15 +173,13 @@ def _measure(
         raise
 
 
-def _run_processes(stream: canned.CannedStream, groups: list[list[int]], floor: bool) -> list[dict[str, Any]]:
+def _run_processes(stream: canned.CannedStream, groups: list[list[int]]) -> list[dict[str, Any]]:
     context = multiprocessing.get_context("fork")  # children share the canned bytes with the parent
     barrier = context.Barrier(len(groups))
     ready = context.Array("d", len(groups))
     results: Queue[Any] = context.Queue()
     processes = [
-        context.Process(
-            target=_measure, args=(stream, group, i, barrier, ready, results, floor and i == 0), daemon=True
-        )
+        context.Process(target=_measure, args=(stream, group, i, barrier, ready, results), daemon=True)
         for i, group in enumerate(groups)
     ]
     for process in processes:
@@ -202,7 +190,7 @@ def _run_processes(stream: canned.CannedStream, groups: list[list[int]], floor: 
     errors = [f["error"] for f in figures if "error" in f]
     if errors:
         raise RuntimeError(f"a measuring process failed: {errors[0]}")
-    return sorted(figures, key=lambda f: f["floor"] is None)
+    return figures
 
 
 def run(repeats: int = REPEATS) -> list[Ratio]:
@@ -218,42 +206,49 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
     two: list[float] = []
     cores: list[float] = []
     efficiency: list[float] = []
+    floor_file = tempfile.NamedTemporaryFile(prefix="throughput-floor-", suffix=".bin")  # noqa: SIM115
+    canned.write(stream, floor_file.name)
     print(
-        f"{'repeat':>6} | {'1 proc rec/s':>12} {'CPU/wall':>8} {'json rec/s':>10} {'ratio':>6} | "
+        f"{'repeat':>6} | {'1 proc rec/s':>12} {'CPU/wall':>8} {'floor rec/s':>11} {'ratio':>6} | "
         f"{'2 procs rec/s':>13} {'CPU/wall':>9} {'scaling':>7}"
     )
     for attempt in range(repeats):
-        (single,) = _run_processes(stream, [list(range(LEASES))], floor=True)
-        pair = _run_processes(stream, [list(range(0, LEASES, 2)), list(range(1, LEASES, 2))], floor=False)
+        before = _floor(floor_file.name)
+        (single,) = _run_processes(stream, [list(range(LEASES))])
+        after = _floor(floor_file.name)
+        pair = _run_processes(stream, [list(range(0, LEASES, 2)), list(range(1, LEASES, 2))])
         one.append(single["rate"])
-        floors.append(single["floor"])
+        # The faster of the two: a floor slowed by another job's burst would flatter the worker.
+        floors.append(max(before, after))
         two.append(sum(f["rate"] for f in pair))
         cores.append(sum(f["cpu"] for f in pair))
         # Records per CPU-second with two processes running, over the same with one.
         efficiency.append((two[-1] / cores[-1]) / (single["rate"] / single["cpu"]))
         pair_cpu = "+".join(f"{f['cpu']:.2f}" for f in pair)
         print(
-            f"{attempt + 1:>6} | {single['rate']:12,.0f} {single['cpu']:8.2f} {single['floor']:10,.0f} "
-            f"{single['rate'] / single['floor']:6.2f} | {two[-1]:13,.0f} "
+            f"{attempt + 1:>6} | {single['rate']:12,.0f} {single['cpu']:8.2f} {floors[-1]:11,.0f} "
+            f"{single['rate'] / floors[-1]:6.2f} | {two[-1]:13,.0f} "
             f"{pair_cpu:>9} {two[-1] / one[-1]:7.2f}"
             f"   (records per CPU-second, 2 procs / 1: {efficiency[-1]:.2f}; empty GetRecords in window {single['empty']}/{single['calls']} and "
-            f"{sum(f['empty'] for f in pair)}/{sum(f['calls'] for f in pair)}; json "
-            f"{single['floors'][0][0]:,.0f} before, {single['floors'][1][0]:,.0f} after; per CPU-second: worker "
-            f"{single['rate'] / single['cpu']:,.0f}, json.loads {max(f[1] for f in single['floors']):,.0f}; warm-up {single['warmup']:.1f} s)"
+            f"{sum(f['empty'] for f in pair)}/{sum(f['calls'] for f in pair)}; floor "
+            f"{before:,.0f} before, {after:,.0f} after; worker per CPU-second "
+            f"{single['rate'] / single['cpu']:,.0f}; warm-up {single['warmup']:.1f} s)"
         )
+    floor_file.close()
     rate, floor_rate = statistics.median(one), statistics.median(floors)
     print(
-        f"figures (medians): 1 process {rate:,.0f} records/s, json.loads {floor_rate:,.0f} records/s, "
+        f"figures (medians): 1 process {rate:,.0f} records/s, floor {floor_rate:,.0f} records/s, "
         f"2 processes {statistics.median(two):,.0f} records/s"
     )
     ratios = [
         at_least(
-            "throughput_vs_json",
+            "throughput_vs_orjson_each_record",
             tuple(r / f for r, f in zip(one, floors, strict=True)),
             0.5,
             f"records/s of one worker process (256 leases, real Scheduler, 16 threads, canned responses through "
-            f"boto3 + fast parser, no-op processor, checkpoints) / json.loads records/s on the same bytes in "
-            f"that process; {rate:,.0f} vs {floor_rate:,.0f} records/s",
+            f"boto3 + fast parser, no-op processor, checkpoints) / records per CPU-second of orjson.loads of each "
+            f"record's own bytes, cut included, in a fresh interpreter (bench.fresh_orjson), same bodies; "
+            f"{rate:,.0f} vs {floor_rate:,.0f} records/s",
         ),
         at_least(
             "two_process_scaling",
