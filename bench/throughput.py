@@ -11,7 +11,8 @@ The floor is the cheapest parse a user could run instead, timed in a fresh inter
 only orjson (``python -m bench.fresh_orjson``, as bench/record_cpu.py's per-record floor): each
 response body cut into its records and ``orjson.loads`` of each record's own bytes, in records per
 CPU-second of that single-threaded parse; measured before and after each one-process run, the faster
-kept (a floor slowed by another job would flatter the worker). The worker process starts the scheduler, waits until every lease's consumer is past GetShardIterator
+kept (a floor slowed by another job would flatter the worker). The worker process starts the
+scheduler, waits until every lease's consumer is past GetShardIterator
 (and at least 0.5 s), and measures records/s over the next 3 s of wall time: records in the
 batches done (processed and checkpointed) between the first and the last batch done in the
 window, over the time between them (batch completions are timestamped on the worker's threads by
@@ -206,35 +207,34 @@ def run(repeats: int = REPEATS) -> list[Ratio]:
     two: list[float] = []
     cores: list[float] = []
     efficiency: list[float] = []
-    floor_file = tempfile.NamedTemporaryFile(prefix="throughput-floor-", suffix=".bin")  # noqa: SIM115
-    canned.write(stream, floor_file.name)
-    print(
-        f"{'repeat':>6} | {'1 proc rec/s':>12} {'CPU/wall':>8} {'floor rec/s':>11} {'ratio':>6} | "
-        f"{'2 procs rec/s':>13} {'CPU/wall':>9} {'scaling':>7}"
-    )
-    for attempt in range(repeats):
-        before = _floor(floor_file.name)
-        (single,) = _run_processes(stream, [list(range(LEASES))])
-        after = _floor(floor_file.name)
-        pair = _run_processes(stream, [list(range(0, LEASES, 2)), list(range(1, LEASES, 2))])
-        one.append(single["rate"])
-        # The faster of the two: a floor slowed by another job's burst would flatter the worker.
-        floors.append(max(before, after))
-        two.append(sum(f["rate"] for f in pair))
-        cores.append(sum(f["cpu"] for f in pair))
-        # Records per CPU-second with two processes running, over the same with one.
-        efficiency.append((two[-1] / cores[-1]) / (single["rate"] / single["cpu"]))
-        pair_cpu = "+".join(f"{f['cpu']:.2f}" for f in pair)
+    with tempfile.NamedTemporaryFile(prefix="throughput-floor-", suffix=".bin") as floor_file:
+        canned.write(stream, floor_file.name)
         print(
-            f"{attempt + 1:>6} | {single['rate']:12,.0f} {single['cpu']:8.2f} {floors[-1]:11,.0f} "
-            f"{single['rate'] / floors[-1]:6.2f} | {two[-1]:13,.0f} "
-            f"{pair_cpu:>9} {two[-1] / one[-1]:7.2f}"
-            f"   (records per CPU-second, 2 procs / 1: {efficiency[-1]:.2f}; empty GetRecords in window {single['empty']}/{single['calls']} and "
-            f"{sum(f['empty'] for f in pair)}/{sum(f['calls'] for f in pair)}; floor "
-            f"{before:,.0f} before, {after:,.0f} after; worker per CPU-second "
-            f"{single['rate'] / single['cpu']:,.0f}; warm-up {single['warmup']:.1f} s)"
+            f"{'repeat':>6} | {'1 proc rec/s':>12} {'CPU/wall':>8} {'floor rec/s':>11} {'ratio':>6} | "
+            f"{'2 procs rec/s':>13} {'CPU/wall':>9} {'scaling':>7}"
         )
-    floor_file.close()
+        for attempt in range(repeats):
+            before = _floor(floor_file.name)
+            (single,) = _run_processes(stream, [list(range(LEASES))])
+            after = _floor(floor_file.name)
+            pair = _run_processes(stream, [list(range(0, LEASES, 2)), list(range(1, LEASES, 2))])
+            one.append(single["rate"])
+            # The faster of the two: a floor slowed by another job's burst would flatter the worker.
+            floors.append(max(before, after))
+            two.append(sum(f["rate"] for f in pair))
+            cores.append(sum(f["cpu"] for f in pair))
+            # Records per CPU-second with two processes running, over the same with one.
+            efficiency.append((two[-1] / cores[-1]) / (single["rate"] / single["cpu"]))
+            pair_cpu = "+".join(f"{f['cpu']:.2f}" for f in pair)
+            print(
+                f"{attempt + 1:>6} | {single['rate']:12,.0f} {single['cpu']:8.2f} {floors[-1]:11,.0f} "
+                f"{single['rate'] / floors[-1]:6.2f} | {two[-1]:13,.0f} "
+                f"{pair_cpu:>9} {two[-1] / one[-1]:7.2f}"
+                f"   (records per CPU-second, 2 procs / 1: {efficiency[-1]:.2f}; empty GetRecords in window {single['empty']}/{single['calls']} and "
+                f"{sum(f['empty'] for f in pair)}/{sum(f['calls'] for f in pair)}; floor "
+                f"{before:,.0f} before, {after:,.0f} after; worker per CPU-second "
+                f"{single['rate'] / single['cpu']:,.0f}; warm-up {single['warmup']:.1f} s)"
+            )
     rate, floor_rate = statistics.median(one), statistics.median(floors)
     print(
         f"figures (medians): 1 process {rate:,.0f} records/s, floor {floor_rate:,.0f} records/s, "
