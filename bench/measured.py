@@ -6,7 +6,8 @@ product code on the path it measures (:data:`PRODUCT`: files or folders, from th
 dependencies' pins included); its own module and the ``bench/`` modules it imports are added by
 :func:`measured_paths` from their import statements, so a helper cannot be forgotten.
 tests/unit/bench/test_results_current.py fails, naming the benchmark to re-run, when any of these
-paths changed after the row's commit (``git diff --name-only <commit> HEAD -- <paths>``).
+paths changed after the row's commit, committed or not (``git diff --name-only <commit> HEAD --
+<paths>`` and ``git status`` of them).
 
 A declaration errs on the side of too much: a comment in a measured file also asks for a re-run,
 since the check cannot tell a comment from a change of behaviour.

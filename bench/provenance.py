@@ -5,7 +5,7 @@ benchmark measures (bench/measured.py) was exactly that commit's: :func:`uncommi
 measured paths that differ from it (edited, staged, untracked or deleted), and bench/__main__.py
 refuses to write a row while any does, and refuses again if HEAD moved during the run.
 :func:`changed_since` is what the freshness test asks: the measured paths that differ between the
-row's commit and HEAD.
+row's commit and the working tree.
 """
 
 from __future__ import annotations
@@ -56,12 +56,15 @@ def known(commit: str, root: Path = ROOT) -> bool:
 
 
 def changed_since(commit: str, paths: Sequence[str], root: Path = ROOT) -> list[str]:
-    """The files under ``paths`` that differ between ``commit`` and HEAD (renames count as both
-    names: a measured file moved away has changed)."""
+    """The files under ``paths`` that differ between ``commit`` and the working tree: changed in a
+    later commit, or edited and not yet committed (untracked files included), so the freshness test
+    fails on the edit, before a commit makes CI fail on it. Renames count as both names: a measured
+    file moved away has changed."""
     if not known(commit, root):
         raise ProvenanceError(
             f"commit {commit} is not in this clone's history (a shallow clone, or a rebased or "
             "squashed branch): fetch the full history, or re-run the benchmark"
         )
     output = _git("diff", "--name-only", "--no-renames", commit, "HEAD", "--", *paths, root=root)
-    return sorted(line for line in output.splitlines() if line)
+    committed = {line for line in output.splitlines() if line}
+    return sorted(committed | set(uncommitted(paths, root)))

@@ -103,10 +103,10 @@ def merged(old: Iterable[Run], new: Iterable[Run], benchmarks: Sequence[str]) ->
 
 
 def stale(runs: Iterable[Run], root: Path = provenance.ROOT) -> dict[str, str]:
-    """The runs whose rows are no longer true of the code at ``root``'s HEAD, by benchmark, each with
-    why: measured before runs carried a commit, failed, measured on a commit this clone does not
-    have, or measured on a commit after which some of the code it measures (bench/measured.py)
-    changed. tests/unit/bench/test_results_current.py asks this of the record."""
+    """The runs whose rows are no longer true of the code in ``root``'s working tree, by benchmark,
+    each with why: measured before runs carried a commit, failed, measured on a commit this clone
+    does not have, or measured on a commit after which some of the code it measures
+    (bench/measured.py) changed, in a later commit or in an edit not yet committed. tests/unit/bench/test_results_current.py asks this of the record."""
     found = {}
     for run in runs:
         why = _why_stale(run, root)

@@ -43,6 +43,21 @@ def test_a_change_to_measured_code_after_the_commit_is_named(repo: Path) -> None
     assert provenance.changed_since(measured, ["consumer/"], repo) == ["consumer/records/wire.py"]
 
 
+def test_an_edit_not_yet_committed_is_a_change_too(repo: Path) -> None:
+    measured = provenance.head(repo)
+    (repo / "other.py").write_text("Y = 2\n")  # not measured
+    assert provenance.changed_since(measured, ["consumer/"], repo) == []
+    (repo / "consumer" / "records" / "wire.py").write_text("X = 2\n")
+    (repo / "consumer" / "records" / "new.py").write_text("Z = 1\n")
+    assert provenance.changed_since(measured, ["consumer/"], repo) == [
+        "consumer/records/new.py",
+        "consumer/records/wire.py",
+    ]
+    _git(repo, "checkout", "-q", "--", "consumer/records/wire.py")
+    (repo / "consumer" / "records" / "new.py").unlink()
+    assert provenance.changed_since(measured, ["consumer/"], repo) == []
+
+
 def test_the_freshness_check_passes_a_current_run_and_names_a_stale_one(repo: Path) -> None:
     """What tests/unit/bench/test_results_current.py asks of bench/results.json, on a record of its
     own: a run on HEAD is current until a file its benchmark measures changes in a later commit."""
