@@ -343,7 +343,9 @@ def _sleep_millis(millis: int) -> None:
 def _json_response(
     start_response: StartResponse, status: int, payload: Any, content_type: str = "application/x-amz-json-1.0"
 ) -> Iterable[bytes]:
-    data = json.dumps(payload).encode()
+    # As DynamoDB Streams and Kinesis send it: compact, with text as UTF-8 (no \u escapes), so the
+    # worker's GetRecords path takes the cut it takes against the service (consumer/streams/wire.py).
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     start_response(
         f"{status} {_REASONS.get(status, 'Error')}",
         [
