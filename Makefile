@@ -95,7 +95,7 @@ bench: setup  ## benchmarks; writes bench/RESULTS.md
 	$(BIN)/python -m bench
 
 bench-check: setup  ## is every row of bench/RESULTS.md true of the code as it is? (names what to re-run)
-	BENCH_RECORD_CHECK=1 $(BIN)/python -m pytest -q tests/unit/bench/test_results_current.py
+	$(BIN)/python -m pytest -q tests/unit/bench/test_results_current.py
 
 synth: $(STAMP) $(NODE_STAMP) wheelhouse  ## synthesize the CDK stacks for ENV (make synth ENV=prod)
 	$(CURDIR)/node_modules/.bin/cdk synth -c env=$(ENV) --quiet
