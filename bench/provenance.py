@@ -45,6 +45,12 @@ def uncommitted(paths: Sequence[str], root: Path = ROOT) -> list[str]:
     return sorted(line[3:] for line in output.splitlines() if line.strip())
 
 
+def shallow(root: Path = ROOT) -> bool:
+    """Is this clone shallow (``git clone --depth``)? Then the commits rows were measured on are not
+    in it, and whether their code changed since cannot be told."""
+    return _git("rev-parse", "--is-shallow-repository", root=root).strip() == "true"
+
+
 def known(commit: str, root: Path = ROOT) -> bool:
     """Is ``commit`` in this clone's history? (Not in a shallow clone that stops before it, nor
     after a rebase or squash dropped it.)"""

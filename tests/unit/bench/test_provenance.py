@@ -84,6 +84,15 @@ def test_the_freshness_check_passes_a_current_run_and_names_a_stale_one(repo: Pa
     assert "not in this clone's history" in found["lease_cost"]
 
 
+def test_a_shallow_clone_is_told_from_a_full_one(repo: Path, tmp_path: Path) -> None:
+    assert provenance.shallow(repo) is False
+    (repo / "other.py").write_text("Y = 2\n")
+    _git(repo, "commit", "-q", "-am", "second")
+    clone = tmp_path / "shallow"
+    _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
+    assert provenance.shallow(clone) is True
+
+
 def test_a_commit_missing_from_the_history_is_an_error_not_a_pass(repo: Path) -> None:
     with pytest.raises(provenance.ProvenanceError, match="not in this clone's history"):
         provenance.changed_since("0" * 40, ["consumer/"], repo)
