@@ -106,7 +106,8 @@ def stale(runs: Iterable[Run], root: Path = provenance.ROOT) -> dict[str, str]:
     """The runs whose rows are no longer true of the code in ``root``'s working tree, by benchmark,
     each with why: measured before runs carried a commit, failed, measured on a commit this clone
     does not have, or measured on a commit after which some of the code it measures
-    (bench/measured.py) changed, in a later commit or in an edit not yet committed. tests/unit/bench/test_results_current.py asks this of the record."""
+    (bench/measured.py) changed, in a later commit or in an edit not yet committed.
+    tests/unit/bench/test_results_current.py asks this of the record."""
     found = {}
     for run in runs:
         why = _why_stale(run, root)

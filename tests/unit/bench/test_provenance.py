@@ -84,12 +84,14 @@ def test_the_freshness_check_passes_a_current_run_and_names_a_stale_one(repo: Pa
     assert "not in this clone's history" in found["lease_cost"]
 
 
-def test_a_shallow_clone_is_told_from_a_full_one(repo: Path, tmp_path: Path) -> None:
+def test_a_shallow_clone_is_told_from_a_full_one(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     assert provenance.shallow(repo) is False
     (repo / "other.py").write_text("Y = 2\n")
     _git(repo, "commit", "-q", "-am", "second")
-    clone = tmp_path / "shallow"
-    _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
+    clone = tmp_path_factory.mktemp("clones") / "shallow"  # beside the repository, not inside it
+    _git(clone.parent, "clone", "-q", "--depth", "1", f"file://{repo}", str(clone))
     assert provenance.shallow(clone) is True
 
 
