@@ -133,20 +133,22 @@ def serve(
         settings.host, settings.port, app, threaded=True, request_handler=KeepAliveRequestHandler
     )
     stop = threading.Event()
+    # SIGTERM/SIGINT only note themselves here: the handler runs on the main thread, which may hold
+    # a lock at that moment (serve_forever starts a thread per connection, under threading's own
+    # lock), so it takes none; the ticker sees the note within a tick and stops the server.
+    signalled: list[int] = []
 
     def ticker() -> None:
         while not stop.wait(TICK_SECONDS):
+            if signalled or (exit_with_parent and os.getppid() != parent):
+                stop.set()
+                server.shutdown()  # returns once serve_forever, on the main thread, has
+                return
             engine.tick()
             kinesis.tick()
-            if exit_with_parent and os.getppid() != parent:
-                shutdown(0, None)
 
-    def shutdown(_signum: int, _frame: Any) -> None:
-        stop.set()
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: signalled.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _frame: signalled.append(signum))
     threading.Thread(target=ticker, name="emulator-ticker", daemon=True).start()
     host, port = server.server_address[:2]
     announce(f"{READY_PREFIX}http://{host!s}:{port}")

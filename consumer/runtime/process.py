@@ -33,6 +33,7 @@ from consumer.runtime.clients import AwsClients
 from consumer.runtime.lease_scope import ConfiguredStreamsOnly
 from consumer.runtime.processors import build_processor_factory
 from consumer.runtime.several_streams import StreamMetrics, StreamParts, joined, naming_the_entry
+from consumer.runtime.stop_signals import StopSignals
 from consumer.runtime.worker import Worker
 from consumer.streams.dynamodb import DynamoDBStreamSource
 from consumer.streams.errors import FatalStreamError, StreamSourceError
@@ -310,6 +311,7 @@ class WorkerProcess:
         """
         settings = self.settings
         logging_handle = configure_logging(settings, self.worker_id, self.clients.logs)
+        signals: StopSignals | None = None
         try:
             worker = Worker(
                 settings.worker,
@@ -323,7 +325,7 @@ class WorkerProcess:
             )
             self.place.coordinator = worker.coordinator
             if install_signal_handlers:
-                worker.install_signal_handlers()
+                signals = worker.install_signal_handlers()
             if not ensure_tables_patiently(
                 self.store, settings.worker, self.ports.clock, lambda: worker.stopping
             ):
@@ -337,3 +339,5 @@ class WorkerProcess:
         finally:
             self.metrics.stop()
             logging_handle.close()
+            if signals is not None:  # kept until the flushes are done: a second SIGTERM asks nothing new
+                signals.close()

@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 import os
 import random
-import signal
 import socket
 import uuid
-from types import FrameType
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.lifecycle.scheduler import Scheduler
 from consumer.runtime.assembly import FleetFacts, Parts, Ports, assemble
 from consumer.runtime.gc_tuning import tune_for_long_running
+from consumer.runtime.stop_signals import StopSignals
 from ground.settings import WorkerSettings
 
 log = logging.getLogger("consumer.worker")
@@ -79,12 +78,11 @@ class Worker:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def install_signal_handlers(self) -> None:
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+    def install_signal_handlers(self) -> StopSignals:
+        """SIGTERM and SIGINT request a graceful stop, from a thread of their own: request_stop wakes
+        the scheduler through an event whose lock the main thread holds for a moment in every turn
+        (consumer/runtime/stop_signals.py). Close what this returns to put the handlers back."""
+        return StopSignals(lambda _signum: self.request_stop()).install()
 
     def run(self) -> None:
         coordinator, syncer, scheduler = self.parts.coordinator, self.parts.syncer, self.parts.scheduler
