@@ -1,6 +1,6 @@
 """The whole worker under the fault model, long form: tens of thousands of seeded histories.
 
-Method: simulation/ (the model; tests/simulation holds its tests; the short form runs 100 histories with half the chaos in ``make test``).
+Method: simulation/ (the model; tests/simulation holds its tests; the short form runs 50 histories with half the chaos in ``make test``).
 Each history runs three workers (more join during the chaos) as the product assembles them — lease
 coordinator, shard sync, the scheduler with its shard consumers and checkpointer, and a processor
 built by the product's registry: the function form on one lane or on ten, tumbling windows, the
