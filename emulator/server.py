@@ -137,15 +137,21 @@ def serve(
     # a lock at that moment (serve_forever starts a thread per connection, under threading's own
     # lock), so it takes none; the ticker sees the note within a tick and stops the server.
     signalled: list[int] = []
+    failed: list[BaseException] = []
 
     def ticker() -> None:
-        while not stop.wait(TICK_SECONDS):
-            if signalled or (exit_with_parent and os.getppid() != parent):
-                stop.set()
-                server.shutdown()  # returns once serve_forever, on the main thread, has
-                return
-            engine.tick()
-            kinesis.tick()
+        try:
+            while not stop.wait(TICK_SECONDS):
+                if signalled or (exit_with_parent and os.getppid() != parent):
+                    break
+                engine.tick()
+                kinesis.tick()
+        except BaseException as exc:
+            failed.append(exc)
+        finally:  # a tick that raised stops the emulator too, rather than leaving it serving a stream
+            # whose time stands still and that no SIGTERM can stop any more
+            stop.set()
+            server.shutdown()  # returns once serve_forever, on the main thread, has
 
     signal.signal(signal.SIGTERM, lambda signum, _frame: signalled.append(signum))
     signal.signal(signal.SIGINT, lambda signum, _frame: signalled.append(signum))
@@ -157,6 +163,8 @@ def serve(
     finally:
         stop.set()
         server.server_close()
+    if failed:
+        raise RuntimeError("the emulator stopped: a tick of its streams failed") from failed[0]
 
 
 def announce_ready(line: str) -> None:

@@ -38,53 +38,65 @@ class StopSignals:
         self._on_signal = on_signal
         self._signals = tuple(signals)
         self._previous: dict[int, Any] = {}
-        self._previous_fd = -1
-        self._pipe: tuple[int, int] | None = None
+        self._previous_fd: int | None = None  # set while the pipe is the wakeup descriptor
+        self._write_end: int | None = None
         self._thread: threading.Thread | None = None
 
     def install(self) -> StopSignals:
-        if self._pipe is not None:
+        """Listen first, then route the signals to the pipe: a signal is never sent where nobody
+        reads. Whatever fails (``signal`` refuses any thread but the main one) undoes what was done."""
+        if self._write_end is not None:
             raise RuntimeError("stop signals already installed")
         read_end, write_end = os.pipe()
         os.set_blocking(write_end, False)  # the C handler must never block on a full pipe
-        self._pipe = (read_end, write_end)
-        self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-        self._previous = {int(sig): signal.signal(sig, _noted) for sig in self._signals}
-        self._thread = threading.Thread(
-            target=self._listen, args=(read_end,), name="stop-signals", daemon=True
-        )
-        self._thread.start()
+        thread = threading.Thread(target=self._listen, args=(read_end,), name="stop-signals", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            os.close(read_end)
+            os.close(write_end)
+            raise
+        self._write_end, self._thread = write_end, thread
+        try:
+            self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+            for sig in self._signals:
+                self._previous[int(sig)] = signal.signal(sig, _noted)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _listen(self, read_end: int) -> None:
+        """Owns the read end: reads until close() closes the write end, then closes it."""
         wanted = {int(sig) for sig in self._signals}
-        while True:
-            try:
-                data = os.read(read_end, 64)
-            except OSError:  # closed under us by close()
-                return
-            if not data:  # close() closed the write end
-                return
-            for signum in data:
-                if signum in wanted:
-                    try:
-                        self._on_signal(signum)
-                    except Exception:  # a failed stop request must not end the listening
-                        log.exception("handling %s failed", signal.Signals(signum).name)
+        try:
+            while data := os.read(read_end, 64):
+                for signum in data:
+                    if signum in wanted:
+                        try:
+                            self._on_signal(signum)
+                        except Exception:  # a failed stop request must not end the listening
+                            log.exception("handling %s failed", signal.Signals(signum).name)
+        finally:
+            os.close(read_end)
 
     def close(self) -> None:
-        """Put back the handlers and wakeup descriptor found at install, and end the thread."""
-        if self._pipe is None:
+        """Put back the handlers, then the wakeup descriptor found at install (a signal between
+        the two still reaches the pipe, not a handler with nowhere to send it), and end the thread."""
+        if self._write_end is None:
             return
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
-        signal.set_wakeup_fd(self._previous_fd)
-        read_end, write_end = self._pipe
-        self._pipe = None
-        os.close(write_end)  # the thread reads end-of-file and returns
+        self._previous = {}
+        if self._previous_fd is not None:
+            # warn_on_full_buffer goes back to its default: signal cannot say what it was
+            signal.set_wakeup_fd(self._previous_fd)
+            self._previous_fd = None
+        os.close(self._write_end)  # the thread reads end-of-file, closes the read end and returns
+        self._write_end = None
         if self._thread is not None:
-            self._thread.join(timeout=5)
-        os.close(read_end)
+            self._thread.join(timeout=5)  # in a call to on_signal still: it ends after the call
+            self._thread = None
 
     def __enter__(self) -> StopSignals:
         return self.install()

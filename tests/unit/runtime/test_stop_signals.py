@@ -97,20 +97,52 @@ def test_a_worker_signalled_while_its_loop_holds_the_wake_event_stops_and_return
     assert done.stdout.strip() == "stopping"
 
 
-def test_closing_puts_back_the_handlers_found_and_ends_the_thread() -> None:
+def test_closing_puts_back_the_handlers_and_the_wakeup_descriptor_found_and_ends_the_thread() -> None:
     done = run_script("""
-        import signal, threading
+        import os, signal, threading
         from consumer.runtime.stop_signals import StopSignals
         def mine(signum, frame):
             pass
         signal.signal(signal.SIGTERM, mine)
-        before_fd = signal.set_wakeup_fd(-1)
+        theirs, _ = os.pipe()  # someone else's wakeup descriptor (asyncio's, say)
+        os.set_blocking(theirs, False)
+        signal.set_wakeup_fd(theirs)
+        descriptors = sorted(os.listdir("/proc/self/fd"))
         with StopSignals(lambda signum: None):
             assert signal.getsignal(signal.SIGTERM) is not mine
+            assert signal.set_wakeup_fd(-1) != theirs  # (and put the pipe's back)
         assert signal.getsignal(signal.SIGTERM) is mine
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.set_wakeup_fd(-1) == theirs
+        assert "stop-signals" not in [t.name for t in threading.enumerate()]
+        assert sorted(os.listdir("/proc/self/fd")) == descriptors, "the pipe was left open"
+        print("ok")
+    """)
+    assert done is not None and done.returncode == 0, done and done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_installing_off_the_main_thread_fails_and_leaves_nothing_behind() -> None:
+    """``signal`` refuses any thread but the main one: the listener already started and the pipe
+    are undone, and the handlers are untouched."""
+    done = run_script("""
+        import os, signal, threading
+        from consumer.runtime.stop_signals import StopSignals
+        descriptors = sorted(os.listdir("/proc/self/fd"))
+        failures = []
+        def install():
+            try:
+                StopSignals(lambda signum: None).install()
+            except ValueError as exc:
+                failures.append(str(exc))
+        thread = threading.Thread(target=install)
+        thread.start()
+        thread.join()
+        assert failures, "installed off the main thread"
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         assert signal.set_wakeup_fd(-1) == -1
         assert "stop-signals" not in [t.name for t in threading.enumerate()]
+        assert sorted(os.listdir("/proc/self/fd")) == descriptors, "the pipe was left open"
         print("ok")
     """)
     assert done is not None and done.returncode == 0, done and done.stderr
