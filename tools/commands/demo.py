@@ -308,6 +308,14 @@ def _report(console: Console, outcome: DemoOutcome, verify_code: int | None) -> 
             f"{unsaid} record(s) recorded twice that no worker said it got again: no cause attributed",
             markup=False,
         )
+    if kinesis and (unexplained or unsaid):  # who recorded each copy, and when: the cause to look for
+        from tools.demo.events import short_shard
+
+        for shard, position, copies in outcome.verdict.duplicate_copies:
+            seen = ", ".join(f"{who} at t+{at - outcome.started_millis / 1000:.2f}s" for who, at in copies)
+            console.print(
+                f"recorded twice: shard {short_shard(shard)} position {position}: {seen}", markup=False
+            )
     return all(verdict.ok for _, verdict in verdicts) and not unexplained and not unsaid
 
 

@@ -23,6 +23,7 @@ import json
 import random
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +210,11 @@ class KinesisDemo:
                 load.stop()
                 writer.join(timeout=10)
         self.observer.read_logs(fleet)
-        delivered = read_deliveries(self.deliveries)
+        # Each worker's file is named by its pid: the verdict names who recorded a copy.
+        names = {f"{w.pid}.jsonl": w.name for w in fleet.workers.values()}
+        delivered = [
+            replace(d, source=names.get(d.source, d.source)) for d in read_deliveries(self.deliveries)
+        ]
         verdict = judge(read_oracle(self.oracle), delivered)
         self.observer.note(
             f"the load put {load.writes} user records ({load.aggregates} KPL aggregates, "

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from consumer.processing import Batch
+from consumer.processing import Batch, HandlerStoppedError
 from consumer.records.kinesis_record import KinesisRecord
 from consumer.records.kinesis_stream_record import KinesisStreamRecord
 from consumer.records.kpl import deaggregate
 from consumer.records.stream_record import ShardInfo
-from tools.demo.delivery_log import DeliveryLog
+from tools.commands.demo import _report
+from tools.demo.delivery_log import HIGH_WATER, DeliveryLog
 from tools.demo.events import FleetEvents
 from tools.demo.kinesis_run import read_deliveries
 from tools.demo.kpl_writer import aggregate
 from tools.demo.reshard import adjacent_pairs
-from tools.demo.verdict import judge
+from tools.demo.run import DemoOutcome
+from tools.demo.verdict import Delivered, judge
 
 SHARD = "shardId-000000000003"
 
@@ -68,6 +72,20 @@ def test_the_delivery_log_records_every_delivery_and_says_a_redelivery(
     assert redelivery.records == 2 and redelivery.explained and "SIGKILL" in redelivery.cause
 
 
+def test_the_delivery_log_records_nothing_for_a_worker_whose_lease_is_gone(tmp_path: Path) -> None:
+    """A worker frozen while it read a batch wakes up fenced: recording the batch then would land it
+    after the next owner took the shard (the CI run of ef891aa: 7 records of a shard redelivered by
+    the owner after next, blamed on the owner in between, which had stopped gracefully). Nothing is
+    recorded, the mark stays where it was, and the next owner's delivery is not a redelivery."""
+    fenced = batch(("100", 0, "a", 1), ("200", 0, "b", 1))
+    with pytest.raises(HandlerStoppedError, match="stopping before recording 2 records"):
+        DeliveryLog(str(tmp_path)).handle(replace(fenced, lease_held=lambda: False))
+    assert read_deliveries(tmp_path) == []
+    assert (tmp_path / HIGH_WATER / SHARD).read_text() == ""
+    DeliveryLog(str(tmp_path)).handle(fenced)  # the next owner: recorded once, nothing said twice
+    assert [(d.key, d.w) for d in read_deliveries(tmp_path)] == [("a", 1), ("b", 1)]
+
+
 def test_the_verdict_sees_a_key_delivered_out_of_order_and_a_record_lost(tmp_path: Path) -> None:
     DeliveryLog(str(tmp_path)).handle(batch(("100", 0, "a", 2), ("200", 0, "a", 1)))
     verdict = judge([("a", "PUT", 1), ("a", "PUT", 2), ("a", "PUT", 3)], read_deliveries(tmp_path))
@@ -93,3 +111,23 @@ def test_only_open_shards_whose_ranges_touch_are_merged() -> None:
     shards = [shard("s0", 0, 99, closed=True), shard("s2", 50, 99), shard("s1", 0, 49), shard("s3", 100, 199)]
     assert [(a["ShardId"], b["ShardId"]) for a, b in adjacent_pairs(shards)] == [("s1", "s2"), ("s2", "s3")]
     assert adjacent_pairs([shard("s1", 0, 49), shard("s3", 100, 199)]) == []
+
+
+def test_an_unexplained_redelivery_names_who_recorded_each_copy_and_when(tmp_path: Path) -> None:
+    """The report of a run whose redelivery the judge could not explain shows, for each position
+    recorded twice, every recorder and when: the cause to look for when the workers' logs are gone
+    (a CI run keeps only the demo's output)."""
+    first = Delivered("a", "PUT", 1, SHARD, "100", "worker-4", landed_at=1_000.5)
+    again = Delivered("a", "PUT", 1, SHARD, "100", "worker-6", landed_at=1_003.25)
+    verdict = judge([("a", "PUT", 1)], [again, first])
+    events = FleetEvents(fate={"worker-2": "SIGTERM"})
+    events.feed(json.dumps({"message": f"worker worker-2@vm:1:ab released lease {SHARD} to worker-6@vm:3:ef",
+                            "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    events.feed(json.dumps({"message": f"delivery log: 1 record(s) of shard {SHARD} delivered before",
+                            "worker_id": "worker-6@vm:3:ef"}))  # fmt: skip
+    console = Console(record=True, width=200)
+    outcome = DemoOutcome(verdict, events, (), 1_000_000, ((SHARD, verdict),), source="kinesis")
+    assert not _report(console, outcome, None)
+    assert "recorded twice: shard 000000000003 position 100: worker-4 at t+0.50s, worker-6 at t+3.25s" in (
+        console.export_text()
+    )

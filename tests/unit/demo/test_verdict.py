@@ -87,3 +87,5 @@ def test_a_late_copy_of_a_change_is_a_duplicate_not_a_reordering() -> None:
     zombie_copy = Delivered("k", "INSERT", 1, "s", "100", "s/zombie", landed_at=9.0)
     verdict = judge(writes, [zombie_copy, first, second])
     assert (verdict.duplicates, verdict.order_violations, verdict.duplicate_objects) == (1, 0, ["s/zombie"])
+    # Who landed each copy, and when, in landing order: what tells a redelivery's cause apart.
+    assert verdict.duplicate_copies == [("s", "100", (("s/a", 1.0), ("s/zombie", 9.0)))]
