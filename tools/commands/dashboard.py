@@ -58,7 +58,6 @@ def register(subparsers: Any) -> None:
 def _serve(args: argparse.Namespace, settings: Any) -> int:
     import contextlib
     import signal
-    import threading
     from pathlib import Path
 
     from consumer.api.aws import client_for, logs_client
@@ -101,12 +100,15 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
         server = LiveServer(dashboard, port=args.port)
     except DashboardError as exc:
         raise CommandError(str(exc), ExitCode.UNAVAILABLE) from exc
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
+    # SIGTERM stops it as Ctrl-C does: KeyboardInterrupt, raised into the main thread's pause. A
+    # handler that set an Event the main thread waits on could find that thread holding the Event's
+    # lock (it does, entering the wait) and wait for it forever (docs/leases.md, Graceful stop).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with server:
         print(f"live dashboard: {server.url} (reading {feed.description}; Ctrl-C stops)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop serving, exit 0
-            stopped.wait()
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C or SIGTERM: stop serving, exit 0
+            while True:
+                signal.pause()  # returns after any other handled signal: keep serving
     return 0
 
 
