@@ -239,6 +239,10 @@ def _after_the_fleet(
     return verify_code, dash_code
 
 
+# Positions recorded twice listed per shard under an unexplained redelivery: who recorded each copy.
+COPIES_SHOWN_PER_SHARD = 10
+
+
 def _report(console: Console, outcome: DemoOutcome, verify_code: int | None) -> bool:
     """The events, each table's verdict and the fleet's figures, the duplicate deliveries; True when
     every table's verdict holds and every duplicate delivery is explained."""
@@ -311,7 +315,13 @@ def _report(console: Console, outcome: DemoOutcome, verify_code: int | None) -> 
     if kinesis and (unexplained or unsaid):  # who recorded each copy, and when: the cause to look for
         from tools.demo.events import short_shard
 
+        # The shards of the unexplained redeliveries (all of them when one was recorded but not said).
+        wanted = None if unsaid else {r.shard_id for r in unexplained}
+        shown: dict[str, int] = {}
         for shard, position, copies in outcome.verdict.duplicate_copies:
+            if (wanted is not None and shard not in wanted) or shown.get(shard, 0) >= COPIES_SHOWN_PER_SHARD:
+                continue
+            shown[shard] = shown.get(shard, 0) + 1
             seen = ", ".join(f"{who} at t+{at - outcome.started_millis / 1000:.2f}s" for who, at in copies)
             console.print(
                 f"recorded twice: shard {short_shard(shard)} position {position}: {seen}", markup=False

@@ -14,15 +14,18 @@ exclusive lock; it is raised before the records are written, so a worker killed 
 a mark above what is on disk (its batch is not checkpointed: the next owner delivers it again and
 says so) and never records on disk what the mark does not cover: no redelivery goes unsaid.
 
-It checks ``batch.lease_held()`` just before it records, under the shard's lock, as the processing
-API asks of a handler with a side effect: a worker frozen (SIGSTOP) while it read or handled a batch
-wakes up fenced, and recording the batch then would land it after the next owner had taken the
-shard, where the demo's judge would blame that owner's predecessor for the redelivery. It raises
-``HandlerStoppedError`` instead, and the next owner delivers the batch. A graceful stop keeps
-``lease_held()`` true: the batch in flight is recorded and checkpointed.
+It checks ``batch.lease_held()`` under the shard's lock, as the processing API asks of a handler
+with a side effect: a worker frozen (SIGSTOP) while it read or handled a batch wakes up fenced, and
+recording the batch then would land it after the next owner had taken the shard, where the demo's
+judge would blame that owner's predecessor for the redelivery. It raises ``HandlerStoppedError``
+instead, and the next owner delivers the batch. It checks again once the mark is raised, and puts
+the mark back if the lease went meanwhile; what is left is a freeze between that check and the
+write, a few microseconds (the mark is not fsynced: a SIGKILL keeps the page cache, and the demo
+crashes no machine). A graceful stop keeps ``lease_held()`` true: the batch in flight is recorded
+and checkpointed.
 
 With ``delay_millis`` (chaos), every ``every``-th batch of this process sleeps that long after it is
-recorded and before it returns (said first, in the slow changelog's words): a batch is still in flight,
+recorded and before it returns (said once recorded, in the slow changelog's words): a batch is still in flight,
 its records delivered but not checkpointed, while workers are killed, paused and leases move.
 """
 
@@ -34,6 +37,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import TextIO
 
 from consumer.processing import Batch, HandlerStoppedError
 from consumer.records import KinesisStreamRecord
@@ -57,49 +61,58 @@ class DeliveryLog:
             return
         self._batches += 1
         slow = bool(self._delay) and self._batches % self._every == 0
-        if slow:  # said first, so the demo's judge knows a batch was in flight this long (events.py)
-            log.info("slow changelog: shard %s: a batch sleeps %d ms", batch.shard_id, self._delay * 1000)
-        at = time.time()
-        lines: list[str] = []
-        highest = -1
+        rows: list[dict[str, object]] = []
+        positions: list[int] = []
         for record in batch.records:
             if not isinstance(record, KinesisStreamRecord):
                 raise TypeError(f"the delivery log records Kinesis user records, not {type(record).__name__}")
-            position = ordinal(record.position)
-            highest = max(highest, position)
             body = json.loads(record.data)
-            lines.append(
-                json.dumps(
-                    {
-                        "shard": batch.shard_id,
-                        "position": position,
-                        "key": record.partition_key,
-                        "n": body["n"],
-                        "at": at,
-                    }
-                )
+            positions.append(ordinal(record.position))
+            rows.append(
+                {
+                    "shard": batch.shard_id,
+                    "position": positions[-1],
+                    "key": record.partition_key,
+                    "n": body["n"],
+                }
             )
+        highest = max(positions)
         with (self._dir / HIGH_WATER / batch.shard_id).open("a+", encoding="utf-8") as mark:
             fcntl.flock(mark, fcntl.LOCK_EX)  # one writer of a shard's mark at a time
-            if not batch.lease_held():  # lost or fenced: the next owner delivers these (module docstring)
-                raise HandlerStoppedError(
-                    f"shard {batch.shard_id}: stopping before recording {len(lines)} records"
-                )
+            self._still_held(batch, len(rows))
             mark.seek(0)
             text = mark.read().strip()
             before = int(text) if text else -1
-            again = sum(1 for record in batch.records if ordinal(record.position) <= before)
+            if highest > before:
+                _set_mark(mark, highest)
+            try:
+                self._still_held(batch, len(rows))  # not frozen while it raised the mark
+            except HandlerStoppedError:
+                if highest > before:
+                    _set_mark(mark, before)
+                raise
+            again = sum(1 for position in positions if position <= before)
             if again:
                 log.info("delivery log: %d record(s) of shard %s delivered before", again, batch.shard_id)
-            if highest > before:
-                mark.seek(0)
-                mark.truncate()
-                mark.write(str(highest))
-                mark.flush()
-                os.fsync(mark.fileno())
+            at = time.time()  # when recorded: the verdict orders copies by it
             with self._out.open("a", encoding="utf-8") as out:
-                out.write("".join(f"{line}\n" for line in lines))
+                out.write("".join(f"{json.dumps({**row, 'at': at})}\n" for row in rows))
                 out.flush()
                 os.fsync(out.fileno())
         if slow:  # recorded, not yet returned: a kill or a lost lease now means a redelivery
+            # Said once recorded, so the demo's judge knows a batch was in flight this long (events.py).
+            log.info("slow changelog: shard %s: a batch sleeps %d ms", batch.shard_id, self._delay * 1000)
             time.sleep(self._delay)
+
+    @staticmethod
+    def _still_held(batch: Batch, records: int) -> None:
+        """Lost or fenced: the next owner delivers these (module docstring)."""
+        if not batch.lease_held():
+            raise HandlerStoppedError(f"shard {batch.shard_id}: stopping before recording {records} records")
+
+
+def _set_mark(mark: TextIO, position: int) -> None:
+    mark.seek(0)
+    mark.truncate()
+    mark.write(str(position) if position >= 0 else "")
+    mark.flush()

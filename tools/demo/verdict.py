@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DUPLICATES_SHOWN = 10
-
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
@@ -48,8 +46,8 @@ class Verdict:
     unexpected: int
     order_violations: int
     duplicate_objects: list[str] = field(default_factory=list)
-    # The first duplicated positions, each with every copy (source, landed at), in landing order: who
-    # landed a record first tells a redelivery's cause when the log does not.
+    # Every duplicated position, by shard and position, with every copy (source, landed at) in landing
+    # order: who landed a record first tells a redelivery's cause when the log does not.
     duplicate_copies: list[tuple[str, str, tuple[tuple[str, float], ...]]] = field(default_factory=list)
     lost_examples: list[tuple[str, str, int]] = field(default_factory=list)
 
@@ -101,16 +99,18 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
 
     by_position: dict[tuple[str, str], Delivered] = {}
     copies: Counter[tuple[str, str]] = Counter()
-    landings: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    landings: dict[tuple[str, str], list[tuple[float, str]]] = {}  # duplicated positions only
     duplicate_objects: list[str] = []
     for change in delivered:
         position = (change.shard_id, change.sequence_number)
         copies[position] += 1
-        landings[position].append((change.landed_at, change.source))
         first = by_position.get(position)
         if first is None:
             by_position[position] = change
         else:
+            landings.setdefault(position, [(first.landed_at, first.source)]).append(
+                (change.landed_at, change.source)
+            )
             # The first landing is the delivery; a later copy (a zombie's) is a duplicate.
             later, by_position[position] = (
                 (change, first) if change.landed_at >= first.landed_at else (first, change)
@@ -145,7 +145,9 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
         duplicate_objects=sorted(set(duplicate_objects)),
         duplicate_copies=[
             (shard, sequence, tuple((source, at) for at, source in sorted(landings[(shard, sequence)])))
-            for shard, sequence in sorted(p for p, n in copies.items() if n > 1)[:DUPLICATES_SHOWN]
+            for shard, sequence in sorted(
+                landings, key=lambda p: (p[0], int(p[1]) if p[1].isdigit() else -1, p[1])
+            )
         ],
         lost_examples=lost_examples[:10],
     )

@@ -17,6 +17,7 @@ from consumer.records.kinesis_record import KinesisRecord
 from consumer.records.kinesis_stream_record import KinesisStreamRecord
 from consumer.records.kpl import deaggregate
 from consumer.records.stream_record import ShardInfo
+from ground.positions import ordinal
 from tools.commands.demo import _report
 from tools.demo.delivery_log import HIGH_WATER, DeliveryLog
 from tools.demo.events import FleetEvents
@@ -86,6 +87,25 @@ def test_the_delivery_log_records_nothing_for_a_worker_whose_lease_is_gone(tmp_p
     assert [(d.key, d.w) for d in read_deliveries(tmp_path)] == [("a", 1), ("b", 1)]
 
 
+def test_a_lease_lost_while_the_mark_was_raised_puts_the_mark_back_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    DeliveryLog(str(tmp_path)).handle(batch(("100", 0, "a", 1)))
+    answers = iter([True, False])  # held at the first check, gone by the second
+    with pytest.raises(HandlerStoppedError):
+        DeliveryLog(str(tmp_path)).handle(
+            replace(batch(("200", 0, "b", 1), ("300", 0, "a", 2)), lease_held=lambda: next(answers))
+        )
+    assert [(d.key, d.w) for d in read_deliveries(tmp_path)] == [("a", 1)]
+    assert (tmp_path / HIGH_WATER / SHARD).read_text() == str(ordinal("100"))
+
+
+def test_a_stopping_worker_that_holds_its_lease_records_the_batch_in_flight(tmp_path: Path) -> None:
+    """A graceful stop: should_stop() is true, lease_held() too; the batch lands and is checkpointed."""
+    DeliveryLog(str(tmp_path)).handle(replace(batch(("100", 0, "a", 1)), should_stop=lambda: True))
+    assert [(d.key, d.w) for d in read_deliveries(tmp_path)] == [("a", 1)]
+
+
 def test_the_verdict_sees_a_key_delivered_out_of_order_and_a_record_lost(tmp_path: Path) -> None:
     DeliveryLog(str(tmp_path)).handle(batch(("100", 0, "a", 2), ("200", 0, "a", 1)))
     verdict = judge([("a", "PUT", 1), ("a", "PUT", 2), ("a", "PUT", 3)], read_deliveries(tmp_path))
@@ -131,3 +151,42 @@ def test_an_unexplained_redelivery_names_who_recorded_each_copy_and_when(tmp_pat
     assert "recorded twice: shard 000000000003 position 100: worker-4 at t+0.50s, worker-6 at t+3.25s" in (
         console.export_text()
     )
+
+
+def test_the_copies_listed_are_those_of_the_unexplained_shard_and_none_when_all_are_explained() -> None:
+    other = "shardId-000000000000"
+    delivered = [
+        *(
+            Delivered("k", "PUT", n, other, str(n), f"worker-{w}", landed_at=1_000.0 + w)
+            for n in range(12)
+            for w in (1, 2)
+        ),
+        Delivered("a", "PUT", 1, SHARD, "100", "worker-4", landed_at=1_000.5),
+        Delivered("a", "PUT", 1, SHARD, "100", "worker-6", landed_at=1_003.25),
+    ]
+    verdict = judge([("a", "PUT", 1), *(("k", "PUT", n) for n in range(12))], delivered)
+    unexplained = FleetEvents(fate={"worker-2": "SIGTERM", "worker-1": "SIGKILL"})
+    unexplained.feed(json.dumps({"message": f"worker worker-2@vm:1:ab released lease {SHARD} to worker-6@vm:3:ef",
+                                 "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    unexplained.feed(json.dumps({"message": f"delivery log: 1 record(s) of shard {SHARD} delivered before",
+                                 "worker_id": "worker-6@vm:3:ef"}))  # fmt: skip
+    unexplained.feed(json.dumps({"message": f"worker worker-2@vm:1:ab took lease {other} from worker-1@vm:9:cd",
+                                 "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    unexplained.feed(json.dumps({"message": f"delivery log: 12 record(s) of shard {other} delivered before",
+                                 "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    console = Console(record=True, width=200)
+    assert not _report(console, DemoOutcome(verdict, unexplained, (), 1_000_000, source="kinesis"), None)
+    listed = [line for line in console.export_text().splitlines() if line.startswith("recorded twice")]
+    assert listed == [
+        "recorded twice: shard 000000000003 position 100: worker-4 at t+0.50s, worker-6 at t+3.25s"
+    ]
+
+    explained = FleetEvents(fate={"worker-1": "SIGKILL"})
+    explained.feed(json.dumps({"message": f"worker worker-2@vm:1:ab took lease {other} from worker-1@vm:9:cd",
+                               "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    explained.feed(json.dumps({"message": f"delivery log: 12 record(s) of shard {other} delivered before",
+                               "worker_id": "worker-2@vm:1:ab"}))  # fmt: skip
+    only_other = judge([("k", "PUT", n) for n in range(12)], delivered[:24])
+    console = Console(record=True, width=200)
+    assert _report(console, DemoOutcome(only_other, explained, (), 1_000_000, source="kinesis"), None)
+    assert not [line for line in console.export_text().splitlines() if line.startswith("recorded twice:")]
