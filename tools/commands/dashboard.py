@@ -56,8 +56,8 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace, settings: Any) -> int:
-    import contextlib
     import signal
+    import time
     from pathlib import Path
 
     from consumer.api.aws import client_for, logs_client
@@ -75,8 +75,6 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
         require_local_endpoint_up(settings)
         start = None
         if args.since_minutes is not None:
-            import time
-
             start = int((time.time() - args.since_minutes * 60) * 1000)
         feed = LogGroupFeed(logs_client(settings), settings.metrics_log_group, start)
     leases = None
@@ -100,15 +98,20 @@ def _serve(args: argparse.Namespace, settings: Any) -> int:
         server = LiveServer(dashboard, port=args.port)
     except DashboardError as exc:
         raise CommandError(str(exc), ExitCode.UNAVAILABLE) from exc
-    # SIGTERM stops it as Ctrl-C does: KeyboardInterrupt, raised into the main thread's pause. A
-    # handler that set an Event the main thread waits on could find that thread holding the Event's
-    # lock (it does, entering the wait) and wait for it forever (docs/leases.md, Graceful stop).
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with server:
-        print(f"live dashboard: {server.url} (reading {feed.description}; Ctrl-C stops)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C or SIGTERM: stop serving, exit 0
+    # SIGTERM stops it as Ctrl-C does: KeyboardInterrupt, raised in the main thread wherever it is,
+    # and caught around all of the serving (a signal while the server starts or stops exits 0 too).
+    # A handler that set an Event the main thread waits on could find that thread holding the
+    # Event's lock (it does, entering the wait) and wait for it forever (docs/leases.md, Graceful
+    # stop). The main thread sleeps a second at a time rather than in signal.pause(), which a signal
+    # that lands just before it is entered would leave blocked until the next one.
+    try:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        with server:
+            print(f"live dashboard: {server.url} (reading {feed.description}; Ctrl-C stops)", flush=True)
             while True:
-                signal.pause()  # returns after any other handled signal: keep serving
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
