@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -115,13 +114,23 @@ def _say(line: str) -> None:
 def _follow(spark: SparkSession, args: argparse.Namespace, settings: Settings) -> int:
     """``follow`` until SIGTERM / SIGINT (the run in progress finishes and commits first) or
     ``--minutes``; each run's freshness is printed, and sent to CloudWatch on AWS."""
-    stopping = threading.Event()
     minutes = getattr(args, "minutes", None)
     deadline = None if minutes is None else time.monotonic() + float(minutes) * 60
+    # The handler only notes the signal: Python runs it on the main thread, which may be inside its
+    # own write to stdout at that moment, and a print from the handler would then raise ("reentrant
+    # call") instead of stopping. The loop says so when it next asks whether to stop.
+    signalled: list[int] = []
+    said = False
 
     def stop_on_signal(signum: int, _: object) -> None:
-        _say(f"[follow] {signal.Signals(signum).name}: stopping after the run in progress")
-        stopping.set()
+        signalled.append(signum)
+
+    def stop() -> bool:
+        nonlocal said
+        if signalled and not said:
+            _say(f"[follow] {signal.Signals(signalled[0]).name}: stopping after the run in progress")
+            said = True
+        return bool(signalled) or (deadline is not None and time.monotonic() >= deadline)
 
     previous = {sig: signal.signal(sig, stop_on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     publish = getattr(args, "publish_metrics", None)
@@ -141,7 +150,7 @@ def _follow(spark: SparkSession, args: argparse.Namespace, settings: Settings) -
         done = follow(
             spark,
             settings,
-            stop=lambda: stopping.is_set() or (deadline is not None and time.monotonic() >= deadline),
+            stop=stop,
             progress=_say,
             report=report,
             maintenance=not getattr(args, "no_maintenance", False),
