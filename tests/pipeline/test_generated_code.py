@@ -42,10 +42,13 @@ def largest_methods(frame: DataFrame) -> list[int]:
 
 @pytest.fixture
 def whole_stage(spark: SparkSession) -> Iterator[None]:
-    """Whole-stage code generation on, adaptive execution off (so that explain shows every stage)."""
-    keys = ("spark.sql.codegen.wholeStage", "spark.sql.adaptive.enabled")
+    """Code generation as the product's jobs have it (whole-stage on, expressions generated with the
+    interpreted fallback: Spark's default, which the session fixture turns off), adaptive execution
+    off (so that explain shows every stage)."""
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode", "spark.sql.adaptive.enabled")
     saved = {key: spark.conf.get(key) for key in keys}
     spark.conf.set("spark.sql.codegen.wholeStage", "true")
+    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK")
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         yield
