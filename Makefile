@@ -20,8 +20,10 @@ ENV ?= local
 PYTEST_ARGS ?=
 # Three pytest-xdist workers on the machine's two cores: a third of the run waits on paced loads,
 # failover timers and child processes, and a third worker fills that time (on one fresh clone, one
-# run after the other: 9 m 35 s against 10 m 52 s with two). tests/conftest.py keeps the tests that
-# share a fixture on one worker. TEST_WORKERS=0 runs in one process.
+# run after the other: 9 m 35 s against 10 m 52 s with two). A fourth does not: the cores are then
+# busy throughout, and it adds a Spark JVM (on 3745eaa, one after the other: 12 m 42 s against
+# 10 m 42 s with three). tests/conftest.py keeps the tests that share a fixture on one worker.
+# TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/node_modules/.bin:$(PATH)

@@ -23,9 +23,15 @@ os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
 # Every Spark JVM the tests start (the session fixture's, the CLI's and the demo's subprocesses, the
 # PySpark 3.5 run) works on a few rows and lives for minutes: HotSpot's optimising compiler (C2) costs
 # it more CPU than it saves, on a machine whose other core runs the other pytest worker. C1 only and
-# the serial collector: test_commits.py took 73 CPU s instead of 120. Results do not change; a
-# developer's own SPARK_SUBMIT_OPTS wins.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# the serial collector: test_commits.py took 73 CPU s instead of 120. A session fixture's JVM also
+# idles for most of the run while its worker runs other tests: idle, it spent 3.8 CPU s in 40 s,
+# most of it local mode's two heartbeat threads (the executor's and the driver's, every 10 s); with a
+# heartbeat every 60 s (a `spark.*` system property goes into the SparkConf) 2.1. The heartbeat
+# only reports running tasks' progress in local mode and stays under spark.network.timeout (120 s).
+# Results do not change; a developer's own SPARK_SUBMIT_OPTS wins.
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.executor.heartbeatInterval=60s"
+)
 
 
 @pytest.fixture(autouse=True)
