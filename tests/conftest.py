@@ -24,7 +24,9 @@ os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
 # PySpark 3.5 run) works on a few rows and lives for minutes: HotSpot's optimising compiler (C2) costs
 # it more CPU than it saves, on a machine whose other core runs the other pytest worker. C1 only and
 # the serial collector: test_commits.py took 73 CPU s instead of 120. A session fixture's JVM also
-# idles for most of the run while its worker runs other tests: idle, it spent 3.8 CPU s in 40 s,
+# idles for minutes while its worker runs other tests (650 s over the three in one run of 212ea9b,
+# so about 28 CPU s saved at the rates below: too little to show in make test's wall time on this machine,
+# whose speed varies more than that run to run). Idle, it spent 3.8 CPU s in 40 s,
 # most of it local mode's two heartbeat threads (the executor's and the driver's, every 10 s); with a
 # heartbeat every 60 s (a `spark.*` system property goes into the SparkConf) 2.1. The heartbeat
 # only reports running tasks' progress in local mode and stays under spark.network.timeout (120 s).
