@@ -21,22 +21,18 @@ os.environ["AWS_CONFIG_FILE"] = os.devnull
 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
 
 # Every Spark JVM the tests start (the session fixture's, the CLI's and the demo's subprocesses, the
-# PySpark 3.5 run) works on a few rows and lives for minutes: HotSpot's optimising compiler (C2) costs
-# it more CPU than it saves, on a machine whose other core runs the other pytest worker. C1 only and
-# the serial collector: test_commits.py took 73 CPU s instead of 120. A session fixture's JVM also
-# idles for minutes while its worker runs other tests (650 s over the three in one run of 212ea9b,
-# so about 28 CPU s saved at the rates below: too little to show in make test's wall time on this machine,
-# whose speed varies more than that run to run). Idle, it spent 3.8 CPU s in 40 s,
-# most of it local mode's two heartbeat threads (the executor's and the driver's, every 10 s); with a
-# heartbeat every 60 s (a `spark.*` system property goes into the SparkConf) 2.1. The heartbeat
-# only reports running tasks' progress in local mode and stays under spark.network.timeout (120 s).
-# PySpark 4 wraps every Column and function call to send its Python call site to the JVM (for the
-# "DataFrame" context of an error message): a stack walk and four more py4j calls each (a Java
-# Flight Recording of test_commits.py's JVM had 8 % of its samples in py4j's class lookups).
-# `F.col(c) + F.lit(i)` took 7.0 and 8.0 ms with it, 2.6 without (alternated, JVM and Python CPU
-# alike); test_commits.py and test_snapshot.py 116 and 195 CPU s against 174 and 223 (alternated, a
-# machine slowing down). Only error messages change: no test reads that context.
-# Results do not change; a developer's own SPARK_SUBMIT_OPTS wins.
+# PySpark 3.5 run) works on a few rows, lives for minutes and shares two cores with the other pytest
+# workers. Three settings cut its CPU without changing any result:
+# - C1 only and the serial collector: HotSpot's optimising compiler costs such a JVM more than it
+#   saves (test_commits.py took 73 CPU s instead of 120).
+# - A heartbeat every 60 s instead of 10 (still under spark.network.timeout, 120 s): a session
+#   fixture's JVM idles while its worker runs other tests, and its two local heartbeat threads were
+#   most of its idle CPU (3.8 CPU s in 40 s; 2.1 with the slower heartbeat). A `spark.*` system
+#   property goes into the SparkConf.
+# - PySpark 4's DataFrame debugging off: it wraps every Column and function call to send the Python
+#   call site to the JVM (a stack walk and about four py4j calls each; `F.col(c) + F.lit(i)` took
+#   7 to 8 ms with it, 2.6 without). Only Spark's error messages lose that context; no test reads it.
+# A developer's own SPARK_SUBMIT_OPTS wins.
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dspark.executor.heartbeatInterval=60s "

@@ -166,7 +166,7 @@ def test_the_served_dashboard_draws_every_panel_live_in_a_browser(tmp_path: Path
                 fleet.start_worker()
             # The load writes until the figure has been seen to grow, not for a fixed time: on a
             # loaded machine the page's first figure can come after a fixed-length load has ended,
-            # and then it never grows (CI on 8008e65 read 150 first, every write of a 15 s load).
+            # and then it never grows.
             writer = threading.Thread(target=load.run, args=(WRITE_AT_MOST_SECONDS,), daemon=True)
             writer.start()
             try:
