@@ -98,12 +98,10 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
         total_written += 1
 
     by_position: dict[tuple[str, str], Delivered] = {}
-    copies: Counter[tuple[str, str]] = Counter()
     landings: dict[tuple[str, str], list[tuple[float, str]]] = {}  # duplicated positions only
     duplicate_objects: list[str] = []
     for change in delivered:
         position = (change.shard_id, change.sequence_number)
-        copies[position] += 1
         first = by_position.get(position)
         if first is None:
             by_position[position] = change
@@ -116,7 +114,6 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
                 (change, first) if change.landed_at >= first.landed_at else (first, change)
             )
             duplicate_objects.append(later.source)
-    duplicates = sum(n - 1 for n in copies.values())
 
     observed: dict[str, list[tuple[float, int, str, int]]] = defaultdict(list)
     for change in by_position.values():
@@ -139,7 +136,7 @@ def judge(written: Iterable[tuple[str, str, int]], delivered: Iterable[Delivered
         written=total_written,
         delivered=len(by_position),
         lost=lost,
-        duplicates=duplicates,
+        duplicates=len(duplicate_objects),  # one per copy after a position's first
         unexpected=unexpected,
         order_violations=violations,
         duplicate_objects=sorted(set(duplicate_objects)),
