@@ -21,6 +21,12 @@ leases and workers tables answer every call with throttling, then with HTTP 500,
 - resume: from the end of the outage until every key has a record delivered to a processor again
   (the slowest key), over the taker interval (goal <= 1);
 - records lost: acknowledged writes never delivered (goal 0); duplicates are counted and shown.
+  Each one is then found in the stream and judged against the leases table as the workers left it
+  (they are killed first, so that nothing moves while it is read): *behind a checkpoint* (its
+  shard's lease checkpointed at or past it, or finished, or the shard's lease gone while a
+  descendant's has started) is a record skipped, lost for good (goal 0); *ahead of every
+  checkpoint* is a record the fleet has not reached yet, still in the stream for its 24 hours (a
+  stall: the fleet's liveness, not its promise that no checkpoint passes an unprocessed record).
 
 With ``leases_only_failovers``, once every key delivers again, the leases table alone fails the same
 way (throttling, then HTTP 500) while the workers table answers: the heartbeat loops go on writing
@@ -45,6 +51,7 @@ from typing import Any
 
 from bench.common import Ratio, at_most
 from bench.fleet_load import keys_covering
+from bench.fleet_records import TABLE
 from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio
 from deploy.health import HealthJudge, wait_for_healthy
 from deploy.plan import BootPlan, Layout
@@ -115,6 +122,9 @@ class Outcome:
     taker_seconds: float
     outage_seconds: float
     lost: list[tuple[str, int]]
+    behind_checkpoint: list[tuple[str, int]]
+    listing_workers_at_end: int
+    workers: int
     duplicates: int
     deliveries: int
     problems: list[str]
@@ -236,6 +246,70 @@ def fail_tables(stack: Stack, tables: str, seconds: float) -> None:
     control_api.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
 
 
+def stream_positions(stack: Stack) -> dict[tuple[str, int], tuple[str, int]]:
+    """(key, write number) -> (shard, sequence number) of every record in the table's stream, read
+    from the start of every shard (the emulator's true shard table, parents included)."""
+    streams = stack.emulator.client("dynamodbstreams")
+    found: dict[tuple[str, int], tuple[str, int]] = {}
+    for shard in stack.emulator.control.shards(TABLE):
+        iterator = streams.get_shard_iterator(
+            StreamArn=shard["streamArn"], ShardId=shard["shardId"], ShardIteratorType="TRIM_HORIZON"
+        ).get("ShardIterator")
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            for record in page["Records"]:
+                image = record["dynamodb"].get("NewImage") or {}
+                if "pk" in image and "w" in image:
+                    position = (shard["shardId"], int(record["dynamodb"]["SequenceNumber"]))
+                    found[(image["pk"]["S"], int(image["w"]["N"]))] = position
+            iterator = page.get("NextShardIterator") if page["Records"] or not shard["open"] else None
+    return found
+
+
+def behind_a_checkpoint(stack: Stack, lost: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The undelivered writes that the leases table has passed (module docstring): skipped records."""
+    if not lost:
+        return []
+    positions = stream_positions(stack)
+    leases = stack.snapshot().leases
+    children: dict[str, list[str]] = {}
+    for shard in stack.emulator.control.shards(TABLE):
+        if shard["parentShardId"]:
+            children.setdefault(shard["parentShardId"], []).append(shard["shardId"])
+
+    def descendant_started(shard_id: str) -> bool:
+        for child in children.get(shard_id, []):
+            lease = leases.get(child)
+            if lease is not None and lease.checkpoint.sequence != "TRIM_HORIZON":
+                return True
+            if descendant_started(child):
+                return True
+        return False
+
+    skipped = []
+    for write in lost:
+        if write not in positions:
+            raise RuntimeError(f"acknowledged write {write} is not in the stream")
+        shard_id, sequence = positions[write]
+        lease = leases.get(shard_id)
+        if lease is None:
+            passed = descendant_started(shard_id)
+        else:
+            checkpoint = lease.checkpoint.sequence
+            passed = checkpoint == "SHARD_END" or (checkpoint.isdigit() and int(checkpoint) >= sequence)
+        if passed:
+            skipped.append(write)
+    return skipped
+
+
+def listing_workers(stack: Stack, since: float) -> int:
+    """Workers that ran a whole shard sync (a leases-table scan and a DescribeStream listing: the
+    sync leader's round) at or after ``since``, by their logs."""
+    return sum(
+        1 for name in stack.fleet.workers if any(at >= since for at, _ in stack.log_times(name, "shard sync"))
+    )
+
+
 def brownout(
     *,
     name: str,
@@ -300,6 +374,10 @@ def brownout(
             stopping.set()
             watcher.join(timeout=10)
         lost = drain_lost(stack, writer, timeout_seconds=60)
+        listing_at_end = listing_workers(stack, time.time() - 30)
+        for process in stack.fleet.alive():
+            stack.fleet.kill(process.name)
+        behind = behind_a_checkpoint(stack, lost)
         deliveries = stack.deliveries.all
         seen: set[tuple[str, str]] = set()
         duplicates = 0
@@ -322,6 +400,9 @@ def brownout(
             taker_seconds=stack.taker_millis / 1000,
             outage_seconds=outage,
             lost=lost,
+            behind_checkpoint=behind,
+            listing_workers_at_end=listing_at_end,
+            workers=len(stack.fleet.workers),
             duplicates=duplicates,
             deliveries=len(deliveries),
             problems=stack.problems(),
@@ -359,6 +440,12 @@ def run() -> list[Ratio]:
         f"watchdogs saw and did not blame: {len(outcome.excused_in_leases_outage)} time(s), e.g. "
         f"{outcome.excused_in_leases_outage[:1]}"
     )
+    print(
+        f"of the {len(outcome.lost)} writes not delivered by the end of the drain: {len(outcome.behind_checkpoint)} "
+        f"behind their shard's checkpoint (skipped), {len(outcome.lost) - len(outcome.behind_checkpoint)} ahead "
+        f"of every checkpoint (not reached yet); workers that ran a whole shard sync, the sync leader's "
+        f"round, in the drain's last 30 s: {outcome.listing_workers_at_end} of {outcome.workers}"
+    )
     if outcome.problems:
         print(f"ERROR lines in worker logs ({len(outcome.problems)}): {outcome.problems[:5]}")
     method = (
@@ -388,6 +475,15 @@ def run() -> list[Ratio]:
             leases_method,
         ),
         lost_writes_ratio("brownout_lost_records", outcome.lost),
+        at_most(
+            "brownout_lost_records_behind_a_checkpoint",
+            (float(len(outcome.behind_checkpoint)),),
+            0,
+            "of the acknowledged writes not delivered by the end of the 60 s drain, those behind their "
+            "shard's checkpoint in the leases table as the killed workers left it (skipped; the others "
+            f"wait ahead of every checkpoint: {len(outcome.lost) - len(outcome.behind_checkpoint)}); workers "
+            f"listing the stream as sync leader in the drain's last 30 s: {outcome.listing_workers_at_end} of {outcome.workers}",
+        ),
         at_most(
             "brownout_resume_over_taker_interval",
             (outcome.resume_seconds / outcome.taker_seconds,),
