@@ -225,10 +225,10 @@ class LeaseMachine:
         return parents
 
     def is_sync_leader(self) -> bool:
-        """Whether this worker lists the whole stream for the fleet, judged on its latest scan
-        (:func:`consumer.leases.decisions.sync_leader`)."""
+        """Whether this worker lists the whole stream for the fleet, judged on its latest scan as of
+        when it was read (:func:`consumer.leases.decisions.sync_leader`; LeaseState.latest_wall)."""
         s = self.state
-        return sync_leader(s.me, s.latest, s.now.wall, s.timing) == s.me
+        return sync_leader(s.me, s.latest, s.latest_wall, s.timing) == s.me
 
     def fleet_position(self) -> FleetPosition | None:
         """Where this worker stands in the fleet's DescribeStream timetable (consumer.streams.pacing):
@@ -239,7 +239,7 @@ class LeaseMachine:
         s = self.state
         if s.me not in s.latest.heartbeats:
             return None
-        live = tuple(sorted(live_workers(s.latest, s.now.wall, s.timing) | {s.me}))
+        live = tuple(sorted(live_workers(s.latest, s.latest_wall, s.timing) | {s.me}))
         if live != s.view:
             s.view, s.view_since = live, s.now.mono
         if s.now.mono - s.view_since < s.settings.taker_interval_millis:

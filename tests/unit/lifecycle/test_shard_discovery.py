@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -147,27 +146,39 @@ def test_only_the_sync_leader_lists_the_stream_and_the_next_one_takes_over_when_
     assert b.sync_if_leader() is not None and stream.listings == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, fix pending (closing note of 2026-12-01): liveness is judged on the last view "
-    "with the current time, so once no round has succeeded for failover + skew every worker sees "
-    "every other as dead and lists the stream as its leader",
-)
 def test_views_gone_stale_in_an_outage_still_give_the_fleet_one_lister() -> None:
-    """The brownout bench of 2026-12-01 (03:19, BENCH_KEEP=1): once the emulator's tables timed out,
-    all six workers ran a whole shard sync (a leases-table scan, a DescribeStream listing, creates)
-    every interval, each its own leader, and the load kept every call timing out to the end of the
-    run. On DynamoDB a throttled leases table is the same loop: the scans that refresh the views
-    are what the extra listers' scans crowd out."""
+    """The brownout bench of 2026-12-01 (03:19, BENCH_KEEP=1), before liveness was judged as of
+    the view: once the emulator's tables timed out, all six workers ran a whole shard sync (a
+    leases-table scan, a DescribeStream listing, creates) every interval, each its own leader, and
+    the load kept every call timing out to the end of the run. On DynamoDB a throttled leases table
+    is the same loop: the scans that would refresh the views are what the extra listers crowd out."""
     store, clock = InMemoryLeaseStore(), FakeClock()
     stream = Stream([Shard("A"), Shard("B")])
     fleet = [fleet_member(store, f"worker-{n}", clock, stream) for n in "abc"]
-    for syncer in fleet:
-        syncer._coordinator.take_round()  # type: ignore[attr-defined]
+    coordinators: list[LeaseCoordinator] = [s._coordinator for s in fleet]  # type: ignore[misc]
+    for coordinator in coordinators:
+        coordinator.take_round()
+        coordinator.fleet_position()  # the view it holds from now on
+    clock.advance(SETTINGS.taker_interval_millis + 1)
+    for coordinator in coordinators:
+        coordinator.take_round()
+    positions = [c.fleet_position() for c in coordinators]
+    assert None not in positions
     clock.advance(HORIZON + 1)  # the tables refuse every call meanwhile: no round succeeds
     for syncer in fleet:
         syncer.sync_if_leader()
     assert stream.listings == 1
+    # The timetable's slots stay as the last view gave them: one each, one leader.
+    assert [c.fleet_position() for c in coordinators] == positions
+    assert [(p.rank, p.leader) for p in positions if p is not None] == [(0, True), (1, False), (2, False)]
+    # The tables answer again, and worker-a died meanwhile: the next round shows it, and worker-b
+    # lists from then on.
+    for coordinator in coordinators[1:]:
+        assert coordinator.heartbeat_once()
+        coordinator.take_round()
+    for syncer in fleet[1:]:
+        syncer.sync_if_leader()
+    assert stream.listings == 2 and coordinators[1].is_sync_leader()
 
 
 @given(
