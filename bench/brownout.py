@@ -303,11 +303,16 @@ def behind_a_checkpoint(stack: Stack, lost: list[tuple[str, int]]) -> list[tuple
 
 
 def listing_workers(stack: Stack, since: float) -> int:
-    """Workers that ran a whole shard sync (a leases-table scan and a DescribeStream listing: the
-    sync leader's round) at or after ``since``, by their logs."""
-    return sum(
-        1 for name in stack.fleet.workers if any(at >= since for at, _ in stack.log_times(name, "shard sync"))
-    )
+    """Workers whose logs show a whole shard sync (the sync leader's round: a leases-table scan and a
+    DescribeStream listing) at or after ``since``: one that created or removed leases, warned of a
+    parent not closed yet, or failed. A sync that found nothing to do logs nothing, so this counts
+    at most the listers, never more."""
+    listed = 0
+    for name in stack.fleet.workers:
+        times = stack.log_times(name, "shard sync") + stack.log_times(name, "[PARENT_NOT_CLOSED]")
+        lines = [(at, m) for at, m in times if m.startswith(("shard sync", "[PARENT_NOT_CLOSED]"))]
+        listed += any(at >= since for at, _ in lines)
+    return listed
 
 
 def brownout(
