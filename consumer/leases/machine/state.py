@@ -64,11 +64,6 @@ class LeaseState:
     kcl: KclExpiryTracker
     expected_workers: int = 1
     latest: Snapshot = field(default_factory=lambda: Snapshot({}, {}))
-    # When ``latest`` was read (wall ms, my clock). Who is live for the fleet's timetable and its
-    # sync leader is judged as of then: judged as of now, a view that has gone stale (no round
-    # succeeding: an outage, a throttled table) shows every other worker dead, and every worker of
-    # the fleet would list the whole stream as its leader, adding its load to the table's trouble.
-    latest_wall: int = 0
     last_plan: RoundPlan = field(default_factory=RoundPlan)
     failures: int = 0  # consecutive failed rounds
     taking: bool = True

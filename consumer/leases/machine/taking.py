@@ -44,7 +44,7 @@ def take_round(s: LeaseState) -> Conversation[RoundPlan | None]:
     s.failures = 0
     s.row.round_ok_at = s.now.wall  # said on my next beat: the watchdogs judge me by it
     s.out.observed(True, None)
-    s.latest, s.latest_wall = snapshot, s.now.wall
+    s.latest = snapshot
     yield from _record_unwritten(s)
     if full:
         for bad in snapshot.malformed:

@@ -147,11 +147,11 @@ def test_only_the_sync_leader_lists_the_stream_and_the_next_one_takes_over_when_
 
 
 def test_views_gone_stale_in_an_outage_still_give_the_fleet_one_lister() -> None:
-    """The brownout bench of 2026-12-01 (03:19, BENCH_KEEP=1), before liveness was judged as of
-    the view: once the emulator's tables timed out, all six workers ran a whole shard sync (a
-    leases-table scan, a DescribeStream listing, creates) every interval, each its own leader, and
-    the load kept every call timing out to the end of the run. On DynamoDB a throttled leases table
-    is the same loop: the scans that would refresh the views are what the extra listers crowd out."""
+    """The brownout bench of 2026-12-01 (03:19 and 03:37, BENCH_KEEP=1), before liveness was judged
+    at the view's own time: once the emulator's tables timed out (writes queued behind its write
+    lock, reads still answered now and then), all six workers ran a whole shard sync (a leases-table
+    scan, a DescribeStream listing, creates) every interval, each its own leader, and the load kept
+    every call timing out to the end of the run. On DynamoDB a throttled table is the same loop."""
     store, clock = InMemoryLeaseStore(), FakeClock()
     stream = Stream([Shard("A"), Shard("B")])
     fleet = [fleet_member(store, f"worker-{n}", clock, stream) for n in "abc"]
@@ -171,14 +171,22 @@ def test_views_gone_stale_in_an_outage_still_give_the_fleet_one_lister() -> None
     # The timetable's slots stay as the last view gave them: one each, one leader.
     assert [c.fleet_position() for c in coordinators] == positions
     assert [(p.rank, p.leader) for p in positions if p is not None] == [(0, True), (1, False), (2, False)]
-    # The tables answer again, and worker-a died meanwhile: the next round shows it, and worker-b
-    # lists from then on.
+    # Reads answer again while every heartbeat write still fails (a workers table throttling or
+    # timing out its writes): every row stands still, and the fleet keeps its one lister.
+    for coordinator in coordinators:
+        coordinator.take_round()
+    clock.advance(HORIZON + 1)
+    for syncer in fleet:
+        syncer.sync_if_leader()
+    assert stream.listings == 2 and [c.is_sync_leader() for c in coordinators] == [True, False, False]
+    # The writes answer again, and worker-a died meanwhile: its row falls behind the others', and
+    # worker-b lists from then on.
     for coordinator in coordinators[1:]:
         assert coordinator.heartbeat_once()
         coordinator.take_round()
     for syncer in fleet[1:]:
         syncer.sync_if_leader()
-    assert stream.listings == 2 and coordinators[1].is_sync_leader()
+    assert stream.listings == 3 and coordinators[1].is_sync_leader()
 
 
 @given(
