@@ -5,7 +5,7 @@ CloudFormation create a new group of ``fleet.min_instances`` beside the old one,
 instance's signal, then delete the old group, whose instances all terminate together. (The module
 keeps the name of issue 33's figures; the group used to be updated instance by instance.)
 
-Method: ``consumer run`` processes on the emulator grouped into instances (bench/brownout.py's set-
+Method: ``consumer run`` processes on the emulator grouped into instances (bench/instances.py's set-
 up: heartbeat files and each instance's real :class:`deploy.watchdog.Watchdog`; Auto Scaling is a
 stand-in). A writer keeps writing round-robin over one key per partition. Then:
 
@@ -42,10 +42,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from bench.brownout import Instance, ListeningWatchdog, StandInGroup, booted, start_instances
 from bench.common import Ratio, at_most
 from bench.fleet_load import spread
 from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio
+from bench.instances import Instance, ListeningWatchdog, StandInGroup, booted, start_instances
 from deploy.health import HealthJudge, wait_for_healthy
 from ground.settings import FleetSettings
 
