@@ -75,6 +75,18 @@ def live_workers(snapshot: Snapshot, now_wall: int, timing: Timing) -> frozenset
     )
 
 
+def view_time(snapshot: Snapshot) -> int:
+    """The newest heartbeat in the view (wall ms, its writer's clock): the instant a view's own
+    liveness is judged at, for the choices every worker must make alike (the sync leader, the
+    DescribeStream timetable's ranks). Judged at the reader's now instead, a view gone stale (no
+    read succeeding) or a fleet whose heartbeat writes all fail (a throttled or timing-out workers
+    table, its reads still answered) shows every other worker dead, and every worker would list the
+    whole stream as its leader, adding its load to the table's trouble (the brownout bench of
+    2026-12-01). Judged here, a worker is dead when its row fell a horizon behind the others'; while
+    every row stands still, the fleet keeps the leader it had."""
+    return max((beat.at_wall_millis for beat in snapshot.heartbeats.values()), default=0)
+
+
 def sync_leader(me: str, snapshot: Snapshot, now_wall: int, timing: Timing) -> str:
     """The one worker that lists the whole stream for the fleet: the smallest id among the live ones.
 

@@ -27,7 +27,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from consumer.leases.decisions import KclExpiryTracker, RoundPlan, Timing, live_workers, sync_leader
+from consumer.leases.decisions import (
+    KclExpiryTracker,
+    RoundPlan,
+    Timing,
+    live_workers,
+    sync_leader,
+    view_time,
+)
 from consumer.leases.machine import beating, checkpoints, letting_go, taking
 from consumer.leases.machine.actions import Conversation, DealingView, Note, Now, Outbox
 from consumer.leases.machine.dealing import Dealing
@@ -225,10 +232,10 @@ class LeaseMachine:
         return parents
 
     def is_sync_leader(self) -> bool:
-        """Whether this worker lists the whole stream for the fleet, judged on its latest scan
-        (:func:`consumer.leases.decisions.sync_leader`)."""
+        """Whether this worker lists the whole stream for the fleet, judged on its latest view at the
+        view's own time (:func:`consumer.leases.decisions.sync_leader`, :func:`view_time`)."""
         s = self.state
-        return sync_leader(s.me, s.latest, s.now.wall, s.timing) == s.me
+        return sync_leader(s.me, s.latest, view_time(s.latest), s.timing) == s.me
 
     def fleet_position(self) -> FleetPosition | None:
         """Where this worker stands in the fleet's DescribeStream timetable (consumer.streams.pacing):
@@ -239,7 +246,7 @@ class LeaseMachine:
         s = self.state
         if s.me not in s.latest.heartbeats:
             return None
-        live = tuple(sorted(live_workers(s.latest, s.now.wall, s.timing) | {s.me}))
+        live = tuple(sorted(live_workers(s.latest, view_time(s.latest), s.timing) | {s.me}))
         if live != s.view:
             s.view, s.view_since = live, s.now.mono
         if s.now.mono - s.view_since < s.settings.taker_interval_millis:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -147,13 +146,6 @@ def test_only_the_sync_leader_lists_the_stream_and_the_next_one_takes_over_when_
     assert b.sync_if_leader() is not None and stream.listings == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug; the fix (branch fix/sync-leader-at-view-time, f21b74d) waits for its bench "
-    "re-runs: liveness for the sync leader and the timetable is judged at the reader's now, so a "
-    "view gone stale, or heartbeat writes failing while reads answer, makes every worker its own "
-    "leader",
-)
 def test_views_gone_stale_in_an_outage_still_give_the_fleet_one_lister() -> None:
     """The brownout bench of 2026-12-01 (03:19 and 03:37, BENCH_KEEP=1), before liveness was judged
     at the view's own time: once the emulator's tables timed out (writes queued behind its write
