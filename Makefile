@@ -86,7 +86,7 @@ test: setup  ## run every test (unit, functional, e2e, infra, pipeline; the pipe
 
 lint: setup  ## ruff
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check ground consumer tools
+	$(BIN)/ruff format --check app.py bench consumer deploy emulator examples ground infra pipeline scripts simulation tests tools
 
 typecheck: setup  ## mypy (strict on ground/, consumer/ and tools/)
 	$(BIN)/mypy

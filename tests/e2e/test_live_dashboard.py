@@ -177,9 +177,7 @@ def test_the_served_dashboard_draws_every_panel_live_in_a_browser(tmp_path: Path
             finally:
                 load.stop()
                 writer.join()
-            wait_for(
-                lambda: any(r["owner"] for r in api_state(url)["leases"]["rows"]), 30, "owned leases"
-            )
+            wait_for(lambda: any(r["owner"] for r in api_state(url)["leases"]["rows"]), 30, "owned leases")
             updates = int(driver.find_element("tag name", "body").get_attribute("data-updates"))
             wait_for(
                 lambda: int(driver.find_element("tag name", "body").get_attribute("data-updates")) > updates,
@@ -232,6 +230,7 @@ def test_the_page_and_its_chart_library_are_served() -> None:
     assert '<script src="/vendor/uPlot.iife.min.js">' in page and "/live.js" in page
     assert (uplot_directory() / "uPlot.iife.min.js").stat().st_size > 10_000
     lock = json.loads((REPO / "package-lock.json").read_text())
-    assert lock["packages"]["node_modules/uplot"]["version"] == json.loads(
-        (REPO / "package.json").read_text()
-    )["dependencies"]["uplot"]
+    assert (
+        lock["packages"]["node_modules/uplot"]["version"]
+        == json.loads((REPO / "package.json").read_text())["dependencies"]["uplot"]
+    )

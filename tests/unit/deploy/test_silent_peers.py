@@ -217,7 +217,9 @@ def test_after_a_workers_table_outage_longer_than_the_limit_no_peer_is_marked_as
         now = clock[0]
         down = outage[0] <= now < outage[1]
         for unit in ("1", "2"):  # the workers' rounds fail while the table does
-            record(layout, unit, now - 1, outage[0] - 1 if down else now - 1, "Read timeout" if down else None)
+            record(
+                layout, unit, now - 1, outage[0] - 1 if down else now - 1, "Read timeout" if down else None
+            )
         if not down:
             fleet.beats.update({"ip-10-0-0-1": now - 1, "ip-10-0-0-3": now - 2})
             if now < outage[0] or now >= outage[1] + 30:  # this one's come back half a minute later

@@ -44,7 +44,9 @@ def test_kcl_defaults_hold_where_nothing_overrides() -> None:
     s = load_settings("dev", REPO_CONFIG)
     w = s.worker
     assert (w.failover_time_millis, w.max_leases_to_steal_at_one_time, w.max_records) == (10_000, 1, None)
-    assert w.records_per_read(s.source.max_records_per_read) == 1000  # max_records unset: the table's stream's most
+    assert (
+        w.records_per_read(s.source.max_records_per_read) == 1000
+    )  # max_records unset: the table's stream's most
     assert w.call_process_records_even_for_empty_record_list is False
     assert w.renewal_interval_millis == 10_000 // 3 - 25
     # KCL's rule (the application name names the leases table and the namespace), scoped by env.
@@ -85,7 +87,12 @@ MALFORMED = [
         "did you mean 'failover_time_millis'",
     ),
     ("prod.yaml", "workr:\n  max_records: 10\n", "workr", "did you mean 'worker'"),
-    ("prod.yaml", "worker:\n  max_records: 1500\n", "worker.max_records", "DynamoDB Streams serves at most 1000"),
+    (
+        "prod.yaml",
+        "worker:\n  max_records: 1500\n",
+        "worker.max_records",
+        "DynamoDB Streams serves at most 1000",
+    ),
     ("prod.yaml", "worker:\n  max_records: 10001\n", "worker.max_records", "less than or equal to 10000"),
     ("prod.yaml", "worker:\n  initial_position: EARLIEST\n", "worker.initial_position", "TRIM_HORIZON"),
     ("prod.yaml", "worker:\n  max_records: [\n", "prod.yaml:3:1:", "not valid YAML"),

@@ -49,7 +49,9 @@ NOW = 1_000
 
 
 def machine(checkpoint: str = "TRIM_HORIZON", **settings: object) -> ShardMachine:
-    return ShardMachine(ShardInfo("s1"), checkpoint, SETTINGS.model_copy(update=settings), READ_LIMIT, random.Random(7))
+    return ShardMachine(
+        ShardInfo("s1"), checkpoint, SETTINGS.model_copy(update=settings), READ_LIMIT, random.Random(7)
+    )
 
 
 def step(

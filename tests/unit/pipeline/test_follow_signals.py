@@ -34,6 +34,7 @@ def test_the_handler_prints_nothing_and_the_loop_says_it_is_stopping(
         return FollowResult()
 
     before = signal.getsignal(signal.SIGTERM)
+
     class NoSpark:  # follow itself is replaced: no session is needed
         def stop(self) -> None:
             pass
