@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,26 +50,41 @@ def _no_consumer_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
-# How `make test`'s two pytest-xdist workers share the tests (`--dist loadgroup`): tests that share a
+# How `make test`'s pytest-xdist workers share the tests (`--dist loadgroup`): tests that share a
 # fixture wider than one test run on one worker, so the fixture is built once rather than once per
 # worker. The CDK synth of every environment is shared by all of tests/infra; a module-scoped fixture
-# (an emulator fleet run, a table written once) by its module. Everything else is spread test by test;
-# session fixtures that are cheap beside the tests using them (the local Spark session) are built
-# once per worker.
+# (an emulator fleet run, a table written once) by its module; the local Spark session by every test
+# that uses it, with the other tests of their modules. Everything else is spread test by test.
+# One Spark session, not one per worker: its JVM's start and warm-up are paid once. All of
+# tests/pipeline in one process cost its session's JVM 179 CPU s; spread over make test's three
+# workers, their three sessions cost 237 (108, 72 and 57) on the same slow hour of this machine.
 _FOLDER_GROUPS = {"infra": "cdk"}
 _SHARED_SCOPES = {"module", "package", "class"}
+_SESSION_GROUPS = {"spark": "spark"}  # session fixture -> the group of the tests using it
 
 
-def _group_of(item: pytest.Item) -> str | None:
+def _fixtures_of(item: pytest.Item) -> list[Any]:
+    # pytest keeps the fixtures a test uses in its (private) fixture info; no public API lists scopes.
+    info = getattr(item, "_fixtureinfo", None)
+    return [d for defs in info.name2fixturedefs.values() for d in defs] if info is not None else []
+
+
+def _session_group(item: pytest.Item) -> str | None:
+    return next(
+        (_SESSION_GROUPS[d.argname] for d in _fixtures_of(item) if d.argname in _SESSION_GROUPS), None
+    )
+
+
+def _group_of(item: pytest.Item, module_groups: dict[Path, str]) -> str | None:
     parts = item.path.parts
     if "tests" in parts and parts.index("tests") + 1 < len(parts):
         group = _FOLDER_GROUPS.get(parts[parts.index("tests") + 1])
         if group is not None:
             return group
-    # pytest keeps the fixtures a test uses in its (private) fixture info; no public API lists scopes.
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs.values() if info is not None else ()
-    if any(d.scope in _SHARED_SCOPES for defs in definitions for d in defs):
+    group = _session_group(item) or module_groups.get(item.path)
+    if group is not None:
+        return group
+    if any(d.scope in _SHARED_SCOPES for d in _fixtures_of(item)):
         return str(item.path)
     return None
 
@@ -75,7 +92,13 @@ def _group_of(item: pytest.Item) -> str | None:
 # First: pytest-xdist's worker-side hook of the same name turns the marks into the groups' names.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A module whose tests use a shared session joins its group whole, module-scoped fixtures and all.
+    module_groups: dict[Path, str] = {}
     for item in items:
-        group = _group_of(item)
+        group = _session_group(item)
+        if group is not None:
+            module_groups.setdefault(item.path, group)
+    for item in items:
+        group = _group_of(item, module_groups)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
