@@ -28,12 +28,16 @@ leases and workers tables answer every call with throttling, then with HTTP 500,
   checkpoint* is a record the fleet has not reached yet, still in the stream for its 24 hours (a
   stall: the fleet's liveness, not its promise that no checkpoint passes an unprocessed record).
 
-With ``leases_only_failovers``, once every key delivers again, the leases table alone fails the same
-way (throttling, then HTTP 500) while the workers table answers: the heartbeat loops go on writing
-their rows while every lease-taking round fails. Instances marked Unhealthy during it (goal 0): a
-watchdog that counted other instances' workers as fine by their heartbeat rows alone blamed its own
-instance here, every instance of the fleet (the outage lasts 3 x the age limit; the old rule fired
-at about twice the limit after the first failing round).
+Then, for each table in ``alone`` and once every key delivers again, that table alone fails the
+same way (throttling, then HTTP 500) while the other answers; instances marked Unhealthy during it
+(goal 0), and the watchdogs' words for what they saw and did not blame (which must be there).
+*The leases table alone*: the heartbeat loops go on writing their rows while every lease-taking
+round fails. A watchdog that counted other instances' workers as fine by their heartbeat rows alone
+blamed its own instance here, every instance of the fleet (the outage lasts 3 x the age limit; the
+old rule fired at about twice the limit after the first failing round). *The workers table alone*:
+heartbeats fail while the leases table answers; the workers fence themselves (a lease is held only
+while its owner's heartbeat row is fresh) and the watchdog cannot read the table either, so the
+failure is the tables', not an instance's; once it answers, the fleet takes its leases back.
 
 With ``control``, one worker is then frozen (SIGSTOP) for 2.5 x the age limit while the others are
 fine: its instance must be marked Unhealthy (the watchdog still blames the instance's own failure,
@@ -44,7 +48,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bench.common import Ratio, at_most
 from bench.fleet_load import keys_covering
@@ -62,13 +67,24 @@ LIMITS = (
 
 
 @dataclass
+class Alone:
+    """One table failing alone ("leases" or "workers"): instances marked Unhealthy meanwhile, and the
+    watchdogs' messages for what they saw and did not blame."""
+
+    table: str
+    seconds: float
+    resume_seconds: float
+    marked: list[str]
+    window: tuple[float, float]  # wall clock, from the failure's start to the fleet settled after it
+    excused: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Outcome:
     marked_in_outage: list[str]
     marked_in_control: list[str]
     excused: list[str]
-    marked_in_leases_outage: list[str]
-    excused_in_leases_outage: list[str]
-    leases_outage_seconds: float
+    alone: dict[str, Alone]
     resume_seconds: float
     taker_seconds: float
     outage_seconds: float
@@ -108,12 +124,12 @@ def fail_tables(stack: Stack, tables: str, seconds: float) -> None:
     control_api.set_faults(table_throttle_rate=0.0, table_error_rate=0.0)
 
 
-def stream_positions(stack: Stack) -> dict[tuple[str, int], tuple[str, int]]:
+def stream_positions(stack: Stack, shards: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[str, int]]:
     """(key, write number) -> (shard, sequence number) of every record in the table's stream, read
-    from the start of every shard (the emulator's true shard table, parents included)."""
+    from the start of every shard of ``shards`` (the emulator's true shard table, parents included)."""
     streams = stack.emulator.client("dynamodbstreams")
     found: dict[tuple[str, int], tuple[str, int]] = {}
-    for shard in stack.emulator.control.shards(TABLE):
+    for shard in shards:
         iterator = streams.get_shard_iterator(
             StreamArn=shard["streamArn"], ShardId=shard["shardId"], ShardIteratorType="TRIM_HORIZON"
         ).get("ShardIterator")
@@ -132,10 +148,11 @@ def behind_a_checkpoint(stack: Stack, lost: list[tuple[str, int]]) -> list[tuple
     """The undelivered writes that the leases table has passed (module docstring): skipped records."""
     if not lost:
         return []
-    positions = stream_positions(stack)
+    shards = stack.emulator.control.shards(TABLE)
+    positions = stream_positions(stack, shards)
     leases = stack.snapshot().leases
     children: dict[str, list[str]] = {}
-    for shard in stack.emulator.control.shards(TABLE):
+    for shard in shards:
         if shard["parentShardId"]:
             children.setdefault(shard["parentShardId"], []).append(shard["shardId"])
 
@@ -188,8 +205,9 @@ def brownout(
     writes_per_second: float,
     control: bool,
     rollover_seconds: int = 86_400,
-    leases_only_failovers: float = 0,
+    alone: tuple[tuple[str, float], ...] = (),
 ) -> Outcome:
+    """``alone``: (table, failovers) outages of one table ("leases" or "workers") after the first."""
     worker = {
         "failover_time_millis": failover_millis,
         "max_clock_skew_millis": 100,
@@ -212,24 +230,24 @@ def brownout(
         writer = stack.writer(writes_per_second, threads=2).start()
         keys = keys_covering(stack.partitions, stack.seed)
         outage = outage_failovers * failover_millis / 1000
-        leases_outage = leases_only_failovers * failover_millis / 1000
-        leases_window = (0.0, 0.0)
-        marked_in_leases_outage: list[str] = []
+        settings = stack.settings
+        names = {"leases": settings.leases_table_name, "workers": settings.workers_table_name}
+        phases: dict[str, Alone] = {}
         try:
             time.sleep(2 * failover_millis / 1000)
-            tables = f"{stack.settings.leases_table_name},{stack.settings.workers_table_name}"
-            fail_tables(stack, tables, outage)
+            fail_tables(stack, f"{names['leases']},{names['workers']}", outage)
             lifted = time.time()
             resume = resumed_after(stack, keys, lifted, 30 * failover_millis / 1000)
             time.sleep(2 * failover_millis / 1000)
             marked_in_outage = [i for i, _ in group.marked]
-            if leases_outage:
-                began_leases = time.time()
-                fail_tables(stack, stack.settings.leases_table_name, leases_outage)
-                resumed_after(stack, keys, time.time(), 30 * failover_millis / 1000)
+            for table, failovers in alone:
+                seconds = failovers * failover_millis / 1000
+                began_alone, marked_before = time.time(), len(group.marked)
+                fail_tables(stack, names[table], seconds)
+                back = resumed_after(stack, keys, time.time(), 30 * failover_millis / 1000)
                 time.sleep(2 * failover_millis / 1000)
-                leases_window = (began_leases, time.time())
-                marked_in_leases_outage = [i for i, _ in group.marked][len(marked_in_outage) :]
+                marked = [i for i, _ in group.marked][marked_before:]
+                phases[table] = Alone(table, seconds, back, marked, (began_alone, time.time()))
             if control:
                 victim = fleet[0].workers[0]
                 stack.fleet.pause(victim)
@@ -254,15 +272,17 @@ def brownout(
         heard = [
             (t, m) for i in fleet if i.watchdog for t, m in i.watchdog.heard if m.startswith("not blamed")
         ]
-        first, second = leases_window
-        before = len(marked_in_outage) + len(marked_in_leases_outage)
+        for phase in phases.values():
+            phase.excused = [m for t, m in heard if phase.window[0] <= t <= phase.window[1]]
+        outside = [
+            m for t, m in heard if not any(a <= t <= b for a, b in (p.window for p in phases.values()))
+        ]
+        before = len(marked_in_outage) + sum(len(p.marked) for p in phases.values())
         return Outcome(
             marked_in_outage=marked_in_outage,
             marked_in_control=[i for i, _ in group.marked][before:],
-            excused=[m for t, m in heard if not first <= t <= second],
-            marked_in_leases_outage=marked_in_leases_outage,
-            excused_in_leases_outage=[m for t, m in heard if first <= t <= second],
-            leases_outage_seconds=leases_outage,
+            excused=outside,
+            alone=phases,
             resume_seconds=resume,
             taker_seconds=stack.taker_millis / 1000,
             outage_seconds=outage,
@@ -288,8 +308,9 @@ def run() -> list[Ratio]:
         writes_per_second=48,
         control=True,
         rollover_seconds=20,
-        leases_only_failovers=12,
+        alone=(("leases", 12), ("workers", 12)),
     )
+    leases, workers = outcome.alone["leases"], outcome.alone["workers"]
     print(
         f"outage {outcome.outage_seconds:.0f} s on the leases and workers tables; instances marked Unhealthy "
         f"during it: {outcome.marked_in_outage or 'none'}; watchdogs saw and did not blame: "
@@ -301,12 +322,13 @@ def run() -> list[Ratio]:
         f"{outcome.deliveries} deliveries, {outcome.duplicates} delivered twice, {len(outcome.lost)} lost; "
         f"control (a worker frozen while the others are fine): marked {outcome.marked_in_control}"
     )
-    print(
-        f"then the leases table alone refusing for {outcome.leases_outage_seconds:.0f} s (the workers table "
-        f"answering): instances marked Unhealthy during it: {outcome.marked_in_leases_outage or 'none'}; "
-        f"watchdogs saw and did not blame: {len(outcome.excused_in_leases_outage)} time(s), e.g. "
-        f"{outcome.excused_in_leases_outage[:1]}"
-    )
+    for phase, other in ((leases, "workers"), (workers, "leases")):
+        print(
+            f"then the {phase.table} table alone refusing for {phase.seconds:.0f} s (the {other} table "
+            f"answering): instances marked Unhealthy during it: {phase.marked or 'none'}; watchdogs saw and "
+            f"did not blame: {len(phase.excused)} time(s), e.g. {phase.excused[:1]}; every key delivering "
+            f"again {phase.resume_seconds:.2f} s after it"
+        )
     print(
         f"of the {len(outcome.lost)} writes not delivered by the end of the drain: {len(outcome.behind_checkpoint)} "
         f"behind their shard's checkpoint (skipped), {len(outcome.lost) - len(outcome.behind_checkpoint)} ahead "
@@ -321,25 +343,42 @@ def run() -> list[Ratio]:
     )
     if (
         not outcome.excused
-        or not outcome.excused_in_leases_outage
+        or not leases.excused
+        or not workers.excused
         or outcome.marked_in_control[:1] != ["inst-0"]
     ):
         raise RuntimeError(
-            f"the scenario proved nothing: excused {outcome.excused[:1]} and "
-            f"{outcome.excused_in_leases_outage[:1]}, control marked {outcome.marked_in_control}"
+            f"the scenario proved nothing: excused {outcome.excused[:1]}, {leases.excused[:1]} and "
+            f"{workers.excused[:1]}, control marked {outcome.marked_in_control}"
         )
-    leases_method = (
-        "the same fleet, then the leases table alone throttling and answering HTTP 500 for "
-        f"{outcome.leases_outage_seconds:.0f} s (12 x failover; 3 x the watchdog's age limit) while the "
-        "workers table answers"
-    )
+
+    def alone_method(phase: Alone, other: str) -> str:
+        return (
+            f"the same fleet, then the {phase.table} table alone throttling and answering HTTP 500 for "
+            f"{phase.seconds:.0f} s (12 x failover; 3 x the watchdog's age limit) while the {other} table answers"
+        )
+
     return [
         at_most("brownout_instances_marked_unhealthy", (float(len(outcome.marked_in_outage)),), 0, method),
         at_most(
             "brownout_leases_table_only_instances_marked_unhealthy",
-            (float(len(outcome.marked_in_leases_outage)),),
+            (float(len(leases.marked)),),
             0,
-            leases_method,
+            alone_method(leases, "workers"),
+        ),
+        at_most(
+            "brownout_workers_table_only_instances_marked_unhealthy",
+            (float(len(workers.marked)),),
+            0,
+            alone_method(workers, "leases"),
+        ),
+        at_most(
+            "brownout_workers_table_only_resume_over_taker_interval",
+            (workers.resume_seconds / outcome.taker_seconds,),
+            1,
+            alone_method(workers, "leases")
+            + "; its end -> every key delivering again, over the taker interval (docs/deploy.md: back within "
+            "a taker interval of the table answering)",
         ),
         lost_writes_ratio("brownout_lost_records", outcome.lost),
         at_most(
