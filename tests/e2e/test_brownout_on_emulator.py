@@ -31,7 +31,7 @@ from bench.brownout import brownout
 pytestmark = pytest.mark.e2e
 
 
-def test_a_brownout_of_both_tables_or_of_the_leases_table_alone_replaces_nothing_and_loses_nothing() -> None:
+def test_a_brownout_of_both_tables_or_of_either_table_alone_replaces_nothing_and_loses_nothing() -> None:
     outcome = brownout(
         name="e2e-brownout",
         instances=2,
