@@ -81,7 +81,7 @@ def _group_of(item: pytest.Item, module_groups: dict[Path, str]) -> str | None:
         group = _FOLDER_GROUPS.get(parts[parts.index("tests") + 1])
         if group is not None:
             return group
-    group = _session_group(item) or module_groups.get(item.path)
+    group = module_groups.get(item.path)  # the item's own session's group, or its module's
     if group is not None:
         return group
     if any(d.scope in _SHARED_SCOPES for d in _fixtures_of(item)):
