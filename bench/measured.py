@@ -45,11 +45,14 @@ _RECORD_PATH = (
     _SETTINGS,
     _PINS,
 )
-# Whole ``consumer run`` processes on the emulator, started by the demo's fleet (tools/demo/).
+# Whole ``consumer run`` processes on the emulator, started by the demo's fleet: of tools/demo/, the
+# benches run LocalFleet (fleet.py) and create_source_table (stage.py, imported through run.py and
+# called without a prefill); they write with bench/fleet_load.py, not the demo's load generator.
 _FLEET = (
     "consumer/",
     "emulator/",
-    "tools/demo/",
+    "tools/demo/fleet.py",
+    "tools/demo/stage.py",
     "tools/cli.py",
     "tools/commands/",
     "tools/local_aws.py",
