@@ -7,10 +7,13 @@ wall-clock durations (latency shows in the counters, staleness in what the scans
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +27,10 @@ from emulator.faults import FaultSettings, ScanView, ScanViews, draw_table_laten
 from emulator.gate import TableCall
 from emulator.testing import PROJECT_ROOT as REPO
 from emulator.testing import RunningEmulator, emulator_command, running_emulator
+from ground.settings import LoadSettings, TableSettings
 from tests.emulator.conftest import read_stream
+from tools.demo import load as load_module
+from tools.demo.load import LoadGenerator
 
 _names = itertools.count()
 NO_RETRY = Config(retries={"total_max_attempts": 1, "mode": "standard"})
@@ -356,3 +362,36 @@ def test_table_faults_can_be_set_at_start_up() -> None:
         spared = _table(emu, "source")
         ddb.put_item(TableName=spared, Item={"pk": {"S": "x"}})
         assert emu.control.counters()["table_faults_injected"] >= 1
+
+
+def test_the_demo_load_retries_what_the_table_refuses_and_every_write_it_records_is_on_the_stream_once(
+    emulator: RunningEmulator, faults: _Faults, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos demo's table faults hit the source table too: a refusal that outlasts the client's
+    retries is the load's to retry (here the client has none), with the same item."""
+    name = _table(emulator, "demo-load")
+    arn = emulator.client("dynamodb").describe_table(TableName=name)["Table"]["LatestStreamArn"]
+    table = TableSettings.model_validate({"name": name, "partition_key": {"name": "pk"}})
+    monkeypatch.setattr(load_module, "REFUSED_WRITE_BACKOFF_SECONDS", 0.01)
+    load = LoadGenerator(
+        emulator.client("dynamodb", config=NO_RETRY),
+        table,
+        LoadSettings(writes_per_second=200, keys=20, seed=3),
+        tmp_path / "oracle.jsonl",
+    )
+    faults(table_throttle_rate=0.3, table_error_rate=0.2, table_fault_tables=name)
+
+    load.run(duration_seconds=120, on_write=lambda _: load.stop() if load.writes >= 40 else None)
+
+    assert load.writes == 40 and load.refused >= 5
+    written = Counter(tuple(row.values()) for row in map(json.loads, (tmp_path / "oracle.jsonl").open()))
+    assert sum(written.values()) == load.writes
+    on_stream = Counter(
+        (
+            record["dynamodb"]["Keys"]["pk"]["S"],
+            record["eventName"],
+            int(record["dynamodb"]["OldImage" if record["eventName"] == "REMOVE" else "NewImage"]["w"]["N"]),
+        )
+        for record in read_stream(emulator.client("dynamodbstreams"), arn)
+    )
+    assert on_stream == written

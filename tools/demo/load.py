@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from botocore.exceptions import ClientError
+
 from consumer.api.metrics import LOAD_GENERATOR_OPERATION, Metrics, NullMetrics
 from ground.clock import Clock, SystemClock
 from ground.settings import LoadSettings, TableSettings
@@ -91,6 +93,23 @@ def _key_value(name_type: str, text: str) -> dict[str, str]:
     return {"S": text}
 
 
+# Error codes DynamoDB documents as safe to retry (besides any HTTP 5xx).
+RETRYABLE_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+REFUSED_WRITE_BACKOFF_SECONDS = 0.1
+
+
+class LoadError(Exception):
+    """The table refused a write for a reason a retry cannot cure (its message names the write)."""
+
+
+def _retryable(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return error.get("Code") in RETRYABLE_CODES or int(status) >= 500
+
+
 PREFILL_ITEMS = 200  # items the table holds before its stream exists (the bootstrap's part)
 
 
@@ -139,6 +158,7 @@ class LoadGenerator:
         self._clock = clock or SystemClock()
         self._stop = threading.Event()
         self.writes = 0
+        self.refused = 0  # refusals retried (throttles and server errors past the client's retries)
 
     def _item_key(self, key: str) -> dict[str, dict[str, str]]:
         item = {self._table.partition_key.name: _key_value(self._table.partition_key.type, key)}
@@ -146,9 +166,8 @@ class LoadGenerator:
             item[self._table.sort_key.name] = _key_value(self._table.sort_key.type, "0")
         return item
 
-    def _apply(self, op: str, write: Write) -> None:
+    def _apply(self, op: str, write: Write, payload: dict[str, str]) -> None:
         key = self._item_key(write.key)
-        payload = {"S": f"{write.key}:{write.w}:{self._plan.rng.getrandbits(32):08x}"}
         if op == "put":
             item = {**key, "w": {"N": str(write.w)}, "payload": payload, "kind": {"S": "put"}}
             self._ddb.put_item(TableName=self._table.name, Item=item)
@@ -162,8 +181,31 @@ class LoadGenerator:
         else:
             self._ddb.delete_item(TableName=self._table.name, Key=key)
 
+    def _write(self, op: str, write: Write) -> bool:
+        """Apply one write until the table takes it; False if the load was stopped first.
+
+        A throttle or a server error that outlasts the client's own retries is retried here with the
+        same item, as an application that must not drop a write would: only a write the table took
+        goes into the oracle, so a refused one is neither lost nor double counted. (A write the
+        table applied but answered with a 500 would be written twice; the demo's table faults
+        refuse a request before it applies.) Any other error stops the load, named."""
+        payload = {"S": f"{write.key}:{write.w}:{self._plan.rng.getrandbits(32):08x}"}
+        while True:
+            try:
+                self._apply(op, write, payload)
+                return True
+            except ClientError as exc:
+                if not _retryable(exc):
+                    raise LoadError(
+                        f"the table {self._table.name} refused the {op} of {write.key}: {exc}"
+                    ) from exc
+                self.refused += 1
+                if self._stop.wait(REFUSED_WRITE_BACKOFF_SECONDS):
+                    return False
+
     def run(self, duration_seconds: float, on_write: Callable[[Write], None] | None = None) -> int:
-        """Write for ``duration_seconds`` (or until :meth:`stop`); returns this run's writes."""
+        """Write for ``duration_seconds`` (or until :meth:`stop`); returns this run's writes. Raises
+        :class:`LoadError` when the table refuses a write for good."""
         self._oracle_path.parent.mkdir(parents=True, exist_ok=True)
         start = self._clock.monotonic_millis()
         interval = 1000 / self._rate
@@ -178,7 +220,8 @@ class LoadGenerator:
                     self._stop.wait((due - now) / 1000)
                     continue
                 op, write = self._plan.next_write()
-                self._apply(op, write)
+                if not self._write(op, write):
+                    break
                 # The write succeeded: only now is it part of what must arrive.
                 oracle.write(json.dumps({"key": write.key, "event": write.event, "w": write.w}) + "\n")
                 oracle.flush()

@@ -35,7 +35,7 @@ from tools.demo.chaos import ChaosAction, Schedule, schedule_plan
 from tools.demo.disruptions import Disruptions, Undo
 from tools.demo.events import FleetEvents
 from tools.demo.fleet import LocalFleet
-from tools.demo.load import PREFILL_ITEMS, LoadGenerator
+from tools.demo.load import PREFILL_ITEMS, LoadError, LoadGenerator
 from tools.demo.observer import Observer
 from tools.demo.stage import (
     DemoError,
@@ -81,14 +81,25 @@ class Loads:
 
     def __init__(self, generators: list[LoadGenerator]) -> None:
         self.generators = generators
+        self.errors: list[LoadError] = []  # a generator that stopped early, and why
 
     @property
     def writes(self) -> int:
         return sum(g.writes for g in self.generators)
 
+    @property
+    def refused(self) -> int:
+        return sum(g.refused for g in self.generators)
+
+    def _run_one(self, generator: LoadGenerator, duration_seconds: float) -> None:
+        try:
+            generator.run(duration_seconds)
+        except LoadError as exc:  # the demo reports it once the fleet has stopped
+            self.errors.append(exc)
+
     def run(self, duration_seconds: float) -> int:
         threads = [
-            threading.Thread(target=g.run, args=(duration_seconds,), name=f"load-{i}", daemon=True)
+            threading.Thread(target=self._run_one, args=(g, duration_seconds), name=f"load-{i}", daemon=True)
             for i, g in enumerate(self.generators)
         ]
         for thread in threads:
@@ -248,6 +259,8 @@ class Demo:
                 )
             finally:
                 load_metrics.stop(timeout_seconds=10)
+        if load.errors:
+            raise DemoError(f"the load stopped after {load.writes} writes: {load.errors[0]}")
         self.observer.read_logs(fleet)
         verdicts = tuple(
             (t.name, judge(read_oracle(t.oracle), read_changelog(t.changelog, t.key))) for t in self.tables
@@ -287,7 +300,8 @@ class Demo:
                     time.sleep(0.5)
                 for item in sorted(undo):
                     self.disruptions.undo(fleet, item)
-                self.observer.note(f"load stopped after {load.writes} writes; draining")
+                retried = f" ({load.refused} refused by the table and retried)" if load.refused else ""
+                self.observer.note(f"load stopped after {load.writes} writes{retried}; draining")
                 self.observer.drain_and_stop(live, fleet, lambda: self._snapshot(fleet, load), load.writes)
         finally:
             # Off a terminal rich prints the last frame without ending its line: end it here, so
