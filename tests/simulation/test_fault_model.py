@@ -1,4 +1,4 @@
-"""The whole worker under the fault model, in its short form: fifty seeded histories.
+"""The whole worker under the fault model, in its short form: thirty seeded histories.
 
 Each history runs several workers as the product assembles them (consumer.runtime.assembly) — lease
 coordinator, shard sync, the scheduler and its shard consumers, the checkpointer and a processor —
@@ -13,9 +13,9 @@ twice while a shard stays with one worker, no checkpoint past a record not done,
 counted once, the dead letters holding exactly the records that exhausted their retries.
 
 The chaos lasts half as long here as in ``make bench``'s long form (bench/whole_worker.py, 20 000
-histories); ``SIM_HISTORIES`` changes how many run here. Fifty (and ten of each kind outside the
-cycle) keep ``make test`` within its ten minutes; each seed that ever broke a promise is replayed by
-name below, and the long form draws the rest.
+histories); ``SIM_HISTORIES`` changes how many run here. Thirty (six of each kind in the cycle, and
+six of each kind outside it) keep ``make test`` near its ten minutes; each seed that ever broke a
+promise is replayed by name below, and the long form draws the rest.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 
 from simulation.histories import KINDS, MORE_KINDS, history
 
-HISTORIES = int(os.environ.get("SIM_HISTORIES", "50"))
+HISTORIES = int(os.environ.get("SIM_HISTORIES", "30"))
 # Long-form histories (bench/whole_worker.py) that once broke a promise, replayed with its minute of
 # chaos. 1 007 305: a checkpoint refused after the worker had already adopted its take-back of the
 # lease (fenced, then mine again at a new counter) was forgotten, and the next consumer replayed it.
@@ -38,7 +38,7 @@ HISTORIES = int(os.environ.get("SIM_HISTORIES", "50"))
 # a thief took a lease it had asked for from a live owner, its pending mark fresh and the owner's row
 # stale, the hand-over not overdue.
 LONG_FORM_SEEDS = (1_007_305, 1_009_574, 1_014_485, 1_018_069, 1_000_782, 1_002_823)
-BLOCKS = 8
+BLOCKS = 6  # five consecutive seeds apart by six: every block runs each kind of the cycle once
 CHAOS_MILLIS = 30_000
 
 

@@ -107,12 +107,13 @@ def test_closing_puts_back_the_handlers_and_the_wakeup_descriptor_found_and_ends
         theirs, _ = os.pipe()  # someone else's wakeup descriptor (asyncio's, say)
         os.set_blocking(theirs, False)
         signal.set_wakeup_fd(theirs)
+        interrupt = signal.getsignal(signal.SIGINT)  # SIG_IGN when started in the background
         descriptors = sorted(os.listdir("/proc/self/fd"))
         with StopSignals(lambda signum: None):
             assert signal.getsignal(signal.SIGTERM) is not mine
             assert signal.set_wakeup_fd(-1) != theirs  # (and put the pipe's back)
         assert signal.getsignal(signal.SIGTERM) is mine
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is interrupt
         assert signal.set_wakeup_fd(-1) == theirs
         assert "stop-signals" not in [t.name for t in threading.enumerate()]
         assert sorted(os.listdir("/proc/self/fd")) == descriptors, "the pipe was left open"
