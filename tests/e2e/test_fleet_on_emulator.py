@@ -222,13 +222,19 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
                 time.sleep(max(0.0, frozen_at[0] + 5 - time.monotonic()))  # 5 s > failover 3 s
                 fleet.resume(frozen[0])
 
+            def stop_worker_3() -> None:
+                # Stopped gracefully once it runs: a loaded machine can still be importing it at
+                # 19 s, and a SIGTERM then stops a process that never was a worker.
+                wait_for(lambda: "worker-3" in worker_ids(fleet), 60, "worker-3 to start")
+                fleet.terminate("worker-3")
+
             script = [
                 (6, lambda: (fleet.start_worker(), fleet.start_worker())),
                 (9, freeze),
                 (12, lambda: emu.control.split("orders")),
                 (14, thaw),
                 (16, lambda: fleet.kill("worker-2")),
-                (19, lambda: fleet.terminate("worker-3")),
+                (19, stop_worker_3),
             ]
             for at, act in sorted(script, key=lambda s: s[0]):
                 time.sleep(max(0.0, started + at - time.monotonic()))
