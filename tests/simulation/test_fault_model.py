@@ -38,7 +38,7 @@ HISTORIES = int(os.environ.get("SIM_HISTORIES", "30"))
 # a thief took a lease it had asked for from a live owner, its pending mark fresh and the owner's row
 # stale, the hand-over not overdue.
 LONG_FORM_SEEDS = (1_007_305, 1_009_574, 1_014_485, 1_018_069, 1_000_782, 1_002_823)
-BLOCKS = 6  # five consecutive seeds apart by six: every block runs each kind of the cycle once
+BLOCKS = 6  # block b runs seeds b, b + 6, ...: any five of them in a row are every kind of the cycle
 CHAOS_MILLIS = 30_000
 
 
