@@ -41,6 +41,10 @@ os.environ.setdefault(
     "-Dspark.python.sql.dataFrameDebugging.enabled=false",
 )
 
+# Node.js for jsii runs with V8's background threads off (tests/jsii_node.sh says why); a
+# developer's own JSII_NODE wins. The CDK synths of the tests and of the commands they run inherit it.
+os.environ.setdefault("JSII_NODE", str(Path(__file__).resolve().parent / "jsii_node.sh"))
+
 
 @pytest.fixture(autouse=True)
 def _no_consumer_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
