@@ -1,7 +1,7 @@
 """The deployed fleet under one fault model, long form: thousands of seeded histories of prod as its
 synthesized templates deploy it, judged by the checker of operational promises.
 
-Method: simulation/fleet_ops (its tests in tests/simulation; the short form, 60 histories, in
+Method: simulation/fleet_ops (its tests in tests/simulation; the short form, 42 histories, in
 ``make test``). A history deploys the prod environment from its synthesized templates (``cdk synth``
 once per code version, cached under var/operations/), lets it rest, meets one fault, and calms down.
 What is the product's own code: the alarms' expressions, thresholds, periods and missing-data rules,
