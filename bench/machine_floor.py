@@ -6,14 +6,17 @@ which hour a timing comes from. It parses 20 000 copies of one fixed 1 083-byte 
 record (twenty string attributes) and prints the best of seven passes in CPU time, so a second
 process on the other core does not count against it.
 
-    .venv/bin/python -m scripts.machine_floor
+    .venv/bin/python -m bench.machine_floor
+
+Not a benchmark of ``python -m bench`` (no row of RESULTS.md): it times the loop the benches' floor
+times (:func:`bench.fresh_orjson.parse_each`), on a fixed record instead of canned responses.
 """
 
 from __future__ import annotations
 
-import time
-
 import orjson
+
+from bench.fresh_orjson import parse_each
 
 RECORD = orjson.dumps(
     {
@@ -31,20 +34,9 @@ COPIES = 20_000
 PASSES = 7
 
 
-def one_pass(records: list[bytes]) -> float:
-    """CPU seconds to parse every record once, each result dropped before the next: the loop
-    bench/fresh_orjson.py times as the benches' floor (scripts/ may not import bench/, its
-    neighbour on the house's floor)."""
-    loads = orjson.loads
-    started = time.process_time()
-    for record in records:
-        loads(record)
-    return time.process_time() - started
-
-
 def floor_micros() -> float:
     records = [RECORD] * COPIES
-    return min(one_pass(records) for _ in range(PASSES)) / COPIES * 1e6
+    return min(parse_each(records) for _ in range(PASSES)) / COPIES * 1e6
 
 
 if __name__ == "__main__":
