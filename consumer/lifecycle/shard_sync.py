@@ -14,13 +14,24 @@ Listing a stream costs one DescribeStream call per 100 shards, from an account-w
   lists at its next round. At start-up too: a worker lists one taker interval after it registered,
   and only if it is the leader then, so a hundred workers restarting together list once, not a
   hundred times (with the fleet's DescribeStream budget, consumer.streams.pacing, the listing takes
-  the leader's slots of the fleet's timetable).
+  the leader's slots of the fleet's timetable). A listing that failed (a table or the stream
+  refusing) is tried again a taker interval later, not an interval: after an outage it leases every
+  shard that rolled over meanwhile in one pass (a call per 100 shards) within a taker interval of
+  the dependency answering, where looking up each generation's children in turn, as each parent
+  ends, spends a call per shard from the same budget.
 - **Children at a shard's end, by its owner.** When one of this worker's shards ends, it asks
   DescribeStream for that shard's children only (``ShardFilter`` CHILD_SHARDS, one call) and creates
   their leases at TRIM_HORIZON, naming the parent. A listing that does not show the children yet is
   asked again a few times with growing waits; after that the leader's next listing finds them. A
   lookup refused for throttling is asked again without counting as one of those tries: throttling
-  delays discovery, it does not drop it.
+  delays discovery, it does not drop it. Nor does a lookup that failed (the workers table, where the
+  lineage generation lives, the leases table or the stream refusing or out of reach): it keeps its
+  place and is asked again with growing waits of at most one taker interval, and while one fails
+  the others due with it wait too (one failing call per pass, not one per ended shard). The leader's
+  listing fails in such an outage as well and comes back only at its next interval (a minute by
+  default), so without this the children of every shard that ended during an outage longer than
+  the tries would wait for it; with it they are leased within a taker interval of the dependency
+  answering.
 
 The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
 pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a
@@ -63,6 +74,7 @@ from ground.threads import SYSTEM_THREADS, Event, Threads
 log = logging.getLogger("consumer.lifecycle")
 
 THROTTLED = -1  # sync_children: the lookup was refused for throttling (ask again, not a try)
+FAILED = -2  # sync_children: a table or the stream failed the lookup (ask again, not a try)
 # Waits before asking again for the children of an ended shard that DescribeStream does not show yet
 # (its view lags the shard's end by moments): short first, since a child waits on each; every try
 # still waits for this worker's slot of the fleet's DescribeStream timetable.
@@ -88,6 +100,7 @@ class ShardSyncer:
         # ended shard -> (retries so far, next look at, children seen so far)
         self._ended: dict[str, tuple[int, int, int]] = {}
         self._ended_at: dict[str, int] = {}  # ended shard -> when this worker heard of its end
+        self._lookups_failing = 0  # children lookups failed in a row (FAILED), across shards
         self._full_now = False  # without list_children, a shard's end asks for a whole listing
         self._lock = threading.Lock()
         self._coordinator = coordinator
@@ -98,6 +111,7 @@ class ShardSyncer:
         self._children_wake = threads.event()
         self._finished_since: dict[str, int] = {}  # shard -> when I first saw its lease finished
         self.open_shards: int | None = None  # in the last whole listing
+        self.listing_failed = False  # this worker's last whole sync failed (asked again sooner)
 
     def sync(self) -> ShardSyncPlan | None:
         started = self._clock.monotonic_millis()
@@ -143,9 +157,11 @@ class ShardSyncer:
                     continue
         except (StreamSourceError, LeaseError) as exc:
             elapsed = self._clock.monotonic_millis() - started
-            log.warning("shard sync failed (retrying next round): %s", exc)
+            self.listing_failed = True
+            log.warning("shard sync failed (retrying in a taker interval): %s", exc)
             self._metrics.timing("ShardSyncTask", "ShardSyncTask", elapsed, False)
             return None
+        self.listing_failed = False
         if created or deleted:
             log.info("shard sync: %d leases created, %d finished leases removed", created, deleted)
         self._metrics.timing("ShardSyncTask", "ShardSyncTask", self._clock.monotonic_millis() - started, True)
@@ -200,11 +216,23 @@ class ShardSyncer:
         # First looks before retries and confirming looks: each waits for this worker's next
         # DescribeStream slot, and a shard that just ended has no child leased at all yet.
         due.sort(key=lambda entry: entry[1] > 0 or entry[2] > 0)
+        failing_until: int | None = None  # set once a lookup of this pass failed
         for shard_id, tries, seen in due:
+            if failing_until is not None:
+                # The dependency that failed that lookup would fail this one too: it waits as long.
+                with self._lock:
+                    if shard_id in self._ended:
+                        self._ended[shard_id] = (tries, failing_until, seen)
+                continue
             found = self.sync_children(shard_id)
             later = self._clock.monotonic_millis()
             with self._lock:
                 settled = later - self._ended_at.get(shard_id, later) >= CHILD_CONFIRM_MILLIS
+                if found == FAILED:
+                    failing_until = later + self._failed_lookup_wait()
+                    self._ended[shard_id] = (tries, failing_until, seen)
+                    continue
+                self._lookups_failing = 0
                 if found == THROTTLED:
                     self._ended[shard_id] = (tries, later + CHILD_RETRY_MILLIS[0], seen)
                 elif found is None or (found and (seen or settled)):
@@ -224,6 +252,13 @@ class ShardSyncer:
                         "children of %s not listed yet; the fleet's next listing will find them", shard_id
                     )
 
+    def _failed_lookup_wait(self) -> int:
+        """The wait after a failed lookup (lock held): growing as the failures in a row do, never
+        beyond one taker interval, so a lookup follows a dependency's return within one."""
+        self._lookups_failing += 1
+        step = CHILD_RETRY_MILLIS[min(self._lookups_failing, len(CHILD_RETRY_MILLIS)) - 1]
+        return max(1, min(step, self._settings.taker_interval_millis))
+
     def next_children_due(self) -> int | None:
         """When the next children lookup is due (monotonic ms), or None when none is pending."""
         with self._lock:
@@ -231,8 +266,9 @@ class ShardSyncer:
 
     def sync_children(self, parent_id: str) -> int | None:
         """Create the leases of ``parent_id``'s children (one filtered DescribeStream call); how many
-        children were listed (0: none yet, or the lookup failed: ask again; THROTTLED: refused for
-        throttling, ask again), or None when there is nothing to do from here.
+        children were listed (0: none yet, ask again; THROTTLED: refused for throttling, FAILED: a
+        table or the stream failed the lookup, both asked again without counting as a try), or None
+        when there is nothing to do from here.
 
         The lineage generation is read first and the parent's lease after it: if the parent's lease is
         still there, none of its children can have been cleaned up before (a lease is deleted only once
@@ -269,7 +305,7 @@ class ShardSyncer:
             return THROTTLED
         except (StreamSourceError, LeaseError) as exc:
             log.warning("children of %s not looked up (retrying): %s", parent_id, exc)
-            return 0
+            return FAILED
         if created:
             log.info("shard %s ended: %d child leases created", parent_id, created)
         return len(children)
@@ -295,11 +331,12 @@ class ShardSyncer:
                 return
             full_now, self._full_now = self._full_now, False
             if full_now or self._clock.monotonic_millis() >= next_listing:
-                next_listing = self._clock.monotonic_millis() + interval
+                began = self._clock.monotonic_millis()
                 if full_now:
                     self.sync()
                 else:
                     self.sync_if_leader()
+                next_listing = began + self.next_listing_in_millis()
 
     def run_children(self, stop: Event) -> None:
         """The children thread: ended shards' children looked up when due. Its own thread, so that a
@@ -326,5 +363,14 @@ class ShardSyncer:
     def sync_if_leader(self) -> ShardSyncPlan | None:
         """A periodic round: the whole stream if this worker is the fleet's sync leader."""
         if not self._coordinator.is_sync_leader():
+            self.listing_failed = False  # the leader's to retry
             return None
         return self.sync()
+
+    def next_listing_in_millis(self) -> int:
+        """From the start of a listing round to the next: an interval, or at most a taker interval
+        after a whole sync that failed (module docstring)."""
+        interval = self._settings.shard_sync_interval_millis
+        if self.listing_failed:
+            return max(1, min(interval, self._settings.taker_interval_millis))
+        return interval
