@@ -28,10 +28,10 @@ Listing a stream costs one DescribeStream call per 100 shards, from an account-w
   lineage generation lives, the leases table or the stream refusing or out of reach): it keeps its
   place and is asked again with growing waits of at most one taker interval, and while one fails
   the others due with it wait too (one failing call per pass, not one per ended shard). The leader's
-  listing fails in such an outage as well and comes back only at its next interval (a minute by
-  default), so without this the children of every shard that ended during an outage longer than
-  the tries would wait for it; with it they are leased within a taker interval of the dependency
-  answering.
+  listing fails in such an outage as well; a failed listing is tried again a taker interval later
+  rather than at its next interval (a minute by default). Together, the children of every shard
+  that ended during an outage longer than the tries are leased within about a taker interval of
+  the dependency answering.
 
 The leases are read *before* the shards are listed. A worker paused between the two (SIGSTOP, a GC
 pause, slow throttled calls) then holds an older view of the leases and a newer listing — never a

@@ -74,7 +74,7 @@ def _checkpoint_once(
         s.holdings.note_unwritten(lease, target)
         raise LeaseLostError("checkpoint (a hand-over to another worker is overdue)", shard_id, None)
     started = s.now.mono
-    s.holdings.writing(shard_id, +1)
+    s.holdings.writing(shard_id, target)
     try:
         updated = yield from _write_checkpoint(lease, target)
     except LeaseLostError as exc:
@@ -94,7 +94,7 @@ def _checkpoint_once(
         s.holdings.note_unwritten(lease, target)
         raise
     finally:
-        s.holdings.writing(shard_id, -1)
+        s.holdings.answered(shard_id, target)
     s.holdings.written(shard_id, target)
     s.out.timed("UpdateLease", "UpdateLease", s.now.mono - started, True)
     if updated.finished:

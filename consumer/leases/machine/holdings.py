@@ -47,9 +47,10 @@ class Holdings:
     # ownership: work begun under it may go on. Any other take starts a new one (since = counter).
     _since: dict[str, int] = field(default_factory=dict)
     _fenced_since: dict[str, int] = field(default_factory=dict)
-    # Checkpoint writes in flight from this process, per shard: the only other writer that can land
-    # under my owner and counter, so recording an unwritten position waits until none is.
-    _in_flight: dict[str, int] = field(default_factory=dict)
+    # Checkpoint writes in flight from this process, per shard, by target: the only other writers
+    # that can land under my owner and counter, so recording an unwritten position waits until none
+    # is, and a release records at least the furthest of them (position_before_release).
+    _in_flight: dict[str, list[ExtendedSequenceNumber]] = field(default_factory=dict)
     # Deliveries to the processor in progress, per shard (lanes included: a flush returns when every
     # lane has stopped). An overdue hand-over waits for them before it releases the lease.
     _delivering: dict[str, int] = field(default_factory=dict)
@@ -241,16 +242,19 @@ class Holdings:
         return [
             (lease, pos)
             for shard, (lease, pos) in self._unwritten.items()
-            if shard not in self._held and not self._in_flight.get(shard)
+            if shard not in self._held and shard not in self._in_flight
         ]
 
-    def writing(self, shard_id: str, delta: int) -> None:
-        """A checkpoint write of ``shard_id`` starts (+1) or has its answer (-1)."""
-        count = self._in_flight.get(shard_id, 0) + delta
-        if count:
-            self._in_flight[shard_id] = count
-        else:
-            self._in_flight.pop(shard_id, None)
+    def writing(self, shard_id: str, target: ExtendedSequenceNumber) -> None:
+        """A checkpoint write of ``shard_id`` to ``target`` starts."""
+        self._in_flight.setdefault(shard_id, []).append(target)
+
+    def answered(self, shard_id: str, target: ExtendedSequenceNumber) -> None:
+        """The write :meth:`writing` started has its answer (written, refused, or given up)."""
+        targets = self._in_flight[shard_id]
+        targets.remove(target)
+        if not targets:
+            del self._in_flight[shard_id]
 
     def delivering(self, shard_id: str, delta: int) -> None:
         """A delivery of ``shard_id``'s records to the processor starts (+1) or has returned (-1)."""
@@ -273,6 +277,20 @@ class Holdings:
         known = self._unwritten.get(shard_id)
         if known is not None and (position is None or not position < known[1]):
             del self._unwritten[shard_id]
+
+    def position_before_release(self, held: Lease) -> ExtendedSequenceNumber | None:
+        """What a release of ``held`` records first: the furthest of the position the table refused
+        for now (:meth:`unwritten_for`) and the targets of checkpoint writes still on their way. A
+        write on its way may have landed already, its answer late; recording a position behind it
+        would move the checkpoint back (a lane's checkpoint timed out while a graceful stop
+        released the lease). Its target was asked for, so its records are processed: recording it
+        is right whether or not it landed, and it cannot land after the release (the counter moves)."""
+        pending = self.unwritten_for(held)
+        sent = self._in_flight.get(held.shard_id, ())
+        furthest = max(sent, key=lambda position: position.rank, default=None)
+        if furthest is None or not held.checkpoint < furthest:
+            return pending
+        return furthest if pending is None or pending < furthest else pending
 
     def unwritten_for(self, current: Lease) -> ExtendedSequenceNumber | None:
         """The position I processed to but could not record, for a lease I am taking back

@@ -57,10 +57,12 @@ def release(
 
 
 def _record_before_release(s: LeaseState, lease: Lease) -> Conversation[Lease]:
-    """A position I processed to but could not record (a checkpoint refused for now) is written
-    before the lease goes: whoever takes it next starts after those records instead of replaying
-    them. Forward only and conditional on my counter; if it fails, the release says why."""
-    pending = s.holdings.unwritten_for(lease)
+    """A position I processed to but could not record (a checkpoint refused for now), or one whose
+    write is still on its way, is written before the lease goes: whoever takes it next starts
+    after those records instead of replaying them, and a late write never lands behind it
+    (Holdings.position_before_release). Forward only and conditional on my counter; if it fails,
+    the release says why."""
+    pending = s.holdings.position_before_release(lease)
     if pending is None:
         return lease
     try:

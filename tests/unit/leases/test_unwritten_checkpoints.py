@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from consumer.leases.errors import LeaseLostError, LeaseStoreThrottledError
+from consumer.leases.errors import (
+    LeaseError,
+    LeaseLostError,
+    LeaseStoreThrottledError,
+    LeaseStoreUnavailableError,
+)
 from ground.clock import FakeClock
 from tests.unit.leases.regression_rig import (
     ESN,
@@ -282,3 +287,33 @@ def test_a_checkpoint_refused_after_a_new_ownership_of_mine_was_adopted_moves_th
     assert store.get("s1").checkpoint == ESN("100")  # type: ignore[union-attr]  # written by what follows
     a.release("s1")
     assert store.get("s1").checkpoint == ESN("200")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed-answer-late", "lands-after"])
+def test_a_release_while_a_checkpoint_is_on_its_way_records_that_position_never_an_earlier_one(
+    landed: bool,
+) -> None:
+    """A lane's checkpoint of 200 is on its way when a graceful stop releases the lease, which
+    carries 170, refused for now earlier. Recording 170 after 200 landed would move the checkpoint
+    back; recording it when 200 lands later (refused, the counter moved) would replay 171..200. The
+    release records 200: it was asked for, so its records are processed (whole-worker history
+    1 014 061, lanes: 2600 landed, its answer timed out, then the release recorded 2570)."""
+    store, clock = table("s1"), FakeClock()
+    a = worker(store, clock, "a")
+    a.checkpoint("s1", "100")
+    refused_for_now(store, a, "s1", "170")
+
+    def released_meanwhile(call: Any) -> Any:
+        if landed:
+            call()
+        a.release("s1")  # the stop's release, the lane's shard consumer not finished yet
+        if landed:
+            raise LeaseStoreUnavailableError("read timeout (the write had committed)")
+        return call()  # the counter moved: refused
+
+    store.hooks["checkpoint"] = released_meanwhile
+    with pytest.raises(LeaseError):
+        a.checkpoint("s1", "200")
+    released = store.get("s1")
+    assert released is not None and released.owner is None
+    assert released.checkpoint == ESN("200")
