@@ -10,12 +10,12 @@ instances Unhealthy here. Now:
 * nobody is marked Unhealthy, though every watchdog saw its workers' rounds fail (and said why it
   did not blame its instance);
 * every key is delivered again after the outage, and every acknowledged write reached a processor;
-* then the leases table alone refuses (throttled, then HTTP 500) for three age limits while the
+* then the leases table alone refuses (throttled, then HTTP 500) for two age limits while the
   workers table answers: the workers' heartbeat rows stay fresh while every lease-taking round
   fails. Nobody is marked Unhealthy: a peer is fine only when its row says its last round succeeded
   recently, and the watchdog's own read of the leases table fails too. A watchdog that counted
   peers as fine by their heartbeat rows marked both instances here;
-* then the workers table alone refuses for three age limits while the leases table answers: the
+* then the workers table alone refuses for two age limits while the leases table answers: the
   workers' heartbeats fail, they fence themselves, and the watchdogs cannot read the table either.
   Nobody is marked Unhealthy, and every key is delivered again once the table answers;
 * the control: one worker frozen for 2.5 x the age limit while the others are fine marks its own
@@ -41,7 +41,7 @@ def test_a_brownout_of_both_tables_or_of_either_table_alone_replaces_nothing_and
         outage_failovers=6,
         writes_per_second=20,
         control=True,
-        alone=(("leases", 12), ("workers", 12)),
+        alone=(("leases", 8), ("workers", 8)),
     )
     assert outcome.marked_in_outage == []
     leases, workers = outcome.alone["leases"], outcome.alone["workers"]
