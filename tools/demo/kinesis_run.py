@@ -171,7 +171,7 @@ class KinesisDemo:
             soft_wrap=True,
         )
         load = KinesisLoad(self.kinesis, self.stream, self.settings.load, self.oracle)
-        writer = threading.Thread(target=load.run, args=(duration,), name="load", daemon=True)
+        writer = threading.Thread(target=load.run_reporting, args=(duration,), name="load", daemon=True)
         script = {"join": duration * 0.25, "kill": duration * 0.5}
         reshards = {"split": duration * 0.35, "merge": duration * 0.65}
         plan = (
@@ -209,6 +209,8 @@ class KinesisDemo:
             finally:
                 load.stop()
                 writer.join(timeout=10)
+        if load.errors:
+            raise DemoError(f"the load stopped after {load.writes} user records: {load.errors[0]}")
         self.observer.read_logs(fleet)
         # Each worker's file is named by its pid: the verdict names who recorded a copy.
         names = {f"{w.pid}.jsonl": w.name for w in fleet.workers.values()}

@@ -93,18 +93,25 @@ def _key_value(name_type: str, text: str) -> dict[str, str]:
     return {"S": text}
 
 
-# Error codes DynamoDB documents as safe to retry (besides any HTTP 5xx).
+# Error codes DynamoDB and Kinesis document as safe to retry (besides any HTTP 5xx): throttles.
 RETRYABLE_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "KMSThrottlingException",
+    }
 )
 REFUSED_WRITE_BACKOFF_SECONDS = 0.1
 
 
 class LoadError(Exception):
-    """The table refused a write for a reason a retry cannot cure (its message names the write)."""
+    """The table (or the Kinesis stream) refused a write for a reason a retry cannot cure (its
+    message names the write)."""
 
 
-def _retryable(exc: ClientError) -> bool:
+def retryable(exc: ClientError) -> bool:
+    """A throttle or a server error: the same request again may succeed."""
     error = exc.response.get("Error", {})
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     return error.get("Code") in RETRYABLE_CODES or int(status) >= 500
@@ -195,7 +202,7 @@ class LoadGenerator:
                 self._apply(op, write, payload)
                 return True
             except ClientError as exc:
-                if not _retryable(exc):
+                if not retryable(exc):
                     raise LoadError(
                         f"the table {self._table.name} refused the {op} of {write.key}: {exc}"
                     ) from exc
