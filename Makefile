@@ -22,7 +22,10 @@ PYTEST_ARGS ?=
 # failover timers and child processes, and a third worker fills that time (on one fresh clone, one
 # run after the other: 9 m 35 s against 10 m 52 s with two). A fourth does not: the cores are then
 # busy throughout, and it adds a Spark JVM (on 3745eaa, one after the other: 12 m 42 s against
-# 10 m 42 s with three). tests/conftest.py keeps the tests that share a fixture on one worker.
+# 10 m 42 s with three). Since the Spark tests share one worker (4b70b1e) a fourth adds no JVM, and
+# still does not pay: 11 m 20 s against 11 m 5 s with three on new clones of ddf45ac and 1ea07e0,
+# the machine's cores busy all but 18 of 1 369 core-s. tests/conftest.py keeps the tests that share
+# a fixture on one worker.
 # TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
