@@ -18,27 +18,16 @@ from botocore.exceptions import EndpointConnectionError
 
 from consumer.records.kpl import deaggregate
 from ground.settings import LoadSettings
-from tests.unit.demo.test_load_refusals import refusal
+from tests.unit.demo.test_load_refusals import Refusing, refusal
 from tools.demo.kinesis_load import KinesisLoad
 from tools.demo.load import LoadError
 
 STREAM = "clicks"
 
 
-class RefusingStream:
-    """Refuses the puts whose numbers (1-based) are in ``refuse`` with ``error``; takes the others."""
-
-    def __init__(self, refuse: set[int], error: Exception) -> None:
-        self.refuse, self.error = refuse, error
-        self.calls: list[dict[str, Any]] = []
-        self.taken: list[dict[str, Any]] = []
-
-    def put_record(self, **request: Any) -> dict[str, Any]:
-        self.calls.append(request)
-        if len(self.calls) in self.refuse:
-            raise self.error
-        self.taken.append(request)
-        return {"ShardId": "shardId-000000000000", "SequenceNumber": str(len(self.taken))}
+class RefusingStream(Refusing):
+    answer = {"ShardId": "shardId-000000000000", "SequenceNumber": "1"}
+    put_record = Refusing._call
 
 
 def load_on(stream: RefusingStream, oracle: Path) -> KinesisLoad:

@@ -34,22 +34,27 @@ def refusal(code: str, status: int) -> ClientError:
     )
 
 
-class RefusingTable:
-    """Refuses the calls whose numbers (1-based) are in ``refuse`` with ``error``; takes the others."""
+class Refusing:
+    """A client that refuses the calls whose numbers (1-based) are in ``refuse`` with ``error`` and
+    takes the others, answering ``answer``; a subclass names the calls it stands in for."""
 
-    def __init__(self, refuse: set[int], error: ClientError) -> None:
+    answer: dict[str, Any] = {}
+
+    def __init__(self, refuse: set[int], error: Exception) -> None:
         self.refuse, self.error = refuse, error
         self.calls: list[dict[str, Any]] = []
         self.taken: list[dict[str, Any]] = []
 
-    def _write(self, **request: Any) -> dict[str, Any]:
+    def _call(self, **request: Any) -> dict[str, Any]:
         self.calls.append(request)
         if len(self.calls) in self.refuse:
             raise self.error
         self.taken.append(request)
-        return {}
+        return self.answer
 
-    put_item = update_item = delete_item = _write
+
+class RefusingTable(Refusing):
+    put_item = update_item = delete_item = Refusing._call
 
 
 def generator(table: RefusingTable, oracle: Path) -> LoadGenerator:
