@@ -58,6 +58,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
+from consumer.leases.coordinator import LeaseEvent
 from consumer.leases.errors import LeaseError, LineageChangedError
 from consumer.leases.model import ExtendedSequenceNumber, Lease, Snapshot
 from consumer.lifecycle.ports import SyncOps
@@ -195,12 +196,23 @@ class ShardSyncer:
 
     def shard_ended(self, shard_id: str) -> None:
         """A shard of mine reached its end: its children are looked up now (module docstring), on the
-        children thread, rather than at the leader's next listing."""
-        log.info("shard %s ended; looking up its children", shard_id)
+        children thread, rather than at the leader's next listing. Told twice while its lookup is
+        pending (the lease's ``finished`` event, then the shard consumer's end), it looks up once."""
         with self._lock:
-            self._ended.setdefault(shard_id, (0, self._clock.monotonic_millis(), 0))
+            if shard_id in self._ended:
+                return
+            self._ended[shard_id] = (0, self._clock.monotonic_millis(), 0)
             self._ended_at.setdefault(shard_id, self._clock.monotonic_millis())
+        log.info("shard %s ended; looking up its children", shard_id)
         self._children_wake.set()
+
+    def lease_changed(self, event: LeaseEvent) -> None:
+        """A lease listener: a SHARD_END of this worker's recorded. Usually its shard consumer reports
+        the end as well (:meth:`shard_ended`); not when the answer to that checkpoint was lost and the
+        lease dropped before it came (a fence, an overdue hand-over) and the position was found
+        recorded, or recorded, later -- then this is the only word that the children are due."""
+        if event.kind == "finished":
+            self.shard_ended(event.shard_id)
 
     def sync_children_due(self) -> None:
         """Look up the children of every ended shard whose turn has come: first at once, then after

@@ -115,6 +115,7 @@ def assemble(
         metrics=ports.metrics,
         threads=ports.threads,
     )
+    coordinator.add_listener(syncer.lease_changed)
     scheduler = Scheduler(
         leases=coordinator,
         reader=ports.stream,

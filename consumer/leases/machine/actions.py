@@ -156,7 +156,8 @@ class Announce:
 
     ``taken``: I own it now (taken, handed over to me, or re-adopted after a fence); ``lost``: it was
     taken from me or I fenced myself, stop without checkpointing; ``released``: I gave it up
-    gracefully; ``finished``: I checkpointed SHARD_END, the lease stays in the table ownerless;
+    gracefully; ``finished``: a SHARD_END of mine is recorded in the table (the lease stays there
+    ownerless; also when it was recorded after I lost hold of the lease), so its children are due;
     ``asked``: another worker asked for it -- its consumer hands it over after the batch in flight
     (woken now, not after an idle back-off that may outlast the hand-over's deadline).
     """

@@ -72,6 +72,10 @@ def _record_before_release(s: LeaseState, lease: Lease) -> Conversation[Lease]:
         return lease
     s.holdings.written(lease.shard_id, pending)
     s.out.info("worker %s: recorded %s of %s before releasing it", s.me, pending, lease.shard_id)
+    if recorded.finished:
+        # A SHARD_END its shard consumer could not record (the hand-over ran overdue meanwhile):
+        # that consumer stopped as if the lease were lost, so the children are asked for here.
+        s.out.announce("finished", lease.shard_id, recorded)
     return recorded
 
 

@@ -200,7 +200,7 @@ def _record_unwritten(s: LeaseState) -> Conversation[None]:
     it is about records already processed, so the fence (which stops processing) allows it."""
     for lease, position in s.holdings.unwritten_unheld():
         try:
-            yield from ask(Checkpoint(lease, position))
+            recorded = yield from ask(Checkpoint(lease, position))
         except LeaseConflictError as exc:
             now = exc.current
             if now is not None and now.owner in (s.me, None) and not now.finished:
@@ -210,7 +210,14 @@ def _record_unwritten(s: LeaseState) -> Conversation[None]:
                 # it next is me or another worker; if me, the take writes it if it is still ahead
                 # (unwritten_for) instead of replaying records I processed.
                 continue
-            s.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it now
+            s.holdings.forget_unwritten(lease.shard_id)  # somebody else holds it now, or it ended
+            if now is not None and now.finished and position.is_shard_end:
+                # My SHARD_END landed though its answer never came, and the fence dropped the lease
+                # before it could: the shard consumer stopped as if the lease were lost, so nobody
+                # has asked for the children yet. Said now (the listeners look them up).
+                s.out.info("worker %s: SHARD_END of %s was recorded already", s.me, lease.shard_id)
+                s.out.announce("finished", lease.shard_id, now)
+                continue
             s.out.info("worker %s: %s of %s not recorded: %s", s.me, position, lease.shard_id, exc)
             continue
         except CheckpointRefusedError as exc:
@@ -221,6 +228,8 @@ def _record_unwritten(s: LeaseState) -> Conversation[None]:
             continue  # still refused: next round
         s.holdings.written(lease.shard_id, position)  # not one noted further on meanwhile
         s.out.info("worker %s: recorded %s of %s after losing hold of it", s.me, position, lease.shard_id)
+        if recorded.finished:
+            s.out.announce("finished", lease.shard_id, recorded)  # its children are looked up now
 
 
 def _retire_dead_workers(s: LeaseState, snapshot: Snapshot) -> Conversation[None]:
