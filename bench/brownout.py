@@ -32,10 +32,7 @@ leases and workers tables answer every call with throttling, then with HTTP 500,
 
 Then, for each table in ``alone`` and once every key delivers again, that table alone fails the
 same way (throttling, then HTTP 500) while the other answers; instances marked Unhealthy during it
-(goal 0), the watchdogs' words for what they saw and did not blame (which must be there), and the
-resume after it as above (goal <= 1). The bench runs the two tables alone in turn, three times
-(leases, workers, leases, ...): each row of a table alone has three values, and each workers-table
-phase follows a leases-table one.
+(goal 0), and the watchdogs' words for what they saw and did not blame (which must be there).
 *The leases table alone*: the heartbeat loops go on writing their rows while every lease-taking
 round fails. A watchdog that counted other instances' workers as fine by their heartbeat rows alone
 blamed its own instance here, every instance of the fleet (the outage lasts 3 x the age limit; the
@@ -62,8 +59,6 @@ from bench.fleet_records import TABLE
 from bench.fleet_support import Stack, bench_stack, drain_lost, lost_writes_ratio
 from bench.instances import StandInGroup, booted, start_instances, watch
 
-# Each table alone fails this many times in the bench, in turn: a spread, not one value.
-ALONE_ROUNDS = 3
 LIMITS = (
     "both tables: a worker whose leases-table read failed tries again a taker interval later (its log: "
     "'next try in 2000 ms'), and its leases were dropped during the outage (no heartbeat within "
@@ -93,7 +88,7 @@ class Outcome:
     marked_in_outage: list[str]
     marked_in_control: list[str]
     excused: list[str]
-    alone: dict[str, list[Alone]]  # each table's phases, in the order they ran
+    alone: dict[str, Alone]
     resume_seconds: float
     taker_seconds: float
     outage_seconds: float
@@ -240,7 +235,7 @@ def brownout(
         outage = outage_failovers * failover_millis / 1000
         settings = stack.settings
         names = {"leases": settings.leases_table_name, "workers": settings.workers_table_name}
-        phases: list[Alone] = []
+        phases: dict[str, Alone] = {}
         try:
             time.sleep(2 * failover_millis / 1000)
             fail_tables(stack, f"{names['leases']},{names['workers']}", outage)
@@ -255,7 +250,7 @@ def brownout(
                 back = resumed_after(stack, keys, time.time(), 30 * failover_millis / 1000)
                 time.sleep(2 * failover_millis / 1000)
                 marked = [i for i, _ in group.marked][marked_before:]
-                phases.append(Alone(table, seconds, back, marked, (began_alone, time.time())))
+                phases[table] = Alone(table, seconds, back, marked, (began_alone, time.time()))
             if control:
                 victim = fleet[0].workers[0]
                 stack.fleet.pause(victim)
@@ -280,17 +275,17 @@ def brownout(
         heard = [
             (t, m) for i in fleet if i.watchdog for t, m in i.watchdog.heard if m.startswith("not blamed")
         ]
-        for phase in phases:
+        for phase in phases.values():
             phase.excused = [m for t, m in heard if phase.window[0] <= t <= phase.window[1]]
-        outside = [m for t, m in heard if not any(a <= t <= b for a, b in (p.window for p in phases))]
-        before = len(marked_in_outage) + sum(len(p.marked) for p in phases)
+        outside = [
+            m for t, m in heard if not any(a <= t <= b for a, b in (p.window for p in phases.values()))
+        ]
+        before = len(marked_in_outage) + sum(len(p.marked) for p in phases.values())
         return Outcome(
             marked_in_outage=marked_in_outage,
             marked_in_control=[i for i, _ in group.marked][before:],
             excused=outside,
-            alone={
-                table: [p for p in phases if p.table == table] for table in dict.fromkeys(t for t, _ in alone)
-            },
+            alone=phases,
             resume_seconds=resume,
             taker_seconds=stack.taker_millis / 1000,
             outage_seconds=outage,
@@ -316,7 +311,7 @@ def run() -> list[Ratio]:
         writes_per_second=48,
         control=True,
         rollover_seconds=20,
-        alone=(("leases", 12), ("workers", 12)) * ALONE_ROUNDS,
+        alone=(("leases", 12), ("workers", 12)),
     )
     leases, workers = outcome.alone["leases"], outcome.alone["workers"]
     print(
@@ -330,8 +325,7 @@ def run() -> list[Ratio]:
         f"{outcome.deliveries} deliveries, {outcome.duplicates} delivered twice, {len(outcome.lost)} lost; "
         f"control (a worker frozen while the others are fine): marked {outcome.marked_in_control}"
     )
-    for phase in [p for pair in zip(leases, workers, strict=True) for p in pair]:
-        other = "leases" if phase.table == "workers" else "workers"
+    for phase, other in ((leases, "workers"), (workers, "leases")):
         print(
             f"then the {phase.table} table alone refusing for {phase.seconds:.0f} s (the {other} table "
             f"answering): instances marked Unhealthy during it: {phase.marked or 'none'}; watchdogs saw and "
@@ -351,50 +345,40 @@ def run() -> list[Ratio]:
         f"tables refusing 100 % for {outcome.outage_seconds:.0f} s (6 x failover 6 s), rollovers every 20 s, "
         "shard sync every 60 s (the default)"
     )
-    proved = outcome.excused and all(p.excused for p in leases + workers)
+    proved = outcome.excused and leases.excused and workers.excused
     if not proved or outcome.marked_in_control[:1] != ["inst-0"]:
         raise RuntimeError(
-            f"the scenario proved nothing: excused {outcome.excused[:1]}, "
-            f"{[p.excused[:1] for p in leases + workers]}, control marked {outcome.marked_in_control}"
+            f"the scenario proved nothing: excused {outcome.excused[:1]}, {leases.excused[:1]} and "
+            f"{workers.excused[:1]}, control marked {outcome.marked_in_control}"
         )
 
-    def alone_method(phases: list[Alone], other: str) -> str:
-        resumes = ", ".join(f"{p.resume_seconds:.2f}" for p in phases)
+    def alone_method(phase: Alone, other: str) -> str:
         return (
-            f"the same fleet, then the {phases[0].table} table alone throttling and answering HTTP 500 for "
-            f"{phases[0].seconds:.0f} s (12 x failover; 3 x the watchdog's age limit) while the {other} table "
-            f"answers, {len(phases)} times (the two tables alone in turn, leases first); every key delivering "
-            f"again {resumes} s after each"
+            f"the same fleet, then the {phase.table} table alone throttling and answering HTTP 500 for "
+            f"{phase.seconds:.0f} s (12 x failover; 3 x the watchdog's age limit) while the {other} table answers"
         )
 
     return [
         at_most("brownout_instances_marked_unhealthy", (float(len(outcome.marked_in_outage)),), 0, method),
         at_most(
             "brownout_leases_table_only_instances_marked_unhealthy",
-            tuple(float(len(p.marked)) for p in leases),
+            (float(len(leases.marked)),),
             0,
             alone_method(leases, "workers"),
         ),
         at_most(
             "brownout_workers_table_only_instances_marked_unhealthy",
-            tuple(float(len(p.marked)) for p in workers),
+            (float(len(workers.marked)),),
             0,
             alone_method(workers, "leases"),
         ),
         at_most(
             "brownout_workers_table_only_resume_over_taker_interval",
-            tuple(p.resume_seconds / outcome.taker_seconds for p in workers),
+            (workers.resume_seconds / outcome.taker_seconds,),
             1,
             alone_method(workers, "leases")
             + "; its end -> every key delivering again, over the taker interval (docs/deploy.md: back within "
             "a taker interval of the table answering)",
-        ),
-        at_most(
-            "brownout_leases_table_only_resume_over_taker_interval",
-            tuple(p.resume_seconds / outcome.taker_seconds for p in leases),
-            1,
-            alone_method(leases, "workers")
-            + "; its end -> every key delivering again, over the taker interval (the same promise)",
         ),
         lost_writes_ratio("brownout_lost_records", outcome.lost),
         at_most(

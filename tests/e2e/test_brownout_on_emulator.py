@@ -44,7 +44,7 @@ def test_a_brownout_of_both_tables_or_of_either_table_alone_replaces_nothing_and
         alone=(("leases", 8), ("workers", 8)),
     )
     assert outcome.marked_in_outage == []
-    [leases], [workers] = outcome.alone["leases"], outcome.alone["workers"]
+    leases, workers = outcome.alone["leases"], outcome.alone["workers"]
     assert leases.marked == [] and workers.marked == []
     seen_alone = [m for m in leases.excused if "had no lease-taking round succeed" in m]
     assert len(seen_alone) >= 2 and any("leases table" in m for m in seen_alone), leases.excused
