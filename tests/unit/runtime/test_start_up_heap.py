@@ -37,7 +37,8 @@ def test_clients_send_a_fixed_user_agent_naming_the_product() -> None:
 
 def test_a_workers_clients_read_each_of_botocores_data_files_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """One session for all of a worker's clients: endpoints, partitions and each service's model are
-    parsed once per process, not once per client (a heap and a start-up eight times theirs)."""
+    parsed once per process, not once per client (which cost a worker some 0.5 CPU s and 170 000
+    more objects at every start)."""
     read: list[str] = []
     load_file = botocore.loaders.JSONFileLoader.load_file
 
