@@ -12,10 +12,10 @@ One fleet run (about a minute and a half) is shared by the assertions of this mo
 * a second application on the same stream keeping a DynamoDB replica;
 * afterwards the shards are trimmed under a stopped worker's checkpoint and one worker restarts.
 
-Then: every change exactly once per (shard, sequence number) but a copy the frozen worker had in
-flight, in per-item delivery order (so parents before children); the replica equals the source; the EMF documents and both log groups read back
-from the emulator's CloudWatch Logs hold what the run provoked, and RecordsProcessed equals what
-the processor handled. A separate short test checks LATEST against TRIM_HORIZON.
+Then: every change once per (shard, sequence number) but the frozen worker's copy in flight, in per-item
+delivery order (so parents before children); the replica equals the source; the EMF documents and both
+log groups read back from the emulator's CloudWatch Logs hold what the run provoked, and RecordsProcessed
+equals what the processor handled. A separate short test checks LATEST against TRIM_HORIZON.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import pytest
 
 from emulator.testing import RunningEmulator, running_emulator
 from ground.settings import LoadSettings, load_settings
+from tests.e2e.in_flight_copies import unexplained_copies
 from tests.e2e.trimmed_under_workers import trim_under_live_workers
 from tests.support import wait_for
 from tools.dashboard.readback import points_of_all, read_log_group, read_log_messages
@@ -198,7 +199,6 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             started = time.monotonic()
             writer.start()
             frozen_at: list[float] = []
-            frozen_wall: list[float] = []  # time.time() of the SIGSTOP, then of the SIGCONT
             frozen: list[str] = []
 
             def freeze() -> None:
@@ -219,12 +219,11 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
                 wait_for(a_holder, 60, "worker-1 or worker-4 to hold a lease")
                 fleet.pause(frozen[0])
                 frozen_at.append(time.monotonic())
-                frozen_wall.append(time.time())
 
             def thaw() -> None:
                 time.sleep(max(0.0, frozen_at[0] + 5 - time.monotonic()))  # 5 s > failover 3 s
                 fleet.resume(frozen[0])
-                frozen_wall.append(time.time())
+                frozen_at.append(time.monotonic())
 
             def stop_worker_3() -> None:
                 # Stopped gracefully once it runs: a loaded machine can still be importing it at
@@ -263,29 +262,11 @@ def fleet_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRun]:
             ids = worker_ids(fleet)
             how = {name: process.stopped_how or "running" for name, process in fleet.workers.items()}
         time.sleep(2)  # the last PutLogEvents of the stopped workers
+        wall = time.time() - time.monotonic()  # the SIGSTOP's and the SIGCONT's times, wall-clock
         yield FleetRun(
-            emu, tmp, verdict, written, source, replica, ids, frozen[0], (frozen_wall[0], frozen_wall[1]), how,
-            emu.control.counters(),
+            emu, tmp, verdict, written, source, replica, ids, frozen[0], (frozen_at[0] + wall, frozen_at[1] + wall),
+            how, emu.control.counters(),
         )  # fmt: skip
-
-
-def unexplained_copies(run: FleetRun) -> list[str]:
-    """Every duplicated (shard, sequence number) of the change log but those the frozen worker's
-    write in flight explains: two copies, the first landed (its lines' time) before the SIGSTOP and
-    its object renamed into place (the file's ctime: ``write_atomically`` renames a finished
-    temporary file) after the SIGCONT and after the second copy landed -- so the second copy's
-    writer, listing the shard's objects before it wrote, could not have seen it. Any other copy
-    means two workers wrote one shard at once."""
-    stopped, resumed = run.frozen_between
-    unexplained = []
-    for shard, sequence, copies in run.verdict.duplicate_copies:
-        if len(copies) == 2:
-            (first, first_at), (_, second_at) = copies
-            visible = (run.tmp / "changelog" / first).stat().st_ctime
-            if first_at <= stopped and visible >= resumed and visible > second_at:
-                continue
-        unexplained.append(f"{shard} {sequence}: {copies}")
-    return unexplained
 
 
 def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run: FleetRun) -> None:
@@ -293,11 +274,10 @@ def test_every_change_once_in_order_across_generations_kills_and_stops(fleet_run
     # ~765 writes paced at 30/s; a machine loaded several times over its cores paced 410 of them.
     assert verdict.written == fleet_run.written > 300
     assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), verdict.lost_examples
-    # Exactly once per (shard, sequence number) in the change log: no two workers wrote a shard at
-    # once. The one copy the product accepts (consumer/sinks/changelog.py) is the frozen worker's
-    # object in flight: begun before its SIGSTOP, put in place after its SIGCONT, once the next owner
-    # had listed the shard's objects and landed the same records again.
-    assert not unexplained_copies(fleet_run), (unexplained_copies(fleet_run), verdict.duplicate_copies)
+    # Once per (shard, sequence number): no two workers wrote a shard at once (in_flight_copies.py).
+    changelog, frozen = fleet_run.tmp / "changelog", fleet_run.frozen_between
+    unexplained = unexplained_copies(verdict.duplicate_copies, changelog, frozen)
+    assert not unexplained, (unexplained, verdict.duplicate_copies)
     counters = fleet_run.counters
     assert counters["rollovers"] >= 3 and counters["splits"] >= 1
     assert counters["expired_iterators"] >= 1  # the slow batches outlived their iterators
@@ -393,11 +373,10 @@ def test_latest_starts_at_the_tip_and_trim_horizon_at_the_oldest_record(tmp_path
         ):
             latest.start_worker()
             horizon.start_worker()
-            leases = emu.client("dynamodb")
 
             def started(table: str) -> bool:
                 try:
-                    items = leases.scan(TableName=table)["Items"]
+                    items = ddb.scan(TableName=table)["Items"]
                 except Exception:
                     return False
                 return (
