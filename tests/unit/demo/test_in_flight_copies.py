@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from ground.files import write_atomically
 from tests.e2e.in_flight_copies import unexplained_copies
 
 SHARD = "shardId-1"
@@ -16,12 +16,9 @@ SECOND = f"{SHARD}/01-09.jsonl.gz"  # the next owner's
 
 @pytest.fixture
 def put_in_place(tmp_path: Path) -> float:
-    """Both objects written as write_atomically writes them; the first renamed last: its ctime."""
-    (tmp_path / SHARD).mkdir()
+    """Both objects written as the sink writes them; the first put in place last: its ctime."""
     for name in (SECOND, FIRST):
-        temporary = tmp_path / f"{name}.part"
-        temporary.write_bytes(b"lines")
-        os.replace(temporary, tmp_path / name)
+        write_atomically(tmp_path / name, b"lines", durable=False)
     return (tmp_path / FIRST).stat().st_ctime
 
 
