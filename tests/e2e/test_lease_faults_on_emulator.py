@@ -158,6 +158,30 @@ class Fleet:
         """Records the workers' processors were handed and landed, counted per handling."""
         return sum(int(n) for path in (self.tmp / "seen").glob("*.txt") for n in path.read_text().split())
 
+    def stop_and_judge(self, *, every_lease_held_again: bool = False) -> None:
+        """Stop the load, wait for every acknowledged write in the change log (and, if asked, every
+        lease held again), stop the workers (each must exit 0) and require each change delivered
+        exactly once and in per-item order, to the change log and to the processors."""
+        self.load.stop()
+        self.writer.join(timeout=30)
+        written = self.load.writes
+        wait_for(lambda: self.delivered() >= written, 120, f"{written} changes in the change log")
+        if every_lease_held_again:
+            wait_for(_all_held(self), 60, "every lease held again")
+        dead = {p.name: p.popen.returncode for p in self.fleet.workers.values() if not p.alive}
+        assert not dead, f"workers ended after the outage: {dead}"
+        codes = {p.name: self.fleet.terminate(p.name) for p in self.fleet.alive()}
+        assert codes == {"worker-1": 0, "worker-2": 0, "worker-3": 0}, codes
+        verdict = judge(read_oracle(self.tmp / "oracle.jsonl"), read_changelog(self.changelog, "pk"))
+        assert verdict.written == written > 300
+        assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), (
+            verdict.lost_examples
+        )
+        assert verdict.duplicates == 0, verdict.duplicate_objects
+        # Exactly once to the processors too: a replay that overwrote its own object, or that the sink
+        # skipped as already landed, still counts here.
+        assert self.handled() == verdict.delivered, self.redelivery_lines()[:5]
+
     def redelivery_lines(self) -> list[str]:
         return [
             line
@@ -292,23 +316,7 @@ def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_st
     assert not dead, f"workers ended by transient errors: {dead}"
 
     time.sleep(2 * FAILOVER_MILLIS / 1000)  # records written after the recovery too
-    run.load.stop()
-    run.writer.join(timeout=30)
-    written = run.load.writes
-    wait_for(lambda: run.delivered() >= written, 120, f"{written} changes in the change log")
-    wait_for(_all_held(run), 60, "every lease held again")
-    dead = {p.name: p.popen.returncode for p in run.fleet.workers.values() if not p.alive}
-    assert not dead, f"workers ended after the outage: {dead}"
-    codes = {p.name: run.fleet.terminate(p.name) for p in run.fleet.alive()}
-    assert codes == {"worker-1": 0, "worker-2": 0, "worker-3": 0}, codes
-
-    verdict = judge(read_oracle(run.tmp / "oracle.jsonl"), read_changelog(run.changelog, "pk"))
-    assert verdict.written == written > 300
-    assert (verdict.lost, verdict.unexpected, verdict.order_violations) == (0, 0, 0), verdict.lost_examples
-    assert verdict.duplicates == 0, verdict.duplicate_objects
-    # Exactly once to the processors too: a replay that overwrote its own object, or that the sink
-    # skipped as already landed, still counts here.
-    assert run.handled() == verdict.delivered, run.redelivery_lines()[:5]
+    run.stop_and_judge(every_lease_held_again=True)
 
 
 def kcl_problems(emu: RunningEmulator) -> list[str]:
