@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_lease_faults_on_emulator import Fleet, _all_held, fleet
+from tests.e2e.test_lease_faults_on_emulator import Fleet, fleet
 from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +33,7 @@ OUTAGE_SECONDS = 3 * ROLLOVER_SECONDS
 
 def test_describe_stream_throttled_alone_ends_no_worker_and_loses_nothing(fleet: Fleet) -> None:
     run = fleet
-    wait_for(_all_held(run), 90, "three workers holding every lease and delivering")
+    wait_for(run.all_held, 90, "three workers holding every lease and delivering")
     control = run.emu.control
     before = control.counters()
     delivered_at_start = run.delivered()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,10 @@ class Fleet:
         """Records the workers' processors were handed and landed, counted per handling."""
         return sum(int(n) for path in (self.tmp / "seen").glob("*.txt") for n in path.read_text().split())
 
+    def all_held(self) -> bool:
+        """At least three leases held and something delivered: the fleet is at work."""
+        return len(owners(self.emu)) >= 3 and self.delivered() > 0
+
     def stop_and_judge(self, *, every_lease_held_again: bool = False) -> None:
         """Stop the load, wait for every acknowledged write in the change log (and, if asked, every
         lease held again), stop the workers (each must exit 0) and require each change delivered
@@ -167,7 +171,7 @@ class Fleet:
         written = self.load.writes
         wait_for(lambda: self.delivered() >= written, 120, f"{written} changes in the change log")
         if every_lease_held_again:
-            wait_for(_all_held(self), 60, "every lease held again")
+            wait_for(self.all_held, 60, "every lease held again")
         dead = {p.name: p.popen.returncode for p in self.fleet.workers.values() if not p.alive}
         assert not dead, f"workers ended after the outage: {dead}"
         codes = {p.name: self.fleet.terminate(p.name) for p in self.fleet.alive()}
@@ -223,14 +227,6 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
             finally:
                 load.stop()
                 writer.join(timeout=30)
-
-
-def _all_held(run: Fleet) -> Callable[[], bool]:
-    def check() -> bool:
-        held = owners(run.emu)
-        return len(held) >= 3 and run.delivered() > 0
-
-    return check
 
 
 # The stream fails first, alone, until the workers have met it: once the leases tables fail too,
@@ -297,7 +293,7 @@ def test_no_worker_ends_and_nothing_is_replayed_when_the_leases_table_and_the_st
     fleet: Fleet,
 ) -> None:
     run = fleet
-    wait_for(_all_held(run), 90, "three workers holding every lease and delivering")
+    wait_for(run.all_held, 90, "three workers holding every lease and delivering")
     control = run.emu.control
     before = control.counters()
     control.set_faults(table_fault_tables=f"{APP},{APP}-workers")
@@ -329,7 +325,7 @@ def test_every_leases_table_item_is_a_kcl_lease_of_a_real_shard_during_a_run_and
     fleet: Fleet,
 ) -> None:
     run = fleet
-    wait_for(_all_held(run), 90, "three workers holding every lease and delivering")
+    wait_for(run.all_held, 90, "three workers holding every lease and delivering")
     problems: list[str] = []
     for _ in range(6):  # while leases are taken, balanced and checkpointed
         problems += kcl_problems(run.emu)
